@@ -1,0 +1,69 @@
+#' Choose the engine backend
+#'
+#' Resolves a backend request to `"gpu"` or `"cpu"`. Every engine in the
+#' package calls this with its `backend` argument, so the rule is the same
+#' everywhere: `"auto"` means the GPU when this build has CUDA and a GPU is
+#' present, and the CPU otherwise; `"gpu"` without a usable GPU is an error
+#' that says why; `"cpu"` is always available.
+#'
+#' @param backend `"auto"`, `"gpu"` or `"cpu"`. `NULL` (the default) takes
+#'   `getOption("gpukernels.backend", "auto")`.
+#' @return `"gpu"` or `"cpu"`.
+#' @examples
+#' gk_backend()
+#' gk_backend("cpu")
+#' old <- options(gpukernels.backend = "cpu")
+#' gk_backend()
+#' options(old)
+#' @export
+gk_backend <- function(backend = NULL) {
+  if (is.null(backend)) backend <- getOption("gpukernels.backend", "auto")
+  if (!is.character(backend) || length(backend) != 1L || is.na(backend) ||
+      !backend %in% c("auto", "gpu", "cpu")) {
+    stop("`backend` must be one of \"auto\", \"gpu\" or \"cpu\"", call. = FALSE)
+  }
+  if (backend == "cpu") return("cpu")
+  build <- .Call(gk_r_build_info)
+  if (build$device_count > 0L) return("gpu")
+  if (backend == "gpu") {
+    stop("backend = \"gpu\" was requested, but no GPU can be used: ",
+         build$no_device_reason, call. = FALSE)
+  }
+  "cpu"
+}
+
+#' Is a GPU available to gpukernels?
+#'
+#' @return `TRUE` when this build has CUDA and at least one GPU is usable.
+#' @examples
+#' gk_has_gpu()
+#' @export
+gk_has_gpu <- function() {
+  .Call(gk_r_build_info)$device_count > 0L
+}
+
+#' Select the GPU used by the engines
+#'
+#' On machines with several GPUs, chooses the one every later call uses.
+#'
+#' @param device GPU number, from 1 to the number of GPUs (see [gk_info()]).
+#' @return The selected device number, invisibly.
+#' @examples
+#' if (gk_has_gpu()) gk_set_device(1)
+#' @export
+gk_set_device <- function(device) {
+  if (!is.numeric(device) || length(device) != 1L || is.na(device) ||
+      device != round(device)) {
+    stop("`device` must be a single whole number", call. = FALSE)
+  }
+  invisible(.Call(gk_r_set_device, as.integer(device)))
+}
+
+# Threads for the CPU engines (0 = all OpenMP threads).
+gk_threads <- function() {
+  threads <- getOption("gpukernels.threads", 0L)
+  if (!is.numeric(threads) || length(threads) != 1L || is.na(threads) || threads < 0) {
+    stop("option gpukernels.threads must be a single non-negative number", call. = FALSE)
+  }
+  as.integer(threads)
+}

@@ -1,0 +1,53 @@
+# Argument checks shared by every engine. Each stops with a message that names
+# the argument as the user wrote it.
+
+# A numeric matrix of points (rows = points), finite, as double. A numeric
+# vector is one column (n points in one dimension); a data frame must be numeric.
+gk_check_points <- function(x, arg = deparse(substitute(x)), allow_empty = FALSE) {
+  if (is.data.frame(x)) {
+    if (!all(vapply(x, is.numeric, logical(1)))) {
+      stop("`", arg, "` must have numeric columns only", call. = FALSE)
+    }
+    x <- as.matrix(x)
+  }
+  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
+  if (!is.matrix(x) || !(is.numeric(x) || is.logical(x) && all(is.na(x)))) {
+    stop("`", arg, "` must be a numeric matrix (one row per point), not ",
+         class(x)[1L], call. = FALSE)
+  }
+  if (!allow_empty && (nrow(x) == 0L || ncol(x) == 0L)) {
+    stop("`", arg, "` is empty (", nrow(x), " x ", ncol(x), "); it needs at least one point",
+         call. = FALSE)
+  }
+  if (anyNA(x)) stop("`", arg, "` contains NA or NaN values", call. = FALSE)
+  if (any(is.infinite(x))) stop("`", arg, "` contains infinite values", call. = FALSE)
+  storage.mode(x) <- "double"
+  x
+}
+
+gk_check_same_dim <- function(x, y, arg_x = "x", arg_y = "y") {
+  if (ncol(x) != ncol(y)) {
+    stop("`", arg_x, "` has ", ncol(x), " columns but `", arg_y, "` has ", ncol(y),
+         ": points must have the same dimension", call. = FALSE)
+  }
+  invisible(TRUE)
+}
+
+gk_check_precision <- function(precision) {
+  if (!is.character(precision) || length(precision) != 1L ||
+      !precision %in% c("double", "single")) {
+    stop("`precision` must be \"double\" or \"single\"", call. = FALSE)
+  }
+  precision
+}
+
+gk_check_scalar <- function(x, arg, lower = -Inf, lower_open = FALSE, integer = FALSE) {
+  ok <- is.numeric(x) && length(x) == 1L && !is.na(x) && is.finite(x) &&
+    (if (lower_open) x > lower else x >= lower) && (!integer || x == round(x))
+  if (!ok) {
+    what <- if (integer) "a whole number" else "a number"
+    bound <- if (is.finite(lower)) paste0(if (lower_open) " > " else " >= ", lower) else ""
+    stop("`", arg, "` must be ", what, bound, call. = FALSE)
+  }
+  x
+}

@@ -1,0 +1,20 @@
+#' gpukernels: fast kernel-matrix computations on GPUs, with a CPU fallback
+#'
+#' Four engines share one device layer: tiled kernel reductions, block-sparse
+#' reductions, H2 covariance matrices and distances between piecewise-constant
+#' functions. Every engine runs on the GPU when one is present and on the CPU
+#' otherwise, with the same answers.
+#'
+#' @section Backends:
+#' Every engine takes `backend = c("auto", "gpu", "cpu")`. The default comes
+#' from `getOption("gpukernels.backend", "auto")`. `"auto"` uses a GPU when the
+#' package was built with CUDA and a GPU is present, and the CPU otherwise;
+#' `"gpu"` without a usable GPU is an error. See [gk_backend()].
+#'
+#' @section Threads:
+#' The CPU engines use OpenMP with `getOption("gpukernels.threads", 0)` threads
+#' (0 means all available).
+#'
+#' @keywords internal
+#' @useDynLib gpukernels, .registration = TRUE
+"_PACKAGE"

@@ -1,0 +1,144 @@
+# Family codes shared with src/kernels/gk_kernel.h (gk_kernel_family).
+gk_kernel_families <- c(gaussian = 0L, exponential = 1L, matern = 2L, cauchy = 3L,
+                        inverse_multiquadric = 4L, linear = 5L, squared_distance = 6L)
+gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance",
+                       squared_euclidean = "squared_distance", rbf = "gaussian")
+
+#' Kernel specifications
+#'
+#' One kernel vocabulary for every engine of the package. Kernels are written
+#' in terms of the scaled distance \eqn{d = \|(x - y) / \ell\|}, where the range
+#' \eqn{\ell} is one number or one per dimension, and the variance \eqn{\sigma^2}:
+#' \describe{
+#'   \item{`"gaussian"`}{\eqn{\sigma^2 \exp(-d^2/2)}}
+#'   \item{`"exponential"`}{\eqn{\sigma^2 \exp(-d)}}
+#'   \item{`"matern"`}{\eqn{\sigma^2 \frac{2^{1-\nu}}{\Gamma(\nu)} d^\nu K_\nu(d)}, the
+#'     parameterisation of `fields::Matern` and GpGp, with smoothness \eqn{\nu}.
+#'     Closed forms are used for \eqn{\nu = 1/2}: \eqn{\sigma^2 e^{-d}};
+#'     \eqn{\nu = 3/2}: \eqn{\sigma^2 (1 + d) e^{-d}};
+#'     \eqn{\nu = 5/2}: \eqn{\sigma^2 (1 + d + d^2/3) e^{-d}}. Any other
+#'     \eqn{\nu > 0} uses the modified Bessel function \eqn{K_\nu}.}
+#'   \item{`"cauchy"`}{\eqn{\sigma^2 / (1 + d^2)}}
+#'   \item{`"inverse_multiquadric"`}{\eqn{\sigma^2 / \sqrt{1 + d^2}} (alias `"imq"`)}
+#'   \item{`"linear"`}{\eqn{\sigma^2 \langle x/\ell, y/\ell \rangle}; with the
+#'     defaults, the plain inner product \eqn{x \cdot y}}
+#'   \item{`"squared_distance"`}{\eqn{\sigma^2 d^2}; with the defaults, the plain
+#'     squared Euclidean distance (alias `"sqdist"`)}
+#' }
+#' Wherever a function of the package takes `kernel`, a plain string such as
+#' `"gaussian"` stands for `gk_kernel("gaussian")` with the defaults.
+#'
+#' @param name Kernel family (see Details).
+#' @param range The length scale \eqn{\ell}: one positive number, or one per
+#'   dimension of the points.
+#' @param smoothness The Matérn smoothness \eqn{\nu > 0}; only for `"matern"`,
+#'   where it is required.
+#' @param variance The variance (scale) \eqn{\sigma^2 > 0}.
+#' @return An object of class `gk_kernel`.
+#' @examples
+#' gk_kernel("matern", range = 0.2, smoothness = 1.5)
+#' gk_kernel("gaussian", range = c(1, 2, 0.5), variance = 2)
+#' @export
+gk_kernel <- function(name, range = 1, smoothness = NULL, variance = 1) {
+  if (!is.character(name) || length(name) != 1L || is.na(name)) {
+    stop("kernel `name` must be a single string", call. = FALSE)
+  }
+  family <- tolower(gsub("[ -]", "_", name))
+  if (family %in% names(gk_kernel_aliases)) family <- gk_kernel_aliases[[family]]
+  if (!family %in% names(gk_kernel_families)) {
+    stop("unknown kernel \"", name, "\"; use one of ",
+         paste0("\"", names(gk_kernel_families), "\"", collapse = ", "), call. = FALSE)
+  }
+  if (!is.numeric(range) || length(range) == 0L || anyNA(range) ||
+      any(!is.finite(range)) || any(range <= 0)) {
+    stop("kernel `range` must be positive and finite (one value, or one per dimension)",
+         call. = FALSE)
+  }
+  gk_check_scalar(variance, "variance", lower = 0, lower_open = TRUE)
+  if (family == "matern") {
+    if (is.null(smoothness)) {
+      stop("the matern kernel needs `smoothness` (e.g. 0.5, 1.5 or 2.5)", call. = FALSE)
+    }
+    gk_check_scalar(smoothness, "smoothness", lower = 0, lower_open = TRUE)
+  } else if (!is.null(smoothness)) {
+    stop("`smoothness` applies to the matern kernel only", call. = FALSE)
+  }
+  structure(list(name = family, family_code = gk_kernel_families[[family]],
+                 range = as.double(range), variance = as.double(variance),
+                 smoothness = if (is.null(smoothness)) NA_real_ else as.double(smoothness)),
+            class = "gk_kernel")
+}
+
+#' @export
+print.gk_kernel <- function(x, ...) {
+  params <- c(if (!is.na(x$smoothness)) sprintf("smoothness = %g", x$smoothness),
+              sprintf("range = %s", paste(format(x$range), collapse = ", ")),
+              sprintf("variance = %g", x$variance))
+  cat("<gk_kernel> ", x$name, " (", paste(params, collapse = ", "), ")\n", sep = "")
+  invisible(x)
+}
+
+# A gk_kernel from whatever the user passed as `kernel`.
+as_gk_kernel <- function(kernel) {
+  if (inherits(kernel, "gk_kernel")) return(kernel)
+  if (is.character(kernel) && length(kernel) == 1L) return(gk_kernel(kernel))
+  stop("`kernel` must be a kernel name such as \"gaussian\" or a gk_kernel() object",
+       call. = FALSE)
+}
+
+# Checks the kernel's range against the dimension of the points.
+gk_check_kernel_dim <- function(kernel, dim) {
+  if (length(kernel$range) != 1L && length(kernel$range) != dim) {
+    stop("the kernel's range has ", length(kernel$range), " values but the points have ",
+         dim, " dimensions: give one range, or one per dimension", call. = FALSE)
+  }
+  invisible(kernel)
+}
+
+#' Dense kernel matrices
+#'
+#' Computes the full matrix \eqn{K_{ij} = k(x_i, y_j)}. Memory grows as
+#' `nrow(x) * nrow(y)`; for large sets use the reductions, which never form it.
+#'
+#' @param x Numeric matrix, one row per point.
+#' @param y Numeric matrix with the same number of columns; defaults to `x`.
+#' @param kernel A [gk_kernel()] or a kernel name.
+#' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @return A `nrow(x)` by `nrow(y)` matrix.
+#' @examples
+#' x <- matrix(runif(20), 10, 2)
+#' K <- kernel_matrix(x, kernel = gk_kernel("matern", range = 0.3, smoothness = 1.5))
+#' dim(K)
+#' @export
+kernel_matrix <- function(x, y = x, kernel = "gaussian", backend = NULL) {
+  x <- gk_check_points(x, "x")
+  y <- gk_check_points(y, "y")
+  gk_check_same_dim(x, y)
+  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), ncol(x))
+  backend <- gk_backend(backend)
+  if (as.double(nrow(x)) * nrow(y) > .Machine$integer.max) {
+    stop("the kernel matrix would have more than 2^31 entries; use kernel_reduce() instead",
+         call. = FALSE)
+  }
+  out <- .Call(gk_r_kernel_matrix, x, y, kernel, backend, gk_threads())
+  dimnames(out) <- list(rownames(x), rownames(y))
+  out
+}
+
+#' Evaluate a kernel at given distances
+#'
+#' @param kernel A [gk_kernel()] or a kernel name.
+#' @param d Scaled distances \eqn{d \ge 0} (for `"linear"`, inner products).
+#' @return The kernel values, as in the formulas of [gk_kernel()].
+#' @examples
+#' kernel_eval(gk_kernel("matern", smoothness = 0.8), c(0, 0.5, 1, 2))
+#' @export
+kernel_eval <- function(kernel, d) {
+  kernel <- as_gk_kernel(kernel)
+  if (!is.numeric(d) || anyNA(d)) stop("`d` must be numeric without NA", call. = FALSE)
+  stat <- if (kernel$name == "linear") as.double(d) else {
+    if (any(d < 0)) stop("distances `d` must be non-negative", call. = FALSE)
+    as.double(d)^2
+  }
+  .Call(gk_r_kernel_eval, kernel, stat)
+}

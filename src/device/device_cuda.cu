@@ -1,0 +1,276 @@
+// The device layer of a CUDA build (see gk_device.h for the contract).
+#include <stdio.h>
+#include "device/gk_cuda.h"
+
+#define GK_MAX_DEVICES 64
+
+static int current_device = 0;
+static cublasHandle_t cublas_handles[GK_MAX_DEVICES];
+static cusolverDnHandle_t cusolver_handles[GK_MAX_DEVICES];
+
+extern "C" {
+
+gk_status gk_cuda_status(cudaError_t code, const char *what, gk_error *err)
+{
+  if (code == cudaSuccess) return GK_OK;
+  cudaGetLastError();  // clear a non-sticky error so later calls can go on
+  gk_status status = GK_ERR_CUDA;
+  if (code == cudaErrorMemoryAllocation) status = GK_ERR_NOMEM;
+  if (code == cudaErrorNoDevice || code == cudaErrorInsufficientDriver) status = GK_ERR_NO_DEVICE;
+  return gk_fail(err, status, "CUDA error in %s: %s (%s)", what, cudaGetErrorString(code),
+                 cudaGetErrorName(code));
+}
+
+gk_status gk_cuda_check_launch(const char *what, gk_error *err)
+{
+  return gk_cuda_status(cudaGetLastError(), what, err);
+}
+
+gk_status gk_cublas_status(cublasStatus_t code, const char *what, gk_error *err)
+{
+  if (code == CUBLAS_STATUS_SUCCESS) return GK_OK;
+  gk_status status = code == CUBLAS_STATUS_ALLOC_FAILED ? GK_ERR_NOMEM : GK_ERR_CUDA;
+  return gk_fail(err, status, "cuBLAS error in %s: %s", what, cublasGetStatusString(code));
+}
+
+gk_status gk_cusolver_status(cusolverStatus_t code, const char *what, gk_error *err)
+{
+  if (code == CUSOLVER_STATUS_SUCCESS) return GK_OK;
+  gk_status status = code == CUSOLVER_STATUS_ALLOC_FAILED ? GK_ERR_NOMEM : GK_ERR_CUDA;
+  return gk_fail(err, status, "cuSOLVER error in %s: status %d", what, (int) code);
+}
+
+int gk_cuda_built(void) { return 1; }
+
+int gk_cuda_runtime_version(void)
+{
+  int v = 0;
+  return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
+int gk_cuda_driver_version(void)
+{
+  int v = 0;
+  return cudaDriverGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
+int gk_device_count(char *why, size_t why_size)
+{
+  int count = 0;
+  cudaError_t code = cudaGetDeviceCount(&count);
+  if (code != cudaSuccess) {
+    cudaGetLastError();
+    if (why) {
+      if (gk_cuda_driver_version() == 0)
+        snprintf(why, why_size, "no NVIDIA driver is installed");
+      else
+        snprintf(why, why_size, "%s", cudaGetErrorString(code));
+    }
+    return 0;
+  }
+  if (count == 0 && why) snprintf(why, why_size, "no CUDA-capable device is detected");
+  return count > GK_MAX_DEVICES ? GK_MAX_DEVICES : count;
+}
+
+static gk_status check_device_index(int device, gk_error *err)
+{
+  char why[256] = "";
+  int count = gk_device_count(why, sizeof why);
+  if (count == 0) return gk_fail(err, GK_ERR_NO_DEVICE, "no usable GPU: %s", why);
+  if (device < 0 || device >= count)
+    return gk_fail(err, GK_ERR_INPUT, "GPU %d does not exist: this machine has %d (numbered 1 to %d)",
+                   device + 1, count, count);
+  return GK_OK;
+}
+
+gk_status gk_device_query(int device, gk_device_info *info, gk_error *err)
+{
+  cudaDeviceProp prop;
+  int previous = 0;
+  if (check_device_index(device, err)) return err->status;
+  if (gk_cuda_status(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", err))
+    return err->status;
+  info->index = device;
+  snprintf(info->name, sizeof info->name, "%s", prop.name);
+  info->major = prop.major;
+  info->minor = prop.minor;
+  info->sm_count = prop.multiProcessorCount;
+  info->total_memory = prop.totalGlobalMem;
+  info->l2_bytes = (size_t) prop.l2CacheSize;
+  info->shared_per_block_optin = prop.sharedMemPerBlockOptin;
+  info->max_threads_per_block = prop.maxThreadsPerBlock;
+  // Free memory is per device: ask on that device, then go back.
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaGetDevice(&previous);
+  if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
+  cudaError_t code = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaSetDevice(previous);
+  if (gk_cuda_status(code, "cudaMemGetInfo", err)) return err->status;
+  info->free_memory = free_bytes;
+  return GK_OK;
+}
+
+gk_status gk_device_select(int device, gk_error *err)
+{
+  if (check_device_index(device, err)) return err->status;
+  if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
+  current_device = device;
+  return GK_OK;
+}
+
+int gk_device_current(void) { return current_device; }
+
+// Every engine entry point starts here, so that the device chosen with
+// gk_set_device() is the one used even if other code changed it meanwhile.
+static gk_status use_current_device(gk_error *err)
+{
+  return gk_cuda_status(cudaSetDevice(current_device), "cudaSetDevice", err);
+}
+
+gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err)
+{
+  size_t free_bytes = 0, total_bytes = 0;
+  *bytes = 0;
+  if (use_current_device(err)) return err->status;
+  if (gk_cuda_status(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", err))
+    return err->status;
+  *bytes = (size_t) ((double) free_bytes * fraction);
+  return GK_OK;
+}
+
+gk_status gk_buffer_alloc(gk_device_buffer *buf, size_t bytes, const char *what, gk_error *err)
+{
+  buf->ptr = NULL;
+  buf->bytes = 0;
+  if (use_current_device(err)) return err->status;
+  if (bytes == 0) return GK_OK;
+  cudaError_t code = cudaMalloc(&buf->ptr, bytes);
+  if (code == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    buf->ptr = NULL;
+    return gk_fail(err, GK_ERR_NOMEM,
+                   "out of GPU memory allocating %s (%.1f MiB requested, %.1f MiB free of %.1f MiB)",
+                   what, bytes / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0);
+  }
+  if (gk_cuda_status(code, what, err)) {
+    buf->ptr = NULL;
+    return err->status;
+  }
+  buf->bytes = bytes;
+  return GK_OK;
+}
+
+void gk_buffer_free(gk_device_buffer *buf)
+{
+  if (buf->ptr) cudaFree(buf->ptr);
+  buf->ptr = NULL;
+  buf->bytes = 0;
+}
+
+gk_status gk_buffer_upload(gk_device_buffer *dst, const void *src, size_t bytes,
+                           gk_stream stream, gk_error *err)
+{
+  if (bytes == 0) return GK_OK;
+  if (bytes > dst->bytes) return gk_fail(err, GK_ERR_INTERNAL, "upload larger than its buffer");
+  return gk_cuda_status(cudaMemcpyAsync(dst->ptr, src, bytes, cudaMemcpyHostToDevice,
+                                        (cudaStream_t) stream), "copy to the GPU", err);
+}
+
+gk_status gk_buffer_download(void *dst, const gk_device_buffer *src, size_t bytes,
+                             gk_stream stream, gk_error *err)
+{
+  if (bytes == 0) return GK_OK;
+  if (bytes > src->bytes) return gk_fail(err, GK_ERR_INTERNAL, "download larger than its buffer");
+  return gk_cuda_status(cudaMemcpyAsync(dst, src->ptr, bytes, cudaMemcpyDeviceToHost,
+                                        (cudaStream_t) stream), "copy from the GPU", err);
+}
+
+gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err)
+{
+  buf->ptr = NULL;
+  buf->bytes = 0;
+  if (bytes == 0) return GK_OK;
+  cudaError_t code = cudaMallocHost(&buf->ptr, bytes);
+  if (code != cudaSuccess) {
+    buf->ptr = NULL;
+    cudaGetLastError();
+    return gk_fail(err, GK_ERR_NOMEM, "could not allocate %.1f MiB of pinned host memory for %s: %s",
+                   bytes / 1048576.0, what, cudaGetErrorString(code));
+  }
+  buf->bytes = bytes;
+  return GK_OK;
+}
+
+void gk_pinned_free(gk_pinned_buffer *buf)
+{
+  if (buf->ptr) cudaFreeHost(buf->ptr);
+  buf->ptr = NULL;
+  buf->bytes = 0;
+}
+
+gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err)
+{
+  int least = 0, greatest = 0;
+  cudaStream_t s = NULL;
+  *stream = NULL;
+  if (use_current_device(err)) return err->status;
+  if (gk_cuda_status(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities", err))
+    return err->status;
+  if (gk_cuda_status(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
+                                                  high_priority ? greatest : least),
+                     "cudaStreamCreate", err))
+    return err->status;
+  *stream = (gk_stream) s;
+  return GK_OK;
+}
+
+void gk_stream_destroy(gk_stream *stream)
+{
+  if (*stream) cudaStreamDestroy((cudaStream_t) *stream);
+  *stream = NULL;
+}
+
+gk_status gk_stream_sync(gk_stream stream, const char *what, gk_error *err)
+{
+  return gk_cuda_status(cudaStreamSynchronize((cudaStream_t) stream), what, err);
+}
+
+gk_status gk_cublas_handle(cublasHandle_t *handle, gk_error *err)
+{
+  if (use_current_device(err)) return err->status;
+  if (!cublas_handles[current_device]) {
+    cublasHandle_t h = NULL;
+    if (gk_cublas_status(cublasCreate(&h), "cublasCreate", err)) return err->status;
+    cublas_handles[current_device] = h;
+  }
+  *handle = cublas_handles[current_device];
+  return GK_OK;
+}
+
+gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err)
+{
+  if (use_current_device(err)) return err->status;
+  if (!cusolver_handles[current_device]) {
+    cusolverDnHandle_t h = NULL;
+    if (gk_cusolver_status(cusolverDnCreate(&h), "cusolverDnCreate", err)) return err->status;
+    cusolver_handles[current_device] = h;
+  }
+  *handle = cusolver_handles[current_device];
+  return GK_OK;
+}
+
+void gk_device_release_all(void)
+{
+  for (int d = 0; d < GK_MAX_DEVICES; d++) {
+    if (!cublas_handles[d] && !cusolver_handles[d]) continue;
+    cudaSetDevice(d);
+    if (cublas_handles[d]) cublasDestroy(cublas_handles[d]);
+    if (cusolver_handles[d]) cusolverDnDestroy(cusolver_handles[d]);
+    cublas_handles[d] = NULL;
+    cusolver_handles[d] = NULL;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,47 @@
+/*
+ * CUDA-side helpers of the device layer, for .cu files only: turning CUDA,
+ * cuBLAS and cuSOLVER return codes into gk_status, and the per-device library
+ * handles (created once, reused by every call, released at unload).
+ */
+#ifndef GK_CUDA_H
+#define GK_CUDA_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+#include "device/gk_device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Converts a CUDA error into a status naming `what` failed; out-of-memory
+ * becomes GK_ERR_NOMEM. Returns GK_OK for cudaSuccess. */
+gk_status gk_cuda_status(cudaError_t code, const char *what, gk_error *err);
+gk_status gk_cublas_status(cublasStatus_t code, const char *what, gk_error *err);
+gk_status gk_cusolver_status(cusolverStatus_t code, const char *what, gk_error *err);
+
+/* Checks for a failed kernel launch (call right after <<<...>>>). */
+gk_status gk_cuda_check_launch(const char *what, gk_error *err);
+
+/* Cached handles for the current device. */
+gk_status gk_cublas_handle(cublasHandle_t *handle, gk_error *err);
+gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Evaluate a CUDA call; on failure record it and jump to the local `fail:`
+ * label, where the function frees what it holds. */
+#define GK_CUDA_TRY(call, what, err)                                        \
+  do {                                                                      \
+    if (gk_cuda_status((call), (what), (err)) != GK_OK) goto fail;          \
+  } while (0)
+
+#define GK_TRY(expr)                                                        \
+  do {                                                                      \
+    if ((expr) != GK_OK) goto fail;                                         \
+  } while (0)
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * Dense kernel matrices K[i, j] = k(x_i, y_j): the small, direct engine used
+ * for modest sizes, for checking the other engines, and in the demo.
+ * x is m x dim and y is n x dim, column-major (R's layout), already divided by
+ * the kernel's range; K is m x n, column-major.
+ */
+#ifndef GK_KERNEL_MATRIX_H
+#define GK_KERNEL_MATRIX_H
+
+#include <stddef.h>
+#include "device/gk_error.h"
+#include "kernels/gk_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
+                            const double *y, size_t n, int dim, double *out,
+                            int threads, gk_error *err);
+
+gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x, size_t m,
+                             const double *y, size_t n, int dim, double *out,
+                             gk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

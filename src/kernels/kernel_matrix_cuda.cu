@@ -1,0 +1,52 @@
+// Dense kernel matrix on the GPU: one thread per entry, threads of a warp on
+// consecutive rows so that reads of x and writes of K are coalesced.
+#include "kernels/kernel_matrix.h"
+#include "device/gk_cuda.h"
+
+__global__ void kernel_matrix_entries(gk_kernel kernel, const double *x, size_t m,
+                                      const double *y, size_t n, int dim, double *out)
+{
+  size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x;
+  size_t j = blockIdx.y;
+  if (i >= m) return;
+  int inner = gk_kernel_uses_inner_product(&kernel);
+  double acc = 0.0;
+  for (int k = 0; k < dim; k++) {
+    double a = x[i + (size_t) k * m], b = y[j + (size_t) k * n];
+    acc += inner ? a * b : (a - b) * (a - b);
+  }
+  out[i + j * m] = gk_kernel_eval(&kernel, acc);
+}
+
+extern "C" gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x, size_t m,
+                                        const double *y, size_t n, int dim, double *out,
+                                        gk_error *err)
+{
+  gk_device_buffer dx = GK_DEVICE_BUFFER_EMPTY, dy = GK_DEVICE_BUFFER_EMPTY,
+                   dk = GK_DEVICE_BUFFER_EMPTY;
+  const int threads = 256;
+  if (m == 0 || n == 0) return GK_OK;
+  GK_TRY(gk_buffer_alloc(&dx, m * dim * sizeof(double), "the points x", err));
+  GK_TRY(gk_buffer_alloc(&dy, n * dim * sizeof(double), "the points y", err));
+  GK_TRY(gk_buffer_alloc(&dk, m * n * sizeof(double), "the kernel matrix", err));
+  GK_TRY(gk_buffer_upload(&dx, x, dx.bytes, NULL, err));
+  GK_TRY(gk_buffer_upload(&dy, y, dy.bytes, NULL, err));
+  {
+    // gridDim.y is limited to 65535: go through the columns in slices.
+    for (size_t j0 = 0; j0 < n; j0 += 65535) {
+      size_t cols = n - j0 < 65535 ? n - j0 : 65535;
+      dim3 grid((unsigned) ((m + threads - 1) / threads), (unsigned) cols);
+      kernel_matrix_entries<<<grid, threads>>>(*kernel, (const double *) dx.ptr, m,
+                                               (const double *) dy.ptr + j0, n, dim,
+                                               (double *) dk.ptr + j0 * m);
+      GK_TRY(gk_cuda_check_launch("the kernel-matrix kernel", err));
+    }
+  }
+  GK_TRY(gk_buffer_download(out, &dk, dk.bytes, NULL, err));
+  GK_TRY(gk_stream_sync(NULL, "the kernel-matrix kernel", err));
+fail:
+  gk_buffer_free(&dx);
+  gk_buffer_free(&dy);
+  gk_buffer_free(&dk);
+  return err->status;
+}

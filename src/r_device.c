@@ -1,0 +1,64 @@
+/* .Call glue for the device layer: build facts, GPU query, device choice. */
+#include "r_util.h"
+#include "gk_config.h"
+#include "device/gk_device.h"
+#include "device/gk_omp.h"
+
+SEXP gk_r_build_info(void)
+{
+  const char *names[] = {"cuda", "cuda_version", "runtime_version", "driver_version",
+                         "nvcc_gencode", "device_count", "no_device_reason", ""};
+  char why[256] = "";
+  int count = gk_device_count(why, sizeof why);
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(out, 0, Rf_ScalarLogical(gk_cuda_built()));
+  SET_VECTOR_ELT(out, 1, Rf_mkString(GK_CUDA_VERSION_STRING));
+  SET_VECTOR_ELT(out, 2, Rf_ScalarInteger(gk_cuda_runtime_version()));
+  SET_VECTOR_ELT(out, 3, Rf_ScalarInteger(gk_cuda_driver_version()));
+  SET_VECTOR_ELT(out, 4, Rf_mkString(GK_NVCC_GENCODE));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarInteger(count));
+  SET_VECTOR_ELT(out, 6, Rf_mkString(why));
+  UNPROTECT(1);
+  return out;
+}
+
+SEXP gk_r_device_info(SEXP device)
+{
+  const char *names[] = {"index", "name", "compute_capability", "sm_count", "total_memory",
+                         "free_memory", "l2_cache", "shared_memory_per_block", ""};
+  gk_device_info info;
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_device_query(Rf_asInteger(device) - 1, &info, &err)) gk_raise(&err);
+  char cc[32];
+  snprintf(cc, sizeof cc, "%d.%d", info.major, info.minor);
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(out, 0, Rf_ScalarInteger(info.index + 1));
+  SET_VECTOR_ELT(out, 1, Rf_mkString(info.name));
+  SET_VECTOR_ELT(out, 2, Rf_mkString(cc));
+  SET_VECTOR_ELT(out, 3, Rf_ScalarInteger(info.sm_count));
+  SET_VECTOR_ELT(out, 4, Rf_ScalarReal((double) info.total_memory));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarReal((double) info.free_memory));
+  SET_VECTOR_ELT(out, 6, Rf_ScalarReal((double) info.l2_bytes));
+  SET_VECTOR_ELT(out, 7, Rf_ScalarReal((double) info.shared_per_block_optin));
+  UNPROTECT(1);
+  return out;
+}
+
+SEXP gk_r_set_device(SEXP device)
+{
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_device_select(Rf_asInteger(device) - 1, &err)) gk_raise(&err);
+  return Rf_ScalarInteger(gk_device_current() + 1);
+}
+
+SEXP gk_r_current_device(void)
+{
+  return Rf_ScalarInteger(gk_device_current() + 1);
+}
+
+SEXP gk_r_omp_threads(void)
+{
+  return Rf_ScalarInteger(gk_omp_max_threads());
+}

@@ -1,0 +1,46 @@
+/* .Call glue for the kernel vocabulary: dense kernel matrices and single
+ * kernel values (used by R code that needs the exact kernel). */
+#include <stdlib.h>
+#include "r_util.h"
+#include "kernels/kernel_matrix.h"
+
+SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads)
+{
+  int m = Rf_nrows(x), n = Rf_nrows(y), dim = Rf_ncols(x);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  double *range = (double *) R_alloc(dim > 0 ? dim : 1, sizeof(double));
+  gk_kernel_range_from_r(spec, dim, range);
+
+  // Scaled copies live in R's transient memory: freed on return or on error.
+  double *xs = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
+  double *ys = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_scale_points(REAL(x), m, dim, range, xs);
+  gk_scale_points(REAL(y), n, dim, range, ys);
+
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, m, n));
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_backend_is_gpu(backend)) {
+#ifdef GK_HAVE_CUDA
+    kernel_matrix_cuda(&kernel, xs, m, ys, n, dim, REAL(out), &err);
+#else
+    gk_fail_no_cuda(&err);
+#endif
+  } else {
+    kernel_matrix_cpu(&kernel, xs, m, ys, n, dim, REAL(out), gk_as_int(threads), &err);
+  }
+  UNPROTECT(1);
+  if (err.status) gk_raise(&err);
+  return out;
+}
+
+/* The kernel of pair statistics (d^2, or inner products for `linear`). */
+SEXP gk_r_kernel_eval(SEXP spec, SEXP stat)
+{
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  R_xlen_t n = Rf_xlength(stat);
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, n));
+  for (R_xlen_t i = 0; i < n; i++) REAL(out)[i] = gk_kernel_eval(&kernel, REAL(stat)[i]);
+  UNPROTECT(1);
+  return out;
+}

@@ -1,0 +1,77 @@
+#include <string.h>
+#include "r_util.h"
+#include "device/gk_hooks.h"
+
+void gk_raise(const gk_error *err)
+{
+  const char *prefix = "";
+  if (err->status == GK_ERR_INTERRUPTED) prefix = "interrupted: ";
+  if (err->status == GK_ERR_INTERNAL) prefix = "internal error in gpukernels (please report it): ";
+  Rf_error("%s%s", prefix, err->message[0] ? err->message : "unknown failure");
+}
+
+static void check_interrupt(void *unused)
+{
+  (void) unused;
+  R_CheckUserInterrupt();
+}
+
+/* R_CheckUserInterrupt longjmps; run it under R_ToplevelExec so the core sees
+ * a return value instead and can clean up before the glue raises. */
+static int r_interrupt_pending(void)
+{
+  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
+}
+
+static void r_progress(const char *line)
+{
+  REprintf("%s\n", line);
+}
+
+void gk_install_r_hooks(void)
+{
+  gk_set_hooks(r_interrupt_pending, r_progress);
+}
+
+int gk_backend_is_gpu(SEXP backend)
+{
+  return strcmp(CHAR(STRING_ELT(backend, 0)), "gpu") == 0;
+}
+
+int gk_as_flag(SEXP x) { return Rf_asLogical(x) == TRUE; }
+int gk_as_int(SEXP x) { return Rf_asInteger(x); }
+double gk_as_double(SEXP x) { return Rf_asReal(x); }
+
+static SEXP list_element(SEXP list, const char *name)
+{
+  SEXP names = Rf_getAttrib(list, R_NamesSymbol);
+  for (R_xlen_t i = 0; i < Rf_xlength(list); i++)
+    if (strcmp(CHAR(STRING_ELT(names, i)), name) == 0) return VECTOR_ELT(list, i);
+  Rf_error("internal error in gpukernels: kernel specification has no '%s'", name);
+  return R_NilValue;
+}
+
+gk_kernel gk_kernel_from_r(SEXP spec)
+{
+  return gk_kernel_make((gk_kernel_family) Rf_asInteger(list_element(spec, "family_code")),
+                        Rf_asReal(list_element(spec, "variance")),
+                        Rf_asReal(list_element(spec, "smoothness")));
+}
+
+void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out)
+{
+  SEXP range = list_element(spec, "range");
+  R_xlen_t len = Rf_xlength(range);
+  if (len != 1 && len != dim)
+    Rf_error("the kernel's range has %d values but the points have %d dimensions: "
+             "give one range, or one per dimension", (int) len, dim);
+  for (int k = 0; k < dim; k++) range_out[k] = REAL(range)[len == 1 ? 0 : k];
+}
+
+void gk_scale_points(const double *x, size_t n, int dim, const double *range, double *out)
+{
+  for (int k = 0; k < dim; k++) {
+    double inv = 1.0 / range[k];
+    for (size_t i = 0; i < n; i++) out[i + (size_t) k * n] = x[i + (size_t) k * n] * inv;
+  }
+}

@@ -1,0 +1,39 @@
+/*
+ * Helpers shared by the `.Call` glue (src/r_*.c). The glue is the only code
+ * that talks to R: it checks arguments, calls a core, wraps results, and turns
+ * a core's gk_error into an R error after freeing what it holds.
+ */
+#ifndef GK_R_UTIL_H
+#define GK_R_UTIL_H
+
+#define R_NO_REMAP
+#include <R.h>
+#include <Rinternals.h>
+#include "device/gk_error.h"
+#include "kernels/gk_kernel.h"
+
+/* Raises the R error for a failed core call. Call it only after freeing
+ * everything the glue holds: it does not return. */
+void gk_raise(const gk_error *err);
+
+/* Installs R's interrupt check and console output as the cores' hooks. */
+void gk_install_r_hooks(void);
+
+/* TRUE when `backend` (a string the R code has already resolved) is "gpu". */
+int gk_backend_is_gpu(SEXP backend);
+
+/* A single logical / integer / double argument (the R side has checked them). */
+int gk_as_flag(SEXP x);
+int gk_as_int(SEXP x);
+double gk_as_double(SEXP x);
+
+/* The kernel specification list built by gk_kernel() in R. */
+gk_kernel gk_kernel_from_r(SEXP spec);
+
+/* Its `range`: length 1 or `dim`, checked; written to range_out[dim]. */
+void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out);
+
+/* Copies the n x dim column-major matrix x divided by the range into out. */
+void gk_scale_points(const double *x, size_t n, int dim, const double *range, double *out);
+
+#endif

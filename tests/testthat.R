@@ -1,0 +1,4 @@
+library(testthat)
+library(gpukernels)
+
+test_check("gpukernels")

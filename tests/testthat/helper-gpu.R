@@ -1,0 +1,15 @@
+# GPU tests run only where a GPU is usable; on CI (CUDA toolkit, no GPU) they skip.
+skip_if_no_gpu <- function() {
+  skip_if_not(gpukernels::gk_has_gpu(), "no GPU available")
+}
+
+# The backends to test: always the CPU, and the GPU when there is one.
+test_backends <- function() {
+  if (gpukernels::gk_has_gpu()) c("cpu", "gpu") else "cpu"
+}
+
+# Relative error in the max norm, for comparisons against references.
+rel_err <- function(a, b) {
+  scale <- max(abs(b), .Machine$double.xmin)
+  max(abs(a - b)) / scale
+}
