@@ -87,3 +87,13 @@ test_that("kernel_matrix rejects bad input", {
                "range has 3 values")
   expect_error(kernel_matrix(x, kernel = 3), "kernel name")
 })
+
+test_that("repeated GPU calls do not grow device memory", {
+  skip_if_no_gpu()
+  x <- matrix(runif(3 * 1000), 1000, 3)
+  invisible(kernel_matrix(x, kernel = "gaussian", backend = "gpu"))  # warm-up: handles, context
+  before <- gk_info()$devices$free_memory[gk_info()$current_device]
+  for (i in 1:20) invisible(kernel_matrix(x, kernel = "gaussian", backend = "gpu"))
+  after <- gk_info()$devices$free_memory[gk_info()$current_device]
+  expect_lt(before - after, 4 * 2^20)
+})
