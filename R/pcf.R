@@ -29,13 +29,17 @@ pcf <- function(t, v) {
 }
 
 #' @rdname pcf
-#' @param X A `pcf_list`, a `pcf`, or a list of PCFs, two-column numeric
-#'   matrices (columns t, v) or data frames with columns `t` and `v`.
+#' @param X A `pcf_list`, or a list of PCFs, two-column numeric matrices
+#'   (columns t, v) or data frames with columns `t` and `v`; a single one of
+#'   those stands for a list of one.
 #' @param arg The name of `X` in error messages.
 #' @export
 as_pcf_list <- function(X, arg = "X") {
   if (inherits(X, "pcf_list")) return(X)
-  if (inherits(X, "pcf")) X <- list(X)
+  # One function alone: a pcf, a two-column matrix, or a data frame with t and v.
+  if (is.matrix(X) && !is.list(X) || is.data.frame(X) && all(c("t", "v") %in% names(X))) {
+    X <- list(X)
+  }
   if (!is.list(X) || is.data.frame(X)) {
     stop("`", arg, "` must be a list of PCFs (two-column matrices t, v, or data frames ",
          "with columns t and v)", call. = FALSE)
@@ -91,7 +95,7 @@ print.pcf_list <- function(x, ...) {
 #' set of axes.
 #'
 #' @param x A `pcf` or a `pcf_list`.
-#' @param xlim,ylim Axis limits; by default up to 10% past the last breakpoint.
+#' @param xlim,ylim Axis limits; by default up to 10\% past the last breakpoint.
 #' @param col Colours (recycled over the functions of a list).
 #' @param xlab,ylab,... Passed to [graphics::plot()].
 #' @return `x`, invisibly.

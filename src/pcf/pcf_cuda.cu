@@ -44,20 +44,21 @@ template <typename I, typename R>
 __device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const I *g, R p)
 {
   I a = f[0], next = f[1], b = g[0];
-  size_t i = 0, j = 0;
+  size_t i = 0;
   R pos = 0, acc = 0;
   for (;;) {
-    R t = a.t < b.t ? a.t : b.t;
+    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
+    R t = next_a ? a.t : b.t;
     if (t == (R) INFINITY) break;
     acc = accumulate(op, acc, t - pos, a.v, b.v, p);
     pos = t;
-    if (a.t == t) {
+    if (next_a) {
       a = next;
       i++;
       next = f[i + 1 < nf ? i + 1 : nf - 1];
     }
-    j += (b.t == t);
-    b = g[j];
+    g += next_b;
+    b = *g;
   }
   return finish(op, acc, a.v, b.v, p);
 }

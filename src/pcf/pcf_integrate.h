@@ -7,7 +7,7 @@
  * The walk visits the union of both functions' breakpoints: between two
  * consecutive ones, both functions are constant, and the op accumulates
  * (length) x F(f, g). It is branch-free apart from the loop test (the next
- * interval of each function is loaded unconditionally, the index advances by
+ * interval of each function is loaded unconditionally, the pointer advances by
  * a comparison), which keeps CPUs free of mispredictions and warps converged.
  * The last interval (t_n, inf) contributes only to the maximum of p = Inf:
  * callers have checked that it contributes 0 to the integrals.

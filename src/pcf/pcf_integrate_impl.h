@@ -26,22 +26,25 @@ PCF_HD PCF_REAL PCF_NAME(pcf_finish)(int op, PCF_REAL acc, PCF_REAL a, PCF_REAL 
   }
 }
 
-/* The op over the pair (f, g), given as packed intervals. */
+/* The op over the pair (f, g), given as packed intervals. Each function
+ * advances when its interval ends first (both on a shared breakpoint); the
+ * comparisons feed the pointer increments directly, which keeps the loop's
+ * dependency chain short. */
 PCF_HD PCF_REAL PCF_NAME(pcf_pair)(int op, const PCF_INTERVAL *f, const PCF_INTERVAL *g,
                                    PCF_REAL p)
 {
-  PCF_INTERVAL a = f[0], b = g[0];
-  size_t i = 0, j = 0;
+  PCF_INTERVAL a = *f, b = *g;
   PCF_REAL pos = 0, acc = 0;
   for (;;) {
-    PCF_REAL t = a.t < b.t ? a.t : b.t;
+    int next_a = a.t <= b.t, next_b = b.t <= a.t;
+    PCF_REAL t = next_a ? a.t : b.t;
     if (t == (PCF_REAL) INFINITY) break;
     acc = PCF_NAME(pcf_accumulate)(op, acc, t - pos, a.v, b.v, p);
     pos = t;
-    i += (a.t == t);
-    j += (b.t == t);
-    a = f[i];
-    b = g[j];
+    f += next_a;
+    g += next_b;
+    a = *f;
+    b = *g;
   }
   return PCF_NAME(pcf_finish)(op, acc, a.v, b.v, p);
 }
