@@ -106,9 +106,11 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL) {
     stop("option gpukernels.pcf_budget_bytes must be a single number >= 0", call. = FALSE)
   }
   progress <- isTRUE(getOption("gpukernels.progress", interactive()))
-  walk <- as.integer(getOption("gpukernels.pcf_gpu_walk", 1L))
+  # GPU tuning knobs (internal): the walk variant and shared memory per block.
+  tuning <- c(as.integer(getOption("gpukernels.pcf_gpu_walk", 1L)),
+              as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))
   .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
-        backend, gk_threads(), as.double(budget), devices, progress, walk)
+        backend, gk_threads(), as.double(budget), devices, progress, tuning)
 }
 
 # 0-based GPU numbers for C: all GPUs by default.

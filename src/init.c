@@ -23,7 +23,7 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
 /* PCF engine (r_pcf.c) and the block scheduler it uses (r_blocks.c) */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP walk);
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning);
 SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side);

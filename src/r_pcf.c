@@ -57,7 +57,7 @@ SEXP gk_r_pcf_validate(SEXP x)
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP walk)
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning)
 {
   const char *what = CHAR(STRING_ELT(kind, 0));
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
@@ -74,7 +74,8 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   opt.progress = gk_as_flag(progress);
   opt.devices = INTEGER(devices);
   opt.n_devices = Rf_length(devices);
-  opt.gpu_walk = gk_as_int(walk);
+  opt.gpu_walk = INTEGER(tuning)[0];
+  opt.gpu_shared_bytes = INTEGER(tuning)[1];
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
 
   flatten(x, "X", &xs);

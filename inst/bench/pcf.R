@@ -20,7 +20,7 @@ draw_pcfs <- function(n, seed = 1) {
 }
 
 # masspcf 0.4 on the same H100 (seconds), from the issue.
-masspcf <- c("pdist/single/5e+04/gpu" = 12.9, "pdist/double/2e+04/gpu" = 4.4,
+masspcf <- c("pdist/single/50000/gpu" = 12.9, "pdist/double/20000/gpu" = 4.4,
              "pdist/double/5000/cpu" = 6.6)
 
 time_median <- function(f, reps) {
@@ -41,7 +41,7 @@ run_case <- function(X, op, precision, backend, reps, devices = NULL, label = ba
   if (op == "pdist") { pairs <- n * (n - 1) / 2; steps <- (n - 1) * sum(as.numeric(lens)) }
   else { pairs <- n * (n + 1) / 2; steps <- (n + 1) * sum(as.numeric(lens)) }
   seconds <- time_median(f, reps)
-  key <- paste(op, precision, format(n), backend, sep = "/")
+  key <- paste(op, precision, format(n, scientific = FALSE), backend, sep = "/")
   ref <- if (key %in% names(masspcf)) masspcf[[key]] else NA
   threads <- if (backend == "cpu") gpukernels:::gk_cpu_threads() else NA
   peak <- if (precision == "single") 61e12 / 2 else 33.3e12 / 2   # FMA/s

@@ -24,7 +24,13 @@ struct shared_state {
 struct worker {
   int device;
   gk_error err;
+  double setup_s = 0, gpu_s = 0, scatter_s = 0;   // for the closing progress line
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // One GPU: takes blocks until the list is empty, scattering each on the host
 // while the next one computes.
@@ -39,6 +45,8 @@ void run_worker(shared_state *s, worker *w)
   size_t max_rows, max_cols, max_elements, iteration = 0;
   const gk_block *previous = NULL;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
+  cudaEvent_t started = NULL, finished = NULL;
+  auto clock = std::chrono::steady_clock::now();
 
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
   GK_TRY(gk_device_bind_thread(w->device, err));
@@ -49,6 +57,9 @@ void run_worker(shared_state *s, worker *w)
     GK_TRY(gk_pinned_alloc(&host[b], max_elements * elem, "a block of results", err));
   }
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
+  GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
+  GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
+  w->setup_s = seconds_since(clock);
 
   for (;; iteration++) {
     if (s->stop.load()) break;
@@ -57,29 +68,42 @@ void run_worker(shared_state *s, worker *w)
     const gk_block *block = &s->blocks[k];
     int slot = (int) (iteration % 2);
     // 1. start block k (asynchronous)
+    GK_CUDA_TRY(cudaEventRecord(started, (cudaStream_t) compute), "cudaEventRecord", err);
     GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
     GK_TRY(gk_cuda_check_launch("the block computation", err));
+    GK_CUDA_TRY(cudaEventRecord(finished, (cudaStream_t) compute), "cudaEventRecord", err);
     // 2. meanwhile, finish the download of the previous block and scatter it
     if (previous) {
       GK_TRY(gk_stream_sync(download, "the download of a block", err));
+      clock = std::chrono::steady_clock::now();
       gk_block_write(s->writer, previous, host[1 - slot].ptr, policy->single);
+      w->scatter_s += seconds_since(clock);
       s->done.fetch_add(1);
     }
     // 3. wait for block k, then start its download on the other stream
     GK_TRY(gk_stream_sync(compute, "the block computation", err));
+    {
+      float ms = 0;
+      GK_CUDA_TRY(cudaEventElapsedTime(&ms, started, finished), "cudaEventElapsedTime", err);
+      w->gpu_s += ms / 1000.0;
+    }
     GK_TRY(gk_buffer_download(host[slot].ptr, &out[slot], block->rows * block->cols * elem,
                               download, err));
     previous = block;
   }
   if (previous && err->status == GK_OK) {
     GK_TRY(gk_stream_sync(download, "the download of a block", err));
+    clock = std::chrono::steady_clock::now();
     gk_block_write(s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
+    w->scatter_s += seconds_since(clock);
     s->done.fetch_add(1);
   }
 fail:
   if (err->status != GK_OK) s->stop.store(1);
   if (compute) cudaStreamSynchronize((cudaStream_t) compute);
   if (download) cudaStreamSynchronize((cudaStream_t) download);
+  if (started) cudaEventDestroy(started);
+  if (finished) cudaEventDestroy(finished);
   if (storage) policy->storage_destroy(policy->ctx, storage);
   for (int b = 0; b < 2; b++) {
     gk_buffer_free(&out[b]);
@@ -132,6 +156,11 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   }
   for (auto &t : threads) t.join();
   gk_block_progress_update(&progress, s.done.load(), 1);
+  if (options->progress) {
+    for (auto &w : workers)
+      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host scatter %.2f s",
+                  options->label, w.device + 1, w.setup_s, w.gpu_s, w.scatter_s);
+  }
   for (auto &w : workers)
     if (w.err.status != GK_OK) gk_fail(err, w.err.status, "%s", w.err.message);
   if (interrupted) gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %zu of %zu blocks",

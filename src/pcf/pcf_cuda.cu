@@ -3,13 +3,25 @@
 // upload (only the functions the block needs, so sets larger than GPU memory
 // work), and the tiled integration kernel.
 //
-// The kernel: a thread block owns 256 rows x 32 columns of a block. The
-// column functions of its tile are staged in shared memory, as many whole
+// Each band is packed in order of decreasing function length (its "slots"),
+// with the map back to the original order: the 32 threads of a warp, and the
+// warps of a thread block, then walk about as many steps, so they stay
+// converged and do not wait for each other at barriers. The kernel writes
+// each result at its original place in the block, so the result writers see
+// the usual column-major block.
+//
+// The kernel: a thread block owns 256 row slots x 32 column slots of a block.
+// The column functions of its tile are staged in shared memory, as many whole
 // functions at a time as fit (a longer one is read from global memory), and
-// each thread walks its row function against every staged column. Rows come
-// to the threads in order of decreasing length within each 256-row tile, so
-// the 32 threads of a warp walk about as many steps and stay converged.
+// each thread walks its row function against every staged column.
+//
+// On a diagonal block of a symmetric result (same band for rows and columns,
+// hence the same slots), pair {a, b} is computed once, for slot a > b (or
+// a >= b when the diagonal is wanted), and written below the diagonal; whole
+// tiles above the slot diagonal are skipped.
 #include <algorithm>
+#include <new>
+#include <numeric>
 #include <vector>
 #include "pcf/pcf.h"
 #include "pcf/pcf_integrate.h"
@@ -20,7 +32,9 @@ namespace {
 
 const int kTileRows = 256;
 const int kTileCols = 32;
-const int kSharedBytes = 32 * 1024;
+const int kSharedBytes = 32 * 1024;   // default; internal option gpukernels.pcf_gpu_shared
+// Intervals of padding after a band's array, for pair_window's reads.
+const size_t kWindowPad = 8;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
 
@@ -63,28 +77,93 @@ __device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const 
   return finish(op, acc, a.v, b.v, p);
 }
 
-// tri: 0 all pairs, 1 pairs i > j (dist), 2 pairs i >= j (symmetric); with
-// global i = row0 + r and j = col0 + c, i > j is r + diag > c for diag = row0 - col0.
+// The walk with the row function read four intervals at a time, aligned,
+// with 16-byte loads into registers (one 32-byte sector in float), and the
+// next four loaded while the current ones are used: a quarter of the memory
+// transactions of pair_prefetch and a longer lead to hide their latency.
+// Windows are aligned in the band's array (`start` is the function's first
+// interval there), so they may begin before the function and end past it;
+// the band's device array is padded for that (kWindowPad).
+__device__ __forceinline__ void load_window(const pcf_interval_f *base, size_t first,
+                                            pcf_interval_f w[4])
+{
+  const float4 *p = reinterpret_cast<const float4 *>(base + first);
+  float4 lo = __ldg(p), hi = __ldg(p + 1);
+  w[0].v = lo.x; w[0].t = lo.y; w[1].v = lo.z; w[1].t = lo.w;
+  w[2].v = hi.x; w[2].t = hi.y; w[3].v = hi.z; w[3].t = hi.w;
+}
+
+__device__ __forceinline__ void load_window(const pcf_interval_d *base, size_t first,
+                                            pcf_interval_d w[4])
+{
+  const double2 *p = reinterpret_cast<const double2 *>(base + first);
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    double2 x = __ldg(p + q);
+    w[q].v = x.x;
+    w[q].t = x.y;
+  }
+}
+
+template <typename I>
+__device__ __forceinline__ I pick(const I w[4], int k)
+{
+  return k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+}
+
+template <typename I, typename R>
+__device__ __forceinline__ R pair_window(int op, const I *base, size_t start, const I *g, R p)
+{
+  I cur[4], nxt[4];
+  size_t first = start & ~(size_t) 3;
+  int k = (int) (start - first);
+  load_window(base, first, cur);
+  load_window(base, first + 4, nxt);
+  I a = pick(cur, k), b = *g;
+  R pos = 0, acc = 0;
+  for (;;) {
+    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
+    R t = next_a ? a.t : b.t;
+    if (t == (R) INFINITY) break;
+    acc = accumulate(op, acc, t - pos, a.v, b.v, p);
+    pos = t;
+    if (next_a) {
+      if (++k == 4) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) cur[q] = nxt[q];
+        first += 4;
+        load_window(base, first + 4, nxt);
+        k = 0;
+      }
+      a = pick(cur, k);
+    }
+    g += next_b;
+    b = *g;
+  }
+  return finish(op, acc, a.v, b.v, p);
+}
+
+// tri: 0 no triangle (dense result or a block below the diagonal);
+// 1 a diagonal block needing pairs i > j (dist); 2 one needing i >= j.
 template <typename I, typename R, int OP, int WALK>
 __global__ void __launch_bounds__(kTileRows)
-pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_slot, int n_rows,
-                const I *cols, const size_t *col_off, int n_cols, long long diag, int tri,
-                R p, R *out)
+pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n_rows,
+                const I *cols, const size_t *col_off, const int *col_orig, int n_cols,
+                int tri, R p, R *out, size_t capacity)
 {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   I *staged = reinterpret_cast<I *>(shared_raw);
-  const size_t capacity = kSharedBytes / sizeof(I);
-  int tile_r0 = blockIdx.x * kTileRows, slot = tile_r0 + threadIdx.x;
+  int tile_r0 = blockIdx.x * kTileRows, r = tile_r0 + threadIdx.x;
   int c0 = blockIdx.y * kTileCols, c1 = min(c0 + kTileCols, n_cols);
-  if (tri) {  // columns past the tile's last row are not needed
-    long long last_row = min(tile_r0 + kTileRows, n_rows) - 1;
-    long long limit = last_row + diag + (tri == 2 ? 1 : 0);
-    if (limit < c1) c1 = (int) max(limit, (long long) c0);
+  if (tri) {  // column slots past the tile's last row slot are not needed
+    int limit = min(tile_r0 + kTileRows, n_rows) - 1 + (tri == 2 ? 1 : 0);
+    c1 = min(c1, limit);
   }
   if (c1 <= c0) return;  // the same for every thread of the block
-  int r = slot < n_rows ? row_slot[slot] : -1;
-  const I *f = r >= 0 ? rows + row_off[r] : rows;
-  size_t nf = r >= 0 ? row_off[r + 1] - row_off[r] : 0;
+  bool active = r < n_rows;
+  const I *f = active ? rows + row_off[r] : rows;
+  size_t nf = active ? row_off[r + 1] - row_off[r] : 0;
+  size_t ri = active ? (size_t) row_orig[r] : 0;
   for (int c = c0; c < c1;) {
     size_t base = col_off[c];
     int c_end = c;
@@ -98,11 +177,15 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_slot, int n
     } else {
       c_end = c + 1;    // too long for shared memory: read it from global memory
     }
-    if (r >= 0) {
+    if (active) {
       for (int cc = c; cc < c_end; cc++) {
-        if (tri && !(r + diag > cc || (tri == 2 && r + diag == cc))) continue;
+        if (tri && !(cc < r || (tri == 2 && cc == r))) continue;
         const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
-        out[r + (size_t) cc * n_rows] = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
+        R value = WALK == 0 ? pair(OP, f, g, p)
+                : WALK == 1 ? pair_prefetch(OP, f, nf, g, p) : pair_window(OP, rows, row_off[r], g, p);
+        size_t ci = (size_t) col_orig[cc];
+        size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
+        out[i + j * (size_t) n_rows] = value;
       }
     }
     c = c_end;
@@ -113,15 +196,17 @@ struct pcf_ctx {
   pcf_op op;
   const pcf_set *x, *y;
   int single, walk, tri;
+  size_t shared_bytes;   // shared memory per thread block for staged columns
 };
 
-// One band of functions on one GPU, and what was last uploaded to it.
+// One band of functions on one GPU, packed by decreasing length, and which
+// band was last uploaded to it.
 struct band_storage {
   gk_device_buffer data = GK_DEVICE_BUFFER_EMPTY, offsets = GK_DEVICE_BUFFER_EMPTY,
-                   slots = GK_DEVICE_BUFFER_EMPTY;
+                   orig = GK_DEVICE_BUFFER_EMPTY;
   std::vector<unsigned char> host_data;
   std::vector<size_t> host_offsets;
-  std::vector<int> host_slots;
+  std::vector<int> host_orig;
   size_t first = (size_t) -1, count = 0;
 };
 
@@ -135,49 +220,52 @@ size_t interval_bytes(const pcf_ctx *ctx)
 }
 
 gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, size_t isize,
-                     bool with_slots, gk_error *err)
+                     gk_error *err)
 {
   band->host_data.resize(intervals * isize);
   band->host_offsets.resize(functions + 1);
-  if (with_slots) band->host_slots.resize(functions);
-  if (gk_buffer_alloc(&band->data, intervals * isize, "the PCFs of a block", err)) return err->status;
-  if (gk_buffer_alloc(&band->offsets, (functions + 1) * sizeof(size_t), "PCF offsets", err))
-    return err->status;
-  if (with_slots && gk_buffer_alloc(&band->slots, functions * sizeof(int), "PCF order", err))
+  band->host_orig.resize(functions);
+  if (gk_buffer_alloc(&band->data, (intervals + kWindowPad) * isize, "the PCFs of a block", err) ||
+      gk_buffer_alloc(&band->offsets, (functions + 1) * sizeof(size_t), "PCF offsets", err) ||
+      gk_buffer_alloc(&band->orig, functions * sizeof(int), "PCF order", err))
     return err->status;
   return GK_OK;
 }
 
-// Each 256-row tile takes its rows longest first (see the kernel's comment).
-void order_rows_by_length(band_storage *band)
+// Packs functions [first, first + count) of s, longest first.
+void band_pack(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
+               size_t count)
 {
-  const size_t *off = band->host_offsets.data();
-  std::vector<int> &slots = band->host_slots;
-  for (size_t i = 0; i < band->count; i++) slots[i] = (int) i;
-  for (size_t t0 = 0; t0 < band->count; t0 += kTileRows) {
-    size_t t1 = std::min(band->count, t0 + kTileRows);
-    std::stable_sort(slots.begin() + t0, slots.begin() + t1, [off](int a, int b) {
-      return off[a + 1] - off[a] > off[b + 1] - off[b];
-    });
+  std::vector<int> &orig = band->host_orig;
+  std::iota(orig.begin(), orig.begin() + count, 0);
+  const size_t *off = s->offset + first;
+  std::stable_sort(orig.begin(), orig.begin() + count, [off](int a, int b) {
+    return off[a + 1] - off[a] > off[b + 1] - off[b];
+  });
+  size_t isize = interval_bytes(ctx), one[2];
+  band->host_offsets[0] = 0;
+  for (size_t k = 0; k < count; k++) {
+    pcf_pack(s, first + orig[k], 1, ctx->single,
+             band->host_data.data() + band->host_offsets[k] * isize, one);
+    band->host_offsets[k + 1] = band->host_offsets[k] + one[1];
   }
 }
 
 gk_status band_upload(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
-                      size_t count, bool with_slots, gk_stream stream, gk_error *err)
+                      size_t count, gk_stream stream, gk_error *err)
 {
   if (band->first == first && band->count == count) return GK_OK;  // already there
   band->first = first;
   band->count = count;
-  size_t intervals = pcf_packed_size(s, first, count);
-  pcf_pack(s, first, count, ctx->single, band->host_data.data(), band->host_offsets.data());
+  band_pack(ctx, band, s, first, count);
+  size_t intervals = band->host_offsets[count];
   if (gk_buffer_upload(&band->data, band->host_data.data(), intervals * interval_bytes(ctx),
                        stream, err) ||
       gk_buffer_upload(&band->offsets, band->host_offsets.data(), (count + 1) * sizeof(size_t),
-                       stream, err))
+                       stream, err) ||
+      gk_buffer_upload(&band->orig, band->host_orig.data(), count * sizeof(int), stream, err))
     return err->status;
-  if (!with_slots) return GK_OK;
-  order_rows_by_length(band);
-  return gk_buffer_upload(&band->slots, band->host_slots.data(), count * sizeof(int), stream, err);
+  return GK_OK;
 }
 
 void storage_destroy(void *ctx, void *storage)
@@ -187,7 +275,7 @@ void storage_destroy(void *ctx, void *storage)
   for (band_storage *b : {&s->rows, &s->cols}) {
     gk_buffer_free(&b->data);
     gk_buffer_free(&b->offsets);
-    gk_buffer_free(&b->slots);
+    gk_buffer_free(&b->orig);
   }
   delete s;
 }
@@ -208,8 +296,8 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
   *storage = s;
   if (!s) return gk_fail(err, GK_ERR_NOMEM, "out of memory for PCF storage");
   try {
-    if (band_alloc(&s->rows, row_fns, row_iv, interval_bytes(ctx), true, err) ||
-        band_alloc(&s->cols, col_fns, col_iv, interval_bytes(ctx), false, err))
+    if (band_alloc(&s->rows, row_fns, row_iv, interval_bytes(ctx), err) ||
+        band_alloc(&s->cols, col_fns, col_iv, interval_bytes(ctx), err))
       return err->status;
   } catch (const std::bad_alloc &) {
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory staging PCFs");
@@ -218,19 +306,20 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
 }
 
 template <typename I, typename R, int WALK>
-void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, void *out, cudaStream_t stream)
+void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
+                  cudaStream_t stream)
 {
   dim3 grid((unsigned) ((b->rows + kTileRows - 1) / kTileRows),
             (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
   const I *rows = (const I *) s->rows.data.ptr, *cols = (const I *) s->cols.data.ptr;
   const size_t *ro = (const size_t *) s->rows.offsets.ptr, *co = (const size_t *) s->cols.offsets.ptr;
-  const int *slots = (const int *) s->rows.slots.ptr;
-  long long diag = (long long) b->row0 - (long long) b->col0;
+  const int *rorig = (const int *) s->rows.orig.ptr, *corig = (const int *) s->cols.orig.ptr;
   int nr = (int) b->rows, nc = (int) b->cols;
   R p = (R) ctx->op.p;
+  size_t capacity = ctx->shared_bytes / sizeof(I);
 #define PCF_LAUNCH(OP)                                                                       \
-  pcf_tile_kernel<I, R, OP, WALK><<<grid, kTileRows, kSharedBytes, stream>>>(               \
-      rows, ro, slots, nr, cols, co, nc, diag, ctx->tri, p, (R *) out)
+  pcf_tile_kernel<I, R, OP, WALK><<<grid, kTileRows, ctx->shared_bytes, stream>>>(          \
+      rows, ro, rorig, nr, cols, co, corig, nc, tri, p, (R *) out, capacity)
   switch (ctx->op.kind) {
   case PCF_OP_L1: PCF_LAUNCH(PCF_OP_L1); break;
   case PCF_OP_L2: PCF_LAUNCH(PCF_OP_L2); break;
@@ -246,18 +335,26 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
 {
   const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
   pcf_storage *s = (pcf_storage *) storage;
+  // The scheduler cuts a symmetric result into the same bands for rows and
+  // columns: a block is on the diagonal or entirely below it.
+  int diagonal = ctx->tri && b->row0 == b->col0;
+  if (ctx->tri && !diagonal && b->col0 + b->cols > b->row0)
+    return gk_fail(err, GK_ERR_INTERNAL, "PCF block straddles the diagonal off its bands");
   if ((b->cols + kTileCols - 1) / kTileCols > 65535 || b->rows > (size_t) 1 << 30)
     return gk_fail(err, GK_ERR_INTERNAL, "PCF block too large for one launch");
-  if (band_upload(ctx, &s->rows, ctx->x, b->row0, b->rows, true, stream, err) ||
-      band_upload(ctx, &s->cols, ctx->y, b->col0, b->cols, false, stream, err))
+  if (band_upload(ctx, &s->rows, ctx->x, b->row0, b->rows, stream, err) ||
+      band_upload(ctx, &s->cols, ctx->y, b->col0, b->cols, stream, err))
     return err->status;
+  int tri = diagonal ? ctx->tri : 0;
   cudaStream_t st = (cudaStream_t) stream;
   if (ctx->single) {
-    if (ctx->walk) launch_typed<pcf_interval_f, float, 1>(ctx, s, b, out, st);
-    else launch_typed<pcf_interval_f, float, 0>(ctx, s, b, out, st);
+    if (ctx->walk == 0) launch_typed<pcf_interval_f, float, 0>(ctx, s, b, tri, out, st);
+    else if (ctx->walk == 1) launch_typed<pcf_interval_f, float, 1>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_f, float, 2>(ctx, s, b, tri, out, st);
   } else {
-    if (ctx->walk) launch_typed<pcf_interval_d, double, 1>(ctx, s, b, out, st);
-    else launch_typed<pcf_interval_d, double, 0>(ctx, s, b, out, st);
+    if (ctx->walk == 0) launch_typed<pcf_interval_d, double, 0>(ctx, s, b, tri, out, st);
+    else if (ctx->walk == 1) launch_typed<pcf_interval_d, double, 1>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_d, double, 2>(ctx, s, b, tri, out, st);
   }
   return gk_cuda_check_launch("the PCF integration kernel", err);
 }
@@ -269,7 +366,9 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                                      gk_error *err)
 {
   pcf_ctx ctx = {*op, x, y, options->single, options->gpu_walk,
-                 writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0};
+                 writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
+                 options->gpu_shared_bytes > 0 ? (size_t) options->gpu_shared_bytes
+                                               : (size_t) kSharedBytes};
   size_t elem = options->single ? sizeof(float) : sizeof(double);
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
