@@ -62,7 +62,8 @@ test_that("the streamed path with a tiny budget equals the one-block path", {
     streamed <- list(pcf_pdist(X, backend = backend), pcf_cdist(X, Y, p = 3.5, backend = backend),
                      pcf_kernel(X, backend = backend))
     options(withr_budget)
-    for (k in seq_along(one)) expect_identical(streamed[[k]], one[[k]])
+    # Equal up to rounding: on the GPU a pair may be walked as (f, g) or (g, f).
+    for (k in seq_along(one)) expect_equal(streamed[[k]], one[[k]], tolerance = 1e-13)
   }
 })
 
