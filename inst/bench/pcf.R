@@ -57,6 +57,9 @@ run_case <- function(X, op, precision, backend, reps, devices = NULL, label = ba
 }
 
 options(gpukernels.progress = FALSE)
+if (file.exists("pcf_tuning_best.R")) source("pcf_tuning_best.R")   # from pcf_tuning.R
+cat("GPU walk", getOption("gpukernels.pcf_gpu_walk", 1L), "shared bytes",
+    getOption("gpukernels.pcf_gpu_shared", 0L), "(0: default)\n")
 print(gk_info())
 if (mode == "quick") {
   X <- draw_pcfs(600)
@@ -80,6 +83,10 @@ if (mode == "quick") {
     run_case(X[seq_len(n)], "kernel", precision, "gpu", 2)
   run_case(X[1:5000], "pdist", "double", "cpu", 1)
   run_case(X[1:5000], "pdist", "single", "cpu", 1)
+  cat("\nWhere the time goes at n = 5e4, single (progress lines):\n")
+  options(gpukernels.progress = TRUE)
+  print(system.time(pcf_pdist(X, precision = "single")))
+  options(gpukernels.progress = FALSE)
 }
 cat("\nSummary\n")
 print(do.call(rbind, rows), row.names = FALSE, digits = 3)
