@@ -32,7 +32,9 @@ namespace {
 
 const int kTileRows = 256;
 const int kTileCols = 32;
-const int kSharedBytes = 32 * 1024;   // default; internal option gpukernels.pcf_gpu_shared
+// Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared):
+// the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md).
+const int kSharedBytes = 48 * 1024;
 // Intervals of padding after a band's array, for pair_window's reads.
 const size_t kWindowPad = 8;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
