@@ -10,14 +10,10 @@ library(gpukernels)
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "full"
 
-draw_pcfs <- function(n, seed = 1) {
-  set.seed(seed)
-  lapply(seq_len(n), function(i) {
-    k <- sample(10:1000, 1)
-    t <- c(0, sort(abs(rnorm(k - 1)))) * abs(rnorm(1))
-    cbind(t = t, v = c(rnorm(k - 1), 0))
-  })
-}
+source(file.path(local({
+  file <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  if (length(file)) dirname(file[1]) else "inst/bench"
+}), "pcf_draw.R"))
 
 # masspcf 0.4 on the same H100 (seconds), from the issue.
 masspcf <- c("pdist/single/50000/gpu" = 12.9, "pdist/double/20000/gpu" = 4.4,

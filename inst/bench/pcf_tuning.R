@@ -1,22 +1,18 @@
 # Tuning sweep for the PCF GPU kernel (internal options): the walk variant
-# (1: row read one interval ahead, 2: aligned four-interval row windows) and
+# (0: the walk shared with the CPU, 1: row read one interval ahead) and
 # the shared memory per thread block for staged columns, on pcf_pdist L1 at
 # n = 2e4 in both precisions. Writes the fastest setting (sum of both
 # precisions) to pcf_tuning_best.R, which inst/bench/pcf.R sources if present.
 library(gpukernels)
-draw_pcfs <- function(n, seed = 1) {
-  set.seed(seed)
-  lapply(seq_len(n), function(i) {
-    k <- sample(10:1000, 1)
-    t <- c(0, sort(abs(rnorm(k - 1)))) * abs(rnorm(1))
-    cbind(t = t, v = c(rnorm(k - 1), 0))
-  })
-}
+source(file.path(local({
+  file <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  if (length(file)) dirname(file[1]) else "inst/bench"
+}), "pcf_draw.R"))
 X <- draw_pcfs(2e4)
 steps <- (length(X) - 1) * sum(vapply(X, nrow, 1L))
 invisible(pcf_pdist(X[1:3000], precision = "single"))   # warm-up
 results <- NULL
-for (walk in 1:2) for (shared in c(16, 32, 48) * 1024) {
+for (walk in 0:1) for (shared in c(16, 32, 48) * 1024) {
   options(gpukernels.pcf_gpu_walk = walk, gpukernels.pcf_gpu_shared = shared)
   seconds <- vapply(c("single", "double"), function(precision)
     system.time(pcf_pdist(X, precision = precision))[["elapsed"]], 0)

@@ -35,8 +35,6 @@ const int kTileCols = 32;
 // Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared):
 // the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md).
 const int kSharedBytes = 48 * 1024;
-// Intervals of padding after a band's array, for pair_window's reads.
-const size_t kWindowPad = 8;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
 
@@ -72,72 +70,6 @@ __device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const 
       a = next;
       i++;
       next = f[i + 1 < nf ? i + 1 : nf - 1];
-    }
-    g += next_b;
-    b = *g;
-  }
-  return finish(op, acc, a.v, b.v, p);
-}
-
-// The walk with the row function read four intervals at a time, aligned,
-// with 16-byte loads into registers (one 32-byte sector in float), and the
-// next four loaded while the current ones are used: a quarter of the memory
-// transactions of pair_prefetch and a longer lead to hide their latency.
-// Windows are aligned in the band's array (`start` is the function's first
-// interval there), so they may begin before the function and end past it;
-// the band's device array is padded for that (kWindowPad).
-__device__ __forceinline__ void load_window(const pcf_interval_f *base, size_t first,
-                                            pcf_interval_f w[4])
-{
-  const float4 *p = reinterpret_cast<const float4 *>(base + first);
-  float4 lo = __ldg(p), hi = __ldg(p + 1);
-  w[0].v = lo.x; w[0].t = lo.y; w[1].v = lo.z; w[1].t = lo.w;
-  w[2].v = hi.x; w[2].t = hi.y; w[3].v = hi.z; w[3].t = hi.w;
-}
-
-__device__ __forceinline__ void load_window(const pcf_interval_d *base, size_t first,
-                                            pcf_interval_d w[4])
-{
-  const double2 *p = reinterpret_cast<const double2 *>(base + first);
-#pragma unroll
-  for (int q = 0; q < 4; q++) {
-    double2 x = __ldg(p + q);
-    w[q].v = x.x;
-    w[q].t = x.y;
-  }
-}
-
-template <typename I>
-__device__ __forceinline__ I pick(const I w[4], int k)
-{
-  return k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
-}
-
-template <typename I, typename R>
-__device__ __forceinline__ R pair_window(int op, const I *base, size_t start, const I *g, R p)
-{
-  I cur[4], nxt[4];
-  size_t first = start & ~(size_t) 3;
-  int k = (int) (start - first);
-  load_window(base, first, cur);
-  load_window(base, first + 4, nxt);
-  I a = pick(cur, k), b = *g;
-  R pos = 0, acc = 0;
-  for (;;) {
-    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
-    R t = next_a ? a.t : b.t;
-    if (t == (R) INFINITY) break;
-    acc = accumulate(op, acc, t - pos, a.v, b.v, p);
-    pos = t;
-    if (next_a) {
-      if (++k == 4) {
-#pragma unroll
-        for (int q = 0; q < 4; q++) cur[q] = nxt[q];
-        first += 4;
-        load_window(base, first + 4, nxt);
-        k = 0;
-      }
-      a = pick(cur, k);
     }
     g += next_b;
     b = *g;
@@ -183,8 +115,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
       for (int cc = c; cc < c_end; cc++) {
         if (tri && !(cc < r || (tri == 2 && cc == r))) continue;
         const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
-        R value = WALK == 0 ? pair(OP, f, g, p)
-                : WALK == 1 ? pair_prefetch(OP, f, nf, g, p) : pair_window(OP, rows, row_off[r], g, p);
+        R value = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
         size_t ci = (size_t) col_orig[cc];
         size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
         out[i + j * (size_t) n_rows] = value;
@@ -227,7 +158,7 @@ gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, siz
   band->host_data.resize(intervals * isize);
   band->host_offsets.resize(functions + 1);
   band->host_orig.resize(functions);
-  if (gk_buffer_alloc(&band->data, (intervals + kWindowPad) * isize, "the PCFs of a block", err) ||
+  if (gk_buffer_alloc(&band->data, intervals * isize, "the PCFs of a block", err) ||
       gk_buffer_alloc(&band->offsets, (functions + 1) * sizeof(size_t), "PCF offsets", err) ||
       gk_buffer_alloc(&band->orig, functions * sizeof(int), "PCF order", err))
     return err->status;
@@ -351,12 +282,10 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
   cudaStream_t st = (cudaStream_t) stream;
   if (ctx->single) {
     if (ctx->walk == 0) launch_typed<pcf_interval_f, float, 0>(ctx, s, b, tri, out, st);
-    else if (ctx->walk == 1) launch_typed<pcf_interval_f, float, 1>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_f, float, 2>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_f, float, 1>(ctx, s, b, tri, out, st);
   } else {
     if (ctx->walk == 0) launch_typed<pcf_interval_d, double, 0>(ctx, s, b, tri, out, st);
-    else if (ctx->walk == 1) launch_typed<pcf_interval_d, double, 1>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_d, double, 2>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_d, double, 1>(ctx, s, b, tri, out, st);
   }
   return gk_cuda_check_launch("the PCF integration kernel", err);
 }
