@@ -25,9 +25,9 @@
 #' `options(gpukernels.progress = TRUE)` (the default in interactive sessions);
 #' the closing lines of a GPU run say how long the GPUs computed and how long
 #' the host spent writing results. `options(gpukernels.pcf_budget_bytes = b)`
-#' replaces the output budget per device (by default 40% of the free memory of
-#' the emptiest GPU, or cache-sized blocks on the CPU): a small value forces
-#' many small blocks, to test or to limit memory use.
+#' replaces the memory budget per device, half of which holds results (by
+#' default 80% of the free memory of the emptiest GPU; cache-sized blocks on
+#' the CPU): a small value forces many small blocks, to test or to limit memory.
 #'
 #' @param X,Y Lists of PCFs: `pcf_list`, `pcf`, or lists of two-column numeric
 #'   matrices (t, v) or of data frames with columns `t` and `v` (see [pcf()]).
