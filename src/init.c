@@ -21,6 +21,13 @@ SEXP gk_r_omp_threads(void);
 SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads);
 SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
+/* PCF engine (r_pcf.c) and the block scheduler it uses (r_blocks.c) */
+SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning);
+SEXP gk_r_pcf_validate(SEXP x);
+SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
+                     SEXP split_hint, SEXP min_side);
+
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
   {"gk_r_build_info", (DL_FUNC) &gk_r_build_info, 0},
@@ -31,6 +38,10 @@ static const R_CallMethodDef call_entries[] = {
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
+  /* PCF engine */
+  {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 11},
+  {"gk_r_pcf_validate", (DL_FUNC) &gk_r_pcf_validate, 1},
+  {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 6},
   {NULL, NULL, 0}
 };
 

@@ -24,3 +24,22 @@ if (length(results) > 1) {
 }
 cat(sprintf("  smallest eigenvalue %.3e: the covariance matrix is positive definite\n",
             min(eigen(K, symmetric = TRUE, only.values = TRUE)$values)))
+
+cat("\n== PCF distances: stable ranks of H0 diagrams of 200 random point clouds ==\n")
+set.seed(3)
+diagrams <- lapply(1:200, function(i) {
+  points <- matrix(rnorm(2 * 50, sd = if (i %% 2) 1 else 0.3), ncol = 2)
+  cbind(0, 0, c(hclust(dist(points), method = "single")$height, Inf))   # exact H0 diagram
+})
+ranks <- lapply(diagrams, pcf_stable_rank, dim = 0)
+results <- lapply(backends, function(b) timed(pcf_pdist(ranks, p = 1, backend = b)))
+for (i in seq_along(backends)) {
+  cat(sprintf("  %-3s backend: %.3f s for %d distances\n", backends[i], results[[i]]$seconds,
+              length(results[[i]]$value)))
+}
+if (length(results) > 1) {
+  cat(sprintf("  largest GPU/CPU difference: %.2e\n", max(abs(results[[2]]$value - results[[1]]$value))))
+}
+groups <- cutree(hclust(results[[1]]$value, method = "average"), 2)
+cat("  two clusters found by hclust vs the two spreads used:\n")
+print(table(spread = ifelse(seq_along(ranks) %% 2 == 1, "sd 1", "sd 0.3"), cluster = groups))

@@ -28,6 +28,12 @@ gk_status gk_device_select(int device, gk_error *err)
 
 int gk_device_current(void) { return -1; }
 
+gk_status gk_device_bind_thread(int device, gk_error *err)
+{
+  if (device < 0) return GK_OK;
+  return gk_fail_no_cuda(err);
+}
+
 gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err)
 {
   (void) fraction;

@@ -5,6 +5,7 @@
 #define GK_MAX_DEVICES 64
 
 static int current_device = 0;
+static thread_local int thread_device = -1;   // set by gk_device_bind_thread
 static cublasHandle_t cublas_handles[GK_MAX_DEVICES];
 static cusolverDnHandle_t cusolver_handles[GK_MAX_DEVICES];
 
@@ -124,7 +125,19 @@ int gk_device_current(void) { return current_device; }
 // gk_set_device() is the one used even if other code changed it meanwhile.
 static gk_status use_current_device(gk_error *err)
 {
-  return gk_cuda_status(cudaSetDevice(current_device), "cudaSetDevice", err);
+  int device = thread_device >= 0 ? thread_device : current_device;
+  return gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err);
+}
+
+gk_status gk_device_bind_thread(int device, gk_error *err)
+{
+  if (device < 0) {
+    thread_device = -1;
+    return GK_OK;
+  }
+  if (check_device_index(device, err)) return err->status;
+  thread_device = device;
+  return use_current_device(err);
 }
 
 gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err)

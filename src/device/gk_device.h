@@ -47,6 +47,11 @@ gk_status gk_device_query(int device, gk_device_info *info, gk_error *err);
 gk_status gk_device_select(int device, gk_error *err);
 int gk_device_current(void);
 
+/* Makes the calling host thread use `device` (0-based) for every later call of
+ * this layer, whatever gk_device_select() chose; -1 undoes it. For engines
+ * that drive several GPUs, one host thread each (err may be NULL with -1). */
+gk_status gk_device_bind_thread(int device, gk_error *err);
+
 /* Bytes an engine may use on the current device: free memory x fraction. */
 gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err);
 

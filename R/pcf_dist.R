@@ -1,0 +1,139 @@
+#' Distance and kernel matrices between PCFs
+#'
+#' `pcf_pdist()` computes all pairwise \eqn{L_p} distances
+#' \eqn{\|f - g\|_p = (\int_0^\infty |f - g|^p dt)^{1/p}} between the PCFs of
+#' `X` and returns an R `dist` object, ready for [stats::hclust()],
+#' [stats::cmdscale()] or `cluster::pam()`. `pcf_cdist()` gives the matrix of
+#' distances between the PCFs of `X` (rows) and of `Y` (columns).
+#' `pcf_kernel()` gives the \eqn{L_2} inner products \eqn{\int_0^\infty f g\,dt}
+#' (a symmetric positive semi-definite matrix when `Y` is `NULL`), e.g. for
+#' `kernlab`.
+#'
+#' The integrals are exact: each pair is integrated over the union of its
+#' breakpoints. Distances with finite `p` exist only between functions with the
+#' same last value, and the inner product only for functions that end at 0; the
+#' error message names a function that breaks the rule. `p = Inf` is the largest
+#' \eqn{|f - g|} over intervals of positive length.
+#'
+#' The work is cut into blocks by the package's block scheduler. On the GPU,
+#' blocks run through a double-buffered pipeline (the CPU writes block k into
+#' the result while the GPU computes block k + 1) on every GPU in `devices`, one
+#' host thread each; only the functions a block needs are on a GPU at a time, so
+#' sets larger than GPU memory work. On the CPU, blocks are computed with
+#' OpenMP threads (`options(gpukernels.threads =)`). Both check for a user
+#' interrupt between blocks and print progress lines for long runs when
+#' `options(gpukernels.progress = TRUE)` (the default in interactive sessions);
+#' the closing lines of a GPU run say how long the GPUs computed and how long
+#' the host spent writing results. `options(gpukernels.pcf_budget_bytes = b)`
+#' replaces the memory budget per device, half of which holds results (by
+#' default 80% of the free memory of the emptiest GPU; cache-sized blocks on
+#' the CPU): a small value forces many small blocks, to test or to limit memory.
+#'
+#' @param X,Y Lists of PCFs: `pcf_list`, `pcf`, or lists of two-column numeric
+#'   matrices (t, v) or of data frames with columns `t` and `v` (see [pcf()]).
+#' @param p The order of the distance: a number `>= 1`, or `Inf`.
+#' @param precision `"double"` (default) or `"single"` (faster on GPUs; about 7
+#'   significant digits).
+#' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @param devices GPUs to use (numbers from 1, see [gk_info()]); `NULL` uses all.
+#' @return `pcf_pdist()`: a `dist` object (with `Labels` from `names(X)`,
+#'   `method` such as `"L1"`, and `call`). `pcf_cdist()`: a
+#'   `length(X)` x `length(Y)` matrix. `pcf_kernel()`: a matrix of inner products.
+#' @examples
+#' set.seed(1)
+#' X <- lapply(1:20, function(i) pcf(c(0, sort(runif(5))), c(rnorm(5), 0)))
+#' d <- pcf_pdist(X)
+#' hc <- hclust(d)
+#' D <- pcf_cdist(X[1:3], X, p = 2)
+#' K <- pcf_kernel(X)
+#' @export
+pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = NULL) {
+  X <- as_pcf_list(X, "X")
+  p <- pcf_check_p(p)
+  d <- pcf_matrix_call(X, NULL, "pdist", p, precision, backend, devices)
+  # attr<- on the fresh vector modifies it in place: no copy of a large result.
+  attr(d, "Size") <- length(X)
+  if (!is.null(names(X))) attr(d, "Labels") <- names(X)
+  attr(d, "Diag") <- FALSE
+  attr(d, "Upper") <- FALSE
+  attr(d, "method") <- pcf_method_name(p)
+  attr(d, "call") <- match.call()
+  class(d) <- "dist"
+  d
+}
+
+#' @rdname pcf_pdist
+#' @export
+pcf_cdist <- function(X, Y, p = 1, precision = "double", backend = NULL, devices = NULL) {
+  X <- as_pcf_list(X, "X")
+  Y <- as_pcf_list(Y, "Y")
+  p <- pcf_check_p(p)
+  D <- pcf_matrix_call(X, Y, "cdist", p, precision, backend, devices)
+  dimnames(D) <- pcf_dimnames(X, Y)
+  D
+}
+
+#' @rdname pcf_pdist
+#' @export
+pcf_kernel <- function(X, Y = NULL, precision = "double", backend = NULL, devices = NULL) {
+  X <- as_pcf_list(X, "X")
+  if (is.null(Y)) {
+    K <- pcf_matrix_call(X, NULL, "kernel_sym", 2, precision, backend, devices)
+    dimnames(K) <- pcf_dimnames(X, X)
+  } else {
+    Y <- as_pcf_list(Y, "Y")
+    K <- pcf_matrix_call(X, Y, "kernel", 2, precision, backend, devices)
+    dimnames(K) <- pcf_dimnames(X, Y)
+  }
+  K
+}
+
+pcf_check_p <- function(p) {
+  if (!is.numeric(p) || length(p) != 1L || is.na(p) || p < 1) {
+    stop("`p` must be a single number >= 1, or Inf", call. = FALSE)
+  }
+  as.double(p)
+}
+
+pcf_method_name <- function(p) if (is.infinite(p)) "Linf" else paste0("L", format(p))
+
+pcf_dimnames <- function(X, Y) {
+  if (is.null(names(X)) && is.null(names(Y))) NULL else list(names(X), names(Y))
+}
+
+# The one place that resolves backend, devices and internal options, then calls C.
+pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL) {
+  single <- gk_check_precision(precision) == "single"
+  backend <- gk_backend(backend)
+  devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  budget <- getOption("gpukernels.pcf_budget_bytes", 0)
+  if (!is.numeric(budget) || length(budget) != 1L || is.na(budget) || budget < 0) {
+    stop("option gpukernels.pcf_budget_bytes must be a single number >= 0", call. = FALSE)
+  }
+  progress <- isTRUE(getOption("gpukernels.progress", interactive()))
+  # GPU tuning knobs (internal): the walk variant and shared memory per block.
+  tuning <- c(as.integer(getOption("gpukernels.pcf_gpu_walk", 1L)),
+              as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))
+  .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
+        backend, gk_threads(), as.double(budget), devices, progress, tuning)
+}
+
+# 0-based GPU numbers for C: all GPUs by default.
+pcf_devices <- function(devices) {
+  count <- .Call(gk_r_build_info)$device_count
+  if (is.null(devices)) return(seq_len(count) - 1L)
+  if (!is.numeric(devices) || !length(devices) || anyNA(devices) || any(devices != round(devices)) ||
+      any(devices < 1 | devices > count) || anyDuplicated(devices)) {
+    stop("`devices` must be distinct GPU numbers from 1 to ", count, call. = FALSE)
+  }
+  as.integer(devices) - 1L
+}
+
+# The device layer's block plan (internal; used by the tests): one row per block
+# in scheduling order with columns row0, rows, col0, cols (1-based starts).
+gk_block_plan <- function(n_rows, n_cols, lower, max_elements, split_hint = 1, min_side = 0) {
+  plan <- .Call(gk_r_block_plan, as.double(n_rows), as.double(n_cols), as.logical(lower),
+                as.double(max_elements), as.double(split_hint), as.double(min_side))
+  colnames(plan) <- c("row0", "rows", "col0", "cols")
+  plan
+}

@@ -1,0 +1,57 @@
+/*
+ * The GPU block pipeline of the device layer (CUDA builds only): runs a block
+ * list from the scheduler on one or more GPUs, one host thread per GPU, each
+ * with two device output buffers, two pinned host buffers, a compute stream
+ * and a download stream, so that the CPU scatters block k (through a
+ * gk_block_writer) while the GPU computes block k + 1. Threads take the next
+ * block from the shared list (largest first), so GPUs finish together.
+ *
+ * The pipeline knows nothing of what is computed: a gk_block_policy supplies
+ * per-GPU storage and a launch function that uploads what one block needs and
+ * starts its computation, asynchronously, on the given stream, writing a
+ * column-major rows x cols buffer of float or double.
+ *
+ * The calling (R) thread only waits: it checks for a user interrupt and prints
+ * progress between blocks; an interrupt stops the GPUs after their current
+ * block and returns GK_ERR_INTERRUPTED.
+ */
+#ifndef GK_BLOCK_PIPELINE_H
+#define GK_BLOCK_PIPELINE_H
+
+#include <stddef.h>
+#include "device/gk_device.h"
+#include "device/block_scheduler.h"
+#include "device/block_writer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  void *ctx;     /* the engine's read-only host data */
+  int single;    /* the launch writes float (1) or double (0) */
+  /* Allocates one GPU's storage, sized for every block of the list. Called in
+   * that GPU's thread, with the device already selected. */
+  gk_status (*storage_create)(void *ctx, const gk_block *blocks, size_t count, void **storage,
+                              gk_error *err);
+  void (*storage_destroy)(void *ctx, void *storage);
+  /* Uploads the block's data and launches its computation into `out`. */
+  gk_status (*launch)(void *ctx, void *storage, const gk_block *block, void *out,
+                      gk_stream stream, gk_error *err);
+} gk_block_policy;
+
+typedef struct {
+  const int *devices;   /* 0-based GPU numbers */
+  int n_devices;
+  int progress;         /* print progress lines */
+  const char *label;    /* names the job in progress lines */
+} gk_pipeline_options;
+
+gk_status gk_block_pipeline_run(const gk_block_policy *policy, const gk_block *blocks,
+                                size_t count, const gk_block_writer *writer,
+                                const gk_pipeline_options *options, gk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

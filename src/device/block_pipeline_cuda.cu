@@ -1,0 +1,169 @@
+// The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+#include "device/block_pipeline.h"
+#include "device/block_progress.h"
+#include "device/gk_cuda.h"
+#include "device/gk_hooks.h"
+
+namespace {
+
+struct shared_state {
+  const gk_block_policy *policy;
+  const gk_block *blocks;
+  size_t count;
+  const gk_block_writer *writer;
+  std::atomic<size_t> next{0};      // next block to take
+  std::atomic<size_t> done{0};      // blocks scattered
+  std::atomic<int> stop{0};         // set on interrupt or on any worker's failure
+  std::atomic<int> running{0};      // workers still going
+};
+
+struct worker {
+  int device;
+  gk_error err;
+  double setup_s = 0, gpu_s = 0, scatter_s = 0;   // for the closing progress line
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// One GPU: takes blocks until the list is empty, scattering each on the host
+// while the next one computes.
+void run_worker(shared_state *s, worker *w)
+{
+  gk_error *err = &w->err;
+  const gk_block_policy *policy = s->policy;
+  gk_stream compute = NULL, download = NULL;
+  gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
+  gk_pinned_buffer host[2] = {{NULL, 0}, {NULL, 0}};
+  void *storage = NULL;
+  size_t max_rows, max_cols, max_elements, iteration = 0;
+  const gk_block *previous = NULL;
+  size_t elem = policy->single ? sizeof(float) : sizeof(double);
+  cudaEvent_t started = NULL, finished = NULL;
+  auto clock = std::chrono::steady_clock::now();
+
+  gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
+  GK_TRY(gk_device_bind_thread(w->device, err));
+  GK_TRY(gk_stream_create(&compute, 1, err));
+  GK_TRY(gk_stream_create(&download, 0, err));
+  for (int b = 0; b < 2; b++) {
+    GK_TRY(gk_buffer_alloc(&out[b], max_elements * elem, "a block of results", err));
+    GK_TRY(gk_pinned_alloc(&host[b], max_elements * elem, "a block of results", err));
+  }
+  GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
+  GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
+  GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
+  w->setup_s = seconds_since(clock);
+
+  for (;; iteration++) {
+    if (s->stop.load()) break;
+    size_t k = s->next.fetch_add(1);
+    if (k >= s->count) break;
+    const gk_block *block = &s->blocks[k];
+    int slot = (int) (iteration % 2);
+    // 1. start block k (asynchronous)
+    GK_CUDA_TRY(cudaEventRecord(started, (cudaStream_t) compute), "cudaEventRecord", err);
+    GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
+    GK_TRY(gk_cuda_check_launch("the block computation", err));
+    GK_CUDA_TRY(cudaEventRecord(finished, (cudaStream_t) compute), "cudaEventRecord", err);
+    // 2. meanwhile, finish the download of the previous block and scatter it
+    if (previous) {
+      GK_TRY(gk_stream_sync(download, "the download of a block", err));
+      clock = std::chrono::steady_clock::now();
+      gk_block_write(s->writer, previous, host[1 - slot].ptr, policy->single);
+      w->scatter_s += seconds_since(clock);
+      s->done.fetch_add(1);
+    }
+    // 3. wait for block k, then start its download on the other stream
+    GK_TRY(gk_stream_sync(compute, "the block computation", err));
+    {
+      float ms = 0;
+      GK_CUDA_TRY(cudaEventElapsedTime(&ms, started, finished), "cudaEventElapsedTime", err);
+      w->gpu_s += ms / 1000.0;
+    }
+    GK_TRY(gk_buffer_download(host[slot].ptr, &out[slot], block->rows * block->cols * elem,
+                              download, err));
+    previous = block;
+  }
+  if (previous && err->status == GK_OK) {
+    GK_TRY(gk_stream_sync(download, "the download of a block", err));
+    clock = std::chrono::steady_clock::now();
+    gk_block_write(s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
+    w->scatter_s += seconds_since(clock);
+    s->done.fetch_add(1);
+  }
+fail:
+  if (err->status != GK_OK) s->stop.store(1);
+  if (compute) cudaStreamSynchronize((cudaStream_t) compute);
+  if (download) cudaStreamSynchronize((cudaStream_t) download);
+  if (started) cudaEventDestroy(started);
+  if (finished) cudaEventDestroy(finished);
+  if (storage) policy->storage_destroy(policy->ctx, storage);
+  for (int b = 0; b < 2; b++) {
+    gk_buffer_free(&out[b]);
+    gk_pinned_free(&host[b]);
+  }
+  gk_stream_destroy(&compute);
+  gk_stream_destroy(&download);
+  gk_device_bind_thread(-1, NULL);
+  s->running.fetch_sub(1);
+}
+
+}  // namespace
+
+extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const gk_block *blocks,
+                                           size_t count, const gk_block_writer *writer,
+                                           const gk_pipeline_options *options, gk_error *err)
+{
+  if (count == 0) return GK_OK;
+  if (options->n_devices < 1) return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without GPUs");
+  shared_state s;
+  s.policy = policy;
+  s.blocks = blocks;
+  s.count = count;
+  s.writer = writer;
+  std::vector<worker> workers((size_t) options->n_devices);
+  std::vector<std::thread> threads;
+  gk_block_progress progress;
+  gk_block_progress_start(&progress, options->label, count, options->progress);
+  int interrupted = 0;
+  try {
+    for (int d = 0; d < options->n_devices; d++) {
+      workers[d].device = options->devices[d];
+      gk_error_clear(&workers[d].err);
+      s.running.fetch_add(1);
+      threads.emplace_back(run_worker, &s, &workers[d]);
+    }
+  } catch (...) {
+    s.running.fetch_sub(1);   // the thread that failed to start
+    s.stop.store(1);
+    gk_fail(err, GK_ERR_INTERNAL, "could not start a host thread for a GPU");
+  }
+  // The R thread waits here: interrupts and progress are checked only on it.
+  while (s.running.load() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!interrupted && gk_interrupt_pending()) {
+      interrupted = 1;
+      s.stop.store(1);
+    }
+    gk_block_progress_update(&progress, s.done.load(), 0);
+  }
+  for (auto &t : threads) t.join();
+  gk_block_progress_update(&progress, s.done.load(), 1);
+  if (options->progress) {
+    for (auto &w : workers)
+      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host scatter %.2f s",
+                  options->label, w.device + 1, w.setup_s, w.gpu_s, w.scatter_s);
+  }
+  for (auto &w : workers)
+    if (w.err.status != GK_OK) gk_fail(err, w.err.status, "%s", w.err.message);
+  if (interrupted) gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %zu of %zu blocks",
+                           s.done.load(), count);
+  return err->status;
+}

@@ -1,0 +1,80 @@
+#include <math.h>
+#include <stdlib.h>
+#include "device/block_scheduler.h"
+
+size_t gk_block_side(const gk_block_plan_config *cfg)
+{
+  size_t hint = cfg->split_hint ? cfg->split_hint : 1;
+  size_t budget = cfg->max_elements ? cfg->max_elements : 1;
+  size_t side = (size_t) floor(sqrt((double) (budget / hint)));
+  size_t ceiling = (size_t) floor(sqrt((double) budget));
+  size_t longest = cfg->n_rows > cfg->n_cols ? cfg->n_rows : cfg->n_cols;
+  if (side < cfg->min_side) side = cfg->min_side;
+  if (side > ceiling) side = ceiling;
+  if (side > longest) side = longest;
+  return side ? side : 1;
+}
+
+static size_t band_count(size_t n, size_t side)
+{
+  return (n + side - 1) / side;
+}
+
+/* Band b of n cut by side: the last band is the remainder (so no block is
+ * larger than side x side, which the budget allows). */
+static void band(size_t n, size_t side, size_t b, size_t *first, size_t *len)
+{
+  size_t bands = band_count(n, side);
+  *first = b * side;
+  *len = (b + 1 == bands) ? n - *first : side;
+}
+
+static int by_work_descending(const void *pa, const void *pb)
+{
+  const gk_block *a = (const gk_block *) pa, *b = (const gk_block *) pb;
+  size_t wa = a->rows * a->cols, wb = b->rows * b->cols;
+  if (wa != wb) return wa > wb ? -1 : 1;
+  if (a->row0 != b->row0) return a->row0 < b->row0 ? -1 : 1;
+  if (a->col0 != b->col0) return a->col0 < b->col0 ? -1 : 1;
+  return 0;
+}
+
+gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size_t *count,
+                        gk_error *err)
+{
+  *blocks = NULL;
+  *count = 0;
+  if (cfg->mode == GK_BLOCKS_LOWER && cfg->n_rows != cfg->n_cols)
+    return gk_fail(err, GK_ERR_INTERNAL, "lower-triangle block plan of a non-square matrix");
+  if (cfg->n_rows == 0 || cfg->n_cols == 0) return GK_OK;
+  size_t side = gk_block_side(cfg);
+  size_t row_bands = band_count(cfg->n_rows, side), col_bands = band_count(cfg->n_cols, side);
+  gk_block *list = (gk_block *) malloc(row_bands * col_bands * sizeof(gk_block));
+  if (!list) return gk_fail(err, GK_ERR_NOMEM, "could not allocate the block list");
+  size_t k = 0;
+  for (size_t rb = 0; rb < row_bands; rb++) {
+    for (size_t cb = 0; cb < col_bands; cb++) {
+      gk_block b;
+      band(cfg->n_rows, side, rb, &b.row0, &b.rows);
+      band(cfg->n_cols, side, cb, &b.col0, &b.cols);
+      if (cfg->mode == GK_BLOCKS_LOWER && b.col0 > b.row0 + b.rows - 1) continue;
+      list[k++] = b;
+    }
+  }
+  qsort(list, k, sizeof(gk_block), by_work_descending);
+  *blocks = list;
+  *count = k;
+  return GK_OK;
+}
+
+void gk_block_extents(const gk_block *blocks, size_t count, size_t *max_rows,
+                      size_t *max_cols, size_t *max_elements)
+{
+  *max_rows = *max_cols = *max_elements = 0;
+  for (size_t k = 0; k < count; k++) {
+    if (blocks[k].rows > *max_rows) *max_rows = blocks[k].rows;
+    if (blocks[k].cols > *max_cols) *max_cols = blocks[k].cols;
+    if (blocks[k].rows * blocks[k].cols > *max_elements)
+      *max_elements = blocks[k].rows * blocks[k].cols;
+  }
+}

@@ -1,0 +1,56 @@
+/*
+ * The block scheduler of the device layer: turns an n_rows x n_cols output
+ * matrix and a budget (output elements per device) into a list of rectangular
+ * blocks, largest first. Pure host C, function-type agnostic; the GPU pipeline
+ * (block_pipeline.h) and the CPU engines walk the same list.
+ *
+ *   side = floor(sqrt(max_elements / split_hint)), at least min_side, but never
+ *          more than floor(sqrt(max_elements)) (the budget wins over the floor)
+ *          nor than max(n_rows, n_cols);
+ *   rows and columns are cut into bands of `side` (the last band is the
+ *   remainder, possibly shorter); every (row band, column band) pair is a block, except in
+ *   GK_BLOCKS_LOWER mode (symmetric results) where blocks lying entirely above
+ *   the diagonal (first column > last row) are dropped;
+ *   blocks are sorted by rows x cols, descending (ties: by position), so that
+ *   several devices pulling from the list finish at about the same time.
+ */
+#ifndef GK_BLOCK_SCHEDULER_H
+#define GK_BLOCK_SCHEDULER_H
+
+#include <stddef.h>
+#include "device/gk_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GK_BLOCKS_FULL = 0, GK_BLOCKS_LOWER = 1 } gk_block_mode;
+
+typedef struct {
+  size_t row0, rows;   /* rows [row0, row0 + rows)    */
+  size_t col0, cols;   /* columns [col0, col0 + cols) */
+} gk_block;
+
+typedef struct {
+  size_t n_rows, n_cols;
+  gk_block_mode mode;        /* GK_BLOCKS_LOWER needs n_rows == n_cols       */
+  size_t max_elements;       /* output elements one block may hold (>= 1)    */
+  size_t split_hint;         /* how many blocks the budget is split into     */
+  size_t min_side;           /* occupancy floor for the side (0: none)       */
+} gk_block_plan_config;
+
+/* The band side length the rules above give. */
+size_t gk_block_side(const gk_block_plan_config *cfg);
+
+/* Fills *blocks (malloc'd; free() it) and *count. An empty matrix gives no blocks. */
+gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size_t *count,
+                        gk_error *err);
+
+/* Largest rows, columns and rows x cols over a block list (for sizing buffers). */
+void gk_block_extents(const gk_block *blocks, size_t count, size_t *max_rows,
+                      size_t *max_cols, size_t *max_elements);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

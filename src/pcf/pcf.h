@@ -1,0 +1,89 @@
+/*
+ * Distance and kernel matrices between piecewise-constant functions (PCFs).
+ *
+ * A PCF has breakpoints 0 <= t_1 < ... < t_n and values v_1 ... v_n: it is 0
+ * on [0, t_1), v_k on [t_k, t_{k+1}) and v_n on [t_n, inf). A set of PCFs is
+ * flattened into one breakpoint array with offsets (function f owns entries
+ * offset[f] .. offset[f+1]-1 of t and v).
+ *
+ * The pair integrals (pcf_integrate.h) walk the union of two functions'
+ * breakpoints; the matrices are computed blockwise by the device layer's
+ * scheduler (device/block_scheduler.h), on the CPU (pcf_cpu.c, OpenMP) or on
+ * GPUs (pcf_cuda.cu, a policy of device/block_pipeline.h), and written by a
+ * result writer (device/block_writer.h) into R's `dist` vector or a matrix.
+ */
+#ifndef GK_PCF_H
+#define GK_PCF_H
+
+#include <stddef.h>
+#include "device/gk_error.h"
+#include "device/block_writer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  size_t n;               /* number of functions                */
+  const size_t *offset;   /* n + 1 offsets into t and v          */
+  const double *t, *v;
+} pcf_set;
+
+typedef enum {
+  PCF_OP_L1 = 0,      /* int |f - g|                    */
+  PCF_OP_L2 = 1,      /* (int |f - g|^2)^(1/2)          */
+  PCF_OP_LP = 2,      /* (int |f - g|^p)^(1/p)          */
+  PCF_OP_LINF = 3,    /* max |f - g| over intervals of positive length */
+  PCF_OP_INNER = 4    /* int f g                        */
+} pcf_op_kind;
+
+typedef struct {
+  pcf_op_kind kind;
+  double p;           /* for PCF_OP_LP */
+} pcf_op;
+
+typedef struct {
+  int single;             /* compute in float instead of double          */
+  int threads;            /* CPU threads (<= 0: all)                      */
+  double budget_bytes;    /* output bytes per device (0: from free memory) */
+  int progress;           /* print progress lines                         */
+  const int *devices;     /* GPUs to use (0-based), for the CUDA engine   */
+  int n_devices;
+  int gpu_walk;           /* GPU walk: 0 the shared walk, 1 prefetching rows (default) */
+  int gpu_shared_bytes;   /* shared memory per GPU thread block (0: default) */
+} pcf_options;
+
+/* The first row of column j (global indices) a writer needs: the rows
+ * i > j of a `dist`, i >= j of a symmetric matrix, all of a dense one. */
+static inline size_t pcf_first_needed_row(gk_write_kind kind, size_t j)
+{
+  return kind == GK_WRITE_DIST ? j + 1 : kind == GK_WRITE_SYMMETRIC ? j : 0;
+}
+
+/* The operation for an R `p` (p >= 1, or Inf), or the inner product. */
+pcf_op pcf_op_for_p(double p);
+pcf_op pcf_op_inner(void);
+
+/* Checks every function of a set (non-empty; finite; t_1 >= 0; strictly
+ * increasing t; in single precision, t representable as float). `arg` names
+ * the set in messages, e.g. "X". */
+gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err);
+
+/* Checks that every pair's result is finite: equal last values for finite-p
+ * distances, last values 0 for the inner product. y may equal x. */
+gk_status pcf_check_tails(const pcf_op *op, const pcf_set *x, const char *arg_x,
+                          const pcf_set *y, const char *arg_y, gk_error *err);
+
+/* Result matrix between the functions of x (rows) and y (columns), written by
+ * `writer`: GK_WRITE_DIST and GK_WRITE_SYMMETRIC need y == x. */
+gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
+                         const gk_block_writer *writer, const pcf_options *options,
+                         gk_error *err);
+gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const pcf_set *y,
+                          const gk_block_writer *writer, const pcf_options *options,
+                          gk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,331 @@
+// The PCF policy of the GPU block pipeline (device/block_pipeline.h): per-GPU
+// storage for the packed functions of a block's row and column bands, their
+// upload (only the functions the block needs, so sets larger than GPU memory
+// work), and the tiled integration kernel.
+//
+// Each band is packed in order of decreasing function length (its "slots"),
+// with the map back to the original order: the 32 threads of a warp, and the
+// warps of a thread block, then walk about as many steps, so they stay
+// converged and do not wait for each other at barriers. The kernel writes
+// each result at its original place in the block, so the result writers see
+// the usual column-major block.
+//
+// The kernel: a thread block owns 256 row slots x 32 column slots of a block.
+// The column functions of its tile are staged in shared memory, as many whole
+// functions at a time as fit (a longer one is read from global memory), and
+// each thread walks its row function against every staged column.
+//
+// On a diagonal block of a symmetric result (same band for rows and columns,
+// hence the same slots), pair {a, b} is computed once, for slot a > b (or
+// a >= b when the diagonal is wanted), and written below the diagonal; whole
+// tiles above the slot diagonal are skipped.
+#include <algorithm>
+#include <new>
+#include <numeric>
+#include <vector>
+#include "pcf/pcf.h"
+#include "pcf/pcf_integrate.h"
+#include "device/block_pipeline.h"
+#include "device/gk_cuda.h"
+
+namespace {
+
+const int kTileRows = 256;
+const int kTileCols = 32;
+// Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared):
+// the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md).
+const int kSharedBytes = 48 * 1024;
+// Largest block: bounds the pinned host buffers (allocating them costs time).
+const size_t kMaxBlockElements = (size_t) 1 << 26;
+
+// Overloads so that the templates below pick the shared walk by precision.
+__device__ __forceinline__ double pair(int op, const pcf_interval_d *f, const pcf_interval_d *g,
+                                       double p) { return pcf_pair_d(op, f, g, p); }
+__device__ __forceinline__ float pair(int op, const pcf_interval_f *f, const pcf_interval_f *g,
+                                      float p) { return pcf_pair_f(op, f, g, p); }
+__device__ __forceinline__ double accumulate(int op, double acc, double dt, double a, double b,
+                                             double p) { return pcf_accumulate_d(op, acc, dt, a, b, p); }
+__device__ __forceinline__ float accumulate(int op, float acc, float dt, float a, float b,
+                                            float p) { return pcf_accumulate_f(op, acc, dt, a, b, p); }
+__device__ __forceinline__ double finish(int op, double acc, double a, double b, double p)
+{ return pcf_finish_d(op, acc, a, b, p); }
+__device__ __forceinline__ float finish(int op, float acc, float a, float b, float p)
+{ return pcf_finish_f(op, acc, a, b, p); }
+
+// The same walk as pcf_pair, but the row function (from global memory) is
+// read one interval ahead, so its load latency overlaps the next steps.
+template <typename I, typename R>
+__device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const I *g, R p)
+{
+  I a = f[0], next = f[1], b = g[0];
+  size_t i = 0;
+  R pos = 0, acc = 0;
+  for (;;) {
+    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
+    R t = next_a ? a.t : b.t;
+    if (t == (R) INFINITY) break;
+    acc = accumulate(op, acc, t - pos, a.v, b.v, p);
+    pos = t;
+    if (next_a) {
+      a = next;
+      i++;
+      next = f[i + 1 < nf ? i + 1 : nf - 1];
+    }
+    g += next_b;
+    b = *g;
+  }
+  return finish(op, acc, a.v, b.v, p);
+}
+
+// tri: 0 no triangle (dense result or a block below the diagonal);
+// 1 a diagonal block needing pairs i > j (dist); 2 one needing i >= j.
+template <typename I, typename R, int OP, int WALK>
+__global__ void __launch_bounds__(kTileRows)
+pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n_rows,
+                const I *cols, const size_t *col_off, const int *col_orig, int n_cols,
+                int tri, R p, R *out, size_t capacity)
+{
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  I *staged = reinterpret_cast<I *>(shared_raw);
+  int tile_r0 = blockIdx.x * kTileRows, r = tile_r0 + threadIdx.x;
+  int c0 = blockIdx.y * kTileCols, c1 = min(c0 + kTileCols, n_cols);
+  if (tri) {  // column slots past the tile's last row slot are not needed
+    int limit = min(tile_r0 + kTileRows, n_rows) - 1 + (tri == 2 ? 1 : 0);
+    c1 = min(c1, limit);
+  }
+  if (c1 <= c0) return;  // the same for every thread of the block
+  bool active = r < n_rows;
+  const I *f = active ? rows + row_off[r] : rows;
+  size_t nf = active ? row_off[r + 1] - row_off[r] : 0;
+  size_t ri = active ? (size_t) row_orig[r] : 0;
+  for (int c = c0; c < c1;) {
+    size_t base = col_off[c];
+    int c_end = c;
+    while (c_end < c1 && col_off[c_end + 1] - base <= capacity) c_end++;
+    bool in_shared = c_end > c;
+    if (in_shared) {
+      __syncthreads();  // everyone is done with the previous batch
+      size_t len = col_off[c_end] - base;
+      for (size_t k = threadIdx.x; k < len; k += kTileRows) staged[k] = cols[base + k];
+      __syncthreads();
+    } else {
+      c_end = c + 1;    // too long for shared memory: read it from global memory
+    }
+    if (active) {
+      for (int cc = c; cc < c_end; cc++) {
+        if (tri && !(cc < r || (tri == 2 && cc == r))) continue;
+        const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
+        R value = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
+        size_t ci = (size_t) col_orig[cc];
+        size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
+        out[i + j * (size_t) n_rows] = value;
+      }
+    }
+    c = c_end;
+  }
+}
+
+struct pcf_ctx {
+  pcf_op op;
+  const pcf_set *x, *y;
+  int single, walk, tri;
+  size_t shared_bytes;   // shared memory per thread block for staged columns
+};
+
+// One band of functions on one GPU, packed by decreasing length, and which
+// band was last uploaded to it.
+struct band_storage {
+  gk_device_buffer data = GK_DEVICE_BUFFER_EMPTY, offsets = GK_DEVICE_BUFFER_EMPTY,
+                   orig = GK_DEVICE_BUFFER_EMPTY;
+  std::vector<unsigned char> host_data;
+  std::vector<size_t> host_offsets;
+  std::vector<int> host_orig;
+  size_t first = (size_t) -1, count = 0;
+};
+
+struct pcf_storage {
+  band_storage rows, cols;
+};
+
+size_t interval_bytes(const pcf_ctx *ctx)
+{
+  return ctx->single ? sizeof(pcf_interval_f) : sizeof(pcf_interval_d);
+}
+
+gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, size_t isize,
+                     gk_error *err)
+{
+  band->host_data.resize(intervals * isize);
+  band->host_offsets.resize(functions + 1);
+  band->host_orig.resize(functions);
+  if (gk_buffer_alloc(&band->data, intervals * isize, "the PCFs of a block", err) ||
+      gk_buffer_alloc(&band->offsets, (functions + 1) * sizeof(size_t), "PCF offsets", err) ||
+      gk_buffer_alloc(&band->orig, functions * sizeof(int), "PCF order", err))
+    return err->status;
+  return GK_OK;
+}
+
+// Packs functions [first, first + count) of s, longest first.
+void band_pack(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
+               size_t count)
+{
+  std::vector<int> &orig = band->host_orig;
+  std::iota(orig.begin(), orig.begin() + count, 0);
+  const size_t *off = s->offset + first;
+  std::stable_sort(orig.begin(), orig.begin() + count, [off](int a, int b) {
+    return off[a + 1] - off[a] > off[b + 1] - off[b];
+  });
+  size_t isize = interval_bytes(ctx), one[2];
+  band->host_offsets[0] = 0;
+  for (size_t k = 0; k < count; k++) {
+    pcf_pack(s, first + orig[k], 1, ctx->single,
+             band->host_data.data() + band->host_offsets[k] * isize, one);
+    band->host_offsets[k + 1] = band->host_offsets[k] + one[1];
+  }
+}
+
+gk_status band_upload(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
+                      size_t count, gk_stream stream, gk_error *err)
+{
+  if (band->first == first && band->count == count) return GK_OK;  // already there
+  band->first = first;
+  band->count = count;
+  band_pack(ctx, band, s, first, count);
+  size_t intervals = band->host_offsets[count];
+  if (gk_buffer_upload(&band->data, band->host_data.data(), intervals * interval_bytes(ctx),
+                       stream, err) ||
+      gk_buffer_upload(&band->offsets, band->host_offsets.data(), (count + 1) * sizeof(size_t),
+                       stream, err) ||
+      gk_buffer_upload(&band->orig, band->host_orig.data(), count * sizeof(int), stream, err))
+    return err->status;
+  return GK_OK;
+}
+
+void storage_destroy(void *ctx, void *storage)
+{
+  (void) ctx;
+  pcf_storage *s = (pcf_storage *) storage;
+  for (band_storage *b : {&s->rows, &s->cols}) {
+    gk_buffer_free(&b->data);
+    gk_buffer_free(&b->offsets);
+    gk_buffer_free(&b->orig);
+  }
+  delete s;
+}
+
+gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void **storage,
+                         gk_error *err)
+{
+  const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
+  size_t row_fns = 0, col_fns = 0, row_iv = 0, col_iv = 0;
+  for (size_t k = 0; k < count; k++) {
+    const gk_block &b = blocks[k];
+    row_fns = std::max(row_fns, b.rows);
+    col_fns = std::max(col_fns, b.cols);
+    row_iv = std::max(row_iv, pcf_packed_size(ctx->x, b.row0, b.rows));
+    col_iv = std::max(col_iv, pcf_packed_size(ctx->y, b.col0, b.cols));
+  }
+  pcf_storage *s = new (std::nothrow) pcf_storage;
+  *storage = s;
+  if (!s) return gk_fail(err, GK_ERR_NOMEM, "out of memory for PCF storage");
+  try {
+    if (band_alloc(&s->rows, row_fns, row_iv, interval_bytes(ctx), err) ||
+        band_alloc(&s->cols, col_fns, col_iv, interval_bytes(ctx), err))
+      return err->status;
+  } catch (const std::bad_alloc &) {
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory staging PCFs");
+  }
+  return GK_OK;
+}
+
+template <typename I, typename R, int WALK>
+void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
+                  cudaStream_t stream)
+{
+  dim3 grid((unsigned) ((b->rows + kTileRows - 1) / kTileRows),
+            (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
+  const I *rows = (const I *) s->rows.data.ptr, *cols = (const I *) s->cols.data.ptr;
+  const size_t *ro = (const size_t *) s->rows.offsets.ptr, *co = (const size_t *) s->cols.offsets.ptr;
+  const int *rorig = (const int *) s->rows.orig.ptr, *corig = (const int *) s->cols.orig.ptr;
+  int nr = (int) b->rows, nc = (int) b->cols;
+  R p = (R) ctx->op.p;
+  size_t capacity = ctx->shared_bytes / sizeof(I);
+#define PCF_LAUNCH(OP)                                                                       \
+  pcf_tile_kernel<I, R, OP, WALK><<<grid, kTileRows, ctx->shared_bytes, stream>>>(          \
+      rows, ro, rorig, nr, cols, co, corig, nc, tri, p, (R *) out, capacity)
+  switch (ctx->op.kind) {
+  case PCF_OP_L1: PCF_LAUNCH(PCF_OP_L1); break;
+  case PCF_OP_L2: PCF_LAUNCH(PCF_OP_L2); break;
+  case PCF_OP_LP: PCF_LAUNCH(PCF_OP_LP); break;
+  case PCF_OP_LINF: PCF_LAUNCH(PCF_OP_LINF); break;
+  default: PCF_LAUNCH(PCF_OP_INNER); break;
+  }
+#undef PCF_LAUNCH
+}
+
+gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_stream stream,
+                 gk_error *err)
+{
+  const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
+  pcf_storage *s = (pcf_storage *) storage;
+  // The scheduler cuts a symmetric result into the same bands for rows and
+  // columns: a block is on the diagonal or entirely below it.
+  int diagonal = ctx->tri && b->row0 == b->col0;
+  if (ctx->tri && !diagonal && b->col0 + b->cols > b->row0)
+    return gk_fail(err, GK_ERR_INTERNAL, "PCF block straddles the diagonal off its bands");
+  if ((b->cols + kTileCols - 1) / kTileCols > 65535 || b->rows > (size_t) 1 << 30)
+    return gk_fail(err, GK_ERR_INTERNAL, "PCF block too large for one launch");
+  if (band_upload(ctx, &s->rows, ctx->x, b->row0, b->rows, stream, err) ||
+      band_upload(ctx, &s->cols, ctx->y, b->col0, b->cols, stream, err))
+    return err->status;
+  int tri = diagonal ? ctx->tri : 0;
+  cudaStream_t st = (cudaStream_t) stream;
+  if (ctx->single) {
+    if (ctx->walk == 0) launch_typed<pcf_interval_f, float, 0>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_f, float, 1>(ctx, s, b, tri, out, st);
+  } else {
+    if (ctx->walk == 0) launch_typed<pcf_interval_d, double, 0>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_d, double, 1>(ctx, s, b, tri, out, st);
+  }
+  return gk_cuda_check_launch("the PCF integration kernel", err);
+}
+
+}  // namespace
+
+extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const pcf_set *y,
+                                     const gk_block_writer *writer, const pcf_options *options,
+                                     gk_error *err)
+{
+  pcf_ctx ctx = {*op, x, y, options->single, options->gpu_walk,
+                 writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
+                 options->gpu_shared_bytes > 0 ? (size_t) options->gpu_shared_bytes
+                                               : (size_t) kSharedBytes};
+  size_t elem = options->single ? sizeof(float) : sizeof(double);
+  size_t free_bytes = (size_t) -1, count = 0;
+  int sm = 1 << 30;
+  gk_block *blocks = NULL;
+  gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
+                              (size_t) 32 * (size_t) options->n_devices, 0};
+  gk_block_policy policy = {&ctx, options->single, storage_create, storage_destroy, launch};
+  gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
+
+  // Output budget: half of 80% of the free memory of the emptiest GPU, split
+  // 32 ways per GPU, no block over kMaxBlockElements. Occupancy floor: each
+  // thread computes kTileCols pairs, so a block side of sqrt(2048 threads x
+  // SMs x kTileCols) fills every SM of the smallest GPU.
+  for (int d = 0; d < options->n_devices; d++) {
+    gk_device_info info;
+    GK_TRY(gk_device_query(options->devices[d], &info, err));
+    free_bytes = std::min(free_bytes, info.free_memory);
+    sm = std::min(sm, info.sm_count);
+  }
+  cfg.max_elements = (size_t) ((double) free_bytes * 0.8 / 2 / elem);
+  if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
+  cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
+  cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
+  GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
+  GK_TRY(gk_block_pipeline_run(&policy, blocks, count, writer, &popt, err));
+fail:
+  free(blocks);
+  return err->status;
+}

@@ -1,0 +1,43 @@
+# The device layer's block scheduler, through its internal .Call.
+coverage <- function(plan, n_rows, n_cols) {
+  hits <- matrix(0L, n_rows, n_cols)
+  for (k in seq_len(nrow(plan))) {
+    rows <- plan[k, "row0"] + seq_len(plan[k, "rows"]) - 1L
+    cols <- plan[k, "col0"] + seq_len(plan[k, "cols"]) - 1L
+    hits[rows, cols] <- hits[rows, cols] + 1L
+  }
+  hits
+}
+
+test_that("full plans cover every entry once, within the budget, largest first", {
+  for (case in list(c(10, 10, 9), c(7, 13, 6), c(1, 1, 1), c(100, 37, 50), c(33, 33, 1e6))) {
+    plan <- gpukernels:::gk_block_plan(case[1], case[2], FALSE, case[3])
+    expect_true(all(coverage(plan, case[1], case[2]) == 1L))
+    expect_true(all(plan[, "rows"] * plan[, "cols"] <= case[3]))
+    work <- plan[, "rows"] * plan[, "cols"]
+    expect_false(is.unsorted(rev(work)))
+  }
+})
+
+test_that("lower-triangle plans skip blocks above the diagonal and cover the rest once", {
+  for (n in c(1, 9, 10, 31, 64)) {
+    plan <- gpukernels:::gk_block_plan(n, n, TRUE, 16)
+    hits <- coverage(plan, n, n)
+    expect_true(all(hits[lower.tri(hits, diag = TRUE)] == 1L))
+    expect_true(all(plan[, "col0"] <= plan[, "row0"] + plan[, "rows"] - 1L))
+  }
+  expect_error(gpukernels:::gk_block_plan(3, 4, TRUE, 4), "non-square")
+  expect_equal(nrow(gpukernels:::gk_block_plan(0, 5, FALSE, 4)), 0L)
+})
+
+test_that("the side follows the budget, the split hint and the occupancy floor", {
+  side <- function(...) max(gpukernels:::gk_block_plan(...)[, "rows"])
+  expect_equal(side(1000, 1000, FALSE, 10000, 1), 100)      # sqrt(budget)
+  expect_equal(side(1000, 1000, FALSE, 10000, 4), 50)       # sqrt(budget / hint)
+  expect_equal(side(1000, 1000, FALSE, 10000, 4, 80), 80)   # floor wins over the hint
+  expect_equal(side(1000, 1000, FALSE, 10000, 4, 500), 100) # the budget wins over the floor
+  expect_equal(side(20, 20, FALSE, 1e6, 1), 20)             # never more than the matrix
+  # subdivide(3, 10) = [0,2] [3,5] [6,8] [9,9]: the last band is the remainder
+  plan <- gpukernels:::gk_block_plan(10, 1, FALSE, 9)
+  expect_equal(sort(plan[, "rows"]), c(1, 3, 3, 3))
+})
