@@ -21,6 +21,13 @@ SEXP gk_r_omp_threads(void);
 SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads);
 SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
+/* H2 matrices (r_h2.c) */
+SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
+                   SEXP single, SEXP backend, SEXP threads);
+SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
+SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps);
+SEXP gk_r_h2_info(SEXP ptr);
+
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
   {"gk_r_build_info", (DL_FUNC) &gk_r_build_info, 0},
@@ -31,6 +38,11 @@ static const R_CallMethodDef call_entries[] = {
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
+  /* H2 matrices */
+  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
+  {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
+  {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 3},
+  {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   {NULL, NULL, 0}
 };
 
