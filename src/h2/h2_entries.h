@@ -13,6 +13,7 @@
 #include "h2/h2_cheb.h"
 
 typedef struct {
+  h2_cheb cheb;
   int dim, order, rank, leaf_size, n_nodes, leaf_base;  /* leaf_base = level_ptr[depth] */
   size_t rows;
   double nugget;
@@ -26,6 +27,7 @@ static inline h2_geometry h2_geometry_of(const h2_tree *t, const double *center,
                                          const int *leaf_count)
 {
   h2_geometry g;
+  g.cheb = h2_cheb_make(t->order);
   g.dim = t->dim;
   g.order = t->order;
   g.rank = t->rank;
@@ -54,7 +56,7 @@ GK_HD double h2_basis_entry(const h2_geometry *g, int leaf, int r, int a)
   double x[H2_MAX_DIM];
   h2_slot_point(g, (size_t) leaf * g->leaf_size + r, x);
   int v = g->leaf_base + leaf;
-  return h2_box_basis(a, g->order, g->dim, g->center + v, g->half + v, g->n_nodes, x);
+  return h2_box_basis(&g->cheb, a, g->dim, g->center + v, g->half + v, g->n_nodes, x);
 }
 
 /* E of node c (not the root): parent's basis b at the child's node a. */
@@ -62,16 +64,16 @@ GK_HD double h2_transfer_entry(const h2_geometry *g, int c, int a, int b)
 {
   double x[H2_MAX_DIM];
   int p = (c - 1) / 2;
-  h2_box_node(a, g->order, g->dim, g->center + c, g->half + c, g->n_nodes, x);
-  return h2_box_basis(b, g->order, g->dim, g->center + p, g->half + p, g->n_nodes, x);
+  h2_box_node(&g->cheb, a, g->dim, g->center + c, g->half + c, g->n_nodes, x);
+  return h2_box_basis(&g->cheb, b, g->dim, g->center + p, g->half + p, g->n_nodes, x);
 }
 
 /* S of the block (node i, node j): the kernel at their interpolation nodes. */
 GK_HD double h2_coupling_entry(const h2_geometry *g, int i, int j, int a, int b)
 {
   double x[H2_MAX_DIM], y[H2_MAX_DIM];
-  h2_box_node(a, g->order, g->dim, g->center + i, g->half + i, g->n_nodes, x);
-  h2_box_node(b, g->order, g->dim, g->center + j, g->half + j, g->n_nodes, y);
+  h2_box_node(&g->cheb, a, g->dim, g->center + i, g->half + i, g->n_nodes, x);
+  h2_box_node(&g->cheb, b, g->dim, g->center + j, g->half + j, g->n_nodes, y);
   return gk_kernel_eval(&g->kernel, h2_dist2(x, y, g->dim));
 }
 

@@ -232,7 +232,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   double *lo = NULL, *hi = NULL;
   pair_list *coupling = NULL, dense = {0};
   memset(t, 0, sizeof *t);
-  if (n < 1 || dim < 2 || dim > 3 || leaf_size < 1 || order < 1 || !(eta > 0))
+  if (n < 1 || dim < 2 || dim > 3 || leaf_size < 1 || order < 1 || order > 16 || !(eta > 0))
     return gk_fail(err, GK_ERR_INPUT, "invalid H2 parameters (n = %d, dim = %d, leaf_size = %d, "
                    "order = %d)", n, dim, leaf_size, order);
   t->n = n;
