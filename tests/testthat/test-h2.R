@@ -85,7 +85,8 @@ test_that("points in unusual shapes: a line, clusters, duplicates, tiny n", {
       x <- rnorm(nrow(locs))
       K <- kernel_matrix(locs, kernel = k, backend = "cpu")
       A <- h2_matrix(locs, k, leaf_size = 32, backend = backend)
-      expect_lt(rel2(drop(A %*% x), drop(K %*% x)), 1e-4)
+      # order 4 (the 3D default) interpolates to about 1e-4, order 8 (2D) to 1e-7
+      expect_lt(rel2(drop(A %*% x), drop(K %*% x)), if (ncol(locs) == 3) 1e-3 else 1e-5)
     }
   }
 })
