@@ -25,7 +25,7 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
                    SEXP single, SEXP backend, SEXP threads);
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
-SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps);
+SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
 
 static const R_CallMethodDef call_entries[] = {
@@ -41,7 +41,7 @@ static const R_CallMethodDef call_entries[] = {
   /* H2 matrices */
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
-  {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 3},
+  {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   {NULL, NULL, 0}
 };

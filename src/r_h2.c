@@ -109,7 +109,7 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 }
 
 /* Median device time (ms) of the HMV with resident vectors (benchmarks). */
-SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps)
+SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only)
 {
   h2_handle *h = handle_of(ptr);
   gk_error err;
@@ -117,7 +117,8 @@ SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps)
   double ms = NA_REAL;
   if (!h->gpu) gk_fail(&err, GK_ERR_INPUT, "device timing needs an h2matrix built on the GPU");
 #ifdef GK_HAVE_CUDA
-  else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps), &ms, &err);
+  else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps),
+                       gk_as_flag(cublas_only), &ms, &err);
 #endif
   if (err.status) gk_raise(&err);
   return Rf_ScalarReal(ms);

@@ -3,7 +3,8 @@
 # [0,1]^2 (range 0.1, order 8) and [0,1]^3 (range 0.2, order 4), rank 64,
 # leaves of 64 points, n = 2^14 ... 2^20, double and single precision.
 # Reports construction time, HMV time on the device (resident vectors, CUDA
-# events, median of 10 after 2 warm-ups), the time of `A %*% x` from R (which
+# events, median of 10 after 2 warm-ups; cublas_ms: the same with cuBLAS batched
+# GEMMs only, hmv16_ms: 16 right-hand sides at once), the time of `A %*% x` from R (which
 # includes copying x and y), memory, the relative error on 100 sampled rows,
 # and the achieved bandwidth: bytes of dense, coupling, basis and transfer data
 # read per HMV (bases and transfers count twice, for the row and column trees,
@@ -32,8 +33,9 @@ for (d in 2:3) {
       build <- system.time(A <- h2_matrix(locs, kernel, precision = precision,
                                           backend = "gpu"))[["elapsed"]]
       info <- gpukernels:::h2_info(A)
-      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L)
-      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 16L, 5L)
+      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L, FALSE)
+      cublas_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 5L, TRUE)
+      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 16L, 5L, FALSE)
       x <- runif(n)
       invisible(A %*% x)
       r_ms <- 1000 * median(replicate(5, system.time(A %*% x)[["elapsed"]]))
@@ -44,7 +46,8 @@ for (d in 2:3) {
                                           info$coupling_entries + info$dense_entries)
       row <- data.frame(d = d, precision = precision, n = n, levels = info$levels,
                         build_s = round(build, 3), core_build_s = round(info$build_seconds, 3),
-                        hmv_ms = round(hmv_ms, 3), hmv16_ms = round(hmv16_ms, 3),
+                        hmv_ms = round(hmv_ms, 3), cublas_ms = round(cublas_ms, 3),
+                        hmv16_ms = round(hmv16_ms, 3),
                         r_matmul_ms = round(r_ms, 2), memory_MB = round(stored / 2^20),
                         dense_MB = round(info$bytes_per_entry * info$dense_entries / 2^20),
                         rel_error = signif(err, 3), GB_s = round(bytes / hmv_ms / 1e6),

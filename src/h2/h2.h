@@ -129,9 +129,10 @@ typedef struct h2_gpu h2_gpu;
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
 gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
                         gk_error *err);
-/* Device-only timing of the HMV (vectors already resident): median ms of reps. */
-gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, double *ms,
-                          gk_error *err);
+/* Device-only timing of the HMV (vectors already resident): median ms of reps;
+ * cublas_only skips the small-block kernels (for comparison). */
+gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
+                          double *ms, gk_error *err);
 void h2_gpu_free(h2_gpu *g);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #include "device/gk_cuda.h"
 #include "h2/h2.h"
 #include "h2/h2_entries.h"
+#include "h2/h2_gemv.cuh"
 
 // cuBLAS grids are limited in the batch dimension; larger batches are chunked.
 #define H2_MAX_BATCH 65535
@@ -27,6 +28,8 @@ struct h2_gpu {
   gk_device_buffer slot_of_point;
   gk_device_buffer cpl_row, cpl_col, dense_row, dense_col;  // local indices, storage order
   gk_device_buffer cpl_ptrs, dense_ptrs;                    // marshaled A, B, C pointers
+  gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_ptr, dense_row_blocks;
+  int force_cublas;   // benchmarks: cuBLAS even where the small-block kernels apply
   int work_nrhs;
   gk_device_buffer xp, yp, xhat, yhat, xio;
   gk_stream low_rank, dense;  // high and low priority
@@ -184,6 +187,14 @@ static gk_status strided_t(h2_gpu *g, int stream, int trans_a, int m, int n, int
                            const void *a, int lda, size_t sa, const void *b, int ldb, size_t sb,
                            double beta, void *c, int ldc, size_t sc, int count, gk_error *err)
 {
+  if (!g->force_cublas && h2_rows_fits(m, k, n) && lda == (trans_a ? k : m) &&
+      (beta == 0.0 || beta == 1.0)) {
+    h2_rows_args<T> p = {count, lda, trans_a ? m : k, n, beta != 0.0, trans_a,
+                         (const T *) a, sa, (const T *) b, ldb, sb, (T *) c, ldc, sc,
+                         NULL, NULL, NULL};
+    return gk_cuda_status(h2_rows_launch<T>(p, stream_of(g, stream)),
+                          "the H2 small-block batched product", err);
+  }
   for (int first = 0; first < count; first += H2_MAX_BATCH) {
     int chunk = std::min(H2_MAX_BATCH, count - first);
     cublasStatus_t st = gemm_strided_t(
@@ -215,16 +226,27 @@ static gk_status bsr_t(gpu_ctx *cx, int stream, int which, int level, const void
   h2_gpu *g = cx->g;
   const h2_tree *t = cx->t;
   const h2_bsr *b = which == H2_DENSE ? &t->dense : &t->coupling[level];
-  const int *row, *col;
+  const int *row, *col, *row_ptr, *row_blocks;
   void **ptrs;
   if (which == H2_DENSE) {
     row = (const int *) g->dense_row.ptr;
     col = (const int *) g->dense_col.ptr;
+    row_ptr = (const int *) g->dense_row_ptr.ptr;
+    row_blocks = (const int *) g->dense_row_blocks.ptr;
     ptrs = (void **) g->dense_ptrs.ptr;
   } else {
     row = (const int *) g->cpl_row.ptr + t->coupling_offset[level];
     col = (const int *) g->cpl_col.ptr + t->coupling_offset[level];
+    row_ptr = (const int *) g->cpl_row_ptr.ptr + t->level_ptr[level] + level;
+    row_blocks = (const int *) g->cpl_row_blocks.ptr + t->coupling_offset[level];
     ptrs = (void **) g->cpl_ptrs.ptr;
+  }
+  if (!g->force_cublas && h2_rows_fits(bs, bs, nrhs)) {
+    h2_rows_args<T> p = {b->n_rows, bs, bs, nrhs, 1, 0, (const T *) values, (size_t) bs * bs,
+                         (const T *) x, ldx, (size_t) bs, (T *) y, ldy, (size_t) bs,
+                         row_ptr, row_blocks, col};
+    return gk_cuda_status(h2_rows_launch<T>(p, stream_of(g, stream)),
+                          "the H2 block-sparse product", err);
   }
   int nb = b->n_blocks;
   const T **a_ptr = (const T **) ptrs, **b_ptr = (const T **) ptrs + nb;
@@ -312,7 +334,7 @@ extern "C" gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk
   gk_device_buffer center = GK_DEVICE_BUFFER_EMPTY, half = GK_DEVICE_BUFFER_EMPTY;
   gk_device_buffer points = GK_DEVICE_BUFFER_EMPTY, counts = GK_DEVICE_BUFFER_EMPTY;
   gk_device_buffer node_i = GK_DEVICE_BUFFER_EMPTY, node_j = GK_DEVICE_BUFFER_EMPTY;
-  std::vector<int> gi, gj, lr, lc;
+  std::vector<int> gi, gj, lr, lc, rp, rb;
   size_t n_cpl = t->coupling_offset[t->depth + 1], max_level = 1;
   size_t need, budget = 0;
   h2_gpu *g = (h2_gpu *) calloc(1, sizeof *g);
@@ -332,7 +354,8 @@ extern "C" gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk
 
   // Block indices in storage order: global nodes (construction) and local rows/cols (marshaling).
   try {
-    gi.resize(n_cpl); gj.resize(n_cpl); lr.resize(n_cpl); lc.resize(n_cpl);
+    gi.resize(n_cpl); gj.resize(n_cpl); lr.resize(n_cpl); lc.resize(n_cpl); rb.resize(n_cpl);
+    rp.resize((size_t) t->n_nodes + t->depth + 1);
   } catch (...) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 block lists");
     goto fail;
@@ -346,7 +369,10 @@ extern "C" gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk
       gj[off + s] = t->level_ptr[l] + b->col[s];
       lr[off + s] = b->row[s];
       lc[off + s] = b->col[s];
+      rb[off + s] = b->row_blocks[s];
     }
+    // Row pointers of level l start at level_ptr[l] + l (each level has rows + 1).
+    std::copy(b->row_ptr, b->row_ptr + b->n_rows + 1, rp.begin() + t->level_ptr[l] + l);
   }
   GK_TRY(upload(&center, t->center, (size_t) t->n_nodes * t->dim * sizeof(double), "H2 boxes", err));
   GK_TRY(upload(&half, t->half, (size_t) t->n_nodes * t->dim * sizeof(double), "H2 boxes", err));
@@ -360,6 +386,12 @@ extern "C" gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk
   GK_TRY(upload(&g->dense_row, t->dense.row, (size_t) t->dense.n_blocks * sizeof(int),
                 "H2 dense blocks", err));
   GK_TRY(upload(&g->dense_col, t->dense.col, (size_t) t->dense.n_blocks * sizeof(int),
+                "H2 dense blocks", err));
+  GK_TRY(upload(&g->cpl_row_ptr, rp.data(), rp.size() * sizeof(int), "H2 coupling blocks", err));
+  GK_TRY(upload(&g->cpl_row_blocks, rb.data(), n_cpl * sizeof(int), "H2 coupling blocks", err));
+  GK_TRY(upload(&g->dense_row_ptr, t->dense.row_ptr, ((size_t) t->n_leaves + 1) * sizeof(int),
+                "H2 dense blocks", err));
+  GK_TRY(upload(&g->dense_row_blocks, t->dense.row_blocks, (size_t) t->dense.n_blocks * sizeof(int),
                 "H2 dense blocks", err));
   GK_TRY(upload(&g->slot_of_point, t->slot_of_point, (size_t) t->n * sizeof(int),
                 "H2 permutation", err));
@@ -478,7 +510,7 @@ fail:
 }
 
 extern "C" gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps,
-                                     double *ms, gk_error *err)
+                                     int cublas_only, double *ms, gk_error *err)
 {
   cudaStream_t s = (cudaStream_t) g->low_rank;
   cudaEvent_t start = NULL, stop = NULL;
@@ -491,7 +523,10 @@ extern "C" gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int 
   GK_CUDA_TRY(cudaEventCreate(&stop), "timing events", err);
   for (int r = -2; r < reps; r++) {  // two warm-up runs
     GK_CUDA_TRY(cudaEventRecord(start, s), "timing events", err);
-    GK_TRY(run_hmv(t, g, nrhs, err));
+    g->force_cublas = cublas_only;
+    gk_status status = run_hmv(t, g, nrhs, err);
+    g->force_cublas = 0;
+    GK_TRY(status);
     GK_CUDA_TRY(cudaEventRecord(stop, s), "timing events", err);
     GK_CUDA_TRY(cudaEventSynchronize(stop), "the timed H2 product", err);
     float elapsed = 0.0f;
@@ -517,7 +552,8 @@ extern "C" void h2_gpu_free(h2_gpu *g)
   if (g->dense) cudaStreamSynchronize((cudaStream_t) g->dense);
   gk_device_buffer *bufs[] = {&g->U, &g->E, &g->S, &g->D, &g->slot_of_point, &g->cpl_row,
                               &g->cpl_col, &g->dense_row, &g->dense_col, &g->cpl_ptrs,
-                              &g->dense_ptrs, &g->xp, &g->yp, &g->xhat, &g->yhat, &g->xio};
+                              &g->dense_ptrs, &g->cpl_row_ptr, &g->cpl_row_blocks,
+                              &g->dense_row_ptr, &g->dense_row_blocks, &g->xp, &g->yp, &g->xhat, &g->yhat, &g->xio};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gk_buffer_free(bufs[i]);
   if (g->blas_low_rank) cublasDestroy(g->blas_low_rank);
   if (g->blas_dense) cublasDestroy(g->blas_dense);

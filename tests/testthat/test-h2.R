@@ -136,6 +136,14 @@ test_that("the GPU and the CPU give the same products", {
     expect_lt(rel2(gpu, cpu), 1e-12)
     gpu32 <- h2_matrix(locs, k, backend = "gpu", precision = "single") %*% X
     expect_lt(rel2(gpu32, cpu), 1e-5)
+    # more right-hand sides and larger leaves than the small-block kernels take
+    # (cuBLAS batched products), and the same object reused
+    X6 <- matrix(rnorm(6 * n), n, 6)
+    big <- h2_matrix(locs, k, leaf_size = 100, backend = "gpu")
+    ref <- h2_matrix(locs, k, leaf_size = 100, backend = "cpu") %*% X6
+    expect_lt(rel2(big %*% X6, ref), 1e-12)
+    expect_lt(rel2(big %*% X6[, 1:2], ref[, 1:2]), 1e-12)
+    expect_lt(rel2(big %*% X6, ref), 1e-12)
   }
 })
 
