@@ -130,7 +130,8 @@ SEXP gk_r_h2_info(SEXP ptr)
   const h2_tree *t = &h->tree;
   const char *names[] = {"n", "dim", "levels", "leaf_size", "order", "rank", "eta",
                          "coupling_blocks", "dense_blocks", "basis_entries",
-                         "transfer_entries", "coupling_entries", "dense_entries",
+                         "transfer_entries", "transfer_entries_read", "coupling_entries",
+                         "dense_entries",
                          "bytes_per_entry", "build_seconds", "top_level", "gpu", "nodes",
                          "max_dense_per_row", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -145,6 +146,7 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) t->coupling_offset[t->depth + 1]));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) t->dense.n_blocks));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_basis_entries(t)));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_transfer_entries(t)));
   // Only the transfers below the top coupling level are ever read.
   double transfers = t->top_level <= t->depth
     ? (double) (t->n_nodes - t->level_ptr[t->top_level + 1]) * t->rank * t->rank : 0.0;

@@ -40,7 +40,7 @@ for (d in 2:3) {
       invisible(A %*% x)
       r_ms <- 1000 * median(replicate(5, system.time(A %*% x)[["elapsed"]]))
       err <- h2_error(A, 100)
-      bytes <- info$bytes_per_entry * (2 * info$basis_entries + 2 * info$transfer_entries +
+      bytes <- info$bytes_per_entry * (2 * info$basis_entries + 2 * info$transfer_entries_read +
                                          info$coupling_entries + info$dense_entries)
       stored <- info$bytes_per_entry * (info$basis_entries + info$transfer_entries +
                                           info$coupling_entries + info$dense_entries)
