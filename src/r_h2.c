@@ -62,7 +62,8 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   h->single = gk_as_flag(single);
   double start = now_seconds();
   if (h2_tree_build(&h->tree, xs, n, dim, gk_as_int(leaf_size), gk_as_int(order),
-                    gk_as_double(eta), &kernel, gk_as_double(nugget), &err) == GK_OK) {
+                    gk_as_double(eta), &kernel, gk_as_double(nugget), gk_as_int(threads),
+                    &err) == GK_OK) {
     if (gk_backend_is_gpu(backend)) {
 #ifdef GK_HAVE_CUDA
       h2_gpu_build(&h->tree, h->single, &h->gpu, &err);

@@ -70,7 +70,7 @@ typedef struct {
  * for the bounding boxes B of the clusters. */
 gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int leaf_size,
                         int order, double eta, const gk_kernel *kernel, double nugget,
-                        gk_error *err);
+                        int threads, gk_error *err);
 void h2_tree_free(h2_tree *t);
 
 /* Sizes in entries. */

@@ -34,45 +34,55 @@ struct h2_rows_args {
   const int *row_ptr, *row_blocks, *col;
 };
 
-template <typename T, bool TRANS>
+/* NR: right-hand sides (a compile-time count, so accumulators stay in
+ * registers). x is read straight from global memory: in the non-transposed
+ * product a warp reads one x entry at a time (a broadcast), in the transposed
+ * one a coalesced column; both hit L2, since x blocks are shared by many rows.
+ * No barrier is needed inside the block loop. */
+template <typename T, bool TRANS, int NR>
 __global__ void __launch_bounds__(H2_GEMV_THREADS) h2_rows_kernel(h2_rows_args<T> p)
 {
-  __shared__ T xs[H2_GEMV_MAX_DIM * H2_GEMV_MAX_RHS];
-  __shared__ T ys[4][H2_GEMV_MAX_DIM * H2_GEMV_MAX_RHS];
+  __shared__ T ys[4][H2_GEMV_MAX_DIM * NR];
   const int r = blockIdx.x, tid = threadIdx.x;
-  const int xlen = TRANS ? p.M : p.K, ylen = TRANS ? p.K : p.M;
+  const int ylen = TRANS ? p.K : p.M;
   int first = r, last = r + 1;
   if (p.row_ptr) { first = p.row_ptr[r]; last = p.row_ptr[r + 1]; }
-  T acc[H2_GEMV_MAX_RHS] = {0};
+  T acc[NR];
+#pragma unroll
+  for (int j = 0; j < NR; j++) acc[j] = 0;
   if (TRANS)
-    for (int e = tid; e < ylen * p.nrhs; e += H2_GEMV_THREADS) ys[0][e] = 0;
+    for (int e = tid; e < ylen * NR; e += H2_GEMV_THREADS) ys[0][e] = 0;
+  __syncthreads();
   for (int e = first; e < last; e++) {
     size_t s = p.row_ptr ? (size_t) p.row_blocks[e] : (size_t) e;
     size_t xblock = p.row_ptr ? (size_t) p.col[s] : s;
     const T *A = p.a + s * p.sa, *x = p.x + xblock * p.sx;
-    __syncthreads();
-    for (int i = tid; i < xlen * p.nrhs; i += H2_GEMV_THREADS)
-      xs[i] = x[(i % xlen) + (size_t) (i / xlen) * p.ldx];
-    __syncthreads();
     if (!TRANS) {
       // 64 rows x 4 column groups: a warp reads 32 consecutive entries of a column.
       int row = tid % 64, group = tid / 64;
-      if (row < p.M)
+      if (row < p.M) {
+#pragma unroll 4
         for (int c = group; c < p.K; c += 4) {
           T v = A[row + (size_t) c * p.M];
-          for (int j = 0; j < p.nrhs; j++) acc[j] += v * xs[c + j * xlen];
+#pragma unroll
+          for (int j = 0; j < NR; j++) acc[j] += v * x[c + (size_t) j * p.ldx];
         }
+      }
     } else {
       // A warp per output column i: lanes read the column, then a shuffle sum.
       int warp = tid / 32, lane = tid % 32;
       for (int i = warp; i < p.K; i += H2_GEMV_THREADS / 32) {
         const T *col = A + (size_t) i * p.M;
-        T part[H2_GEMV_MAX_RHS] = {0};
+        T part[NR];
+#pragma unroll
+        for (int j = 0; j < NR; j++) part[j] = 0;
         for (int rr = lane; rr < p.M; rr += 32) {
           T v = col[rr];
-          for (int j = 0; j < p.nrhs; j++) part[j] += v * xs[rr + j * xlen];
+#pragma unroll
+          for (int j = 0; j < NR; j++) part[j] += v * x[rr + (size_t) j * p.ldx];
         }
-        for (int j = 0; j < p.nrhs; j++) {
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
           T v = part[j];
           for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
           if (lane == 0) ys[0][i + j * ylen] += v;
@@ -82,18 +92,29 @@ __global__ void __launch_bounds__(H2_GEMV_THREADS) h2_rows_kernel(h2_rows_args<T
   }
   if (!TRANS) {
     int row = tid % 64, group = tid / 64;
-    __syncthreads();
     if (row < p.M)
-      for (int j = 0; j < p.nrhs; j++) ys[group][row + j * ylen] = acc[j];
+#pragma unroll
+      for (int j = 0; j < NR; j++) ys[group][row + j * ylen] = acc[j];
     __syncthreads();
-    for (int i = tid; i < ylen * p.nrhs; i += H2_GEMV_THREADS)
+    for (int i = tid; i < ylen * NR; i += H2_GEMV_THREADS)
       ys[0][i] = ys[0][i] + ys[1][i] + ys[2][i] + ys[3][i];
   }
   __syncthreads();
   T *y = p.y + (size_t) r * p.sy;
-  for (int i = tid; i < ylen * p.nrhs; i += H2_GEMV_THREADS) {
+  for (int i = tid; i < ylen * NR; i += H2_GEMV_THREADS) {
     T *out = y + (i % ylen) + (size_t) (i / ylen) * p.ldy;
     *out = p.accumulate ? *out + ys[0][i] : ys[0][i];
+  }
+}
+
+template <typename T, bool TRANS>
+static void h2_rows_launch_nr(const h2_rows_args<T> &p, cudaStream_t stream)
+{
+  switch (p.nrhs) {
+  case 1: h2_rows_kernel<T, TRANS, 1><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p); break;
+  case 2: h2_rows_kernel<T, TRANS, 2><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p); break;
+  case 3: h2_rows_kernel<T, TRANS, 3><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p); break;
+  default: h2_rows_kernel<T, TRANS, 4><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p); break;
   }
 }
 
@@ -101,8 +122,8 @@ template <typename T>
 static cudaError_t h2_rows_launch(const h2_rows_args<T> &p, cudaStream_t stream)
 {
   if (p.rows <= 0) return cudaSuccess;
-  if (p.trans) h2_rows_kernel<T, true><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p);
-  else h2_rows_kernel<T, false><<<p.rows, H2_GEMV_THREADS, 0, stream>>>(p);
+  if (p.trans) h2_rows_launch_nr<T, true>(p, stream);
+  else h2_rows_launch_nr<T, false>(p, stream);
   return cudaGetLastError();
 }
 

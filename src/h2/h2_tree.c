@@ -8,7 +8,9 @@
 #include <string.h>
 #include <math.h>
 #include "h2/h2.h"
+#include "h2/h2_cheb.h"
 #include "device/gk_hooks.h"
+#include "device/gk_omp.h"
 
 #define ALLOC(p, count, type)                                                   \
   do {                                                                          \
@@ -16,21 +18,37 @@
     if (!(p)) { gk_fail(err, GK_ERR_NOMEM, "out of host memory building the H2 tree"); goto fail; } \
   } while (0)
 
-/* Rearranges idx so that its first k entries have the k smallest keys x[idx[.]]
- * (quickselect; ties may fall on either side). */
-static void select_smallest(int *idx, int cnt, const double *x, int k)
+/* The points in tree order: the coordinates move with their indices, so that
+ * every scan of a cluster is contiguous (gathers through a permutation were
+ * most of the construction time at n = 1e6). */
+typedef struct {
+  int dim;
+  int *idx;                  /* original index of each position */
+  double *x[H2_MAX_DIM];     /* coordinates, one array per dimension */
+} tree_points;
+
+static inline void swap_points(tree_points *tp, int a, int b)
 {
-  int lo = 0, hi = cnt - 1;
+  int t = tp->idx[a]; tp->idx[a] = tp->idx[b]; tp->idx[b] = t;
+  for (int d = 0; d < tp->dim; d++) {
+    double v = tp->x[d][a]; tp->x[d][a] = tp->x[d][b]; tp->x[d][b] = v;
+  }
+}
+
+/* Rearranges positions start .. start+cnt-1 so that the first k have the k
+ * smallest coordinates `d` (quickselect; ties may fall on either side). */
+static void select_smallest(tree_points *tp, int start, int cnt, int d, int k)
+{
+  const double *x = tp->x[d];
+  int lo = start, hi = start + cnt - 1;
+  k += start;
   while (lo < hi) {
-    double pivot = x[idx[lo + (hi - lo) / 2]];
+    double pivot = x[lo + (hi - lo) / 2];
     int i = lo, j = hi;
     while (i <= j) {
-      while (x[idx[i]] < pivot) i++;
-      while (x[idx[j]] > pivot) j--;
-      if (i <= j) {
-        int tmp = idx[i]; idx[i] = idx[j]; idx[j] = tmp;
-        i++; j--;
-      }
+      while (x[i] < pivot) i++;
+      while (x[j] > pivot) j--;
+      if (i <= j) swap_points(tp, i++, j--);
     }
     if (k <= j) hi = j;
     else if (k >= i) lo = i;
@@ -43,41 +61,41 @@ static void select_smallest(int *idx, int cnt, const double *x, int k)
  * complete tree must hold at most leaf_size points, the split is moved (by
  * quickselect) when a child would exceed its capacity `cap`, and halved when
  * the mean separates nothing (duplicated points). */
-static int split_cluster(int *idx, int cnt, const double *pts, int n, int dim, int cap,
-                         const double *lo, const double *hi, int stride)
+static int split_cluster(tree_points *tp, int start, int cnt, int cap, const double *lo,
+                         const double *hi, int stride)
 {
   int wide = 0;
-  for (int d = 1; d < dim; d++)
+  for (int d = 1; d < tp->dim; d++)
     if (hi[d * stride] - lo[d * stride] > hi[wide * stride] - lo[wide * stride]) wide = d;
-  const double *x = pts + (size_t) wide * n;
+  const double *x = tp->x[wide];
   double mean = 0.0;
-  for (int i = 0; i < cnt; i++) mean += x[idx[i]];
+  for (int i = start; i < start + cnt; i++) mean += x[i];
   mean /= cnt;
-  int i = 0, j = cnt - 1;
+  int i = start, j = start + cnt - 1;
   while (i <= j) {
-    if (x[idx[i]] < mean) i++;
-    else { int tmp = idx[i]; idx[i] = idx[j]; idx[j] = tmp; j--; }
+    if (x[i] < mean) i++;
+    else swap_points(tp, i, j--);
   }
-  int first = i;
+  int first = i - start;
   int least = cnt > cap ? cnt - cap : 0, most = cnt < cap ? cnt : cap;
   int target = first;
   if (cnt >= 2 && (target == 0 || target == cnt)) target = cnt / 2;
   if (target < least) target = least;
   if (target > most) target = most;
-  if (target != first && target > 0 && target < cnt) select_smallest(idx, cnt, x, target);
+  if (target != first && target > 0 && target < cnt) select_smallest(tp, start, cnt, wide, target);
   return target;
 }
 
-/* Tight bounding box of a node's points into lo/hi (stride n_nodes). */
-static void bounding_box(const int *idx, int cnt, const double *pts, int n, int dim,
-                         double *lo, double *hi, int stride)
+/* Tight bounding box of positions start .. start+cnt-1 into lo/hi (stride n_nodes). */
+static void bounding_box(const tree_points *tp, int start, int cnt, double *lo, double *hi,
+                         int stride)
 {
-  for (int d = 0; d < dim; d++) {
-    const double *x = pts + (size_t) d * n;
+  for (int d = 0; d < tp->dim; d++) {
+    const double *x = tp->x[d];
     double a = INFINITY, b = -INFINITY;
-    for (int i = 0; i < cnt; i++) {
-      a = fmin(a, x[idx[i]]);
-      b = fmax(b, x[idx[i]]);
+    for (int i = start; i < start + cnt; i++) {
+      a = fmin(a, x[i]);
+      b = fmax(b, x[i]);
     }
     lo[d * stride] = a;
     hi[d * stride] = b;
@@ -226,10 +244,10 @@ nomem:
 
 gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int leaf_size,
                         int order, double eta, const gk_kernel *kernel, double nugget,
-                        gk_error *err)
+                        int threads, gk_error *err)
 {
   int *idx = NULL;
-  double *lo = NULL, *hi = NULL;
+  double *coords = NULL, *lo = NULL, *hi = NULL;
   pair_list *coupling = NULL, dense = {0};
   memset(t, 0, sizeof *t);
   if (n < 1 || dim < 2 || dim > 3 || leaf_size < 1 || order < 1 || order > 16 || !(eta > 0))
@@ -263,6 +281,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   ALLOC(t->coupling, q + 1, h2_bsr);
   ALLOC(t->coupling_offset, q + 2, size_t);
   ALLOC(idx, n, int);
+  ALLOC(coords, (size_t) n * dim, double);
   ALLOC(lo, (size_t) nn * dim, double);
   ALLOC(hi, (size_t) nn * dim, double);
   ALLOC(coupling, q + 1, pair_list);
@@ -276,13 +295,20 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
     t->parent[v] = v > 0 ? (v - 1) / 2 : -1;
   }
 
+  tree_points tp;
+  tp.dim = dim;
+  tp.idx = idx;
   for (int i = 0; i < n; i++) idx[i] = i;
+  memcpy(coords, points, (size_t) n * dim * sizeof(double));
+  for (int d = 0; d < dim; d++) tp.x[d] = coords + (size_t) d * n;
   t->node_start[0] = 0;
   t->node_count[0] = n;
   for (int l = 0; l <= q; l++) {
+    // The clusters of a level are disjoint ranges of tp: split them in parallel.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(gk_omp_threads(threads))
     for (int v = t->level_ptr[l]; v < t->level_ptr[l + 1]; v++) {
-      int *mine = idx + t->node_start[v], cnt = t->node_count[v];
-      if (cnt > 0) bounding_box(mine, cnt, points, n, dim, lo + v, hi + v, nn);
+      int start = t->node_start[v], cnt = t->node_count[v];
+      if (cnt > 0) bounding_box(&tp, start, cnt, lo + v, hi + v, nn);
       else
         for (int d = 0; d < dim; d++) {  // empty: its parent's box (never used for blocks)
           lo[v + d * nn] = lo[t->parent[v] + d * nn];
@@ -290,8 +316,8 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
         }
       if (l == q) continue;
       int c = t->head[v];
-      int first = cnt > 0 ? split_cluster(mine, cnt, points, n, dim, m << (q - l - 1),
-                                          lo + v, hi + v, nn) : 0;
+      int first = cnt > 0 ? split_cluster(&tp, start, cnt, m << (q - l - 1), lo + v, hi + v, nn)
+                          : 0;
       t->node_start[c] = t->node_start[v];
       t->node_count[c] = first;
       t->node_start[c + 1] = t->node_start[v] + first;
@@ -324,7 +350,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
       int p = r < t->node_count[v] ? idx[t->node_start[v] + r] : -1;
       if (p >= 0) t->slot_of_point[p] = (int) slot;
       for (int d = 0; d < dim; d++)
-        t->leaf_points[slot + d * rows] = p >= 0 ? points[p + (size_t) d * n] : t->center[v + d * nn];
+        t->leaf_points[slot + d * rows] = p >= 0 ? tp.x[d][t->node_start[v] + r] : t->center[v + d * nn];
     }
   }
 
@@ -338,6 +364,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   if (bsr_build(&t->dense, t->n_leaves, &dense, t->level_ptr[q], err)) goto fail;
 
   free(idx);
+  free(coords);
   free(lo);
   free(hi);
   for (int l = 0; l <= q; l++) pair_free(&coupling[l]);
@@ -346,6 +373,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   return GK_OK;
 fail:
   free(idx);
+  free(coords);
   free(lo);
   free(hi);
   if (coupling)
