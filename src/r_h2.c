@@ -8,7 +8,7 @@
 typedef struct {
   h2_tree tree;
   int single;
-  double build_seconds;
+  double build_seconds, tree_seconds;
   h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
   h2_gpu *gpu;
 } h2_handle;
@@ -64,6 +64,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   if (h2_tree_build(&h->tree, xs, n, dim, gk_as_int(leaf_size), gk_as_int(order),
                     gk_as_double(eta), &kernel, gk_as_double(nugget), gk_as_int(threads),
                     &err) == GK_OK) {
+    h->tree_seconds = now_seconds() - start;
     if (gk_backend_is_gpu(backend)) {
 #ifdef GK_HAVE_CUDA
       h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
@@ -133,7 +134,8 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "coupling_blocks", "dense_blocks", "basis_entries",
                          "transfer_entries", "transfer_entries_read", "coupling_entries",
                          "dense_entries",
-                         "bytes_per_entry", "build_seconds", "top_level", "gpu", "nodes",
+                         "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
+                         "nodes",
                          "max_dense_per_row", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   int e = 0;
@@ -156,6 +158,7 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_dense_entries(t)));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->single ? 4 : 8));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->build_seconds));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->tree_seconds));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->top_level));
   SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));

@@ -46,6 +46,7 @@ for (d in 2:3) {
                                           info$coupling_entries + info$dense_entries)
       row <- data.frame(d = d, precision = precision, n = n, levels = info$levels,
                         build_s = round(build, 3), core_build_s = round(info$build_seconds, 3),
+                        tree_s = round(info$tree_seconds, 3),
                         hmv_ms = round(hmv_ms, 3), cublas_ms = round(cublas_ms, 3),
                         hmv16_ms = round(hmv16_ms, 3),
                         r_matmul_ms = round(r_ms, 2), memory_MB = round(stored / 2^20),
