@@ -103,7 +103,7 @@ h2_multiply <- function(A, x) {
   .Call(gk_r_h2_matmul, A$ptr, x)
 }
 
-#' @importFrom methods setOldClass setMethod
+#' @importFrom methods setOldClass setMethod show
 methods::setOldClass("h2matrix")
 
 #' Products with an H2 matrix
@@ -129,6 +129,9 @@ methods::setMethod("%*%", methods::signature(x = "ANY", y = "h2matrix"),
                      if (is.null(dim(x))) return(t(h2_multiply(y, x)))
                      t(h2_multiply(y, t(x)))
                    })
+
+# Auto-printing goes through show() for objects with the S4 bit.
+methods::setMethod("show", "h2matrix", function(object) print(object))
 
 #' @export
 dim.h2matrix <- function(x) c(nrow(x$locs), nrow(x$locs))

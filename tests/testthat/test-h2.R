@@ -105,6 +105,7 @@ test_that("as.matrix, print and summary describe the matrix", {
   expect_gt(s$dense_bytes, 0)
   expect_output(print(A), "h2matrix> 200 x 200")
   expect_output(print(A), "build time")
+  expect_output(show(A), "h2matrix> 200 x 200")
   expect_lt(h2_error(A, 50), 1e-3)
   expect_error(as.matrix(h2_matrix(matrix(runif(20002 * 2), ncol = 2), k, backend = "cpu")),
                "n <= 10000")
@@ -177,4 +178,25 @@ test_that("bad input gives clear errors", {
   expect_error(h2_error(locs), "h2matrix")
   expect_error(h2_error(A, 0), "nsample")
   expect_equal(dim(A %*% matrix(0, 100, 0)), c(100L, 0L))
+})
+
+test_that("GPU memory is released when h2matrix objects are collected", {
+  skip_if_no_gpu()
+  set.seed(18)
+  free_now <- function() {
+    invisible(gc())
+    gk_info()$devices$free_memory[gk_info()$current_device]
+  }
+  locs <- matrix(runif(3 * 20000), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  A <- h2_matrix(locs, k, backend = "gpu")
+  invisible(A %*% matrix(runif(20000 * 8), ncol = 8))
+  rm(A)
+  before <- free_now()
+  for (i in 1:5) {
+    A <- h2_matrix(locs, k, backend = "gpu")
+    for (j in 1:3) invisible(A %*% matrix(runif(20000 * j * 3), ncol = j * 3))
+    rm(A)
+  }
+  expect_lt(before - free_now(), 32 * 2^20)
 })
