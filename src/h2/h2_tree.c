@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <limits.h>
 #include "h2/h2.h"
 #include "h2/h2_cheb.h"
 #include "device/gk_hooks.h"
@@ -263,6 +264,11 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   t->kernel = *kernel;
   while ((size_t) leaf_size << t->depth < (size_t) n) t->depth++;
   int q = t->depth;
+  // The padded vectors and the xhat / yhat trees are indexed by int (BLAS).
+  if (q > 29 || ((size_t) 2 << q) * t->rank >= INT_MAX || ((size_t) 1 << q) * leaf_size >= INT_MAX)
+    return gk_fail(err, GK_ERR_INPUT, "the H2 matrix would be too large for n = %d with "
+                   "leaf_size = %d and rank %d: use a larger leaf_size or a smaller order",
+                   n, leaf_size, t->rank);
   t->n_leaves = 1 << q;
   t->n_nodes = 2 * t->n_leaves - 1;
   int nn = t->n_nodes, m = leaf_size;
