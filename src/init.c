@@ -28,6 +28,13 @@ SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side);
 
+/* H2 matrices (r_h2.c) */
+SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
+                   SEXP single, SEXP backend, SEXP threads);
+SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
+SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
+SEXP gk_r_h2_info(SEXP ptr);
+
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
   {"gk_r_build_info", (DL_FUNC) &gk_r_build_info, 0},
@@ -42,6 +49,11 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 11},
   {"gk_r_pcf_validate", (DL_FUNC) &gk_r_pcf_validate, 1},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 6},
+  /* H2 matrices */
+  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
+  {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
+  {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
+  {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   {NULL, NULL, 0}
 };
 

@@ -43,3 +43,20 @@ if (length(results) > 1) {
 groups <- cutree(hclust(results[[1]]$value, method = "average"), 2)
 cat("  two clusters found by hclust vs the two spreads used:\n")
 print(table(spread = ifelse(seq_along(ranks) %% 2 == 1, "sd 1", "sd 0.3"), cluster = groups))
+cat("\n== H2 covariance matrix of 20000 locations in the unit square ==\n")
+locs <- matrix(runif(40000), ncol = 2)
+kernel <- gk_kernel("exponential", range = 0.1)
+x <- runif(20000)
+products <- list()
+for (b in backends) {
+  built <- timed(h2_matrix(locs, kernel, backend = b))
+  A <- built$value
+  product <- timed(A %*% x)
+  products[[b]] <- product$value
+  cat(sprintf("  %-3s backend: build %.3f s, product %.4f s, relative error %.1e\n", b,
+              built$seconds, product$seconds, h2_error(A, 50)))
+}
+print(A)
+if (length(products) > 1) {
+  cat(sprintf("  largest GPU/CPU difference: %.2e\n", max(abs(products$gpu - products$cpu))))
+}

@@ -1,0 +1,141 @@
+/*
+ * H2 covariance matrices (Boukaram, Turkiyyah & Keyes, "Hierarchical matrix
+ * operations on GPUs"): the structure built on the host (h2_tree.c), the
+ * matrix data evaluated by a backend (h2_cpu.c / h2_cuda.cu), and the
+ * mat-vec written once (h2_hmv.c) over a small batched-BLAS interface
+ * (h2_ops) that each backend implements.
+ *
+ * Layout (all column-major, 0-based):
+ * - The cluster tree is a complete binary tree of depth q: level l holds the
+ *   2^l nodes level_ptr[l] .. level_ptr[l+1]-1, flattened as head / next /
+ *   parent arrays. Every leaf (level q) has a padded slot of leaf_size rows;
+ *   point slots that hold no point are zero in every leaf basis and dense block,
+ *   so all leaf products have one size (uniform batches, as in the paper).
+ * - Bases are tensor Chebyshev interpolants of `order` points per dimension,
+ *   rank k = order^dim. Leaf bases U (m x k per leaf), transfer matrices
+ *   E (k x k per non-root node: U_parent = [U_c1 E_c1; U_c2 E_c2]).
+ * - Coupling matrices S (k x k) of the admissible blocks of level l and the
+ *   m x m dense leaf blocks are stored per level as block-sparse rows (h2_bsr).
+ */
+#ifndef GK_H2_H
+#define GK_H2_H
+
+#include <stddef.h>
+#include "device/gk_error.h"
+#include "kernels/gk_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One block-sparse matrix (a level of coupling blocks, or the dense blocks).
+ * Blocks are stored "slot-major": slot t holds the t-th block of every row
+ * that has more than t, so the blocks of one slot write distinct rows and
+ * can run as one conflict-free batch. row_ptr / row_blocks list each row's
+ * blocks (storage indices) for row-parallel loops. Row and column indices are
+ * local to the level. */
+typedef struct {
+  int n_rows;
+  int n_blocks;
+  int n_slots;
+  int *row;          /* n_blocks: block row of each stored block    */
+  int *col;          /* n_blocks: block column                        */
+  int *slot_ptr;     /* n_slots + 1: storage range of each slot        */
+  int *row_ptr;      /* n_rows + 1                                     */
+  int *row_blocks;   /* n_blocks: storage index, grouped by row        */
+} h2_bsr;
+
+typedef struct {
+  int n, dim, order, rank, leaf_size, depth;  /* rank = order^dim; depth q       */
+  double eta;                                 /* admissibility parameter        */
+  double nugget;
+  gk_kernel kernel;
+  int n_nodes, n_leaves;
+  int top_level;        /* first level with coupling blocks (depth+1 if none)  */
+  int *level_ptr;       /* depth + 2                                            */
+  int *head, *next, *parent;                 /* n_nodes; -1 for none            */
+  int *node_start, *node_count;              /* each node's range of tree order */
+  double *center, *half;                     /* n_nodes x dim: interpolation box*/
+  int *slot_of_point;   /* n: padded slot (leaf * leaf_size + row) of each point */
+  double *leaf_points;  /* (n_leaves * leaf_size) x dim, scaled coordinates   */
+  int *leaf_count;      /* n_leaves: points in each leaf                        */
+  h2_bsr *coupling;     /* depth + 1 levels                                     */
+  size_t *coupling_offset;  /* depth + 2: first block of each level in S        */
+  h2_bsr dense;         /* leaf level                                           */
+} h2_tree;
+
+/* Builds the structure for n points (n x dim, column-major, already divided
+ * by the kernel's range). Blocks (i, j) are admissible when
+ *   max(diam B_i, diam B_j) <= eta * dist(B_i, B_j)
+ * for the bounding boxes B of the clusters. */
+gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int leaf_size,
+                        int order, double eta, const gk_kernel *kernel, double nugget,
+                        int threads, gk_error *err);
+void h2_tree_free(h2_tree *t);
+
+/* Sizes in entries. */
+size_t h2_basis_entries(const h2_tree *t);     /* U          */
+size_t h2_transfer_entries(const h2_tree *t);  /* E          */
+size_t h2_coupling_entries(const h2_tree *t);  /* S          */
+size_t h2_dense_entries(const h2_tree *t);     /* dense      */
+
+/* Pointers to the matrix data in a backend's memory (host or device). */
+typedef struct {
+  void *U, *E, *S, *D;
+} h2_data;
+
+/* HMV workspace for nrhs right-hand sides in a backend's memory: padded
+ * permuted vectors (n_leaves*m x nrhs) and the trees xhat, yhat (n_nodes*k x nrhs). */
+typedef struct {
+  void *xp, *yp, *xhat, *yhat;
+} h2_work;
+
+enum { H2_STREAM_LOWRANK = 0, H2_STREAM_DENSE = 1 };
+enum { H2_COUPLING = 0, H2_DENSE = 1 };
+
+/* The batched linear algebra a backend provides to the HMV. */
+typedef struct {
+  void *ctx;
+  size_t elsize;   /* 8 (double) or 4 (float) */
+  /* C_i = op(A_i) B_i + beta C_i, i < count, pointers advancing by the strides
+   * (in elements). op = transpose when trans_a. */
+  gk_status (*gemm_strided)(void *ctx, int stream, int trans_a, int m, int n, int k,
+                            const void *a, int lda, size_t stride_a,
+                            const void *b, int ldb, size_t stride_b, double beta,
+                            void *c, int ldc, size_t stride_c, int count, gk_error *err);
+  /* y_row += sum over the blocks of `which` at `level` of A_b x_col (blocks of
+   * size bs x bs; x and y hold rows * bs entries per column, leading dims ld). */
+  gk_status (*bsr)(void *ctx, int stream, int which, int level, const void *values, int bs,
+                   const void *x, int ldx, void *y, int ldy, int nrhs, gk_error *err);
+  gk_status (*zero)(void *ctx, int stream, void *p, size_t entries, gk_error *err);
+  gk_status (*fork)(void *ctx, gk_error *err);   /* dense stream waits for the input  */
+  gk_status (*join)(void *ctx, gk_error *err);   /* low-rank stream waits for dense   */
+} h2_ops;
+
+/* yp = A xp for the padded permuted vectors in `w` (the algorithm of the
+ * paper: dense product overlapped with upsweep, tree multiply, downsweep). */
+gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const h2_work *w,
+                 int nrhs, gk_error *err);
+
+/* CPU backend: data in host memory, filled by h2_cpu_build. */
+typedef struct h2_cpu h2_cpu;
+gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err);
+gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *c, const double *x, int nrhs, double *y,
+                        gk_error *err);
+void h2_cpu_free(h2_cpu *c);
+
+/* GPU backend: data resident on the current device. */
+typedef struct h2_gpu h2_gpu;
+gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
+gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
+                        gk_error *err);
+/* Device-only timing of the HMV (vectors already resident): median ms of reps;
+ * cublas_only skips the small-block kernels (for comparison). */
+gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
+                          double *ms, gk_error *err);
+void h2_gpu_free(h2_gpu *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

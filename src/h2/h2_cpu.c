@@ -1,0 +1,220 @@
+/*
+ * The CPU backend of the H2 engine: the matrix data in host memory and the
+ * batched operations of h2_ops as OpenMP loops over BLAS products (R's
+ * reference BLAS is single-threaded, so the parallelism is over blocks).
+ * Double precision calls dgemm_; single precision uses a small C product,
+ * because R's own BLAS has no sgemm.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "h2/h2.h"
+#include "h2/h2_entries.h"
+#include "device/gk_blas.h"
+#include "device/gk_omp.h"
+#include "device/gk_hooks.h"
+
+struct h2_cpu {
+  int single, threads;
+  h2_data data;
+  const h2_tree *tree;
+};
+
+/* C = op(A) B + beta C in float, column-major. */
+static void sgemm_small(int trans_a, int m, int n, int k, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
+{
+  for (int j = 0; j < n; j++) {
+    float *cj = c + (size_t) j * ldc;
+    const float *bj = b + (size_t) j * ldb;
+    if (trans_a) {
+      for (int i = 0; i < m; i++) {
+        const float *ai = a + (size_t) i * lda;
+        float acc = 0.0f;
+        for (int l = 0; l < k; l++) acc += ai[l] * bj[l];
+        cj[i] = beta == 0.0f ? acc : acc + beta * cj[i];
+      }
+    } else {
+      for (int i = 0; i < m; i++) cj[i] = beta == 0.0f ? 0.0f : beta * cj[i];
+      for (int l = 0; l < k; l++) {
+        const float *al = a + (size_t) l * lda;
+        float bl = bj[l];
+        for (int i = 0; i < m; i++) cj[i] += al[i] * bl;
+      }
+    }
+  }
+}
+
+static void gemm_one(int single, int trans_a, int m, int n, int k, const void *a, int lda,
+                     const void *b, int ldb, double beta, void *c, int ldc)
+{
+  if (single)
+    sgemm_small(trans_a, m, n, k, (const float *) a, lda, (const float *) b, ldb, (float) beta,
+                (float *) c, ldc);
+  else
+    gk_dgemm(trans_a ? 'T' : 'N', 'N', m, n, k, 1.0, (const double *) a, lda,
+             (const double *) b, ldb, beta, (double *) c, ldc);
+}
+
+#define AT(base, entries, el) ((void *) ((char *) (base) + (size_t) (entries) * (el)))
+
+static gk_status cpu_gemm_strided(void *ctx, int stream, int trans_a, int m, int n, int k,
+                                  const void *a, int lda, size_t stride_a, const void *b,
+                                  int ldb, size_t stride_b, double beta, void *c, int ldc,
+                                  size_t stride_c, int count, gk_error *err)
+{
+  (void) stream;
+  (void) err;
+  h2_cpu *h = (h2_cpu *) ctx;
+  size_t el = h->single ? sizeof(float) : sizeof(double);
+#pragma omp parallel for schedule(static) num_threads(gk_omp_threads(h->threads))
+  for (int i = 0; i < count; i++)
+    gemm_one(h->single, trans_a, m, n, k, AT(a, i * stride_a, el), lda,
+             AT(b, i * stride_b, el), ldb, beta, AT(c, i * stride_c, el), ldc);
+  return GK_OK;
+}
+
+/* Row-parallel block-sparse product: each thread owns whole block rows. */
+static gk_status cpu_bsr(void *ctx, int stream, int which, int level, const void *values, int bs,
+                         const void *x, int ldx, void *y, int ldy, int nrhs, gk_error *err)
+{
+  (void) stream;
+  (void) err;
+  h2_cpu *h = (h2_cpu *) ctx;
+  const h2_bsr *b = which == H2_DENSE ? &h->tree->dense : &h->tree->coupling[level];
+  size_t el = h->single ? sizeof(float) : sizeof(double), bb = (size_t) bs * bs;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(gk_omp_threads(h->threads))
+  for (int r = 0; r < b->n_rows; r++)
+    for (int e = b->row_ptr[r]; e < b->row_ptr[r + 1]; e++) {
+      int s = b->row_blocks[e];
+      gemm_one(h->single, 0, bs, nrhs, bs, AT(values, s * bb, el), bs,
+               AT(x, (size_t) b->col[s] * bs, el), ldx, 1.0, AT(y, (size_t) r * bs, el), ldy);
+    }
+  return GK_OK;
+}
+
+static gk_status cpu_zero(void *ctx, int stream, void *p, size_t entries, gk_error *err)
+{
+  (void) stream;
+  (void) err;
+  memset(p, 0, entries * (((h2_cpu *) ctx)->single ? sizeof(float) : sizeof(double)));
+  return GK_OK;
+}
+
+static gk_status cpu_nothing(void *ctx, gk_error *err)
+{
+  (void) ctx;
+  (void) err;
+  return GK_OK;
+}
+
+static void put(void *p, size_t i, int single, double v)
+{
+  if (single) ((float *) p)[i] = (float) v;
+  else ((double *) p)[i] = v;
+}
+
+/* Evaluates U, E, S and D (the same entry functions as the GPU kernels). */
+static void fill_data(const h2_tree *t, h2_cpu *h)
+{
+  h2_geometry g = h2_geometry_of(t, t->center, t->half, t->leaf_points, t->leaf_count);
+  int m = t->leaf_size, k = t->rank, single = h->single, threads = gk_omp_threads(h->threads);
+  size_t kk = (size_t) k * k, mm = (size_t) m * m;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int i = 0; i < t->n_leaves; i++)
+      for (int a = 0; a < k; a++)
+        for (int r = 0; r < m; r++)
+          put(h->data.U, (size_t) i * m * k + (size_t) a * m + r, single, h2_basis_entry(&g, i, r, a));
+#pragma omp for schedule(static)
+    for (int c = 1; c < t->n_nodes; c++)
+      for (int b = 0; b < k; b++)
+        for (int a = 0; a < k; a++)
+          put(h->data.E, c * kk + (size_t) b * k + a, single, h2_transfer_entry(&g, c, a, b));
+    for (int l = t->top_level; l <= t->depth; l++) {
+      const h2_bsr *bl = &t->coupling[l];
+#pragma omp for schedule(static)
+      for (int s = 0; s < bl->n_blocks; s++) {
+        int i = t->level_ptr[l] + bl->row[s], j = t->level_ptr[l] + bl->col[s];
+        size_t base = (t->coupling_offset[l] + s) * kk;
+        for (int b = 0; b < k; b++)
+          for (int a = 0; a < k; a++)
+            put(h->data.S, base + (size_t) b * k + a, single, h2_coupling_entry(&g, i, j, a, b));
+      }
+    }
+#pragma omp for schedule(dynamic, 8)
+    for (int s = 0; s < t->dense.n_blocks; s++)
+      for (int c = 0; c < m; c++)
+        for (int r = 0; r < m; r++)
+          put(h->data.D, s * mm + (size_t) c * m + r, single,
+              h2_dense_entry(&g, t->dense.row[s], t->dense.col[s], r, c));
+  }
+}
+
+gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err)
+{
+  *out = NULL;
+  h2_cpu *h = (h2_cpu *) calloc(1, sizeof *h);
+  if (!h) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix");
+  h->single = single;
+  h->threads = threads;
+  h->tree = t;
+  size_t el = single ? sizeof(float) : sizeof(double);
+  h->data.U = malloc(h2_basis_entries(t) * el + 1);
+  h->data.E = malloc(h2_transfer_entries(t) * el + 1);
+  h->data.S = malloc(h2_coupling_entries(t) * el + 1);
+  h->data.D = malloc(h2_dense_entries(t) * el + 1);
+  if (!h->data.U || !h->data.E || !h->data.S || !h->data.D) {
+    h2_cpu_free(h);
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix data (%.3g GB)",
+                   (double) (h2_basis_entries(t) + h2_transfer_entries(t) +
+                             h2_coupling_entries(t) + h2_dense_entries(t)) * el / 1e9);
+  }
+  fill_data(t, h);
+  *out = h;
+  return GK_OK;
+}
+
+gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *h, const double *x, int nrhs, double *y,
+                        gk_error *err)
+{
+  size_t el = h->single ? sizeof(float) : sizeof(double);
+  size_t rows = (size_t) t->n_leaves * t->leaf_size, tree = (size_t) t->n_nodes * t->rank;
+  h2_work w;
+  w.xp = calloc(rows * nrhs + 1, el);
+  w.yp = malloc(rows * nrhs * el + 1);
+  w.xhat = malloc(tree * nrhs * el + 1);
+  w.yhat = malloc(tree * nrhs * el + 1);
+  gk_status status = GK_OK;
+  if (!w.xp || !w.yp || !w.xhat || !w.yhat) {
+    status = gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 product workspace");
+    goto done;
+  }
+  for (int j = 0; j < nrhs; j++)
+    for (int i = 0; i < t->n; i++)
+      put(w.xp, t->slot_of_point[i] + rows * j, h->single, x[i + (size_t) j * t->n]);
+  h2_ops ops = {h, el, cpu_gemm_strided, cpu_bsr, cpu_zero, cpu_nothing, cpu_nothing};
+  status = h2_hmv(t, &ops, &h->data, &w, nrhs, err);
+  if (status == GK_OK)
+    for (int j = 0; j < nrhs; j++)
+      for (int i = 0; i < t->n; i++) {
+        size_t s = t->slot_of_point[i] + rows * j;
+        y[i + (size_t) j * t->n] = h->single ? ((float *) w.yp)[s] : ((double *) w.yp)[s];
+      }
+done:
+  free(w.xp);
+  free(w.yp);
+  free(w.xhat);
+  free(w.yhat);
+  return status;
+}
+
+void h2_cpu_free(h2_cpu *h)
+{
+  if (!h) return;
+  free(h->data.U);
+  free(h->data.E);
+  free(h->data.S);
+  free(h->data.D);
+  free(h);
+}

@@ -1,0 +1,168 @@
+/* .Call glue for H2 covariance matrices (src/h2/): build an h2matrix held in
+ * an external pointer (freed by its finalizer), multiply, describe, time. */
+#include <stdlib.h>
+#include <time.h>
+#include "r_util.h"
+#include "h2/h2.h"
+
+typedef struct {
+  h2_tree tree;
+  int single;
+  double build_seconds, tree_seconds;
+  h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
+  h2_gpu *gpu;
+} h2_handle;
+
+static void handle_free(h2_handle *h)
+{
+  if (!h) return;
+  h2_cpu_free(h->cpu);
+#ifdef GK_HAVE_CUDA
+  h2_gpu_free(h->gpu);
+#endif
+  h2_tree_free(&h->tree);
+  free(h);
+}
+
+static void h2_finalize(SEXP ptr)
+{
+  handle_free((h2_handle *) R_ExternalPtrAddr(ptr));
+  R_ClearExternalPtr(ptr);
+}
+
+static h2_handle *handle_of(SEXP ptr)
+{
+  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrAddr(ptr) == NULL)
+    Rf_error("this h2matrix is no longer valid (was it saved and reloaded?): build it again "
+             "with h2_matrix()");
+  return (h2_handle *) R_ExternalPtrAddr(ptr);
+}
+
+static double now_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
+                   SEXP single, SEXP backend, SEXP threads)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  double range[3];
+  gk_kernel_range_from_r(spec, dim, range);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_scale_points(REAL(locs), n, dim, range, xs);
+
+  gk_error err;
+  gk_error_clear(&err);
+  h2_handle *h = (h2_handle *) calloc(1, sizeof *h);
+  if (!h) Rf_error("out of host memory for the H2 matrix");
+  h->single = gk_as_flag(single);
+  double start = now_seconds();
+  if (h2_tree_build(&h->tree, xs, n, dim, gk_as_int(leaf_size), gk_as_int(order),
+                    gk_as_double(eta), &kernel, gk_as_double(nugget), gk_as_int(threads),
+                    &err) == GK_OK) {
+    h->tree_seconds = now_seconds() - start;
+    if (gk_backend_is_gpu(backend)) {
+#ifdef GK_HAVE_CUDA
+      h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
+#else
+      gk_fail_no_cuda(&err);
+#endif
+    } else {
+      h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
+    }
+  }
+  h->build_seconds = now_seconds() - start;
+  if (err.status) {
+    handle_free(h);
+    gk_raise(&err);
+  }
+  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, R_NilValue, R_NilValue));
+  R_RegisterCFinalizerEx(ptr, h2_finalize, TRUE);
+  R_SetExternalPtrAddr(ptr, h);
+  UNPROTECT(1);
+  return ptr;
+}
+
+SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
+{
+  h2_handle *h = handle_of(ptr);
+  int n = Rf_nrows(x), nrhs = Rf_ncols(x);
+  if (n != h->tree.n) Rf_error("non-conformable: the h2matrix has %d columns, x has %d rows",
+                               h->tree.n, n);
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, nrhs));
+  gk_error err;
+  gk_error_clear(&err);
+  if (nrhs > 0) {
+    if (h->gpu) {
+#ifdef GK_HAVE_CUDA
+      h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
+#endif
+    } else {
+      h2_cpu_matmul(&h->tree, h->cpu, REAL(x), nrhs, REAL(out), &err);
+    }
+  }
+  UNPROTECT(1);
+  if (err.status) gk_raise(&err);
+  return out;
+}
+
+/* Median device time (ms) of the HMV with resident vectors (benchmarks). */
+SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only)
+{
+  h2_handle *h = handle_of(ptr);
+  gk_error err;
+  gk_error_clear(&err);
+  double ms = NA_REAL;
+  if (!h->gpu) gk_fail(&err, GK_ERR_INPUT, "device timing needs an h2matrix built on the GPU");
+#ifdef GK_HAVE_CUDA
+  else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps),
+                       gk_as_flag(cublas_only), &ms, &err);
+#endif
+  if (err.status) gk_raise(&err);
+  return Rf_ScalarReal(ms);
+}
+
+SEXP gk_r_h2_info(SEXP ptr)
+{
+  h2_handle *h = handle_of(ptr);
+  const h2_tree *t = &h->tree;
+  const char *names[] = {"n", "dim", "levels", "leaf_size", "order", "rank", "eta",
+                         "coupling_blocks", "dense_blocks", "basis_entries",
+                         "transfer_entries", "transfer_entries_read", "coupling_entries",
+                         "dense_entries",
+                         "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
+                         "nodes",
+                         "max_dense_per_row", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  int e = 0;
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dim));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->depth + 1));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->leaf_size));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->order));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->rank));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(t->eta));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) t->coupling_offset[t->depth + 1]));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) t->dense.n_blocks));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_basis_entries(t)));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_transfer_entries(t)));
+  // Only the transfers below the top coupling level are ever read.
+  double transfers = t->top_level <= t->depth
+    ? (double) (t->n_nodes - t->level_ptr[t->top_level + 1]) * t->rank * t->rank : 0.0;
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(transfers));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_coupling_entries(t)));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_dense_entries(t)));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->single ? 4 : 8));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->build_seconds));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->tree_seconds));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->top_level));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
+  UNPROTECT(1);
+  return out;
+}

@@ -1,0 +1,202 @@
+# H2 matrices against dense kernel matrices (kernel_matrix(), itself tested
+# against R formulas in test-kernel.R; a few entries are re-checked here).
+
+rel2 <- function(a, b) sqrt(sum((a - b)^2) / sum(b^2))
+
+perturbed_grid <- function(n, d) {
+  s <- ceiling(n^(1 / d))
+  g <- as.matrix(expand.grid(rep(list(seq_len(s)), d)))[sample(s^d, n), , drop = FALSE]
+  (g - 0.5 + 0.8 * (matrix(runif(n * d), n, d) - 0.5)) / s
+}
+
+test_that("2D exponential H2 products match the dense kernel matrix", {
+  set.seed(11)
+  n <- 3001
+  locs <- matrix(runif(2 * n), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  K <- kernel_matrix(locs, kernel = k, backend = "cpu")
+  i <- c(1, 17, 3001); j <- c(5, 2999, 40)
+  d <- sqrt(rowSums((locs[i, ] - locs[j, ])^2))
+  expect_equal(K[cbind(i, j)], exp(-d / 0.1), tolerance = 1e-14)
+  x <- runif(n)
+  exact <- drop(K %*% x)
+  for (backend in test_backends()) {
+    A <- h2_matrix(locs, k, order = 8, backend = backend)
+    expect_equal(dim(A), c(n, n))
+    expect_equal(summary(A)$rank, 64)
+    expect_lt(rel2(drop(A %*% x), exact), 1e-4)
+    strict <- h2_matrix(locs, k, order = 8, eta = 1, backend = backend)
+    expect_lt(rel2(drop(strict %*% x), exact), 1e-6)
+  }
+})
+
+test_that("3D exponential H2 products match the dense kernel matrix", {
+  set.seed(12)
+  n <- 2500
+  locs <- perturbed_grid(n, 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  x <- runif(n)
+  exact <- drop(kernel_matrix(locs, kernel = k, backend = "cpu") %*% x)
+  for (backend in test_backends()) {
+    A <- h2_matrix(locs, k, order = 4, backend = backend)
+    expect_lt(rel2(drop(A %*% x), exact), 2e-3)
+  }
+})
+
+test_that("several right-hand sides, x %*% A, nugget and other kernels", {
+  set.seed(13)
+  n <- 1500
+  locs <- matrix(runif(2 * n), ncol = 2)
+  kernels <- list(gk_kernel("matern", range = 0.15, smoothness = 1.5, variance = 2),
+                  gk_kernel("matern", range = 0.15, smoothness = 0.8),
+                  gk_kernel("gaussian", range = 0.1),
+                  gk_kernel("exponential", range = c(0.1, 0.3)))
+  X <- matrix(rnorm(n * 3), n, 3)
+  for (backend in test_backends()) {
+    for (k in kernels) {
+      K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.3, n)
+      A <- h2_matrix(locs, k, nugget = 0.3, backend = backend)
+      Y <- A %*% X
+      expect_equal(dim(Y), c(n, 3L))
+      expect_lt(rel2(Y, K %*% X), 1e-4)
+      expect_equal(Y[, 2], drop(A %*% X[, 2]), tolerance = 1e-12)
+      expect_lt(rel2(t(X) %*% A, t(X) %*% K), 1e-4)
+    }
+  }
+})
+
+test_that("points in unusual shapes: a line, clusters, duplicates, tiny n", {
+  set.seed(14)
+  k <- gk_kernel("matern", range = 0.2, smoothness = 2.5)
+  t <- runif(700)
+  shapes <- list(
+    line = cbind(t, 2 * t),
+    line3 = cbind(t, 0.5, 1 - t),
+    clustered = rbind(matrix(rnorm(600, sd = 0.01), ncol = 2),
+                      matrix(rnorm(600, mean = 3, sd = 0.2), ncol = 2),
+                      c(10, 10)),
+    duplicated = matrix(rep(runif(300), each = 3), ncol = 2),
+    constant = matrix(0.3, 200, 3),
+    small = matrix(runif(21), ncol = 3),
+    one = matrix(c(0.1, 0.2), 1, 2))
+  for (backend in test_backends()) {
+    for (name in names(shapes)) {
+      locs <- shapes[[name]]
+      x <- rnorm(nrow(locs))
+      K <- kernel_matrix(locs, kernel = k, backend = "cpu")
+      A <- h2_matrix(locs, k, leaf_size = 32, backend = backend)
+      # order 4 (the 3D default) interpolates to about 1e-4, order 8 (2D) to 1e-7
+      expect_lt(rel2(drop(A %*% x), drop(K %*% x)), if (ncol(locs) == 3) 1e-3 else 1e-5)
+    }
+  }
+})
+
+test_that("as.matrix, print and summary describe the matrix", {
+  set.seed(15)
+  locs <- matrix(runif(600), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.3)
+  A <- h2_matrix(locs, k, nugget = 0.1, leaf_size = 16, backend = "cpu")
+  M <- as.matrix(A)
+  expect_lt(rel_err(M, kernel_matrix(locs, kernel = k) + diag(0.1, 200)), 5e-3)
+  expect_lt(max(abs(M - t(M))), 5e-3)
+  s <- summary(A)
+  expect_equal(s$n, 200)
+  expect_equal(s$levels, 5)
+  expect_gt(s$dense_bytes, 0)
+  expect_output(print(A), "h2matrix> 200 x 200")
+  expect_output(print(A), "build time")
+  expect_output(show(A), "h2matrix> 200 x 200")
+  expect_lt(h2_error(A, 50), 1e-3)
+  expect_error(as.matrix(h2_matrix(matrix(runif(20002 * 2), ncol = 2), k, backend = "cpu")),
+               "n <= 10000")
+})
+
+test_that("single precision agrees with double precision", {
+  set.seed(16)
+  n <- 2000
+  locs <- matrix(runif(2 * n), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  X <- matrix(runif(2 * n), n, 2)
+  exact <- kernel_matrix(locs, kernel = k, backend = "cpu") %*% X
+  for (backend in test_backends()) {
+    A <- h2_matrix(locs, k, precision = "single", backend = backend)
+    expect_lt(rel2(A %*% X, exact), 1e-5)
+  }
+})
+
+test_that("the GPU and the CPU give the same products", {
+  skip_if_no_gpu()
+  set.seed(17)
+  for (d in 2:3) {
+    n <- 3000
+    locs <- matrix(runif(d * n), ncol = d)
+    k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+    X <- matrix(rnorm(2 * n), n, 2)
+    cpu <- h2_matrix(locs, k, backend = "cpu") %*% X
+    gpu <- h2_matrix(locs, k, backend = "gpu") %*% X
+    expect_lt(rel2(gpu, cpu), 1e-12)
+    gpu32 <- h2_matrix(locs, k, backend = "gpu", precision = "single") %*% X
+    expect_lt(rel2(gpu32, cpu), 1e-5)
+    # more right-hand sides and larger leaves than the small-block kernels take
+    # (cuBLAS batched products), and the same object reused
+    X6 <- matrix(rnorm(6 * n), n, 6)
+    big <- h2_matrix(locs, k, leaf_size = 100, backend = "gpu")
+    ref <- h2_matrix(locs, k, leaf_size = 100, backend = "cpu") %*% X6
+    expect_lt(rel2(big %*% X6, ref), 1e-12)
+    expect_lt(rel2(big %*% X6[, 1:2], ref[, 1:2]), 1e-12)
+    expect_lt(rel2(big %*% X6, ref), 1e-12)
+  }
+})
+
+test_that("bad input gives clear errors", {
+  locs <- matrix(runif(200), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  bad <- locs
+  bad[3, 1] <- NA
+  expect_error(h2_matrix(bad, k), "NA")
+  bad[3, 1] <- Inf
+  expect_error(h2_matrix(bad, k), "infinite")
+  expect_error(h2_matrix(runif(10), k), "2 or 3 dimensions")
+  expect_error(h2_matrix(matrix(runif(40), ncol = 4), k), "2 or 3 dimensions")
+  expect_error(h2_matrix(matrix(numeric(0), ncol = 2), k), "empty")
+  expect_error(h2_matrix(locs, gk_kernel("exponential", range = 0)), "positive")
+  expect_error(h2_matrix(locs, gk_kernel("exponential", range = -1)), "positive")
+  expect_error(h2_matrix(locs, gk_kernel("exponential", range = c(1, 2, 3))), "range")
+  expect_error(h2_matrix(locs, "linear"), "supports")
+  expect_error(h2_matrix(locs, k, nugget = -1), "nugget")
+  expect_error(h2_matrix(locs, k, leaf_size = 0), "leaf_size")
+  expect_error(h2_matrix(locs, k, leaf_size = 2.5), "leaf_size")
+  expect_error(h2_matrix(locs, k, eta = 0), "eta")
+  expect_error(h2_matrix(locs, k, order = 0), "order")
+  expect_error(h2_matrix(locs, k, order = 40), "order")
+  expect_error(h2_matrix(locs, k, precision = "half"), "precision")
+  expect_error(h2_matrix(locs, k, backend = "tpu"), "backend")
+  A <- h2_matrix(locs, k, backend = "cpu")
+  expect_error(A %*% runif(99), "non-conformable")
+  expect_error(A %*% c(NA, runif(99)), "NA")
+  expect_error(A %*% letters[1:100], "numeric")
+  expect_error(h2_error(locs), "h2matrix")
+  expect_error(h2_error(A, 0), "nsample")
+  expect_equal(dim(A %*% matrix(0, 100, 0)), c(100L, 0L))
+})
+
+test_that("GPU memory is released when h2matrix objects are collected", {
+  skip_if_no_gpu()
+  set.seed(18)
+  free_now <- function() {
+    invisible(gc())
+    gk_info()$devices$free_memory[gk_info()$current_device]
+  }
+  locs <- matrix(runif(3 * 20000), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  A <- h2_matrix(locs, k, backend = "gpu")
+  invisible(A %*% matrix(runif(20000 * 8), ncol = 8))
+  rm(A)
+  before <- free_now()
+  for (i in 1:5) {
+    A <- h2_matrix(locs, k, backend = "gpu")
+    for (j in 1:3) invisible(A %*% matrix(runif(20000 * j * 3), ncol = j * 3))
+    rm(A)
+  }
+  expect_lt(before - free_now(), 32 * 2^20)
+})
