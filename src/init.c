@@ -21,6 +21,13 @@ SEXP gk_r_omp_threads(void);
 SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads);
 SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
+/* kernel reductions and device matrices (r_reduce.c) */
+SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
+                 SEXP method, SEXP backend, SEXP threads);
+SEXP gk_r_device_matrix(SEXP x, SEXP single);
+SEXP gk_r_device_matrix_download(SEXP ptr);
+void gk_reduce_unload(void);
+
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
   {"gk_r_build_info", (DL_FUNC) &gk_r_build_info, 0},
@@ -31,6 +38,10 @@ static const R_CallMethodDef call_entries[] = {
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
+  /* kernel reductions */
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 10},
+  {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
+  {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
   {NULL, NULL, 0}
 };
 
@@ -44,5 +55,6 @@ void R_init_gpukernels(DllInfo *dll)
 void R_unload_gpukernels(DllInfo *dll)
 {
   (void) dll;
+  gk_reduce_unload();
   gk_device_release_all();
 }
