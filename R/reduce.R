@@ -119,13 +119,13 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 
 #' Kernel matrix times a vector or matrix
 #'
-#' `K(x, y) %*% b` for the kernel matrix \eqn{K_{ij} = k(x_i, y_j)}, without
+#' `K(x, y) \%*\% b` for the kernel matrix \eqn{K_{ij} = k(x_i, y_j)}, without
 #' forming \eqn{K}: the `"sum"` reduction of [kernel_reduce()].
 #'
 #' @inheritParams kernel_reduce
 #' @param b A numeric vector or matrix with `nrow(y)` rows, or a device matrix.
 #' @param ... Further arguments to [kernel_reduce()]: `precision`, `method`,
-#'   `axis` (2 computes `t(K) %*% b`).
+#'   `axis` (2 multiplies by the transposed kernel matrix).
 #' @return A vector when `b` is a vector, else a matrix with `ncol(b)` columns.
 #' @examples
 #' x <- matrix(runif(200), 100, 2)
