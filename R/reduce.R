@@ -36,9 +36,12 @@ gk_reduce_methods <- c(auto = 0L, "1d" = 1L, "2d" = 2L)
 #' splits the reduction index into chunks, one block per (row tile, chunk),
 #' and combines the partial results in a second pass; it keeps the GPU busy when
 #' there are few output rows. `"auto"` (the default) uses the 2D scheme when
-#' the 1D scheme would launch fewer than 8 blocks per multiprocessor and
-#' `nrow(y)` is at least 2048, choosing the number of chunks so that about
-#' 8 blocks per multiprocessor run (each chunk at least 1024 rows of `y`).
+#' the 1D scheme would launch fewer blocks than the GPU runs at once (one
+#' "wave", from the kernel's occupancy) and `nrow(y)` is at least 2048,
+#' splitting `y` into chunks of at least 1024 rows so that about one wave of
+#' blocks runs. With more rows it still splits `y` into 2 to 8 chunks (of at
+#' least 4096 rows) when that fills the last wave of blocks at least 2 percent
+#' better. `method = "1d"` or `"2d"` overrides the rule.
 #' The CPU engine (C with OpenMP) gives the same answers, in double precision.
 #'
 #' @param x Numeric matrix, one row per point (a vector is one column), or a
@@ -166,7 +169,11 @@ gk_reduce_points <- function(x, arg, backend) {
   if (inherits(x, "gk_device_matrix")) {
     return(if (backend == "gpu") x else as.matrix(x))
   }
-  x <- gk_check_points(x, arg, allow_empty = TRUE)
+  if (is.matrix(x) && is.double(x)) {
+    .Call(gk_r_check_finite, x, arg)   # the common case, checked without copies
+  } else {
+    x <- gk_check_points(x, arg, allow_empty = TRUE)
+  }
   if (ncol(x) == 0L) stop("`", arg, "` has no columns", call. = FALSE)
   x
 }
@@ -186,9 +193,8 @@ gk_reduce_weights <- function(b, reduction, n, axis, backend) {
       stop("`b` must be a numeric vector or matrix", call. = FALSE)
     }
     if (ncol(b) == 0L) stop("`b` has no columns", call. = FALSE)
-    if (anyNA(b)) stop("`b` contains NA or NaN values", call. = FALSE)
-    if (any(is.infinite(b))) stop("`b` contains infinite values", call. = FALSE)
-    storage.mode(b) <- "double"
+    if (!is.double(b)) storage.mode(b) <- "double"
+    .Call(gk_r_check_finite, b, "b")
     if (reduction == "logsumexp" && any(b < 0)) {
       stop("logsumexp weights `b` must be non-negative", call. = FALSE)
     }

@@ -26,6 +26,7 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                  SEXP method, SEXP backend, SEXP threads);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
+SEXP gk_r_check_finite(SEXP x, SEXP arg);
 void gk_reduce_unload(void);
 
 static const R_CallMethodDef call_entries[] = {
@@ -42,6 +43,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 10},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
+  {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {NULL, NULL, 0}
 };
 

@@ -17,23 +17,54 @@ constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
 constexpr int KMIN_LARGE = 64;
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 1024;   // j per 2D chunk when chosen automatically
-constexpr int BLOCKS_PER_SM = 8;          // 2D target: this many blocks per multiprocessor
 
 // ---- the workspace kept between calls (small calls then allocate nothing) ----
 gk_device_buffer workspace = GK_DEVICE_BUFFER_EMPTY;
 int workspace_device = -1;
 
+// The 2D scheme's partial results, sized per launch once the split is known.
+gk_device_buffer partials = GK_DEVICE_BUFFER_EMPTY;
+
+void workspace_free()
+{
+  if (!workspace.ptr && !partials.ptr) return;
+  if (workspace_device >= 0) cudaSetDevice(workspace_device);
+  gk_buffer_free(&workspace);
+  gk_buffer_free(&partials);
+  workspace_device = -1;
+  cudaSetDevice(gk_device_current());
+}
+
 gk_status workspace_reserve(size_t bytes, gk_error *err)
 {
   int device = gk_device_current();
   if (workspace.ptr && workspace.bytes >= bytes && workspace_device == device) return GK_OK;
-  reduce_cuda_release();
+  workspace_free();
   if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
   // Grow with headroom so that slowly growing sizes do not reallocate every call.
   if (gk_buffer_alloc(&workspace, bytes + bytes / 4, "the reduction workspace", err))
     return err->status;
   workspace_device = device;
   return GK_OK;
+}
+
+gk_status partials_reserve(size_t bytes, gk_error *err)
+{
+  if (partials.ptr && partials.bytes >= bytes && workspace_device == gk_device_current())
+    return GK_OK;
+  gk_buffer_free(&partials);
+  return gk_buffer_alloc(&partials, bytes + bytes / 4, "the 2D scheme's partial results", err);
+}
+
+// Page-locked host staging, also kept: inputs are packed into it and go up in
+// one copy, results come down into it (pageable copies cost far more per call).
+gk_pinned_buffer staging = {NULL, 0};
+
+gk_status staging_reserve(size_t bytes, gk_error *err)
+{
+  if (staging.ptr && staging.bytes >= bytes) return GK_OK;
+  gk_pinned_free(&staging);
+  return gk_pinned_alloc(&staging, bytes + bytes / 4, "the reduction's staging buffer", err);
 }
 
 // Carves 256-byte aligned pieces out of the workspace.
@@ -63,11 +94,15 @@ int sm_count_of_current_device()
   return cached[device];
 }
 
-// Rows per thread of the gaussian-sum fast path (GK_REDUCE_ROWS=1 or 2 for tuning).
-int fast_rows()
+// Rows per thread of the gaussian-sum fast path: more rows share each shared-
+// memory load of y_j. GK_REDUCE_ROWS=1, 2 or 4 overrides it (for tuning); 4
+// is compiled for one weight column only.
+int fast_rows(int e)
 {
   const char *env = getenv("GK_REDUCE_ROWS");
-  return env && env[0] == '1' ? 1 : 2;
+  int rows = env ? atoi(env) : 2;
+  if (rows == 4 && e != 1) rows = 2;
+  return rows == 1 || rows == 4 ? rows : 2;
 }
 
 bool weighted(gk_reduction r)
@@ -75,25 +110,31 @@ bool weighted(gk_reduction r)
   return r == GK_REDUCE_SUM || r == GK_REDUCE_LOGSUMEXP || r == GK_REDUCE_SOFTMAX_SUM;
 }
 
-// Partial-state slots (doubles, ints) per row and chunk, for e weight columns.
-void partial_slots(gk_reduction r, int e, int k, int *slots, int *index_slots)
-{
-  switch (r) {
-  case GK_REDUCE_SUM: *slots = e; *index_slots = 0; break;
-  case GK_REDUCE_KMIN: *slots = k; *index_slots = k; break;
-  case GK_REDUCE_LOGSUMEXP:
-  case GK_REDUCE_SOFTMAX_SUM: *slots = e + 2; *index_slots = 0; break;
-  default: *slots = 1; *index_slots = 1; break;
-  }
-}
+void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
+                 int blocks_per_sm, Args *a);
 
 // ---- launching one (op, value, dimension) combination ----
 template <typename T, class Op, class Val, int DS, int ROWS>
-gk_status launch(const Args &a, gk_error *err)
+gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
+  auto kernel = reduce_tiles<T, Op, Val, DS, ROWS>;
   size_t smem = (size_t) a.tile * a.stride * sizeof(T);
+  // Blocks that fit on a multiprocessor, for the 2D rule (asked once per kernel).
+  static int resident = 0;
+  if (!resident && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, BLOCK, smem) != cudaSuccess) {
+    cudaGetLastError();
+    resident = 4;
+  }
+  plan_chunks(spec, a.m, a.n, ROWS, resident > 0 ? resident : 1, &a);
+  if (a.nchunks > 1) {
+    size_t values = (size_t) a.nchunks * Op::slots(a.e, a.k) * a.m * sizeof(double);
+    size_t indices = (size_t) a.nchunks * Op::index_slots(a.k) * a.m * sizeof(int);
+    if (partials_reserve(values + indices, err)) return err->status;
+    a.partial = (double *) partials.ptr;
+    a.partial_index = (int *) ((char *) partials.ptr + values);
+  }
   dim3 grid((unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS)), (unsigned) a.nchunks);
-  reduce_tiles<T, Op, Val, DS, ROWS><<<grid, BLOCK, smem>>>(a);
+  kernel<<<grid, BLOCK, smem>>>(a);
   if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
   if (a.nchunks > 1) {
     combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
@@ -104,67 +145,96 @@ gk_status launch(const Args &a, gk_error *err)
 
 // Registers hold x_i for the small dimensions; any other reads it from memory.
 template <typename T, class Op, class Val, int ROWS, bool ALL_DIMS>
-gk_status launch_dim(const Args &a, gk_error *err)
+gk_status launch_dim(const gk_reduce_spec *spec, const Args &a, gk_error *err)
 {
   switch (a.dim) {
-  case 1: if constexpr (ALL_DIMS) return launch<T, Op, Val, 1, ROWS>(a, err); break;
-  case 2: if constexpr (ALL_DIMS) return launch<T, Op, Val, 2, ROWS>(a, err); break;
-  case 3: return launch<T, Op, Val, 3, ROWS>(a, err);
+  case 1: if constexpr (ALL_DIMS) return launch<T, Op, Val, 1, ROWS>(spec, a, err); break;
+  case 2: if constexpr (ALL_DIMS) return launch<T, Op, Val, 2, ROWS>(spec, a, err); break;
+  case 3: return launch<T, Op, Val, 3, ROWS>(spec, a, err);
   default: break;
   }
-  return launch<T, Op, Val, 0, ROWS>(a, err);
+  return launch<T, Op, Val, 0, ROWS>(spec, a, err);
 }
 
 template <typename T, int EC>
-gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, gk_error *err)
+gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
+                          gk_error *err)
 {
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
-    if (!gauss2) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(a, err);
-    if (fast_rows() == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(a, err);
-    return launch_dim<T, SumOp<T, EC>, ValGauss2, 1, true>(a, err);
-  case GK_REDUCE_LOGSUMEXP: return launch_dim<T, ExpOp<T, EC, false>, ValKernel, 1, false>(a, err);
-  default: return launch_dim<T, ExpOp<T, EC, true>, ValKernel, 1, false>(a, err);
+    if (!gauss2) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
+    if constexpr (EC == 1)
+      if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
+    if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
+    return launch_dim<T, SumOp<T, EC>, ValGauss2, 1, true>(spec, a, err);
+  case GK_REDUCE_LOGSUMEXP: return launch_dim<T, ExpOp<T, EC, false>, ValKernel, 1, false>(spec, a, err);
+  default: return launch_dim<T, ExpOp<T, EC, true>, ValKernel, 1, false>(spec, a, err);
   }
 }
 
 template <typename T>
-gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, gk_error *err)
+gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
+                           gk_error *err)
 {
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
   case GK_REDUCE_SOFTMAX_SUM:
-    return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, err)
-                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, err);
+    return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
+                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
   case GK_REDUCE_MIN:
-  case GK_REDUCE_ARGMIN: return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(a, err);
+  case GK_REDUCE_ARGMIN: return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_MAX:
-  case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(a, err);
+  case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_KMIN:
-    if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(a, err);
-    return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(a, err);
+    if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
+    return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
   }
   return gk_fail(err, GK_ERR_INTERNAL, "unknown reduction %d", (int) spec->reduction);
 }
 
-// The 2D split of [0, n): how many chunks, and j per chunk (a multiple of the tile).
-void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread, Args *a)
+// Fraction of the last wave of blocks that is busy, averaged over all waves.
+double wave_efficiency(size_t blocks, size_t wave)
+{
+  size_t waves = (blocks + wave - 1) / wave;
+  return (double) blocks / (double) (waves * wave);
+}
+
+// The 2D split of [0, n): how many chunks, and j per chunk (a multiple of the
+// tile). The automatic rule (documented in ?kernel_reduce):
+//  - fewer 1D blocks than fit on the GPU at once (one wave), and n >= 2 x MIN_CHUNK_AUTO:
+//    split j so that about one wave of blocks runs, chunks >= MIN_CHUNK_AUTO;
+//  - otherwise, up to 8 chunks of >= 4 x MIN_CHUNK_AUTO when that fills the last
+//    wave of blocks noticeably better (at least 2%).
+void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
+                 int blocks_per_sm, Args *a)
 {
   a->nchunks = 1;
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
   size_t blocks_1d = (m + (size_t) BLOCK * rows_per_thread - 1) / ((size_t) BLOCK * rows_per_thread);
-  size_t target = (size_t) BLOCKS_PER_SM * sm_count_of_current_device();
+  size_t target = (size_t) blocks_per_sm * sm_count_of_current_device();
   size_t want, min_chunk;
   if (spec->method == GK_REDUCE_2D) {
     want = (target + blocks_1d - 1) / blocks_1d;
     if (want < 2) want = 2;
     min_chunk = (size_t) a->tile;
-  } else {
-    if (blocks_1d >= target || n < 2 * MIN_CHUNK_AUTO) return;
+  } else if (blocks_1d < target) {
+    if (n < 2 * MIN_CHUNK_AUTO) return;
     want = (target + blocks_1d - 1) / blocks_1d;
     min_chunk = MIN_CHUNK_AUTO;
+  } else {
+    min_chunk = 4 * MIN_CHUNK_AUTO;
+    want = 1;
+    double best = wave_efficiency(blocks_1d, target);
+    for (size_t c = 2; c <= 8 && n / c >= min_chunk; c++) {
+      double eff = wave_efficiency(blocks_1d * c, target);
+      if (eff > best + 0.02) {
+        best = eff;
+        want = c;
+      }
+    }
+    if (want == 1) return;
   }
   size_t most = (n + min_chunk - 1) / min_chunk;
   if (want > most) want = most;
@@ -176,28 +246,25 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
   a->nchunks = (int) ((n + chunk - 1) / chunk);
 }
 
-// Brings an operand to the device in the compute precision, scaled by column.
+// An operand in the compute precision, scaled by column: from its raw doubles
+// already uploaded (`raw`), or from a device matrix.
 template <typename T>
-gk_status stage_operand(const gk_reduce_operand *op, const double *scale_dev, T *dst,
-                        double *raw, gk_error *err)
+gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *scale_dev, T *dst,
+                  gk_error *err)
 {
   size_t count = op->rows * (size_t) op->cols;
   if (count == 0) return GK_OK;
-  const void *src = op->device;
-  int src_single = op->device_single;
-  if (op->host) {
-    // Double results can be scaled in place; float ones go through `raw`.
-    double *landing = sizeof(T) == sizeof(double) ? (double *) dst : raw;
-    if (gk_cuda_status(cudaMemcpyAsync(landing, op->host, count * sizeof(double),
-                                       cudaMemcpyHostToDevice, 0), "copy to the GPU", err))
-      return err->status;
-    if (!scale_dev && (void *) landing == (void *) dst) return GK_OK;
-    src = landing;
-    src_single = 0;
-  }
+  const void *src = op->host ? (const void *) raw : op->device;
+  int src_single = op->host ? 0 : op->device_single;
   unsigned blocks = (unsigned) ((count + 255) / 256 < 4096 ? (count + 255) / 256 : 4096);
   prepare_operand<T><<<blocks, 256>>>(src, src_single, op->rows, op->cols, scale_dev, dst);
   return gk_cuda_check_launch("preparing the operands", err);
+}
+
+bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
+{
+  return a->rows == b->rows && a->cols == b->cols &&
+         ((a->host && a->host == b->host) || (a->device && a->device == b->device));
 }
 
 template <typename T>
@@ -235,61 +302,57 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     return gk_fail(err, GK_ERR_INPUT, "the GPU engine finds at most %d smallest values (k = %d); "
                    "use backend = \"cpu\" for larger k", KMIN_LARGE, spec->k);
   if (m == 0) return GK_OK;
-  int rows_per_thread = gauss2 && fast_rows() == 2 ? 2 : 1;
-  plan_chunks(spec, m, n, rows_per_thread, &a);
-  int slots = 0, islots = 0;
-  partial_slots(spec->reduction, e_chunk, spec->k, &slots, &islots);
+  const int rows_per_thread = gauss2 ? fast_rows(e_total) : 1;
 
-  // Workspace: scale, staged inputs, prepared operands, 2D partials, results.
-  bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
-  bool stage_raw = sizeof(T) == sizeof(float);
-  Layout lay;
-  size_t at_scale = lay.take(dim * sizeof(double));
+  // Host inputs packed in one upload: the column scales, then raw x, y, b.
+  const bool y_is_x = same_operand(x, y);
+  const bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
+  Layout up;
+  size_t at_scale = up.take(dim * sizeof(double));
+  size_t at_xraw = up.take(x->host ? m * dim * sizeof(double) : 0);
+  size_t at_yraw = up.take(y->host && !y_is_x ? n * dim * sizeof(double) : 0);
+  size_t at_braw = up.take(has_w && b->host ? n * e_total * sizeof(double) : 0);
+  const size_t up_bytes = up.used;
+  // Device-only pieces: prepared operands and results (downloaded together).
+  Layout lay = up;
   size_t at_xp = lay.take(m * dim * sizeof(T));
-  size_t at_yp = lay.take(n * dim * sizeof(T));
-  size_t at_bp = lay.take(has_w && !b_direct ? n * e_total * sizeof(T) : 0);
-  size_t raw_count = 0;
-  if (stage_raw) {
-    if (x->host) raw_count = m * dim;
-    if (y->host && n * dim > raw_count) raw_count = n * dim;
-    if (has_w && b->host && n * e_total > raw_count) raw_count = n * e_total;
-  }
-  size_t at_raw = lay.take(raw_count * sizeof(double));
-  size_t at_part = lay.take(a.nchunks > 1 ? (size_t) a.nchunks * slots * m * sizeof(double) : 0);
-  size_t at_ipart = lay.take(a.nchunks > 1 ? (size_t) a.nchunks * islots * m * sizeof(int) : 0);
+  size_t at_yp = lay.take(y_is_x ? 0 : n * dim * sizeof(T));
+  const bool b_raw_usable = has_w && b->host && sizeof(T) == sizeof(double);
+  size_t at_bp = lay.take(has_w && !b_direct && !b_raw_usable ? n * e_total * sizeof(T) : 0);
   size_t at_out = lay.take(vbytes);
-  size_t at_idx = lay.take(ibytes);
+  size_t at_idx = at_out + vbytes;   // right after the values: one download
+  lay.used = at_idx + ibytes;
   if (workspace_reserve(lay.used, err)) return err->status;
-  char *base = (char *) workspace.ptr;
-  double *scale = (double *) (base + at_scale);
-  double *raw = (double *) (base + at_raw);
+  if (staging_reserve(up_bytes + vbytes + ibytes, err)) return err->status;
+  char *base = (char *) workspace.ptr, *host = (char *) staging.ptr;
 
   // Coordinates are divided by the range (and, for the fast gaussian, scaled so
   // that exp(-d^2/2) becomes 2^(-d'^2)).
-  double *scale_host = (double *) malloc(dim * sizeof(double) + 1);
-  if (!scale_host) return gk_fail(err, GK_ERR_NOMEM, "out of host memory");
+  double *scale_host = (double *) (host + at_scale);
   for (int d = 0; d < dim; d++)
     scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
-  gk_status status = gk_cuda_status(cudaMemcpyAsync(scale, scale_host, dim * sizeof(double),
-                                                    cudaMemcpyHostToDevice, 0),
-                                    "copy to the GPU", err);
-  // Pageable copies are staged by the driver before cudaMemcpyAsync returns.
-  free(scale_host);
-  if (status) return status;
-  if (stage_operand<T>(x, scale, (T *) (base + at_xp), raw, err)) return err->status;
-  if (stage_operand<T>(y, scale, (T *) (base + at_yp), raw, err)) return err->status;
+  if (x->host) memcpy(host + at_xraw, x->host, m * dim * sizeof(double));
+  if (y->host && !y_is_x) memcpy(host + at_yraw, y->host, n * dim * sizeof(double));
+  if (has_w && b->host) memcpy(host + at_braw, b->host, n * e_total * sizeof(double));
+  if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),
+                     "copy to the GPU", err))
+    return err->status;
+
+  const double *scale = (const double *) (base + at_scale);
+  T *xp = (T *) (base + at_xp);
+  T *yp = y_is_x ? xp : (T *) (base + at_yp);
+  if (prepare<T>(x, (const double *) (base + at_xraw), scale, xp, err)) return err->status;
+  if (!y_is_x && prepare<T>(y, (const double *) (base + at_yraw), scale, yp, err)) return err->status;
   const T *bp = NULL;
-  if (has_w) {
-    if (b_direct) bp = (const T *) b->device;
-    else {
-      if (stage_operand<T>(b, NULL, (T *) (base + at_bp), raw, err)) return err->status;
-      bp = (const T *) (base + at_bp);
-    }
+  if (b_direct) bp = (const T *) b->device;
+  else if (b_raw_usable) bp = (const T *) (base + at_braw);
+  else if (has_w) {
+    if (prepare<T>(b, (const double *) (base + at_braw), NULL, (T *) (base + at_bp), err))
+      return err->status;
+    bp = (const T *) (base + at_bp);
   }
-  a.x = base + at_xp;
-  a.y = base + at_yp;
-  a.partial = (double *) (base + at_part);
-  a.partial_index = (int *) (base + at_ipart);
+  a.x = xp;
+  a.y = yp;
   a.index = icols ? (int *) (base + at_idx) : NULL;
 
   // Weight columns in chunks of WEIGHT_CHUNK; unweighted reductions run once.
@@ -297,15 +360,15 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     a.e = has_w ? (e_total - c0 < WEIGHT_CHUNK ? e_total - c0 : WEIGHT_CHUNK) : 0;
     a.b = has_w ? bp + (size_t) c0 * n : NULL;
     a.out = vcols ? (double *) (base + at_out) + (size_t) c0 * m : NULL;
-    if (launch_reduction<T>(spec, a, gauss2, err)) return err->status;
+    if (launch_reduction<T>(spec, a, gauss2, rows_per_thread, err)) return err->status;
   }
-  if (vbytes && gk_cuda_status(cudaMemcpyAsync(out, base + at_out, vbytes, cudaMemcpyDeviceToHost, 0),
-                               "copy from the GPU", err))
+  if (gk_cuda_status(cudaMemcpyAsync(host + up_bytes, base + at_out, vbytes + ibytes,
+                                     cudaMemcpyDeviceToHost, 0), "copy from the GPU", err))
     return err->status;
-  if (ibytes && gk_cuda_status(cudaMemcpyAsync(index, base + at_idx, ibytes, cudaMemcpyDeviceToHost, 0),
-                               "copy from the GPU", err))
-    return err->status;
-  return gk_stream_sync(NULL, "the reduction", err);
+  if (gk_stream_sync(NULL, "the reduction", err)) return err->status;
+  memcpy(out, host + up_bytes, vbytes);
+  memcpy(index, host + up_bytes + vbytes, ibytes);
+  return GK_OK;
 }
 
 }  // namespace
@@ -321,9 +384,6 @@ extern "C" gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_ope
 
 extern "C" void reduce_cuda_release(void)
 {
-  if (!workspace.ptr) return;
-  cudaSetDevice(workspace_device);
-  gk_buffer_free(&workspace);
-  workspace_device = -1;
-  cudaSetDevice(gk_device_current());
+  gk_pinned_free(&staging);
+  workspace_free();
 }
