@@ -78,6 +78,23 @@ test_that("float32 sums of 1e7 terms stay accurate", {
   expect_lt(max(abs(got - ref) / abs(ref)), 1e-5)
 })
 
+test_that("float32 gaussian sums agree with float64 near, off and far from the origin", {
+  skip_if_no_gpu()
+  # 1e9 pairs: large enough for the expanded-distance fast path, which is used
+  # only on centred points of bounded spread (the wide cloud takes the plain one).
+  m <- 40000
+  n <- 25000
+  k <- gk_kernel("gaussian", range = 0.1, variance = 2)
+  for (shape in list(c(0, 1), c(1000, 1), c(0, 50))) {
+    x <- matrix(shape[1] + shape[2] * runif(3 * m), m, 3)
+    y <- matrix(shape[1] + shape[2] * runif(3 * n), n, 3)
+    b <- runif(n)
+    ref <- kernel_matvec(x, y, b, k, backend = "gpu")
+    got <- kernel_matvec(x, y, b, k, precision = "single", backend = "gpu")
+    expect_lt(max(abs(got - ref)) / max(abs(ref)), 1e-4)
+  }
+})
+
 test_that("ties go to the smaller index, and knn reports Euclidean distances", {
   for (backend in test_backends()) {
     y <- rbind(c(0, 0), c(1, 0), c(0, 0), c(1, 0), c(2, 2))
