@@ -16,7 +16,7 @@ constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several l
 constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
 constexpr int KMIN_LARGE = 64;
 constexpr size_t TILE_BYTES = 48 * 1024;
-constexpr size_t MIN_CHUNK_AUTO = 1024;   // j per 2D chunk when chosen automatically
+constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
 
 // ---- the workspace kept between calls (small calls then allocate nothing) ----
 gk_device_buffer workspace = GK_DEVICE_BUFFER_EMPTY;
@@ -94,24 +94,27 @@ int sm_count_of_current_device()
   return cached[device];
 }
 
-// Rows per thread of the gaussian-sum fast path: more rows share each shared-
-// memory load of y_j. GK_REDUCE_ROWS=1, 2 or 4 overrides it (for tuning); 4
-// is compiled for one weight column only.
-int fast_rows(int e)
+// Rows per thread of the gaussian-sum fast path. More rows share each shared-
+// memory read of y_j (4 rows: about 35% faster than 1 on an H100), but make
+// fewer blocks: a small problem keeps 1 row per thread so that, with the 2D
+// split, it still fills the GPU. GK_REDUCE_ROWS=1, 2 or 4 overrides the choice
+// (for tuning); 4 is compiled for one weight column only.
+int fast_rows(size_t m, size_t n, int e)
 {
   const char *env = getenv("GK_REDUCE_ROWS");
-  int rows = env ? atoi(env) : 2;
-  if (rows == 4 && e != 1) rows = 2;
-  return rows == 1 || rows == 4 ? rows : 2;
+  if (env) {
+    int rows = atoi(env);
+    if (rows == 4 && e != 1) rows = 2;
+    return rows == 1 || rows == 4 ? rows : 2;
+  }
+  // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
+  // waves of 8 blocks per multiprocessor.
+  double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
+  double waves2 = 2.0 * 8 * sm_count_of_current_device();
+  for (int rows = (e == 1 ? 4 : 2); rows > 1; rows /= 2)
+    if (ceil(m / (double) (BLOCK * rows)) * chunks >= waves2) return rows;
+  return 1;
 }
-
-// How F is evaluated: any kernel, or the gaussian sum's fast paths.
-enum ValuePath { VALUE_KERNEL, VALUE_GAUSS2, VALUE_GAUSS2_EXPANDED };
-
-// Largest |u|^2 (u: centred points in exp2 units) for the expanded form: its
-// rounding error, about 2^-24 x 4 max|u|^2, then stays near 1e-5 relative.
-constexpr double EXPANDED_MAX_NORM2 = 64.0;
-constexpr double EXPANDED_MIN_PAIRS = 1e9;   // below this, the host pass is not worth it
 
 bool weighted(gk_reduction r)
 {
@@ -165,19 +168,12 @@ gk_status launch_dim(const gk_reduce_spec *spec, const Args &a, gk_error *err)
 }
 
 template <typename T, int EC>
-gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, ValuePath path, int rows,
+gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                           gk_error *err)
 {
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
-    if (path == VALUE_KERNEL) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
-    if constexpr (EC == 1 && sizeof(T) == sizeof(float)) {
-      if (path == VALUE_GAUSS2_EXPANDED) {
-        if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2Expanded, 4, true>(spec, a, err);
-        if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2Expanded, 2, true>(spec, a, err);
-        return launch_dim<T, SumOp<T, EC>, ValGauss2Expanded, 1, true>(spec, a, err);
-      }
-    }
+    if (!gauss2) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
     if constexpr (EC == 1)
       if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
     if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
@@ -188,15 +184,15 @@ gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, ValuePath p
 }
 
 template <typename T>
-gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, ValuePath path, int rows,
+gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                            gk_error *err)
 {
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
   case GK_REDUCE_SOFTMAX_SUM:
-    return a.e == 1 ? launch_weighted<T, 1>(spec, a, path, rows, err)
-                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, path, rows, err);
+    return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
+                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
   case GK_REDUCE_MIN:
   case GK_REDUCE_ARGMIN: return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_MAX:
@@ -264,15 +260,15 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
 // An operand in the compute precision, scaled by column: from its raw doubles
 // already uploaded (`raw`), or from a device matrix.
 template <typename T>
-gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *center_dev,
-                  const double *scale_dev, T *dst, gk_error *err)
+gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *scale_dev, T *dst,
+                  gk_error *err)
 {
   size_t count = op->rows * (size_t) op->cols;
   if (count == 0) return GK_OK;
   const void *src = op->host ? (const void *) raw : op->device;
   int src_single = op->host ? 0 : op->device_single;
   unsigned blocks = (unsigned) ((count + 255) / 256 < 4096 ? (count + 255) / 256 : 4096);
-  prepare_operand<T><<<blocks, 256>>>(src, src_single, op->rows, op->cols, center_dev, scale_dev, dst);
+  prepare_operand<T><<<blocks, 256>>>(src, src_single, op->rows, op->cols, scale_dev, dst);
   return gk_cuda_check_launch("preparing the operands", err);
 }
 
@@ -280,31 +276,6 @@ bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
 {
   return a->rows == b->rows && a->cols == b->cols &&
          ((a->host && a->host == b->host) || (a->device && a->device == b->device));
-}
-
-// The expanded gaussian form for float sums over host points: centre at the
-// middle of the joint bounding box and check that every centred point has
-// |u|^2 <= EXPANDED_MAX_NORM2 (u in exp2 units). Fills center[dim]; false when
-// the points are too spread for the form to stay accurate.
-bool expanded_form_fits(const gk_reduce_operand *x, const gk_reduce_operand *y,
-                        const double *scale, double *center)
-{
-  double norm2 = 0.0;
-  for (int d = 0; d < x->cols; d++) {
-    double lo = INFINITY, hi = -INFINITY;
-    const gk_reduce_operand *ops[2] = {x, y};
-    for (int o = 0; o < 2; o++) {
-      const double *col = ops[o]->host + (size_t) d * ops[o]->rows;
-      for (size_t i = 0; i < ops[o]->rows; i++) {
-        lo = col[i] < lo ? col[i] : lo;
-        hi = col[i] > hi ? col[i] : hi;
-      }
-    }
-    center[d] = 0.5 * (lo + hi);
-    double half = 0.5 * (hi - lo) * scale[d];
-    norm2 += half * half;
-  }
-  return norm2 <= EXPANDED_MAX_NORM2;
 }
 
 template <typename T>
@@ -319,10 +290,6 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const int e_chunk = has_w ? (e_total < WEIGHT_CHUNK ? e_total : WEIGHT_CHUNK) : 0;
   const int ec_template = has_w ? (e_total == 1 ? 1 : WEIGHT_CHUNK) : 1;
   const bool gauss2 = spec->reduction == GK_REDUCE_SUM && spec->kernel.family == GK_KERNEL_GAUSSIAN;
-  const char *expanded_env = getenv("GK_REDUCE_EXPANDED");
-  const bool may_expand = gauss2 && sizeof(T) == sizeof(float) && e_total == 1 && x->host &&
-                          y->host && x->cols <= 3 && (double) x->rows * y->rows >= EXPANDED_MIN_PAIRS &&
-                          !(expanded_env && expanded_env[0] == '0');
   const int vcols = reduce_value_columns(spec->reduction, e_total, spec->k);
   const int icols = reduce_index_columns(spec->reduction, spec->k);
   const size_t vbytes = m * vcols * sizeof(double), ibytes = m * icols * sizeof(int);
@@ -336,7 +303,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
   a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
-  a.stride = padded<T>(dim + 1 + ec_template);   // + 1: room for the expanded form's |v|^2
+  a.stride = padded<T>(dim + ec_template);
   size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T));
   if (tile == 0)
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
@@ -346,25 +313,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     return gk_fail(err, GK_ERR_INPUT, "the GPU engine finds at most %d smallest values (k = %d); "
                    "use backend = \"cpu\" for larger k", KMIN_LARGE, spec->k);
   if (m == 0) return GK_OK;
-  const int rows_per_thread = gauss2 ? fast_rows(e_total) : 1;
+  const int rows_per_thread = gauss2 ? fast_rows(m, n, e_total) : 1;
 
   // Host inputs packed in one upload: the column scales, then raw x, y, b.
-  // Column scales (and centre): coordinates are divided by the range and, for
-  // the fast gaussian, scaled so that exp(-d^2/2) becomes 2^(-d'^2).
-  double *scale_host = (double *) malloc(2 * dim * sizeof(double) + 1);
-  if (!scale_host) return gk_fail(err, GK_ERR_NOMEM, "out of host memory");
-  double *center_host = scale_host + dim;
-  for (int d = 0; d < dim; d++)
-    scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
-  const ValuePath path = !gauss2 ? VALUE_KERNEL
-                         : may_expand && expanded_form_fits(x, y, scale_host, center_host)
-                             ? VALUE_GAUSS2_EXPANDED : VALUE_GAUSS2;
-  const bool expanded = path == VALUE_GAUSS2_EXPANDED;
   const bool y_is_x = same_operand(x, y);
-  const bool share_xy = y_is_x && !expanded;
   const bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
   Layout up;
-  size_t at_scale = up.take(2 * dim * sizeof(double));
+  size_t at_scale = up.take(dim * sizeof(double));
   size_t at_xraw = up.take(x->host ? m * dim * sizeof(double) : 0);
   size_t at_yraw = up.take(y->host && !y_is_x ? n * dim * sizeof(double) : 0);
   size_t at_braw = up.take(has_w && b->host ? n * e_total * sizeof(double) : 0);
@@ -372,19 +327,21 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   // Device-only pieces: prepared operands and results (downloaded together).
   Layout lay = up;
   size_t at_xp = lay.take(m * dim * sizeof(T));
-  size_t at_yp = lay.take(share_xy ? 0 : n * (dim + (expanded ? 1 : 0)) * sizeof(T));
+  size_t at_yp = lay.take(y_is_x ? 0 : n * dim * sizeof(T));
   const bool b_raw_usable = has_w && b->host && sizeof(T) == sizeof(double);
   size_t at_bp = lay.take(has_w && !b_direct && !b_raw_usable ? n * e_total * sizeof(T) : 0);
   size_t at_out = lay.take(vbytes);
   size_t at_idx = at_out + vbytes;   // right after the values: one download
   lay.used = at_idx + ibytes;
-  if (workspace_reserve(lay.used, err) || staging_reserve(up_bytes + vbytes + ibytes, err)) {
-    free(scale_host);
-    return err->status;
-  }
+  if (workspace_reserve(lay.used, err)) return err->status;
+  if (staging_reserve(up_bytes + vbytes + ibytes, err)) return err->status;
   char *base = (char *) workspace.ptr, *host = (char *) staging.ptr;
-  memcpy(host + at_scale, scale_host, 2 * dim * sizeof(double));
-  free(scale_host);
+
+  // Coordinates are divided by the range (and, for the fast gaussian, scaled so
+  // that exp(-d^2/2) becomes 2^(-d'^2)).
+  double *scale_host = (double *) (host + at_scale);
+  for (int d = 0; d < dim; d++)
+    scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
   if (x->host) memcpy(host + at_xraw, x->host, m * dim * sizeof(double));
   if (y->host && !y_is_x) memcpy(host + at_yraw, y->host, n * dim * sizeof(double));
   if (has_w && b->host) memcpy(host + at_braw, b->host, n * e_total * sizeof(double));
@@ -393,24 +350,15 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     return err->status;
 
   const double *scale = (const double *) (base + at_scale);
-  const double *center = expanded ? scale + dim : NULL;
-  const double *xraw = (const double *) (base + at_xraw);
-  const double *yraw = y_is_x ? xraw : (const double *) (base + at_yraw);
   T *xp = (T *) (base + at_xp);
-  T *yp = share_xy ? xp : (T *) (base + at_yp);
-  if (prepare<T>(x, xraw, center, scale, xp, err)) return err->status;
-  if (expanded) {
-    unsigned blocks = (unsigned) ((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    prepare_expanded<T><<<blocks, 256>>>(yraw, n, dim, center, scale, yp);
-    if (gk_cuda_check_launch("preparing the operands", err)) return err->status;
-  } else if (!share_xy && prepare<T>(y, yraw, NULL, scale, yp, err)) {
-    return err->status;
-  }
+  T *yp = y_is_x ? xp : (T *) (base + at_yp);
+  if (prepare<T>(x, (const double *) (base + at_xraw), scale, xp, err)) return err->status;
+  if (!y_is_x && prepare<T>(y, (const double *) (base + at_yraw), scale, yp, err)) return err->status;
   const T *bp = NULL;
   if (b_direct) bp = (const T *) b->device;
   else if (b_raw_usable) bp = (const T *) (base + at_braw);
   else if (has_w) {
-    if (prepare<T>(b, (const double *) (base + at_braw), NULL, NULL, (T *) (base + at_bp), err))
+    if (prepare<T>(b, (const double *) (base + at_braw), NULL, (T *) (base + at_bp), err))
       return err->status;
     bp = (const T *) (base + at_bp);
   }
@@ -423,7 +371,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     a.e = has_w ? (e_total - c0 < WEIGHT_CHUNK ? e_total - c0 : WEIGHT_CHUNK) : 0;
     a.b = has_w ? bp + (size_t) c0 * n : NULL;
     a.out = vcols ? (double *) (base + at_out) + (size_t) c0 * m : NULL;
-    if (launch_reduction<T>(spec, a, path, rows_per_thread, err)) return err->status;
+    if (launch_reduction<T>(spec, a, gauss2, rows_per_thread, err)) return err->status;
   }
   if (gk_cuda_status(cudaMemcpyAsync(host + up_bytes, base + at_out, vbytes + ibytes,
                                      cudaMemcpyDeviceToHost, 0), "copy from the GPU", err))

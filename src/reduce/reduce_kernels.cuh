@@ -58,7 +58,6 @@ __device__ __forceinline__ double kernel_value(const gk_kernel &k, double stat) 
 // F from the statistic: any kernel of the vocabulary...
 struct ValKernel {
   static constexpr bool GAUSS2 = false;
-  static constexpr int EXTRA = 0;   // extra columns of y (see ValGauss2Expanded)
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return kernel_value(a.kernel, stat);
@@ -69,36 +68,11 @@ struct ValKernel {
 // exp(-d^2 / 2) = 2^(-stat); the variance is applied once at the end.
 struct ValGauss2 {
   static constexpr bool GAUSS2 = true;
-  static constexpr int EXTRA = 0;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return fast_exp2(-stat);
   }
 };
-
-// The same gaussian with |u - v|^2 expanded as |u|^2 + |v|^2 - 2 u.v: y is
-// stored as the columns 2v and one more column |v|^2, so a pair costs one add and
-// D fused multiply-adds instead of 2D operations. Rounding grows with |u|^2, so
-// the host uses it only on centred points of bounded norm (reduce_cuda.cu).
-struct ValGauss2Expanded : ValGauss2 {
-  static constexpr int EXTRA = 1;
-};
-
-// |x_i - y_j|^2 in the expanded form: neg_x = -u (registers), xx = |u|^2,
-// yj = (2v, |v|^2).
-template <typename T, int DS>
-__device__ __forceinline__ T expanded_stat(const T *neg_x, T xx, const T *xg, size_t m,
-                                           const T *yj, int dim)
-{
-  T s = xx + yj[DS > 0 ? DS : dim];
-  if (DS > 0) {
-#pragma unroll
-    for (int d = 0; d < DS; d++) s = fma(neg_x[d], yj[d], s);
-  } else {
-    for (int d = 0; d < dim; d++) s = fma(-xg[(size_t) d * m], yj[d], s);
-  }
-  return s;
-}
 
 // Squared distance (or inner product) of x_i, held in registers (DS > 0) or
 // read from global memory (DS == 0, any dimension), with y_j in shared memory.
@@ -143,40 +117,31 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
   const T *y = static_cast<const T *>(a.y);
   const T *b = static_cast<const T *>(a.b);
   const int dim = DS > 0 ? DS : a.dim;
-  const int stride = DS > 0 ? padded<T>(DS + Val::EXTRA + Op::EC_) : a.stride;
+  const int stride = DS > 0 ? padded<T>(DS + Op::EC_) : a.stride;
   const bool inner = !Val::GAUSS2 && a.inner;
-  const int ycols = dim + Val::EXTRA;   // columns of y in the tile; b follows
 
   size_t rows[ROWS];
   T xr[ROWS][DS > 0 ? DS : 1];
-  T xx[ROWS];
   Op st[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
     rows[r] = (size_t) blockIdx.x * (BLOCK * ROWS) + r * BLOCK + threadIdx.x;
     size_t i = rows[r] < a.m ? rows[r] : a.m - 1;   // idle threads compute on a valid row
-    xx[r] = 0;
     if (DS > 0) {
 #pragma unroll
-      for (int d = 0; d < (DS > 0 ? DS : 1); d++) {
-        xr[r][d] = x[i + (size_t) d * a.m];
-        xx[r] = fma(xr[r][d], xr[r][d], xx[r]);
-        if (Val::EXTRA) xr[r][d] = -xr[r][d];
-      }
-    } else if (Val::EXTRA) {
-      for (int d = 0; d < dim; d++) xx[r] = fma(x[i + (size_t) d * a.m], x[i + (size_t) d * a.m], xx[r]);
+      for (int d = 0; d < (DS > 0 ? DS : 1); d++) xr[r][d] = x[i + (size_t) d * a.m];
     }
     st[r].init(a);
   }
   const size_t j0 = (size_t) blockIdx.y * a.j_chunk;
   const size_t j1 = j0 + a.j_chunk < a.n ? j0 + a.j_chunk : a.n;
-  const int width = ycols + a.e;
+  const int width = dim + a.e;
 
   for (size_t jt = j0; jt < j1; jt += a.tile) {
     const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
     // Cooperative, coalesced load of y_j and b_j for the tile.
     for (int c = 0; c < width; c++) {
-      const T *src = c < ycols ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - ycols) * a.n;
+      const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
       for (int q = threadIdx.x; q < len; q += BLOCK) tile[q * stride + c] = src[q];
     }
     __syncthreads();
@@ -186,10 +151,8 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
 #pragma unroll
       for (int r = 0; r < ROWS; r++) {
         size_t i = rows[r] < a.m ? rows[r] : a.m - 1;
-        T s;
-        if constexpr (Val::EXTRA > 0) s = expanded_stat<T, DS>(xr[r], xx[r], x + i, a.m, yj, dim);
-        else s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
-        st[r].push(Val::eval(s, a), (int) (jt + q), yj + ycols, a);
+        T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
+        st[r].push(Val::eval(s, a), (int) (jt + q), yj + dim, a);
       }
     }
 #pragma unroll
@@ -219,37 +182,19 @@ __global__ void combine_chunks(Args a)
   st.finish(a, i);
 }
 
-// // dst = (src - center) * scale by column (center and scale may be NULL).
+// dst = src (double or float) with column c multiplied by scale[c] (if given),
+// in the compute precision.
 template <typename T>
 __global__ void prepare_operand(const void *src, int src_single, size_t rows, int cols,
-                                const double *center, const double *scale, T *dst)
+                                const double *scale, T *dst)
 {
   size_t count = rows * (size_t) cols;
   for (size_t q = (size_t) blockIdx.x * blockDim.x + threadIdx.x; q < count;
        q += (size_t) gridDim.x * blockDim.x) {
     double v = src_single ? (double) static_cast<const float *>(src)[q]
                           : static_cast<const double *>(src)[q];
-    if (center) v -= center[q / rows];
     if (scale) v *= scale[q / rows];
     dst[q] = (T) v;
-  }
-}
-
-// y for ValGauss2Expanded: columns 2v and |v|^2 with v = (y - center) * scale,
-// the norm taken of the rounded v so that it matches what is multiplied.
-template <typename T>
-__global__ void prepare_expanded(const double *src, size_t rows, int cols, const double *center,
-                                 const double *scale, T *dst)
-{
-  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < rows;
-       i += (size_t) gridDim.x * blockDim.x) {
-    double norm = 0.0;
-    for (int d = 0; d < cols; d++) {
-      T v = (T) ((src[i + (size_t) d * rows] - center[d]) * scale[d]);
-      dst[i + (size_t) d * rows] = v + v;
-      norm += (double) v * (double) v;
-    }
-    dst[i + (size_t) cols * rows] = (T) norm;
   }
 }
 

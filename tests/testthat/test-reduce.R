@@ -80,8 +80,7 @@ test_that("float32 sums of 1e7 terms stay accurate", {
 
 test_that("float32 gaussian sums agree with float64 near, off and far from the origin", {
   skip_if_no_gpu()
-  # 1e9 pairs: large enough for the expanded-distance fast path, which is used
-  # only on centred points of bounded spread (the wide cloud takes the plain one).
+  # 1e9 pairs through the float32 gaussian fast path (exp2 on pre-scaled points).
   m <- 40000
   n <- 25000
   k <- gk_kernel("gaussian", range = 0.1, variance = 2)
