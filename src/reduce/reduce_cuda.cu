@@ -272,6 +272,23 @@ gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *
   return gk_cuda_check_launch("preparing the operands", err);
 }
 
+// Copies host points into the staging buffer, minus the point origin[0],
+// origin[n], origin[2n]... (a row of a column-major n-row matrix) when given.
+void pack_points(double *dst, const gk_reduce_operand *p, const double *origin, size_t n)
+{
+  size_t rows = p->rows;
+  if (!origin) {
+    memcpy(dst, p->host, rows * p->cols * sizeof(double));
+    return;
+  }
+  for (int d = 0; d < p->cols; d++) {
+    const double *src = p->host + (size_t) d * rows;
+    double o = origin[(size_t) d * n];
+    double *out = dst + (size_t) d * rows;
+    for (size_t i = 0; i < rows; i++) out[i] = src[i] - o;
+  }
+}
+
 bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
 {
   return a->rows == b->rows && a->cols == b->cols &&
@@ -342,8 +359,12 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   double *scale_host = (double *) (host + at_scale);
   for (int d = 0; d < dim; d++)
     scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
-  if (x->host) memcpy(host + at_xraw, x->host, m * dim * sizeof(double));
-  if (y->host && !y_is_x) memcpy(host + at_yraw, y->host, n * dim * sizeof(double));
+  // In float32, coordinates far from the origin (relative to the range) lose
+  // the digits that distances need: host points are packed relative to y_1
+  // (in double) when the kernel depends on differences only.
+  const bool centre = sizeof(T) == sizeof(float) && !a.inner && x->host && y->host && n > 0;
+  if (x->host) pack_points((double *) (host + at_xraw), x, centre ? y->host : NULL, n);
+  if (y->host && !y_is_x) pack_points((double *) (host + at_yraw), y, centre ? y->host : NULL, n);
   if (has_w && b->host) memcpy(host + at_braw, b->host, n * e_total * sizeof(double));
   if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),
                      "copy to the GPU", err))
