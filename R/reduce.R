@@ -37,10 +37,11 @@ gk_reduce_methods <- c(auto = 0L, "1d" = 1L, "2d" = 2L)
 #' and combines the partial results in a second pass; it keeps the GPU busy when
 #' there are few output rows. `"auto"` (the default) uses the 2D scheme when
 #' the 1D scheme would launch fewer blocks than the GPU runs at once (one
-#' "wave", from the kernel's occupancy) and `nrow(y)` is at least 1024,
-#' splitting `y` into chunks of at least 512 rows so that about one wave of
-#' blocks runs. With more rows it still splits `y` into 2 to 8 chunks (of at
-#' least 2048 rows) when that fills the last wave of blocks at least 2 percent
+#' "wave", from the kernel's occupancy) and `nrow(y)` is at least 1024: it
+#' splits `y` into as many chunks (of at least 512 rows) as fit in one wave, or
+#' up to 16 times more when that fills the waves at least 2 percent better. With
+#' more rows it still splits `y` into 2 to 16 chunks (of at least 2048 rows)
+#' when that fills the last wave of blocks at least 2 percent
 #' better. `method = "1d"` or `"2d"` overrides the rule.
 #' The CPU engine (C with OpenMP) gives the same answers, in double precision.
 #'

@@ -211,12 +211,30 @@ double wave_efficiency(size_t blocks, size_t wave)
   return (double) blocks / (double) (waves * wave);
 }
 
+// The chunk count in [from, to] whose blocks fill their waves best; a larger
+// count must do clearly better (2%) to be taken.
+size_t best_chunks(size_t blocks_1d, size_t wave, size_t from, size_t to)
+{
+  size_t want = from;
+  double best = wave_efficiency(blocks_1d * from, wave);
+  for (size_t c = from + 1; c <= to; c++) {
+    double eff = wave_efficiency(blocks_1d * c, wave);
+    if (eff > best + 0.02) {
+      best = eff;
+      want = c;
+    }
+  }
+  return want;
+}
+
 // The 2D split of [0, n): how many chunks, and j per chunk (a multiple of the
-// tile). The automatic rule (documented in ?kernel_reduce):
-//  - fewer 1D blocks than fit on the GPU at once (one wave), and n >= 2 x MIN_CHUNK_AUTO:
-//    split j so that about one wave of blocks runs, chunks >= MIN_CHUNK_AUTO;
-//  - otherwise, up to 8 chunks of >= 4 x MIN_CHUNK_AUTO when that fills the last
-//    wave of blocks noticeably better (at least 2%).
+// tile). The automatic rule (documented in ?kernel_reduce), with a wave = the
+// blocks the GPU runs at once (from the kernel's occupancy):
+//  - fewer 1D blocks than a wave, and n >= 2 x MIN_CHUNK_AUTO: split j into as
+//    many chunks (>= MIN_CHUNK_AUTO each) as fit in one wave, or up to 16 times
+//    more when that fills the waves clearly better;
+//  - otherwise, 2 to 16 chunks of >= 4 x MIN_CHUNK_AUTO when that fills the last
+//    wave clearly better (partial results cost m x chunks doubles, little).
 void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
                  int blocks_per_sm, Args *a)
 {
@@ -224,27 +242,21 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
   size_t blocks_1d = (m + (size_t) BLOCK * rows_per_thread - 1) / ((size_t) BLOCK * rows_per_thread);
-  size_t target = (size_t) blocks_per_sm * sm_count_of_current_device();
+  size_t wave = (size_t) blocks_per_sm * sm_count_of_current_device();
   size_t want, min_chunk;
   if (spec->method == GK_REDUCE_2D) {
-    want = (target + blocks_1d - 1) / blocks_1d;
+    want = (wave + blocks_1d - 1) / blocks_1d;
     if (want < 2) want = 2;
     min_chunk = (size_t) a->tile;
-  } else if (blocks_1d < target) {
+  } else if (blocks_1d < wave) {
     if (n < 2 * MIN_CHUNK_AUTO) return;
-    want = (target + blocks_1d - 1) / blocks_1d;
     min_chunk = MIN_CHUNK_AUTO;
+    size_t most = (n + min_chunk - 1) / min_chunk, from = wave / blocks_1d;
+    want = from >= most ? most : best_chunks(blocks_1d, wave, from, 16 * from < most ? 16 * from : most);
   } else {
     min_chunk = 4 * MIN_CHUNK_AUTO;
-    want = 1;
-    double best = wave_efficiency(blocks_1d, target);
-    for (size_t c = 2; c <= 8 && n / c >= min_chunk; c++) {
-      double eff = wave_efficiency(blocks_1d * c, target);
-      if (eff > best + 0.02) {
-        best = eff;
-        want = c;
-      }
-    }
+    size_t most = n / min_chunk < 16 ? n / min_chunk : 16;
+    want = most >= 2 ? best_chunks(blocks_1d, wave, 1, most) : 1;
     if (want == 1) return;
   }
   size_t most = (n + min_chunk - 1) / min_chunk;
