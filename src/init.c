@@ -34,6 +34,13 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
+/* kernel reductions and device matrices (r_reduce.c) */
+SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
+                 SEXP method, SEXP backend, SEXP threads);
+SEXP gk_r_device_matrix(SEXP x, SEXP single);
+SEXP gk_r_device_matrix_download(SEXP ptr);
+SEXP gk_r_check_finite(SEXP x, SEXP arg);
+void gk_reduce_unload(void);
 
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
@@ -54,6 +61,11 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
+  /* kernel reductions */
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 10},
+  {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
+  {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
+  {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {NULL, NULL, 0}
 };
 
@@ -67,5 +79,6 @@ void R_init_gpukernels(DllInfo *dll)
 void R_unload_gpukernels(DllInfo *dll)
 {
   (void) dll;
+  gk_reduce_unload();
   gk_device_release_all();
 }

@@ -60,3 +60,20 @@ print(A)
 if (length(products) > 1) {
   cat(sprintf("  largest GPU/CPU difference: %.2e\n", max(abs(products$gpu - products$cpu))))
 }
+cat("\n== Kernel reductions: K %*% b, k nearest neighbours, log-sum-exp, without the kernel matrix ==\n")
+set.seed(2)
+pts <- matrix(runif(3 * 5000), ncol = 3)
+b <- rnorm(5000)
+gauss <- gk_kernel("gaussian", range = 0.1)
+for (backend in backends) {
+  t_sum <- timed(kernel_matvec(pts, pts, b, gauss, backend = backend))
+  t_knn <- timed(knn(pts, pts, k = 5, backend = backend))
+  lse <- kernel_reduce(pts, pts, kernel = gauss, reduction = "logsumexp", backend = backend)
+  cat(sprintf("  %-3s backend: K %%*%% b %.3f s, 5 nearest neighbours %.3f s, logsumexp range [%.2f, %.2f]\n",
+              backend, t_sum$seconds, t_knn$seconds, min(lse), max(lse)))
+}
+K <- kernel_matrix(pts[1:500, ], pts, kernel = gauss)
+cat(sprintf("  matches the dense kernel matrix: max difference %.2e\n",
+            max(abs(K %*% b - kernel_matvec(pts[1:500, ], pts, b, gauss)))))
+cat(sprintf("  nearest neighbour of point 1 other than itself: point %d\n",
+            knn(pts[1, , drop = FALSE], pts, k = 2)$index[1, 2]))

@@ -1,0 +1,208 @@
+gk_reductions <- c(sum = 0L, min = 1L, max = 2L, argmin = 3L, argmax = 4L, kmin = 5L,
+                   logsumexp = 6L, softmax_sum = 7L)
+gk_reduce_methods <- c(auto = 0L, "1d" = 1L, "2d" = 2L)
+
+#' Kernel reductions without the kernel matrix
+#'
+#' Computes, for every row \eqn{x_i} of `x`,
+#' \deqn{a_i = \mathrm{reduce}_{j} \; F(x_i, y_j) \otimes b_j}
+#' over the rows \eqn{y_j} of `y`, where \eqn{F(x, y) = k(x, y)} is the kernel
+#' (see [gk_kernel()]). The `nrow(x)` by `nrow(y)` kernel matrix is never
+#' formed: on the GPU, values are computed tile by tile and reduced on the fly
+#' (the KeOps map-reduce scheme), so memory stays linear in the number of points.
+#'
+#' @section Reductions:
+#' \describe{
+#'   \item{`"sum"`}{\eqn{a_{ie} = \sum_j F_{ij} b_{je}}: the product of the kernel
+#'     matrix with `b` (all ones when `b` is `NULL`).}
+#'   \item{`"min"`, `"max"`}{\eqn{\min_j F_{ij}}, \eqn{\max_j F_{ij}}.}
+#'   \item{`"argmin"`, `"argmax"`}{the (1-based) \eqn{j} of the minimum /
+#'     maximum; ties go to the smaller \eqn{j}.}
+#'   \item{`"kmin"`}{the `k` smallest \eqn{F_{ij}} in increasing order and their
+#'     indices (ties to the smaller \eqn{j}).}
+#'   \item{`"logsumexp"`}{\eqn{a_{ie} = \log \sum_j \exp(F_{ij}) b_{je}} with
+#'     non-negative weights `b` (all ones when `NULL`), computed with a running
+#'     maximum so that it never overflows.}
+#'   \item{`"softmax_sum"`}{\eqn{a_{ie} = \sum_j \exp(F_{ij}) b_{je} / \sum_j
+#'     \exp(F_{ij})}, the softmax-weighted average of the rows of `b`.}
+#' }
+#' An empty reduction (`nrow(y) == 0`) gives the neutral element: 0 for sums,
+#' `Inf` for min, `-Inf` for max and logsumexp, `NA` for indices, `NaN` for
+#' softmax_sum.
+#'
+#' @section GPU schemes:
+#' `method = "1d"` is the KeOps GPU_1D scheme: one thread per output row, the
+#' rows of `y` (and `b`) loaded tile by tile into shared memory. `"2d"` also
+#' splits the reduction index into chunks, one block per (row tile, chunk),
+#' and combines the partial results in a second pass; it keeps the GPU busy when
+#' there are few output rows. `"auto"` (the default) uses the 2D scheme when
+#' the 1D scheme would launch fewer blocks than the GPU runs at once (one
+#' "wave", from the kernel's occupancy) and `nrow(y)` is at least 1024: it
+#' splits `y` into as many chunks (of at least 512 rows) as fit in one wave, or
+#' up to 16 times more when that fills the waves at least 2 percent better. With
+#' more rows it still splits `y` into 2 to 16 chunks (of at least 2048 rows)
+#' when that fills the last wave of blocks at least 2 percent
+#' better. `method = "1d"` or `"2d"` overrides the rule.
+#' The CPU engine (C with OpenMP) gives the same answers, in double precision.
+#'
+#' @param x Numeric matrix, one row per point (a vector is one column), or a
+#'   [gk_device_matrix()].
+#' @param y Numeric matrix with the same number of columns, or a device matrix;
+#'   defaults to `x`. May have no rows (an empty reduction).
+#' @param b Weights: a numeric vector or matrix with `nrow(y)` rows (`nrow(x)`
+#'   when `axis = 2`), or a device matrix; `NULL` means all ones. Only for
+#'   `"sum"`, `"logsumexp"` (non-negative) and `"softmax_sum"`.
+#' @param kernel A [gk_kernel()] or a kernel name.
+#' @param reduction One of the reductions above.
+#' @param k For `"kmin"`: how many values, at most `nrow(y)`.
+#' @param axis 1 reduces over the rows of `y` for each row of `x` (the default);
+#'   2 is the transposed reduction, over the rows of `x` for each row of `y`.
+#' @param precision `"double"` (the default) or `"single"`. Single precision
+#'   uses float32 on the GPU (with sums accumulated tile by tile in double);
+#'   the CPU engine always computes in double.
+#' @param method GPU scheme: `"auto"`, `"1d"` or `"2d"` (see GPU schemes).
+#' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @return For `"sum"`, `"logsumexp"` and `"softmax_sum"`, a matrix with one
+#'   row per output point and one column per column of `b` (a vector when `b`
+#'   is `NULL` or a vector). For `"min"` and `"max"` a numeric vector, for
+#'   `"argmin"` and `"argmax"` an integer vector, for `"kmin"` a list with
+#'   `values` and `index`, two matrices with `k` columns.
+#' @seealso [kernel_matvec()], [knn()], [gk_device_matrix()].
+#' @examples
+#' x <- matrix(runif(300), 100, 3)
+#' y <- matrix(runif(600), 200, 3)
+#' k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+#' a <- kernel_reduce(x, y, b = rnorm(200), kernel = k)
+#' lse <- kernel_reduce(x, y, kernel = "gaussian", reduction = "logsumexp")
+#' nearest <- kernel_reduce(x, y, kernel = "sqdist", reduction = "argmin")
+#' @export
+kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
+                          reduction = c("sum", "min", "max", "argmin", "argmax", "kmin",
+                                        "logsumexp", "softmax_sum"),
+                          k = 1L, axis = 1L, precision = "double",
+                          method = c("auto", "1d", "2d"), backend = NULL) {
+  reduction <- match.arg(reduction)
+  method <- match.arg(method)
+  precision <- gk_check_precision(precision)
+  gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
+  if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
+  backend <- gk_backend(backend)
+  x <- gk_reduce_points(x, "x", backend)
+  y <- gk_reduce_points(y, "y", backend)
+  if (gk_operand_dim(x)[2L] != gk_operand_dim(y)[2L]) {
+    stop("`x` has ", gk_operand_dim(x)[2L], " columns but `y` has ", gk_operand_dim(y)[2L],
+         ": points must have the same dimension", call. = FALSE)
+  }
+  if (axis == 2) {
+    swap <- x
+    x <- y
+    y <- swap
+  }
+  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), gk_operand_dim(x)[2L])
+  n <- gk_operand_dim(y)[1L]
+  b_was_matrix <- !is.null(b) && (is.matrix(b) || inherits(b, "gk_device_matrix"))
+  b <- gk_reduce_weights(b, reduction, n, axis, backend)
+  if (reduction == "kmin") {
+    gk_check_scalar(k, "k", lower = 1, integer = TRUE)
+    if (k > n) {
+      stop("`k` = ", k, " is larger than the number of points reduced over (", n, ")",
+           call. = FALSE)
+    }
+  } else {
+    k <- 1L
+  }
+  res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
+               gk_reductions[[reduction]], as.integer(k), precision == "single",
+               gk_reduce_methods[[method]], backend, gk_threads())
+  switch(reduction,
+    min = , max = res[[1L]][, 1L],
+    argmin = , argmax = res[[2L]][, 1L],
+    kmin = list(values = res[[1L]], index = res[[2L]]),
+    if (b_was_matrix) res[[1L]] else res[[1L]][, 1L])
+}
+
+#' Kernel matrix times a vector or matrix
+#'
+#' `K(x, y) \%*\% b` for the kernel matrix \eqn{K_{ij} = k(x_i, y_j)}, without
+#' forming \eqn{K}: the `"sum"` reduction of [kernel_reduce()].
+#'
+#' @inheritParams kernel_reduce
+#' @param b A numeric vector or matrix with `nrow(y)` rows, or a device matrix.
+#' @param ... Further arguments to [kernel_reduce()]: `precision`, `method`,
+#'   `axis` (2 multiplies by the transposed kernel matrix).
+#' @return A vector when `b` is a vector, else a matrix with `ncol(b)` columns.
+#' @examples
+#' x <- matrix(runif(200), 100, 2)
+#' a <- kernel_matvec(x, x, rnorm(100), gk_kernel("gaussian", range = 0.1))
+#' @export
+kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL) {
+  if (missing(b)) stop("`b` is missing: give the vector or matrix to multiply", call. = FALSE)
+  kernel_reduce(x, y, b = b, kernel = kernel, reduction = "sum", ..., backend = backend)
+}
+
+#' k nearest neighbours
+#'
+#' For each row of `x`, the `k` nearest rows of `y` in Euclidean distance,
+#' by brute force on the GPU (or the CPU) without storing the distance matrix.
+#'
+#' @inheritParams kernel_reduce
+#' @param y Points to search, with the same number of columns as `x`; defaults
+#'   to `x` (each point is then its own nearest neighbour).
+#' @param k Number of neighbours, at most `nrow(y)`.
+#' @return A list with `index` (integer, `nrow(x)` by `k`, 1-based rows of `y`,
+#'   nearest first, ties to the smaller index) and `distance` (the Euclidean
+#'   distances, same shape).
+#' @examples
+#' x <- matrix(runif(2000), 1000, 2)
+#' nn <- knn(x, x, k = 5)
+#' head(nn$index)
+#' @export
+knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
+                backend = NULL) {
+  res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
+                       k = k, precision = precision, method = method, backend = backend)
+  list(index = res$index, distance = sqrt(pmax(res$values, 0)))
+}
+
+# Points for a reduction: a checked double matrix, or a device matrix (downloaded
+# for the CPU backend). Reductions allow an empty set of points.
+gk_reduce_points <- function(x, arg, backend) {
+  if (inherits(x, "gk_device_matrix")) {
+    return(if (backend == "gpu") x else as.matrix(x))
+  }
+  if (is.matrix(x) && is.double(x)) {
+    .Call(gk_r_check_finite, x, arg)   # the common case, checked without copies
+  } else {
+    x <- gk_check_points(x, arg, allow_empty = TRUE)
+  }
+  if (ncol(x) == 0L) stop("`", arg, "` has no columns", call. = FALSE)
+  x
+}
+
+gk_reduce_weights <- function(b, reduction, n, axis, backend) {
+  weighted <- reduction %in% c("sum", "logsumexp", "softmax_sum")
+  if (!weighted) {
+    if (!is.null(b)) stop("reduction \"", reduction, "\" takes no weights `b`", call. = FALSE)
+    return(NULL)
+  }
+  if (is.null(b)) return(matrix(1, n, 1L))
+  if (inherits(b, "gk_device_matrix")) {
+    if (backend != "gpu") b <- as.matrix(b)
+  } else {
+    if (is.numeric(b) && is.null(dim(b))) b <- matrix(b, ncol = 1L)
+    if (!is.matrix(b) || !is.numeric(b)) {
+      stop("`b` must be a numeric vector or matrix", call. = FALSE)
+    }
+    if (ncol(b) == 0L) stop("`b` has no columns", call. = FALSE)
+    if (!is.double(b)) storage.mode(b) <- "double"
+    .Call(gk_r_check_finite, b, "b")
+    if (reduction == "logsumexp" && any(b < 0)) {
+      stop("logsumexp weights `b` must be non-negative", call. = FALSE)
+    }
+  }
+  if (gk_operand_dim(b)[1L] != n) {
+    stop("`b` has ", gk_operand_dim(b)[1L], " rows but there are ", n, " points `",
+         if (axis == 1) "y" else "x", "` to reduce over", call. = FALSE)
+  }
+  b
+}

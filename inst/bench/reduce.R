@@ -1,0 +1,80 @@
+# Benchmark of the tiled kernel reductions: gaussian kernel sums (K %*% b) with
+# D = 3, timed from R (upload, reduce, download; the call returns after the
+# result is on the host), warmed up, medians of repeated runs. Prints one table
+# with the fraction of the measured H100 exp ceilings (float32 3.8e12/s,
+# float64 0.71e12/s), then the CPU engine's rate and a few other reductions.
+library(gpukernels)
+
+ceiling_exp <- c(single = 3.8e12, double = 0.71e12)
+
+# Median seconds per call: calls are batched so that a batch takes >= 0.2 s.
+time_call <- function(f, min_batch = 0.2, batches = 5) {
+  f()
+  t1 <- system.time(f())[["elapsed"]]
+  reps <- max(1L, ceiling(min_batch / max(t1, 1e-5)))
+  times <- vapply(seq_len(batches), function(i) {
+    system.time(for (r in seq_len(reps)) f())[["elapsed"]] / reps
+  }, numeric(1))
+  stats::median(times)
+}
+
+row <- function(case, precision, method, m, n, seconds, backend = "gpu") {
+  rate <- m * n / seconds
+  data.frame(case = case, backend = backend, precision = precision, method = method,
+             M = format(m, scientific = TRUE), N = format(n, scientific = TRUE),
+             time_ms = sprintf("%.3f", 1e3 * seconds), pairs_per_s = sprintf("%.3e", rate),
+             fraction_of_ceiling = if (backend == "gpu") sprintf("%.2f", rate / ceiling_exp[[precision]]) else "-",
+             stringsAsFactors = FALSE)
+}
+
+set.seed(1)
+rows <- list()
+kernel <- gk_kernel("gaussian", range = 0.1)
+if (gk_has_gpu()) {
+  print(gk_info())
+  for (precision in c("single", "double")) {
+    for (size in c(1e4, 1e5, 1e6)) {
+      x <- matrix(runif(3 * size), size, 3)
+      b <- runif(size)
+      batches <- if (size >= 1e6) 3 else 5
+      t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision),
+                     batches = batches)
+      rows[[length(rows) + 1]] <- row("gaussian sum, host data", precision, "auto", size, size, t)
+      if (size == 1e4) {
+        dx <- gk_device_matrix(x, precision)
+        db <- gk_device_matrix(b, precision)
+        t <- time_call(function() kernel_matvec(dx, dx, db, kernel, precision = precision))
+        rows[[length(rows) + 1]] <- row("gaussian sum, device data", precision, "auto", size, size, t)
+        t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision, method = "1d"))
+        rows[[length(rows) + 1]] <- row("gaussian sum, host data", precision, "1d", size, size, t)
+      }
+    }
+    m <- 1e3
+    n <- 1e7
+    x <- matrix(runif(3 * m), m, 3)
+    y <- gk_device_matrix(matrix(runif(3 * n), n, 3), precision)
+    b <- gk_device_matrix(runif(n), precision)
+    for (method in c("auto", "1d")) {
+      t <- time_call(function() kernel_matvec(x, y, b, kernel, precision = precision, method = method))
+      rows[[length(rows) + 1]] <- row("gaussian sum, y on device", precision, method, m, n, t)
+    }
+    rm(y, b)
+    gc()
+    # Other reductions, for reference (their ceilings differ: not the exp one).
+    size <- 1e5
+    x <- matrix(runif(3 * size), size, 3)
+    t <- time_call(function() knn(x, x, k = 10, precision = precision), batches = 3)
+    rows[[length(rows) + 1]] <- row("knn k = 10", precision, "auto", size, size, t)
+    t <- time_call(function() kernel_reduce(x, x, kernel = kernel, reduction = "logsumexp",
+                                            precision = precision), batches = 3)
+    rows[[length(rows) + 1]] <- row("gaussian logsumexp", precision, "auto", size, size, t)
+  }
+}
+size <- 1e4
+x <- matrix(runif(3 * size), size, 3)
+b <- runif(size)
+t <- time_call(function() kernel_matvec(x, x, b, kernel, backend = "cpu"), batches = 3)
+rows[[length(rows) + 1]] <- row(sprintf("gaussian sum, %d CPU threads", gpukernels:::gk_cpu_threads()),
+                                "double", "-", size, size, t, backend = "cpu")
+table <- do.call(rbind, rows)
+print(table, row.names = FALSE, right = FALSE)

@@ -1,0 +1,208 @@
+/*
+ * The CPU engine of the kernel reductions (semantics in reduce.h): OpenMP over
+ * the output rows, each row reducing F(x_i, y_j) over j on the fly, in double
+ * precision. It is also the reference the GPU engine is tested against.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include "reduce/reduce.h"
+#include "device/gk_hooks.h"
+#include "device/gk_omp.h"
+
+int reduce_value_columns(gk_reduction r, int e, int k)
+{
+  switch (r) {
+  case GK_REDUCE_SUM:
+  case GK_REDUCE_LOGSUMEXP:
+  case GK_REDUCE_SOFTMAX_SUM: return e;
+  case GK_REDUCE_MIN:
+  case GK_REDUCE_MAX: return 1;
+  case GK_REDUCE_KMIN: return k;
+  default: return 0;
+  }
+}
+
+int reduce_index_columns(gk_reduction r, int k)
+{
+  if (r == GK_REDUCE_ARGMIN || r == GK_REDUCE_ARGMAX) return 1;
+  return r == GK_REDUCE_KMIN ? k : 0;
+}
+
+/* Point-major copy of a column-major matrix divided by the range, so that a
+ * point's coordinates are contiguous in the inner loops. */
+static double *scaled_points(const gk_reduce_operand *p, const double *range)
+{
+  size_t n = p->rows;
+  int dim = p->cols;
+  double *out = (double *) malloc((n * dim + 1) * sizeof(double));
+  if (!out) return NULL;
+  for (int d = 0; d < dim; d++) {
+    double inv = 1.0 / range[d];
+    for (size_t i = 0; i < n; i++) out[i * dim + d] = p->host[i + (size_t) d * n] * inv;
+  }
+  return out;
+}
+
+typedef struct {
+  const gk_reduce_spec *spec;
+  const double *xs, *ys, *b;   /* xs, ys point-major and scaled; b column-major */
+  size_t m, n;
+  int dim, e, inner;
+  double *out;
+  int *index;
+} reduce_job;
+
+static inline double pair_value(const reduce_job *job, const double *xi, size_t j)
+{
+  const double *yj = job->ys + j * job->dim;
+  double stat = 0.0;
+  if (job->inner) {
+    for (int d = 0; d < job->dim; d++) stat += xi[d] * yj[d];
+  } else {
+    for (int d = 0; d < job->dim; d++) {
+      double t = xi[d] - yj[d];
+      stat += t * t;
+    }
+  }
+  return gk_kernel_eval(&job->spec->kernel, stat);
+}
+
+static void row_sum(const reduce_job *job, size_t i, double *acc)
+{
+  const double *xi = job->xs + i * job->dim;
+  for (int c = 0; c < job->e; c++) acc[c] = 0.0;
+  for (size_t j = 0; j < job->n; j++) {
+    double v = pair_value(job, xi, j);
+    for (int c = 0; c < job->e; c++) acc[c] += v * job->b[j + (size_t) c * job->n];
+  }
+  for (int c = 0; c < job->e; c++) job->out[i + (size_t) c * job->m] = acc[c];
+}
+
+/* min / max and their first index; `sign` = -1 turns max into a min. */
+static void row_extreme(const reduce_job *job, size_t i, double sign, int want_index)
+{
+  const double *xi = job->xs + i * job->dim;
+  double best = INFINITY;
+  size_t arg = 0;
+  int found = 0;
+  for (size_t j = 0; j < job->n; j++) {
+    double v = sign * pair_value(job, xi, j);
+    if (!found || v < best) {  /* strict: ties keep the first j */
+      best = v;
+      arg = j;
+      found = 1;
+    }
+  }
+  if (want_index) job->index[i] = found ? (int) arg + 1 : 0;
+  else job->out[i] = sign * best;
+}
+
+/* The k smallest values, kept sorted; a new value goes after equal ones, so
+ * ties keep the smaller index. */
+static void row_kmin(const reduce_job *job, size_t i, double *val, int *idx)
+{
+  const double *xi = job->xs + i * job->dim;
+  int k = job->spec->k;
+  for (int q = 0; q < k; q++) { val[q] = INFINITY; idx[q] = 0; }
+  for (size_t j = 0; j < job->n; j++) {
+    double v = pair_value(job, xi, j);
+    if (!(v < val[k - 1]) && idx[k - 1] != 0) continue;
+    int p = k - 1;
+    while (p > 0 && (val[p - 1] > v || idx[p - 1] == 0)) {
+      val[p] = val[p - 1];
+      idx[p] = idx[p - 1];
+      p--;
+    }
+    val[p] = v;
+    idx[p] = (int) j + 1;
+  }
+  for (int q = 0; q < k; q++) {
+    job->out[i + (size_t) q * job->m] = val[q];
+    job->index[i + (size_t) q * job->m] = idx[q];
+  }
+}
+
+/* LOGSUMEXP and SOFTMAX_SUM with a running maximum: acc[c] holds
+ * sum_j exp(F_ij - max) b_jc, acc[e] the softmax denominator. */
+static void row_exp(const reduce_job *job, size_t i, double *acc, int softmax)
+{
+  const double *xi = job->xs + i * job->dim;
+  double mx = -INFINITY;
+  for (int c = 0; c <= job->e; c++) acc[c] = 0.0;
+  for (size_t j = 0; j < job->n; j++) {
+    double v = pair_value(job, xi, j);
+    if (v > mx) {
+      double shrink = exp(mx - v);
+      for (int c = 0; c <= job->e; c++) acc[c] *= shrink;
+      mx = v;
+    }
+    double w = exp(v - mx);
+    for (int c = 0; c < job->e; c++) acc[c] += w * job->b[j + (size_t) c * job->n];
+    acc[job->e] += w;
+  }
+  for (int c = 0; c < job->e; c++)
+    job->out[i + (size_t) c * job->m] = softmax ? acc[c] / acc[job->e] : mx + log(acc[c]);
+}
+
+static void reduce_row(const reduce_job *job, size_t i, double *scratch, int *iscratch)
+{
+  switch (job->spec->reduction) {
+  case GK_REDUCE_SUM: row_sum(job, i, scratch); break;
+  case GK_REDUCE_MIN: row_extreme(job, i, 1.0, 0); break;
+  case GK_REDUCE_MAX: row_extreme(job, i, -1.0, 0); break;
+  case GK_REDUCE_ARGMIN: row_extreme(job, i, 1.0, 1); break;
+  case GK_REDUCE_ARGMAX: row_extreme(job, i, -1.0, 1); break;
+  case GK_REDUCE_KMIN: row_kmin(job, i, scratch, iscratch); break;
+  case GK_REDUCE_LOGSUMEXP: row_exp(job, i, scratch, 0); break;
+  case GK_REDUCE_SOFTMAX_SUM: row_exp(job, i, scratch, 1); break;
+  }
+}
+
+gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                     const gk_reduce_operand *y, const gk_reduce_operand *b,
+                     double *out, int *index, int threads, gk_error *err)
+{
+  reduce_job job;
+  double *scratch = NULL;
+  int *iscratch = NULL;
+  int nthreads = gk_omp_threads(threads);
+  job.spec = spec;
+  job.m = x->rows;
+  job.n = y->rows;
+  job.dim = x->cols;
+  job.e = b ? b->cols : 1;
+  job.b = b ? b->host : NULL;
+  job.inner = gk_kernel_uses_inner_product(&spec->kernel);
+  job.out = out;
+  job.index = index;
+  job.xs = scaled_points(x, spec->range);
+  job.ys = scaled_points(y, spec->range);
+  /* Per-thread scratch: E + 1 accumulators, or the k-list of KMIN. */
+  size_t per_thread = (size_t) (job.e > spec->k ? job.e : spec->k) + 1;
+  scratch = (double *) malloc(per_thread * nthreads * sizeof(double));
+  iscratch = (int *) malloc(per_thread * nthreads * sizeof(int));
+  if (!job.xs || !job.ys || !scratch || !iscratch) {
+    gk_fail(err, GK_ERR_NOMEM, "out of memory for the reduction's work arrays");
+    goto done;
+  }
+  /* Rows in blocks, so that an interrupt is noticed between blocks. */
+  const size_t block = 4096;
+  for (size_t start = 0; start < job.m; start += block) {
+    ptrdiff_t end = (ptrdiff_t) (start + block < job.m ? start + block : job.m);
+#pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads)
+    for (ptrdiff_t i = (ptrdiff_t) start; i < end; i++) {
+      int t = gk_omp_thread_id();
+      reduce_row(&job, (size_t) i, scratch + t * per_thread, iscratch + t * per_thread);
+    }
+    if (gk_interrupt_pending()) {
+      gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
+      goto done;
+    }
+  }
+done:
+  free((void *) job.xs);
+  free((void *) job.ys);
+  free(scratch);
+  free(iscratch);
+  return err->status;
+}

@@ -1,0 +1,433 @@
+// The GPU engine of the kernel reductions (semantics in reduce.h): plans the
+// 1D or 2D scheme, keeps one workspace between calls, prepares the operands on
+// the device and launches the kernels of reduce_kernels.cuh. One synchronize
+// per call, after the results are downloaded.
+#include <stdlib.h>
+#include <string.h>
+#include "reduce/reduce.h"
+#include "reduce/reduce_kernels.cuh"
+#include "device/gk_cuda.h"
+
+using namespace gkreduce;
+
+namespace {
+
+constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
+constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
+constexpr int KMIN_LARGE = 64;
+constexpr size_t TILE_BYTES = 48 * 1024;
+constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
+
+// ---- the workspace kept between calls (small calls then allocate nothing) ----
+gk_device_buffer workspace = GK_DEVICE_BUFFER_EMPTY;
+int workspace_device = -1;
+
+// The 2D scheme's partial results, sized per launch once the split is known.
+gk_device_buffer partials = GK_DEVICE_BUFFER_EMPTY;
+
+void workspace_free()
+{
+  if (!workspace.ptr && !partials.ptr) return;
+  if (workspace_device >= 0) cudaSetDevice(workspace_device);
+  gk_buffer_free(&workspace);
+  gk_buffer_free(&partials);
+  workspace_device = -1;
+  cudaSetDevice(gk_device_current());
+}
+
+gk_status workspace_reserve(size_t bytes, gk_error *err)
+{
+  int device = gk_device_current();
+  if (workspace.ptr && workspace.bytes >= bytes && workspace_device == device) return GK_OK;
+  workspace_free();
+  if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
+  // Grow with headroom so that slowly growing sizes do not reallocate every call.
+  if (gk_buffer_alloc(&workspace, bytes + bytes / 4, "the reduction workspace", err))
+    return err->status;
+  workspace_device = device;
+  return GK_OK;
+}
+
+gk_status partials_reserve(size_t bytes, gk_error *err)
+{
+  if (partials.ptr && partials.bytes >= bytes && workspace_device == gk_device_current())
+    return GK_OK;
+  gk_buffer_free(&partials);
+  return gk_buffer_alloc(&partials, bytes + bytes / 4, "the 2D scheme's partial results", err);
+}
+
+// Page-locked host staging, also kept: inputs are packed into it and go up in
+// one copy, results come down into it (pageable copies cost far more per call).
+gk_pinned_buffer staging = {NULL, 0};
+
+gk_status staging_reserve(size_t bytes, gk_error *err)
+{
+  if (staging.ptr && staging.bytes >= bytes) return GK_OK;
+  gk_pinned_free(&staging);
+  return gk_pinned_alloc(&staging, bytes + bytes / 4, "the reduction's staging buffer", err);
+}
+
+// Carves 256-byte aligned pieces out of the workspace.
+struct Layout {
+  size_t used = 0;
+  size_t take(size_t bytes)
+  {
+    size_t at = used;
+    used += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
+
+int sm_count_of_current_device()
+{
+  static int cached[64] = {0};
+  int device = gk_device_current();
+  if (device < 0 || device >= 64) return 132;
+  if (!cached[device]) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      sms = 132;
+    }
+    cached[device] = sms;
+  }
+  return cached[device];
+}
+
+// Rows per thread of the gaussian-sum fast path. More rows share each shared-
+// memory read of y_j (4 rows: about 35% faster than 1 on an H100), but make
+// fewer blocks: a small problem keeps 1 row per thread so that, with the 2D
+// split, it still fills the GPU. GK_REDUCE_ROWS=1, 2 or 4 overrides the choice
+// (for tuning); 4 is compiled for one weight column only.
+int fast_rows(size_t m, size_t n, int e)
+{
+  const char *env = getenv("GK_REDUCE_ROWS");
+  if (env) {
+    int rows = atoi(env);
+    if (rows == 4 && e != 1) rows = 2;
+    return rows == 1 || rows == 4 ? rows : 2;
+  }
+  // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
+  // waves of 8 blocks per multiprocessor.
+  double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
+  double waves2 = 2.0 * 8 * sm_count_of_current_device();
+  for (int rows = (e == 1 ? 4 : 2); rows > 1; rows /= 2)
+    if (ceil(m / (double) (BLOCK * rows)) * chunks >= waves2) return rows;
+  return 1;
+}
+
+bool weighted(gk_reduction r)
+{
+  return r == GK_REDUCE_SUM || r == GK_REDUCE_LOGSUMEXP || r == GK_REDUCE_SOFTMAX_SUM;
+}
+
+void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
+                 int blocks_per_sm, Args *a);
+
+// ---- launching one (op, value, dimension) combination ----
+template <typename T, class Op, class Val, int DS, int ROWS>
+gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
+{
+  auto kernel = reduce_tiles<T, Op, Val, DS, ROWS>;
+  size_t smem = (size_t) a.tile * a.stride * sizeof(T);
+  // Blocks that fit on a multiprocessor, for the 2D rule (asked once per kernel).
+  static int resident = 0;
+  if (!resident && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, BLOCK, smem) != cudaSuccess) {
+    cudaGetLastError();
+    resident = 4;
+  }
+  plan_chunks(spec, a.m, a.n, ROWS, resident > 0 ? resident : 1, &a);
+  if (a.nchunks > 1) {
+    size_t values = (size_t) a.nchunks * Op::slots(a.e, a.k) * a.m * sizeof(double);
+    size_t indices = (size_t) a.nchunks * Op::index_slots(a.k) * a.m * sizeof(int);
+    if (partials_reserve(values + indices, err)) return err->status;
+    a.partial = (double *) partials.ptr;
+    a.partial_index = (int *) ((char *) partials.ptr + values);
+  }
+  dim3 grid((unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS)), (unsigned) a.nchunks);
+  kernel<<<grid, BLOCK, smem>>>(a);
+  if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
+  if (a.nchunks > 1) {
+    combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
+    if (gk_cuda_check_launch("the 2D combining kernel", err)) return err->status;
+  }
+  return GK_OK;
+}
+
+// Registers hold x_i for the small dimensions; any other reads it from memory.
+template <typename T, class Op, class Val, int ROWS, bool ALL_DIMS>
+gk_status launch_dim(const gk_reduce_spec *spec, const Args &a, gk_error *err)
+{
+  switch (a.dim) {
+  case 1: if constexpr (ALL_DIMS) return launch<T, Op, Val, 1, ROWS>(spec, a, err); break;
+  case 2: if constexpr (ALL_DIMS) return launch<T, Op, Val, 2, ROWS>(spec, a, err); break;
+  case 3: return launch<T, Op, Val, 3, ROWS>(spec, a, err);
+  default: break;
+  }
+  return launch<T, Op, Val, 0, ROWS>(spec, a, err);
+}
+
+template <typename T, int EC>
+gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
+                          gk_error *err)
+{
+  switch (spec->reduction) {
+  case GK_REDUCE_SUM:
+    if (!gauss2) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
+    if constexpr (EC == 1)
+      if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
+    if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
+    return launch_dim<T, SumOp<T, EC>, ValGauss2, 1, true>(spec, a, err);
+  case GK_REDUCE_LOGSUMEXP: return launch_dim<T, ExpOp<T, EC, false>, ValKernel, 1, false>(spec, a, err);
+  default: return launch_dim<T, ExpOp<T, EC, true>, ValKernel, 1, false>(spec, a, err);
+  }
+}
+
+template <typename T>
+gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
+                           gk_error *err)
+{
+  switch (spec->reduction) {
+  case GK_REDUCE_SUM:
+  case GK_REDUCE_LOGSUMEXP:
+  case GK_REDUCE_SOFTMAX_SUM:
+    return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
+                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
+  case GK_REDUCE_MIN:
+  case GK_REDUCE_ARGMIN: return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_MAX:
+  case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_KMIN:
+    if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
+    return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
+  }
+  return gk_fail(err, GK_ERR_INTERNAL, "unknown reduction %d", (int) spec->reduction);
+}
+
+// Fraction of the last wave of blocks that is busy, averaged over all waves.
+double wave_efficiency(size_t blocks, size_t wave)
+{
+  size_t waves = (blocks + wave - 1) / wave;
+  return (double) blocks / (double) (waves * wave);
+}
+
+// The chunk count in [from, to] whose blocks fill their waves best; a larger
+// count must do clearly better (2%) to be taken.
+size_t best_chunks(size_t blocks_1d, size_t wave, size_t from, size_t to)
+{
+  size_t want = from;
+  double best = wave_efficiency(blocks_1d * from, wave);
+  for (size_t c = from + 1; c <= to; c++) {
+    double eff = wave_efficiency(blocks_1d * c, wave);
+    if (eff > best + 0.02) {
+      best = eff;
+      want = c;
+    }
+  }
+  return want;
+}
+
+// The 2D split of [0, n): how many chunks, and j per chunk (a multiple of the
+// tile). The automatic rule (documented in ?kernel_reduce), with a wave = the
+// blocks the GPU runs at once (from the kernel's occupancy):
+//  - fewer 1D blocks than a wave, and n >= 2 x MIN_CHUNK_AUTO: split j into as
+//    many chunks (>= MIN_CHUNK_AUTO each) as fit in one wave, or up to 16 times
+//    more when that fills the waves clearly better;
+//  - otherwise, 2 to 16 chunks of >= 4 x MIN_CHUNK_AUTO when that fills the last
+//    wave clearly better (partial results cost m x chunks doubles, little).
+void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
+                 int blocks_per_sm, Args *a)
+{
+  a->nchunks = 1;
+  a->j_chunk = (int) (n > 0 ? n : 1);
+  if (n == 0 || spec->method == GK_REDUCE_1D) return;
+  size_t blocks_1d = (m + (size_t) BLOCK * rows_per_thread - 1) / ((size_t) BLOCK * rows_per_thread);
+  size_t wave = (size_t) blocks_per_sm * sm_count_of_current_device();
+  size_t want, min_chunk;
+  if (spec->method == GK_REDUCE_2D) {
+    want = (wave + blocks_1d - 1) / blocks_1d;
+    if (want < 2) want = 2;
+    min_chunk = (size_t) a->tile;
+  } else if (blocks_1d < wave) {
+    if (n < 2 * MIN_CHUNK_AUTO) return;
+    min_chunk = MIN_CHUNK_AUTO;
+    size_t most = (n + min_chunk - 1) / min_chunk, from = wave / blocks_1d;
+    want = from >= most ? most : best_chunks(blocks_1d, wave, from, 16 * from < most ? 16 * from : most);
+  } else {
+    min_chunk = 4 * MIN_CHUNK_AUTO;
+    size_t most = n / min_chunk < 16 ? n / min_chunk : 16;
+    want = most >= 2 ? best_chunks(blocks_1d, wave, 1, most) : 1;
+    if (want == 1) return;
+  }
+  size_t most = (n + min_chunk - 1) / min_chunk;
+  if (want > most) want = most;
+  if (want > 65535) want = 65535;
+  if (want < 1) want = 1;
+  size_t chunk = (n + want - 1) / want;
+  chunk = (chunk + a->tile - 1) / a->tile * a->tile;
+  a->j_chunk = (int) chunk;
+  a->nchunks = (int) ((n + chunk - 1) / chunk);
+}
+
+// An operand in the compute precision, scaled by column: from its raw doubles
+// already uploaded (`raw`), or from a device matrix.
+template <typename T>
+gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *scale_dev, T *dst,
+                  gk_error *err)
+{
+  size_t count = op->rows * (size_t) op->cols;
+  if (count == 0) return GK_OK;
+  const void *src = op->host ? (const void *) raw : op->device;
+  int src_single = op->host ? 0 : op->device_single;
+  unsigned blocks = (unsigned) ((count + 255) / 256 < 4096 ? (count + 255) / 256 : 4096);
+  prepare_operand<T><<<blocks, 256>>>(src, src_single, op->rows, op->cols, scale_dev, dst);
+  return gk_cuda_check_launch("preparing the operands", err);
+}
+
+// Copies host points into the staging buffer, minus the point origin[0],
+// origin[n], origin[2n]... (a row of a column-major n-row matrix) when given.
+void pack_points(double *dst, const gk_reduce_operand *p, const double *origin, size_t n)
+{
+  size_t rows = p->rows;
+  if (!origin) {
+    memcpy(dst, p->host, rows * p->cols * sizeof(double));
+    return;
+  }
+  for (int d = 0; d < p->cols; d++) {
+    const double *src = p->host + (size_t) d * rows;
+    double o = origin[(size_t) d * n];
+    double *out = dst + (size_t) d * rows;
+    for (size_t i = 0; i < rows; i++) out[i] = src[i] - o;
+  }
+}
+
+bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
+{
+  return a->rows == b->rows && a->cols == b->cols &&
+         ((a->host && a->host == b->host) || (a->device && a->device == b->device));
+}
+
+template <typename T>
+gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                            const gk_reduce_operand *y, const gk_reduce_operand *b,
+                            double *out, int *index, gk_error *err)
+{
+  const size_t m = x->rows, n = y->rows;
+  const int dim = x->cols;
+  const bool has_w = weighted(spec->reduction);
+  const int e_total = has_w ? b->cols : 0;
+  const int e_chunk = has_w ? (e_total < WEIGHT_CHUNK ? e_total : WEIGHT_CHUNK) : 0;
+  const int ec_template = has_w ? (e_total == 1 ? 1 : WEIGHT_CHUNK) : 1;
+  const bool gauss2 = spec->reduction == GK_REDUCE_SUM && spec->kernel.family == GK_KERNEL_GAUSSIAN;
+  const int vcols = reduce_value_columns(spec->reduction, e_total, spec->k);
+  const int icols = reduce_index_columns(spec->reduction, spec->k);
+  const size_t vbytes = m * vcols * sizeof(double), ibytes = m * icols * sizeof(int);
+
+  Args a;
+  memset(&a, 0, sizeof a);
+  a.m = m;
+  a.n = n;
+  a.dim = dim;
+  a.k = spec->k;
+  a.kernel = spec->kernel;
+  a.inner = gk_kernel_uses_inner_product(&spec->kernel);
+  a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
+  a.stride = padded<T>(dim + ec_template);
+  size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T));
+  if (tile == 0)
+    return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
+                   "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);
+  a.tile = (int) (tile < (size_t) BLOCK ? tile : BLOCK);
+  if (spec->reduction == GK_REDUCE_KMIN && spec->k > KMIN_LARGE)
+    return gk_fail(err, GK_ERR_INPUT, "the GPU engine finds at most %d smallest values (k = %d); "
+                   "use backend = \"cpu\" for larger k", KMIN_LARGE, spec->k);
+  if (m == 0) return GK_OK;
+  const int rows_per_thread = gauss2 ? fast_rows(m, n, e_total) : 1;
+
+  // Host inputs packed in one upload: the column scales, then raw x, y, b.
+  const bool y_is_x = same_operand(x, y);
+  const bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
+  Layout up;
+  size_t at_scale = up.take(dim * sizeof(double));
+  size_t at_xraw = up.take(x->host ? m * dim * sizeof(double) : 0);
+  size_t at_yraw = up.take(y->host && !y_is_x ? n * dim * sizeof(double) : 0);
+  size_t at_braw = up.take(has_w && b->host ? n * e_total * sizeof(double) : 0);
+  const size_t up_bytes = up.used;
+  // Device-only pieces: prepared operands and results (downloaded together).
+  Layout lay = up;
+  size_t at_xp = lay.take(m * dim * sizeof(T));
+  size_t at_yp = lay.take(y_is_x ? 0 : n * dim * sizeof(T));
+  const bool b_raw_usable = has_w && b->host && sizeof(T) == sizeof(double);
+  size_t at_bp = lay.take(has_w && !b_direct && !b_raw_usable ? n * e_total * sizeof(T) : 0);
+  size_t at_out = lay.take(vbytes);
+  size_t at_idx = at_out + vbytes;   // right after the values: one download
+  lay.used = at_idx + ibytes;
+  if (workspace_reserve(lay.used, err)) return err->status;
+  if (staging_reserve(up_bytes + vbytes + ibytes, err)) return err->status;
+  char *base = (char *) workspace.ptr, *host = (char *) staging.ptr;
+
+  // Coordinates are divided by the range (and, for the fast gaussian, scaled so
+  // that exp(-d^2/2) becomes 2^(-d'^2)).
+  double *scale_host = (double *) (host + at_scale);
+  for (int d = 0; d < dim; d++)
+    scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
+  // In float32, coordinates far from the origin (relative to the range) lose
+  // the digits that distances need: host points are packed relative to y_1
+  // (in double) when the kernel depends on differences only.
+  const bool centre = sizeof(T) == sizeof(float) && !a.inner && x->host && y->host && n > 0;
+  if (x->host) pack_points((double *) (host + at_xraw), x, centre ? y->host : NULL, n);
+  if (y->host && !y_is_x) pack_points((double *) (host + at_yraw), y, centre ? y->host : NULL, n);
+  if (has_w && b->host) memcpy(host + at_braw, b->host, n * e_total * sizeof(double));
+  if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),
+                     "copy to the GPU", err))
+    return err->status;
+
+  const double *scale = (const double *) (base + at_scale);
+  T *xp = (T *) (base + at_xp);
+  T *yp = y_is_x ? xp : (T *) (base + at_yp);
+  if (prepare<T>(x, (const double *) (base + at_xraw), scale, xp, err)) return err->status;
+  if (!y_is_x && prepare<T>(y, (const double *) (base + at_yraw), scale, yp, err)) return err->status;
+  const T *bp = NULL;
+  if (b_direct) bp = (const T *) b->device;
+  else if (b_raw_usable) bp = (const T *) (base + at_braw);
+  else if (has_w) {
+    if (prepare<T>(b, (const double *) (base + at_braw), NULL, (T *) (base + at_bp), err))
+      return err->status;
+    bp = (const T *) (base + at_bp);
+  }
+  a.x = xp;
+  a.y = yp;
+  a.index = icols ? (int *) (base + at_idx) : NULL;
+
+  // Weight columns in chunks of WEIGHT_CHUNK; unweighted reductions run once.
+  for (int c0 = 0; c0 < (has_w ? e_total : 1); c0 += WEIGHT_CHUNK) {
+    a.e = has_w ? (e_total - c0 < WEIGHT_CHUNK ? e_total - c0 : WEIGHT_CHUNK) : 0;
+    a.b = has_w ? bp + (size_t) c0 * n : NULL;
+    a.out = vcols ? (double *) (base + at_out) + (size_t) c0 * m : NULL;
+    if (launch_reduction<T>(spec, a, gauss2, rows_per_thread, err)) return err->status;
+  }
+  if (gk_cuda_status(cudaMemcpyAsync(host + up_bytes, base + at_out, vbytes + ibytes,
+                                     cudaMemcpyDeviceToHost, 0), "copy from the GPU", err))
+    return err->status;
+  if (gk_stream_sync(NULL, "the reduction", err)) return err->status;
+  memcpy(out, host + up_bytes, vbytes);
+  memcpy(index, host + up_bytes + vbytes, ibytes);
+  return GK_OK;
+}
+
+}  // namespace
+
+extern "C" gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                                 const gk_reduce_operand *y, const gk_reduce_operand *b,
+                                 double *out, int *index, gk_error *err)
+{
+  if (gk_cuda_status(cudaSetDevice(gk_device_current()), "cudaSetDevice", err)) return err->status;
+  if (spec->single) return reduce_cuda_typed<float>(spec, x, y, b, out, index, err);
+  return reduce_cuda_typed<double>(spec, x, y, b, out, index, err);
+}
+
+extern "C" void reduce_cuda_release(void)
+{
+  gk_pinned_free(&staging);
+  workspace_free();
+}

@@ -1,0 +1,202 @@
+// The GPU kernels of the reductions: the tiled map-reduce (KeOps GPU_1D, and
+// GPU_2D when blockIdx.y splits the j range into chunks), the pass that
+// combines the 2D chunks, and the preparation of the operands.
+#ifndef GK_REDUCE_KERNELS_CUH
+#define GK_REDUCE_KERNELS_CUH
+
+#include "reduce/reduce_ops.cuh"
+
+namespace gkreduce {
+
+constexpr int BLOCK = 256;   // threads per block, and rows of y per shared tile
+
+// Values of the operands per j in the shared tile, padded to 16 bytes so that
+// a point with its weights is read with vector loads.
+template <typename T> __host__ __device__ constexpr int padded(int count)
+{
+  return sizeof(T) == 4 ? (count + 3) / 4 * 4 : (count + 1) / 2 * 2;
+}
+
+// 2^t in one MUFU.EX2 (t <= 0 here; relative error about 2^-22).
+__device__ __forceinline__ float fast_exp2(float t)
+{
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
+  return r;
+}
+
+// 2^t in double for t <= 0 without the library's range checks: t = n + f with
+// |f| <= 1/2, 2^f by its degree-12 Taylor polynomial (relative error < 3e-16),
+// 2^n added to the exponent. Below 2^-1021 it returns 0.
+__device__ __forceinline__ double fast_exp2(double t)
+{
+  if (t < -1021.0) return 0.0;
+  const double magic = 6755399441055744.0;   // 1.5 * 2^52: rounds to an integer
+  double shifted = t + magic;
+  int n = __double2loint(shifted);
+  double f = t - (shifted - magic);
+  double p = 2.5678435993488206e-11;   // Horner on c_q = (ln 2)^q / q!
+  p = fma(p, f, 4.4455382718708116e-10);
+  p = fma(p, f, 7.054911620801123e-09);
+  p = fma(p, f, 1.01780860092397e-07);
+  p = fma(p, f, 1.321548679014431e-06);
+  p = fma(p, f, 1.5252733804059841e-05);
+  p = fma(p, f, 0.0001540353039338161);
+  p = fma(p, f, 0.0013333558146428443);
+  p = fma(p, f, 0.009618129107628477);
+  p = fma(p, f, 0.05550410866482158);
+  p = fma(p, f, 0.24022650695910072);
+  p = fma(p, f, 0.6931471805599453);
+  p = fma(p, f, 1.0);
+  return __hiloint2double(__double2hiint(p) + n * (1 << 20), __double2loint(p));
+}
+
+// The kernel as a function of the pair statistic, from the shared vocabulary.
+__device__ __forceinline__ float kernel_value(const gk_kernel &k, float stat) { return gk_kernel_eval_f(&k, stat); }
+__device__ __forceinline__ double kernel_value(const gk_kernel &k, double stat) { return gk_kernel_eval(&k, stat); }
+
+// F from the statistic: any kernel of the vocabulary...
+struct ValKernel {
+  static constexpr bool GAUSS2 = false;
+  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
+  {
+    return kernel_value(a.kernel, stat);
+  }
+};
+
+// ...or the gaussian on coordinates pre-scaled by sqrt(log2(e) / 2), so that
+// exp(-d^2 / 2) = 2^(-stat); the variance is applied once at the end.
+struct ValGauss2 {
+  static constexpr bool GAUSS2 = true;
+  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
+  {
+    return fast_exp2(-stat);
+  }
+};
+
+// Squared distance (or inner product) of x_i, held in registers (DS > 0) or
+// read from global memory (DS == 0, any dimension), with y_j in shared memory.
+template <typename T, int DS, bool MAY_BE_INNER>
+__device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const T *yj,
+                                       int dim, bool inner)
+{
+  T s = 0;
+  if (MAY_BE_INNER && inner) {
+    if (DS > 0) {
+#pragma unroll
+      for (int d = 0; d < DS; d++) s = fma(xr[d], yj[d], s);
+    } else {
+      for (int d = 0; d < dim; d++) s = fma(xg[(size_t) d * m], yj[d], s);
+    }
+    return s;
+  }
+  if (DS > 0) {
+#pragma unroll
+    for (int d = 0; d < DS; d++) {
+      T t = xr[d] - yj[d];
+      s = fma(t, t, s);
+    }
+  } else {
+    for (int d = 0; d < dim; d++) {
+      T t = xg[(size_t) d * m] - yj[d];
+      s = fma(t, t, s);
+    }
+  }
+  return s;
+}
+
+// One block: ROWS x BLOCK output rows against the j chunk blockIdx.y. With one
+// chunk the states finish directly (GPU_1D); otherwise they go to the
+// workspace for combine_chunks (GPU_2D).
+template <typename T, class Op, class Val, int DS, int ROWS>
+__global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
+{
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *tile = reinterpret_cast<T *>(smem_raw);
+  const T *x = static_cast<const T *>(a.x);
+  const T *y = static_cast<const T *>(a.y);
+  const T *b = static_cast<const T *>(a.b);
+  const int dim = DS > 0 ? DS : a.dim;
+  const int stride = DS > 0 ? padded<T>(DS + Op::EC_) : a.stride;
+  const bool inner = !Val::GAUSS2 && a.inner;
+
+  size_t rows[ROWS];
+  T xr[ROWS][DS > 0 ? DS : 1];
+  Op st[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) {
+    rows[r] = (size_t) blockIdx.x * (BLOCK * ROWS) + r * BLOCK + threadIdx.x;
+    size_t i = rows[r] < a.m ? rows[r] : a.m - 1;   // idle threads compute on a valid row
+    if (DS > 0) {
+#pragma unroll
+      for (int d = 0; d < (DS > 0 ? DS : 1); d++) xr[r][d] = x[i + (size_t) d * a.m];
+    }
+    st[r].init(a);
+  }
+  const size_t j0 = (size_t) blockIdx.y * a.j_chunk;
+  const size_t j1 = j0 + a.j_chunk < a.n ? j0 + a.j_chunk : a.n;
+  const int width = dim + a.e;
+
+  for (size_t jt = j0; jt < j1; jt += a.tile) {
+    const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
+    // Cooperative, coalesced load of y_j and b_j for the tile.
+    for (int c = 0; c < width; c++) {
+      const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
+      for (int q = threadIdx.x; q < len; q += BLOCK) tile[q * stride + c] = src[q];
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int q = 0; q < len; q++) {
+      const T *yj = tile + q * stride;
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+        size_t i = rows[r] < a.m ? rows[r] : a.m - 1;
+        T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
+        st[r].push(Val::eval(s, a), (int) (jt + q), yj + dim, a);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) st[r].end_tile();
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) {
+    if (rows[r] >= a.m) continue;
+    if (a.nchunks == 1) st[r].finish(a, rows[r]);
+    else st[r].save(a, blockIdx.y, rows[r]);
+  }
+}
+
+// GPU_2D's second pass: merges the chunks of each row in increasing j.
+template <class Op>
+__global__ void combine_chunks(Args a)
+{
+  size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= a.m) return;
+  Op st, other;
+  st.load(a, 0, i);
+  for (int c = 1; c < a.nchunks; c++) {
+    other.load(a, c, i);
+    st.merge(other, a);
+  }
+  st.finish(a, i);
+}
+
+// dst = src (double or float) with column c multiplied by scale[c] (if given),
+// in the compute precision.
+template <typename T>
+__global__ void prepare_operand(const void *src, int src_single, size_t rows, int cols,
+                                const double *scale, T *dst)
+{
+  size_t count = rows * (size_t) cols;
+  for (size_t q = (size_t) blockIdx.x * blockDim.x + threadIdx.x; q < count;
+       q += (size_t) gridDim.x * blockDim.x) {
+    double v = src_single ? (double) static_cast<const float *>(src)[q]
+                          : static_cast<const double *>(src)[q];
+    if (scale) v *= scale[q / rows];
+    dst[q] = (T) v;
+  }
+}
+
+}  // namespace gkreduce
+#endif

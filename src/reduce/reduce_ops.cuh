@@ -1,0 +1,232 @@
+// The reductions of the GPU engine as small register-resident states, one per
+// output row (semantics in reduce.h). Each state can
+//   init, push a value F_ij (with its j and the row b_j in shared memory),
+//   end_tile (fold per-tile float partials into double),
+//   save / load itself to the 2D scheme's workspace, merge a later j chunk,
+//   finish (write the row's results).
+// Chunks are merged in increasing j, so "ties to the smaller index" only needs
+// strict comparisons everywhere.
+#ifndef GK_REDUCE_OPS_CUH
+#define GK_REDUCE_OPS_CUH
+
+#include <math.h>
+#include "reduce/reduce.h"
+
+namespace gkreduce {
+
+// Everything a launch needs; the pointers are device memory.
+struct Args {
+  const void *x, *y, *b;   // prepared (scaled, in the compute precision), column-major
+  size_t m, n;
+  int dim, e, k;           // e: columns of b in this launch (<= the op's EC)
+  int stride;              // per-j values in the shared tile: dim + e, padded
+  int tile;                // rows of y per shared tile
+  int j_chunk, nchunks;    // the 2D split of [0, n)
+  int inner;               // the kernel's statistic is an inner product
+  gk_kernel kernel;
+  double out_scale;        // multiplies finished sums (the gaussian fast path's variance)
+  double *out;             // m x (value columns), or NULL
+  int *index;              // m x (index columns), or NULL; 1-based, 0 = none
+  double *partial;         // 2D: nchunks x slots x m
+  int *partial_index;      // 2D: nchunks x index slots x m
+};
+
+__device__ __forceinline__ float gk_exp(float v) { return expf(v); }
+__device__ __forceinline__ double gk_exp(double v) { return exp(v); }
+
+template <typename T> __device__ __forceinline__ T plus_infinity();
+template <> __device__ __forceinline__ float plus_infinity<float>() { return INFINITY; }
+template <> __device__ __forceinline__ double plus_infinity<double>() { return INFINITY; }
+
+// sum_j F_ij b_je: float partials per tile, totals in double.
+template <typename T, int EC>
+struct SumOp {
+  static constexpr int EC_ = EC;
+  T part[EC];
+  double total[EC];
+  static int slots(int e, int k) { return e; }
+  static int index_slots(int k) { return 0; }
+  __device__ void init(const Args &a) {
+#pragma unroll
+    for (int c = 0; c < EC; c++) { part[c] = 0; total[c] = 0.0; }
+  }
+  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (EC == 1 || c < a.e) part[c] = fma(v, bj[c], part[c]);
+  }
+  __device__ void end_tile() {
+#pragma unroll
+    for (int c = 0; c < EC; c++) { total[c] += (double) part[c]; part[c] = 0; }
+  }
+  // Loops over EC with a test (not up to a.e), so the arrays stay in registers.
+  __device__ void save(const Args &a, int chunk, size_t i) const {
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e) a.partial[((size_t) chunk * a.e + c) * a.m + i] = total[c];
+  }
+  __device__ void load(const Args &a, int chunk, size_t i) {
+    init(a);
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e) total[c] = a.partial[((size_t) chunk * a.e + c) * a.m + i];
+  }
+  __device__ void merge(const SumOp &o, const Args &a) {
+#pragma unroll
+    for (int c = 0; c < EC; c++) total[c] += o.total[c];
+  }
+  __device__ void finish(const Args &a, size_t i) const {
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e) a.out[i + (size_t) c * a.m] = a.out_scale * total[c];
+  }
+};
+
+// min or max with the first j reaching it (writes the value and/or the index).
+template <typename T, bool IS_MAX>
+struct ExtremeOp {
+  static constexpr int EC_ = 1;
+  T best;
+  int arg;   // -1: nothing seen
+  static int slots(int e, int k) { return 1; }
+  static int index_slots(int k) { return 1; }
+  __device__ void init(const Args &a) { best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>(); arg = -1; }
+  __device__ __forceinline__ bool better(T v) const { return IS_MAX ? v > best : v < best; }
+  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
+    if (arg < 0 || better(v)) { best = v; arg = j; }
+  }
+  __device__ void end_tile() {}
+  __device__ void save(const Args &a, int chunk, size_t i) const {
+    a.partial[(size_t) chunk * a.m + i] = (double) best;
+    a.partial_index[(size_t) chunk * a.m + i] = arg;
+  }
+  __device__ void load(const Args &a, int chunk, size_t i) {
+    best = (T) a.partial[(size_t) chunk * a.m + i];
+    arg = a.partial_index[(size_t) chunk * a.m + i];
+  }
+  __device__ void merge(const ExtremeOp &o, const Args &a) {
+    if (o.arg >= 0) push(o.best, o.arg, nullptr, a);
+  }
+  __device__ void finish(const Args &a, size_t i) const {
+    if (a.out) a.out[i] = (double) best;
+    if (a.index) a.index[i] = arg + 1;
+  }
+};
+
+// The k smallest values, sorted, ties kept in order of j (k <= KMAX).
+template <typename T, int KMAX>
+struct KMinOp {
+  static constexpr int EC_ = 1;
+  T val[KMAX];
+  int idx[KMAX];
+  static int slots(int e, int k) { return k; }
+  static int index_slots(int k) { return k; }
+  __device__ void init(const Args &a) {
+    for (int q = 0; q < a.k; q++) { val[q] = plus_infinity<T>(); idx[q] = -1; }
+  }
+  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
+    int p = a.k - 1;
+    if (idx[p] >= 0 && !(v < val[p])) return;
+    while (p > 0 && (idx[p - 1] < 0 || val[p - 1] > v)) {
+      val[p] = val[p - 1];
+      idx[p] = idx[p - 1];
+      p--;
+    }
+    val[p] = v;
+    idx[p] = j;
+  }
+  __device__ void end_tile() {}
+  __device__ void save(const Args &a, int chunk, size_t i) const {
+    for (int q = 0; q < a.k; q++) {
+      a.partial[((size_t) chunk * a.k + q) * a.m + i] = (double) val[q];
+      a.partial_index[((size_t) chunk * a.k + q) * a.m + i] = idx[q];
+    }
+  }
+  __device__ void load(const Args &a, int chunk, size_t i) {
+    for (int q = 0; q < a.k; q++) {
+      val[q] = (T) a.partial[((size_t) chunk * a.k + q) * a.m + i];
+      idx[q] = a.partial_index[((size_t) chunk * a.k + q) * a.m + i];
+    }
+  }
+  __device__ void merge(const KMinOp &o, const Args &a) {
+    for (int q = 0; q < a.k && o.idx[q] >= 0; q++) push(o.val[q], o.idx[q], nullptr, a);
+  }
+  __device__ void finish(const Args &a, size_t i) const {
+    for (int q = 0; q < a.k; q++) {
+      a.out[i + (size_t) q * a.m] = (double) val[q];
+      a.index[i + (size_t) q * a.m] = idx[q] + 1;
+    }
+  }
+};
+
+// log sum_j exp(F_ij) b_je, or the softmax average, with a running maximum:
+// sum[c] = sum_j exp(F_ij - mx) b_jc and den = sum_j exp(F_ij - mx), in double.
+template <typename T, int EC, bool SOFTMAX>
+struct ExpOp {
+  static constexpr int EC_ = EC;
+  T mx;
+  double sum[EC];
+  double den;
+  static int slots(int e, int k) { return e + 2; }
+  static int index_slots(int k) { return 0; }
+  __device__ void init(const Args &a) {
+    mx = -plus_infinity<T>();
+    den = 0.0;
+#pragma unroll
+    for (int c = 0; c < EC; c++) sum[c] = 0.0;
+  }
+  __device__ __forceinline__ void rescale(double f) {
+    den *= f;
+#pragma unroll
+    for (int c = 0; c < EC; c++) sum[c] *= f;
+  }
+  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
+    if (v > mx) {
+      rescale((double) gk_exp(mx - v));
+      mx = v;
+    }
+    T w = gk_exp(v - mx);
+    den += (double) w;
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (EC == 1 || c < a.e) sum[c] += (double) (w * bj[c]);
+  }
+  __device__ void end_tile() {}
+  __device__ void save(const Args &a, int chunk, size_t i) const {
+    double *p = a.partial + (size_t) chunk * (a.e + 2) * a.m + i;
+    p[0] = (double) mx;
+    p[a.m] = den;
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e) p[(size_t) (c + 2) * a.m] = sum[c];
+  }
+  __device__ void load(const Args &a, int chunk, size_t i) {
+    init(a);
+    const double *p = a.partial + (size_t) chunk * (a.e + 2) * a.m + i;
+    mx = (T) p[0];
+    den = p[a.m];
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e) sum[c] = p[(size_t) (c + 2) * a.m];
+  }
+  __device__ void merge(const ExpOp &o, const Args &a) {
+    if (o.den == 0.0) return;
+    if (o.mx > mx) {
+      rescale(exp((double) mx - (double) o.mx));
+      mx = o.mx;
+    }
+    double f = exp((double) o.mx - (double) mx);
+    den += f * o.den;
+#pragma unroll
+    for (int c = 0; c < EC; c++) sum[c] += f * o.sum[c];
+  }
+  __device__ void finish(const Args &a, size_t i) const {
+#pragma unroll
+    for (int c = 0; c < EC; c++)
+      if (c < a.e)
+        a.out[i + (size_t) c * a.m] = SOFTMAX ? sum[c] / den : (double) mx + log(sum[c]);
+  }
+};
+
+}  // namespace gkreduce
+#endif

@@ -1,0 +1,229 @@
+reduce_kernels <- list(
+  gk_kernel("gaussian", range = 0.7, variance = 1.3),
+  gk_kernel("exponential", range = c(0.5, 1, 2)),
+  gk_kernel("matern", range = 0.8, smoothness = 1.5, variance = 2),
+  gk_kernel("matern", range = 0.8, smoothness = 0.9),
+  gk_kernel("cauchy", range = 1.5),
+  gk_kernel("imq"),
+  gk_kernel("linear", variance = 0.5),
+  gk_kernel("sqdist"))
+all_reductions <- c("sum", "min", "max", "argmin", "argmax", "kmin", "logsumexp", "softmax_sum")
+
+weights_for <- function(reduction, n, e) {
+  if (!reduction %in% c("sum", "logsumexp", "softmax_sum")) return(NULL)
+  w <- if (reduction == "logsumexp") runif(n * e, 0.1, 2) else rnorm(n * e)
+  matrix(w, n, e)
+}
+
+run_case <- function(x, y, kernel, reduction, e, axis, backend, precision, method = "auto") {
+  n_red <- if (axis == 1) nrow(y) else nrow(x)
+  b <- weights_for(reduction, n_red, e)
+  k <- min(3, n_red)
+  got <- kernel_reduce(x, y, b = b, kernel = kernel, reduction = reduction, k = k, axis = axis,
+                       precision = precision, method = method, backend = backend)
+  Fm <- ref_kernel_values(x, y, kernel)
+  if (axis == 2) Fm <- t(Fm)
+  label <- sprintf("%s %s axis %d D %d E %d M %d N %d on %s/%s/%s", kernel$name, reduction,
+                   axis, ncol(x), e, nrow(x), nrow(y), backend, precision, method)
+  expect_reduction(got, Fm, reduction, b, k, precision, label)
+}
+
+test_that("every kernel x reduction agrees with brute force R, both axes", {
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    x <- matrix(runif(257 * 3), 257, 3)
+    y <- matrix(rnorm(300 * 3), 300, 3)
+    for (kernel in reduce_kernels) for (reduction in all_reductions) for (axis in 1:2) {
+      run_case(x, y, kernel, reduction, e = if (axis == 1) 1 else 17, axis, backend, precision)
+    }
+  }
+})
+
+test_that("reductions handle D in {1, 3, 100}, E in {1, 17}, M = 1, N = 1", {
+  shapes <- list(c(1, 300), c(300, 1), c(1, 1), c(255, 513), c(33, 1000))
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    for (dim in c(1, 3, 100)) for (shape in shapes) {
+      if (dim == 100 && shape[1] * shape[2] > 1e5) next
+      x <- matrix(runif(shape[1] * dim), shape[1], dim)
+      y <- matrix(runif(shape[2] * dim), shape[2], dim)
+      kernel <- gk_kernel("gaussian", range = sqrt(dim) / 2)
+      for (reduction in all_reductions) for (e in c(1, 17)) {
+        if (e == 17 && !reduction %in% c("sum", "logsumexp", "softmax_sum")) next
+        run_case(x, y, kernel, reduction, e, axis = 1, backend, precision)
+      }
+    }
+  }
+})
+
+test_that("the GPU 1D and 2D schemes agree with the CPU", {
+  skip_if_no_gpu()
+  x <- matrix(runif(70 * 3), 70, 3)
+  y <- matrix(runif(5000 * 3), 5000, 3)
+  kernel <- gk_kernel("matern", range = 0.3, smoothness = 2.5)
+  for (method in c("1d", "2d")) for (precision in c("double", "single")) {
+    for (reduction in all_reductions) {
+      run_case(x, y, kernel, reduction, e = 11, axis = 1, "gpu", precision, method)
+    }
+  }
+})
+
+test_that("float32 sums of 1e7 terms stay accurate", {
+  skip_if_no_gpu()
+  n <- 1e7
+  y <- matrix(runif(n), n, 1)
+  x <- matrix(c(0.25, 0.5), 2, 1)
+  b <- runif(n)
+  got <- kernel_matvec(x, y, b, gk_kernel("gaussian", range = 0.5), precision = "single")
+  ref <- kernel_matvec(x, y, b, gk_kernel("gaussian", range = 0.5), precision = "double",
+                       backend = "gpu")
+  expect_lt(max(abs(got - ref) / abs(ref)), 1e-5)
+})
+
+test_that("float32 gaussian sums agree with float64 near, off and far from the origin", {
+  skip_if_no_gpu()
+  # 1e9 pairs through the float32 gaussian fast path (exp2 on pre-scaled points).
+  m <- 40000
+  n <- 25000
+  k <- gk_kernel("gaussian", range = 0.1, variance = 2)
+  for (shape in list(c(0, 1), c(1000, 1), c(0, 50))) {
+    x <- matrix(shape[1] + shape[2] * runif(3 * m), m, 3)
+    y <- matrix(shape[1] + shape[2] * runif(3 * n), n, 3)
+    b <- runif(n)
+    ref <- kernel_matvec(x, y, b, k, backend = "gpu")
+    got <- kernel_matvec(x, y, b, k, precision = "single", backend = "gpu")
+    expect_lt(max(abs(got - ref)) / max(abs(ref)), 1e-4)
+  }
+})
+
+test_that("ties go to the smaller index, and knn reports Euclidean distances", {
+  for (backend in test_backends()) {
+    y <- rbind(c(0, 0), c(1, 0), c(0, 0), c(1, 0), c(2, 2))
+    x <- rbind(c(0, 0), c(0.9, 0))
+    nn <- knn(x, y, k = 4, backend = backend)
+    expect_identical(nn$index, rbind(c(1L, 3L, 2L, 4L), c(2L, 4L, 1L, 3L)))
+    expect_equal(nn$distance, rbind(c(0, 0, 1, 1), c(0.1, 0.1, 0.9, 0.9)), tolerance = 1e-12)
+    expect_identical(kernel_reduce(x, y, kernel = "sqdist", reduction = "argmin",
+                                   backend = backend), c(1L, 2L))
+    expect_identical(kernel_reduce(x, y, kernel = "sqdist", reduction = "argmax",
+                                   backend = backend), c(5L, 5L))
+  }
+})
+
+test_that("knn agrees with brute force on random points", {
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    x <- matrix(rnorm(400 * 3), 400, 3)
+    y <- matrix(rnorm(777 * 3), 777, 3)
+    nn <- knn(x, y, k = 7, precision = precision, backend = backend)
+    d <- sqrt(pmax(ref_kernel_values(x, y, gk_kernel("sqdist")), 0))
+    ref <- t(apply(d, 1, function(r) sort(r)[1:7]))
+    expect_lt(max(abs(nn$distance - ref)), if (precision == "single") 1e-4 else 1e-12)
+    picked <- matrix(d[cbind(rep(1:400, 7), as.vector(nn$index))], ncol = 7)
+    expect_lt(max(abs(picked - ref)), if (precision == "single") 1e-4 else 1e-12)
+  }
+})
+
+test_that("kernel_matvec is K %*% b with vector and matrix b", {
+  for (backend in test_backends()) {
+    x <- matrix(runif(150 * 2), 150, 2)
+    y <- matrix(runif(90 * 2), 90, 2)
+    k <- gk_kernel("matern", range = 0.2, smoothness = 1.5, variance = 1)
+    K <- ref_kernel_values(x, y, k)
+    b <- rnorm(90)
+    a <- kernel_matvec(x, y, b, k, backend = backend)
+    expect_true(is.null(dim(a)))
+    expect_lt(rel_err(a, as.vector(K %*% b)), 1e-12)
+    B <- matrix(rnorm(90 * 4), 90, 4)
+    expect_lt(rel_err(kernel_matvec(x, y, B, k, backend = backend), K %*% B), 1e-12)
+    bt <- rnorm(150)
+    expect_lt(rel_err(kernel_matvec(x, y, bt, k, axis = 2, backend = backend),
+                      as.vector(t(K) %*% bt)), 1e-12)
+  }
+})
+
+test_that("empty reductions give neutral elements", {
+  for (backend in test_backends()) {
+    x <- matrix(runif(6), 3, 2)
+    y <- matrix(numeric(0), 0, 2)
+    expect_equal(kernel_reduce(x, y, b = matrix(numeric(0), 0, 2), backend = backend),
+                 matrix(0, 3, 2))
+    expect_equal(kernel_reduce(x, y, reduction = "min", backend = backend), rep(Inf, 3))
+    expect_equal(kernel_reduce(x, y, reduction = "max", backend = backend), rep(-Inf, 3))
+    expect_identical(kernel_reduce(x, y, reduction = "argmin", backend = backend), rep(NA_integer_, 3))
+    expect_equal(kernel_reduce(x, y, reduction = "logsumexp", backend = backend), rep(-Inf, 3))
+    expect_true(all(is.nan(kernel_reduce(x, y, reduction = "softmax_sum", backend = backend))))
+    expect_equal(length(kernel_reduce(y, x, b = rnorm(3), backend = backend)), 0L)
+  }
+})
+
+test_that("bad inputs give clear errors", {
+  x <- matrix(runif(6), 3, 2)
+  y <- matrix(runif(8), 4, 2)
+  expect_error(kernel_reduce(rbind(x, NA), y), "NA")
+  expect_error(kernel_reduce(x, rbind(y, Inf)), "infinite")
+  expect_error(kernel_reduce(x, matrix(runif(3), 1, 3)), "same dimension")
+  expect_error(kernel_reduce(x, y, b = rnorm(3)), "4 rows but there are 4|has 3 rows")
+  expect_error(kernel_reduce(x, y, b = c(1, NA, 2, 3)), "NA")
+  expect_error(kernel_reduce(x, y, b = c(1, Inf, 2, 3)), "infinite")
+  expect_error(kernel_reduce(x, y, b = c(1, -1, 2, 3), reduction = "logsumexp"), "non-negative")
+  expect_error(kernel_reduce(x, y, b = rnorm(4), reduction = "min"), "takes no weights")
+  expect_error(kernel_reduce(x, y, reduction = "kmin", k = 5), "larger than the number")
+  expect_error(knn(x, y, k = 5), "larger than the number")
+  expect_error(knn(x, y, k = 0), "`k` must be")
+  expect_error(knn(x, y, k = 1.5), "`k` must be")
+  expect_error(kernel_reduce(x, y, kernel = "nope"), "unknown kernel")
+  expect_error(kernel_reduce(x, y, reduction = "median"), "should be one of")
+  expect_error(kernel_reduce(x, y, axis = 3), "`axis` must be 1 or 2")
+  expect_error(kernel_reduce(x, y, precision = "half"), "precision")
+  expect_error(kernel_reduce(x, y, method = "3d"), "should be one of")
+  expect_error(kernel_reduce("a", y), "numeric matrix")
+  expect_error(kernel_matvec(x, y), "`b` is missing")
+  expect_error(kernel_reduce(x, y, kernel = gk_kernel("gaussian", range = c(1, 2, 3))),
+               "range has 3 values")
+})
+
+test_that("device matrices round-trip and are accepted wherever a matrix is", {
+  skip_if_no_gpu()
+  x <- matrix(runif(500 * 3), 500, 3)
+  y <- matrix(runif(700 * 3), 700, 3)
+  b <- matrix(rnorm(700 * 2), 700, 2)
+  dx <- gk_device_matrix(x)
+  dy <- gk_device_matrix(y, precision = "single")
+  db <- gk_device_matrix(b)
+  expect_identical(as.matrix(dx), x)
+  expect_lt(max(abs(as.matrix(dy) - y)), 1e-6)
+  expect_equal(dim(dy), c(700L, 3L))
+  expect_output(print(dy), "700 x 3 \\(single\\)")
+  k <- gk_kernel("gaussian", range = 0.3)
+  ref <- ref_kernel_values(x, as.matrix(dy), k) %*% b
+  expect_lt(rel_err(kernel_matvec(dx, dy, db, k), ref), 1e-12)
+  expect_lt(rel_err(kernel_matvec(dx, dy, db, k, backend = "cpu"), ref), 1e-12)
+  expect_lt(rel_err(kernel_matvec(dx, dy, b, k, precision = "single"), ref), 1e-4)
+  expect_identical(knn(dx, dy, k = 2)$index, knn(x, as.matrix(dy), k = 2)$index)
+  expect_error(gk_device_matrix(rbind(x, NA)), "NA")
+})
+
+test_that("the GPU engine says when k is beyond its k-list", {
+  skip_if_no_gpu()
+  y <- matrix(runif(300), 100, 3)
+  expect_error(knn(y, y, k = 65, backend = "gpu"), "at most 64")
+  expect_equal(dim(knn(y, y, k = 65, backend = "cpu")$index), c(100L, 65L))
+})
+
+test_that("device matrices need a GPU", {
+  skip_if(gk_has_gpu(), "a GPU is present")
+  expect_error(gk_device_matrix(matrix(1, 2, 2)), "no GPU can be used")
+})
+
+test_that("repeated GPU calls do not grow device memory", {
+  skip_if_no_gpu()
+  x <- matrix(runif(3000), 1000, 3)
+  kernel_matvec(x, x, rnorm(1000))
+  before <- gk_info()$devices$free_memory[1]
+  for (i in 1:50) {
+    kernel_matvec(x, x, rnorm(1000))
+    knn(x, x, k = 3)
+    d <- gk_device_matrix(x)
+    rm(d)
+  }
+  gc()
+  expect_gte(gk_info()$devices$free_memory[1], before - 2^20)
+})
