@@ -23,7 +23,7 @@ gk_backend <- function(backend = NULL) {
     stop("`backend` must be one of \"auto\", \"gpu\" or \"cpu\"", call. = FALSE)
   }
   if (backend == "cpu") return("cpu")
-  build <- .Call(gk_r_build_info)
+  build <- gk_build_info()
   if (build$device_count > 0L) return("gpu")
   if (backend == "gpu") {
     stop("backend = \"gpu\" was requested, but no GPU can be used: ",
@@ -39,7 +39,16 @@ gk_backend <- function(backend = NULL) {
 #' gk_has_gpu()
 #' @export
 gk_has_gpu <- function() {
-  .Call(gk_r_build_info)$device_count > 0L
+  gk_build_info()$device_count > 0L
+}
+
+# How the package was built and how many GPUs the driver reports. GPUs do not
+# come and go within an R session, so this is asked once: every engine call
+# resolves its backend through it.
+gk_state <- new.env(parent = emptyenv())
+gk_build_info <- function() {
+  if (is.null(gk_state$build)) gk_state$build <- .Call(gk_r_build_info)
+  gk_state$build
 }
 
 #' Select the GPU used by the engines

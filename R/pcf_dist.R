@@ -120,7 +120,7 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL) {
 
 # 0-based GPU numbers for C: all GPUs by default.
 pcf_devices <- function(devices) {
-  count <- .Call(gk_r_build_info)$device_count
+  count <- gk_build_info()$device_count
   if (is.null(devices)) return(seq_len(count) - 1L)
   if (!is.numeric(devices) || !length(devices) || anyNA(devices) || any(devices != round(devices)) ||
       any(devices < 1 | devices > count) || anyDuplicated(devices)) {

@@ -87,8 +87,9 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
   backend <- gk_backend(backend)
+  y_is_x <- identical(y, x)   # the default; then x is checked (and uploaded) once
   x <- gk_reduce_points(x, "x", backend)
-  y <- gk_reduce_points(y, "y", backend)
+  y <- if (y_is_x) x else gk_reduce_points(y, "y", backend)
   if (gk_operand_dim(x)[2L] != gk_operand_dim(y)[2L]) {
     stop("`x` has ", gk_operand_dim(x)[2L], " columns but `y` has ", gk_operand_dim(y)[2L],
          ": points must have the same dimension", call. = FALSE)

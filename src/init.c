@@ -17,6 +17,9 @@ SEXP gk_r_set_device(SEXP device);
 SEXP gk_r_current_device(void);
 SEXP gk_r_omp_threads(void);
 
+/* argument checks shared by the engines (r_util.c) */
+SEXP gk_r_check_finite(SEXP x, SEXP arg);
+
 /* kernel vocabulary (r_kernel.c) */
 SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads);
 SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
@@ -39,7 +42,6 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                  SEXP method, SEXP backend, SEXP threads);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
-SEXP gk_r_check_finite(SEXP x, SEXP arg);
 void gk_reduce_unload(void);
 
 static const R_CallMethodDef call_entries[] = {
@@ -49,6 +51,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
+  {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
@@ -65,7 +68,6 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 10},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
-  {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {NULL, NULL, 0}
 };
 

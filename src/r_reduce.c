@@ -67,20 +67,6 @@ SEXP gk_r_device_matrix_download(SEXP ptr)
   return out;
 }
 
-/* Stops if a double array has NA/NaN or infinite values: the same messages as
- * gk_check_points() in R, without its temporary vectors (which cost more than a
- * small GPU reduction). */
-SEXP gk_r_check_finite(SEXP x, SEXP arg)
-{
-  const double *v = REAL(x);
-  R_xlen_t n = Rf_xlength(x);
-  for (R_xlen_t q = 0; q < n; q++) {
-    if (ISNAN(v[q])) Rf_error("`%s` contains NA or NaN values", CHAR(STRING_ELT(arg, 0)));
-    if (!R_FINITE(v[q])) Rf_error("`%s` contains infinite values", CHAR(STRING_ELT(arg, 0)));
-  }
-  return R_NilValue;
-}
-
 /* A host matrix (REALSXP) or a device matrix (external pointer) as an operand. */
 static gk_reduce_operand operand_of(SEXP a)
 {
