@@ -1,6 +1,8 @@
 gk_reductions <- c(sum = 0L, min = 1L, max = 2L, argmin = 3L, argmax = 4L, kmin = 5L,
                    logsumexp = 6L, softmax_sum = 7L)
 gk_reduce_methods <- c(auto = 0L, "1d" = 1L, "2d" = 2L)
+gk_reduction_names <- names(gk_reductions)
+gk_reduce_method_names <- names(gk_reduce_methods)
 
 #' Kernel reductions without the kernel matrix
 #'
@@ -81,8 +83,8 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                                         "logsumexp", "softmax_sum"),
                           k = 1L, axis = 1L, precision = "double",
                           method = c("auto", "1d", "2d"), backend = NULL) {
-  reduction <- match.arg(reduction)
-  method <- match.arg(method)
+  reduction <- gk_match_choice(reduction, gk_reduction_names, "reduction")
+  method <- gk_match_choice(method, gk_reduce_method_names, "method")
   precision <- gk_check_precision(precision)
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
@@ -90,17 +92,20 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   y_is_x <- identical(y, x)   # the default; then x is checked (and uploaded) once
   x <- gk_reduce_points(x, "x", backend)
   y <- if (y_is_x) x else gk_reduce_points(y, "y", backend)
-  if (gk_operand_dim(x)[2L] != gk_operand_dim(y)[2L]) {
-    stop("`x` has ", gk_operand_dim(x)[2L], " columns but `y` has ", gk_operand_dim(y)[2L],
+  dim_x <- gk_operand_dim(x)
+  dim_y <- gk_operand_dim(y)
+  if (dim_x[2L] != dim_y[2L]) {
+    stop("`x` has ", dim_x[2L], " columns but `y` has ", dim_y[2L],
          ": points must have the same dimension", call. = FALSE)
   }
   if (axis == 2) {
     swap <- x
     x <- y
     y <- swap
+    dim_y <- dim_x
   }
-  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), gk_operand_dim(x)[2L])
-  n <- gk_operand_dim(y)[1L]
+  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), dim_y[2L])
+  n <- dim_y[1L]
   b_was_matrix <- !is.null(b) && (is.matrix(b) || inherits(b, "gk_device_matrix"))
   b <- gk_reduce_weights(b, reduction, n, axis, backend)
   if (reduction == "kmin") {

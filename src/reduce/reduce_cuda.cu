@@ -269,35 +269,33 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
   a->nchunks = (int) ((n + chunk - 1) / chunk);
 }
 
-// An operand in the compute precision, scaled by column: from its raw doubles
-// already uploaded (`raw`), or from a device matrix.
+// A device-matrix operand in the compute precision, scaled by column.
 template <typename T>
-gk_status prepare(const gk_reduce_operand *op, const double *raw, const double *scale_dev, T *dst,
-                  gk_error *err)
+gk_status prepare(const gk_reduce_operand *op, const double *scale_dev, T *dst, gk_error *err)
 {
   size_t count = op->rows * (size_t) op->cols;
   if (count == 0) return GK_OK;
-  const void *src = op->host ? (const void *) raw : op->device;
-  int src_single = op->host ? 0 : op->device_single;
   unsigned blocks = (unsigned) ((count + 255) / 256 < 4096 ? (count + 255) / 256 : 4096);
-  prepare_operand<T><<<blocks, 256>>>(src, src_single, op->rows, op->cols, scale_dev, dst);
+  prepare_operand<T><<<blocks, 256>>>(op->device, op->device_single, op->rows, op->cols,
+                                      scale_dev, dst);
   return gk_cuda_check_launch("preparing the operands", err);
 }
 
-// Copies host points into the staging buffer, minus the point origin[0],
-// origin[n], origin[2n]... (a row of a column-major n-row matrix) when given.
-void pack_points(double *dst, const gk_reduce_operand *p, const double *origin, size_t n)
+// Writes host points into the staging buffer in the compute precision, scaled
+// by column, minus the point origin[0], origin[n], origin[2n]... (a row of a
+// column-major n-row matrix) when given: the same arithmetic as
+// prepare_operand, done on the host so that only T-sized data is uploaded and
+// no conversion kernel is launched (small calls are latency-bound).
+template <typename T>
+void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, size_t n,
+                 const double *scale)
 {
   size_t rows = p->rows;
-  if (!origin) {
-    memcpy(dst, p->host, rows * p->cols * sizeof(double));
-    return;
-  }
   for (int d = 0; d < p->cols; d++) {
     const double *src = p->host + (size_t) d * rows;
-    double o = origin[(size_t) d * n];
-    double *out = dst + (size_t) d * rows;
-    for (size_t i = 0; i < rows; i++) out[i] = src[i] - o;
+    double o = origin ? origin[(size_t) d * n] : 0.0, s = scale ? scale[d] : 1.0;
+    T *out = dst + (size_t) d * rows;
+    for (size_t i = 0; i < rows; i++) out[i] = (T) ((src[i] - o) * s);
   }
 }
 
@@ -344,21 +342,22 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   if (m == 0) return GK_OK;
   const int rows_per_thread = gauss2 ? fast_rows(m, n, e_total) : 1;
 
-  // Host inputs packed in one upload: the column scales, then raw x, y, b.
+  // Host inputs packed in one upload, already in the compute precision: the
+  // column scales (for device operands), then x, y, b.
   const bool y_is_x = same_operand(x, y);
   const bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
   Layout up;
   size_t at_scale = up.take(dim * sizeof(double));
-  size_t at_xraw = up.take(x->host ? m * dim * sizeof(double) : 0);
-  size_t at_yraw = up.take(y->host && !y_is_x ? n * dim * sizeof(double) : 0);
-  size_t at_braw = up.take(has_w && b->host ? n * e_total * sizeof(double) : 0);
+  size_t at_xhost = up.take(x->host ? m * dim * sizeof(T) : 0);
+  size_t at_yhost = up.take(y->host && !y_is_x ? n * dim * sizeof(T) : 0);
+  size_t at_bhost = up.take(has_w && b->host ? n * e_total * sizeof(T) : 0);
   const size_t up_bytes = up.used;
-  // Device-only pieces: prepared operands and results (downloaded together).
+  // Device-only pieces: operands converted from device matrices, and the
+  // results (downloaded together).
   Layout lay = up;
-  size_t at_xp = lay.take(m * dim * sizeof(T));
-  size_t at_yp = lay.take(y_is_x ? 0 : n * dim * sizeof(T));
-  const bool b_raw_usable = has_w && b->host && sizeof(T) == sizeof(double);
-  size_t at_bp = lay.take(has_w && !b_direct && !b_raw_usable ? n * e_total * sizeof(T) : 0);
+  size_t at_xp = x->host ? at_xhost : lay.take(m * dim * sizeof(T));
+  size_t at_yp = y_is_x ? at_xp : y->host ? at_yhost : lay.take(n * dim * sizeof(T));
+  size_t at_bp = has_w && !b->host && !b_direct ? lay.take(n * e_total * sizeof(T)) : at_bhost;
   size_t at_out = lay.take(vbytes);
   size_t at_idx = at_out + vbytes;   // right after the values: one download
   lay.used = at_idx + ibytes;
@@ -375,24 +374,23 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   // the digits that distances need: host points are packed relative to y_1
   // (in double) when the kernel depends on differences only.
   const bool centre = sizeof(T) == sizeof(float) && !a.inner && x->host && y->host && n > 0;
-  if (x->host) pack_points((double *) (host + at_xraw), x, centre ? y->host : NULL, n);
-  if (y->host && !y_is_x) pack_points((double *) (host + at_yraw), y, centre ? y->host : NULL, n);
-  if (has_w && b->host) memcpy(host + at_braw, b->host, n * e_total * sizeof(double));
+  if (x->host) pack_points((T *) (host + at_xhost), x, centre ? y->host : NULL, n, scale_host);
+  if (y->host && !y_is_x)
+    pack_points((T *) (host + at_yhost), y, centre ? y->host : NULL, n, scale_host);
+  if (has_w && b->host) pack_points((T *) (host + at_bhost), b, NULL, n, NULL);
   if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),
                      "copy to the GPU", err))
     return err->status;
 
   const double *scale = (const double *) (base + at_scale);
   T *xp = (T *) (base + at_xp);
-  T *yp = y_is_x ? xp : (T *) (base + at_yp);
-  if (prepare<T>(x, (const double *) (base + at_xraw), scale, xp, err)) return err->status;
-  if (!y_is_x && prepare<T>(y, (const double *) (base + at_yraw), scale, yp, err)) return err->status;
+  T *yp = (T *) (base + at_yp);
+  if (!x->host && prepare<T>(x, scale, xp, err)) return err->status;
+  if (!y_is_x && !y->host && prepare<T>(y, scale, yp, err)) return err->status;
   const T *bp = NULL;
   if (b_direct) bp = (const T *) b->device;
-  else if (b_raw_usable) bp = (const T *) (base + at_braw);
   else if (has_w) {
-    if (prepare<T>(b, (const double *) (base + at_braw), NULL, (T *) (base + at_bp), err))
-      return err->status;
+    if (!b->host && prepare<T>(b, NULL, (T *) (base + at_bp), err)) return err->status;
     bp = (const T *) (base + at_bp);
   }
   a.x = xp;

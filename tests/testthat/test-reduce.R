@@ -170,10 +170,10 @@ test_that("bad inputs give clear errors", {
   expect_error(knn(x, y, k = 0), "`k` must be")
   expect_error(knn(x, y, k = 1.5), "`k` must be")
   expect_error(kernel_reduce(x, y, kernel = "nope"), "unknown kernel")
-  expect_error(kernel_reduce(x, y, reduction = "median"), "should be one of")
+  expect_error(kernel_reduce(x, y, reduction = "median"), "`reduction` must be one of")
   expect_error(kernel_reduce(x, y, axis = 3), "`axis` must be 1 or 2")
   expect_error(kernel_reduce(x, y, precision = "half"), "precision")
-  expect_error(kernel_reduce(x, y, method = "3d"), "should be one of")
+  expect_error(kernel_reduce(x, y, method = "3d"), "`method` must be one of")
   expect_error(kernel_reduce("a", y), "numeric matrix")
   expect_error(kernel_matvec(x, y), "`b` is missing")
   expect_error(kernel_reduce(x, y, kernel = gk_kernel("gaussian", range = c(1, 2, 3))),
