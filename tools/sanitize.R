@@ -1,0 +1,48 @@
+# Exercised under compute-sanitizer on the GPU machine (tools/device-check.sh):
+# small cases of every engine on the GPU, repeated, then the package unloaded so
+# that its cached buffers are freed before the leak check runs.
+library(gpukernels)
+stopifnot(gk_has_gpu())
+set.seed(7)
+x <- matrix(runif(600), 200, 3)
+y <- matrix(runif(999), 333, 3)
+b <- matrix(rnorm(333 * 9), 333, 9)
+k <- gk_kernel("matern", range = 0.3, smoothness = 1.5)
+for (rep in 1:3) {
+  for (precision in c("double", "single")) {
+    for (method in c("1d", "2d")) {
+      kernel_reduce(x, y, b, kernel = k, precision = precision, method = method)
+      kernel_reduce(x, y, b[, 1], kernel = "gaussian", precision = precision, method = method)
+      kernel_reduce(x, y, b, kernel = k, axis = 2, precision = precision, method = method)
+      for (r in c("min", "max", "argmin", "argmax"))
+        kernel_reduce(x, y, kernel = "sqdist", reduction = r, precision = precision, method = method)
+      knn(x, y, k = 5, precision = precision, method = method)
+      knn(x, y, k = 40, precision = precision, method = method)
+      kernel_reduce(x, y, abs(b), kernel = "gaussian", reduction = "logsumexp",
+                    precision = precision, method = method)
+      kernel_reduce(x, y, b, kernel = "cauchy", reduction = "softmax_sum",
+                    precision = precision, method = method)
+    }
+    dx <- gk_device_matrix(x, precision)
+    dy <- gk_device_matrix(y, precision)
+    db <- gk_device_matrix(b, precision)
+    kernel_matvec(dx, dy, db, k, precision = precision)
+    stopifnot(all.equal(as.matrix(dy), y, tolerance = 1e-6))
+    rm(dx, dy, db)
+    kernel_matrix(x, y, k, backend = "gpu")
+    X <- lapply(1:40, function(i) pcf(c(0, sort(runif(30))), c(rnorm(30), 0)))
+    pcf_pdist(X, precision = precision, backend = "gpu")
+    pcf_pdist(X, p = Inf, precision = precision, backend = "gpu")
+    pcf_kernel(X, X[1:7], precision = precision, backend = "gpu")
+    locs <- matrix(runif(3000), 1500, 2)
+    A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), order = 4, leaf_size = 32,
+                   precision = precision, backend = "gpu")
+    A %*% matrix(rnorm(3000), 1500, 2)
+    rm(A)
+  }
+}
+# Bad input on the GPU path leaves nothing behind either.
+try(knn(x, y, k = 400, backend = "gpu"), silent = TRUE)
+gc()
+detach("package:gpukernels", unload = TRUE)
+cat("sanitize.R: done\n")
