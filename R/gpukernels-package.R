@@ -18,3 +18,10 @@
 #' @keywords internal
 #' @useDynLib gpukernels, .registration = TRUE
 "_PACKAGE"
+
+# Unloading the namespace frees the GPU memory the engines keep between calls.
+# The DLL stays loaded: finalizers of device matrices and H2 matrices still
+# alive in the session point into it.
+.onUnload <- function(libpath) {
+  try(.Call(gk_r_release_caches), silent = TRUE)
+}

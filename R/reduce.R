@@ -117,14 +117,15 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   } else {
     k <- 1L
   }
+  # One-column results come back as plain vectors, without a copy here.
+  vector_out <- reduction != "kmin" && !b_was_matrix
   res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
                gk_reductions[[reduction]], as.integer(k), precision == "single",
-               gk_reduce_methods[[method]], backend, gk_threads())
+               gk_reduce_methods[[method]], backend, gk_threads(), vector_out)
   switch(reduction,
-    min = , max = res[[1L]][, 1L],
-    argmin = , argmax = res[[2L]][, 1L],
+    argmin = , argmax = res[[2L]],
     kmin = list(values = res[[1L]], index = res[[2L]]),
-    if (b_was_matrix) res[[1L]] else res[[1L]][, 1L])
+    res[[1L]])
 }
 
 #' Kernel matrix times a vector or matrix
@@ -191,23 +192,25 @@ gk_reduce_weights <- function(b, reduction, n, axis, backend) {
     if (!is.null(b)) stop("reduction \"", reduction, "\" takes no weights `b`", call. = FALSE)
     return(NULL)
   }
-  if (is.null(b)) return(matrix(1, n, 1L))
+  if (is.null(b)) return(rep(1, n))
   if (inherits(b, "gk_device_matrix")) {
     if (backend != "gpu") b <- as.matrix(b)
+    rows <- gk_operand_dim(b)[1L]
   } else {
-    if (is.numeric(b) && is.null(dim(b))) b <- matrix(b, ncol = 1L)
-    if (!is.matrix(b) || !is.numeric(b)) {
+    # A vector is passed as it is (the C side reads it as one column): no copy.
+    if (!is.numeric(b) || !(is.null(dim(b)) || is.matrix(b))) {
       stop("`b` must be a numeric vector or matrix", call. = FALSE)
     }
-    if (ncol(b) == 0L) stop("`b` has no columns", call. = FALSE)
+    if (is.matrix(b) && ncol(b) == 0L) stop("`b` has no columns", call. = FALSE)
     if (!is.double(b)) storage.mode(b) <- "double"
     .Call(gk_r_check_finite, b, "b")
     if (reduction == "logsumexp" && any(b < 0)) {
       stop("logsumexp weights `b` must be non-negative", call. = FALSE)
     }
+    rows <- if (is.matrix(b)) nrow(b) else length(b)
   }
-  if (gk_operand_dim(b)[1L] != n) {
-    stop("`b` has ", gk_operand_dim(b)[1L], " rows but there are ", n, " points `",
+  if (rows != n) {
+    stop("`b` has ", rows, " rows but there are ", n, " points `",
          if (axis == 1) "y" else "x", "` to reduce over", call. = FALSE)
   }
   b

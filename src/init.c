@@ -12,6 +12,7 @@
 
 /* device layer (r_device.c) */
 SEXP gk_r_build_info(void);
+SEXP gk_r_release_caches(void);
 SEXP gk_r_device_info(SEXP device);
 SEXP gk_r_set_device(SEXP device);
 SEXP gk_r_current_device(void);
@@ -39,7 +40,7 @@ SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads);
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
 void gk_reduce_unload(void);
@@ -47,6 +48,7 @@ void gk_reduce_unload(void);
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
   {"gk_r_build_info", (DL_FUNC) &gk_r_build_info, 0},
+  {"gk_r_release_caches", (DL_FUNC) &gk_r_release_caches, 0},
   {"gk_r_device_info", (DL_FUNC) &gk_r_device_info, 1},
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
@@ -65,7 +67,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   /* kernel reductions */
-  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 10},
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 11},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
   {NULL, NULL, 0}
@@ -81,6 +83,5 @@ void R_init_gpukernels(DllInfo *dll)
 void R_unload_gpukernels(DllInfo *dll)
 {
   (void) dll;
-  gk_reduce_unload();
-  gk_device_release_all();
+  gk_r_release_caches();
 }

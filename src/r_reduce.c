@@ -86,10 +86,11 @@ static gk_reduce_operand operand_of(SEXP a)
 }
 
 /* Returns list(values, index): M x value-columns doubles and M x index-columns
- * integers (1-based, NA for an empty reduction). The R side has checked all
+ * integers (1-based, NA for an empty reduction), vectors when vector_out and
+ * there is one column. The R side has checked all
  * arguments; b is NULL for reductions without weights. */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads)
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out)
 {
   gk_reduce_operand xo = operand_of(x), yo = operand_of(y), bo = {NULL, NULL, 0, 0, 0};
   int has_b = !Rf_isNull(b);
@@ -107,8 +108,12 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   int m = (int) xo.rows;
   int vcols = reduce_value_columns(rs.reduction, has_b ? bo.cols : 1, rs.k);
   int icols = reduce_index_columns(rs.reduction, rs.k);
-  SEXP values = PROTECT(Rf_allocMatrix(REALSXP, m, vcols));
-  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, m, icols));
+  // vector_out: one-column results as plain vectors (what R returns to users).
+  int as_vector = gk_as_flag(vector_out);
+  SEXP values = PROTECT(as_vector && vcols == 1 ? Rf_allocVector(REALSXP, m)
+                                                 : Rf_allocMatrix(REALSXP, m, vcols));
+  SEXP index = PROTECT(as_vector && icols == 1 ? Rf_allocVector(INTSXP, m)
+                                                : Rf_allocMatrix(INTSXP, m, icols));
   gk_error err;
   gk_error_clear(&err);
   if (gk_backend_is_gpu(backend)) {

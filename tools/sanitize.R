@@ -7,13 +7,14 @@ set.seed(7)
 x <- matrix(runif(600), 200, 3)
 y <- matrix(runif(999), 333, 3)
 b <- matrix(rnorm(333 * 9), 333, 9)
+bx <- matrix(rnorm(200 * 9), 200, 9)   # weights over x, for axis = 2
 k <- gk_kernel("matern", range = 0.3, smoothness = 1.5)
 for (rep in 1:3) {
   for (precision in c("double", "single")) {
     for (method in c("1d", "2d")) {
       kernel_reduce(x, y, b, kernel = k, precision = precision, method = method)
       kernel_reduce(x, y, b[, 1], kernel = "gaussian", precision = precision, method = method)
-      kernel_reduce(x, y, b, kernel = k, axis = 2, precision = precision, method = method)
+      kernel_reduce(x, y, bx, kernel = k, axis = 2, precision = precision, method = method)
       for (r in c("min", "max", "argmin", "argmax"))
         kernel_reduce(x, y, kernel = "sqdist", reduction = r, precision = precision, method = method)
       knn(x, y, k = 5, precision = precision, method = method)

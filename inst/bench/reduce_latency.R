@@ -1,6 +1,7 @@
 # Where the time of one small reduction call goes (N = M = 1e4, D = 3, gaussian
 # sum, float32): the whole call from R, the same with data already on the GPU,
-# the R-side checks alone (CPU backend on one point), and the finiteness check.
+# the R-side checks alone (CPU backend on one point), the finiteness check, and
+# the C side alone.
 # Medians of 7 batches of 300 calls after a warm-up.
 library(gpukernels)
 per_call_us <- function(f, reps = 300, batches = 7) {
@@ -13,10 +14,16 @@ kernel <- gk_kernel("gaussian", range = 0.1)
 x <- matrix(runif(3e4), 1e4, 3)
 b <- runif(1e4)
 one <- x[1, , drop = FALSE]
+# The C side alone: the same call through .Call with the arguments already
+# checked (what remains is the upload, the kernels, the download).
+spec <- gpukernels:::as_gk_kernel(kernel)
+direct <- function(x, y, b) .Call(gpukernels:::gk_r_reduce, x, y, b, spec, 0L, 1L, TRUE, 0L,
+                                  "gpu", 0L, TRUE)
 rows <- data.frame(
   part = c("whole call, host data (float32)", "whole call, host data (float64)",
            "whole call, device data (float32)", "R-side work only (CPU backend, 1 point)",
-           "finiteness check of x (1e4 x 3)"),
+           "finiteness check of x (1e4 x 3)", "C side only, host data (float32)",
+           "C side only, device data (float32)"),
   microseconds = c(
     per_call_us(function() kernel_matvec(x, x, b, kernel, precision = "single")),
     per_call_us(function() kernel_matvec(x, x, b, kernel)),
@@ -25,6 +32,12 @@ rows <- data.frame(
       per_call_us(function() kernel_matvec(dx, dx, db, kernel, precision = "single"))
     }),
     per_call_us(function() kernel_matvec(one, one, 1, kernel, precision = "single", backend = "cpu")),
-    per_call_us(function() .Call(gpukernels:::gk_r_check_finite, x, "x"))))
+    per_call_us(function() .Call(gpukernels:::gk_r_check_finite, x, "x")),
+    per_call_us(function() direct(x, x, b)),
+    local({
+      px <- unclass(gk_device_matrix(x, "single"))$ptr
+      pb <- unclass(gk_device_matrix(b, "single"))$ptr
+      per_call_us(function() direct(px, px, pb))
+    })))
 rows$microseconds <- round(rows$microseconds, 1)
 print(rows, row.names = FALSE, right = FALSE)
