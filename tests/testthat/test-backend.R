@@ -43,3 +43,20 @@ test_that("GPU information is complete on the GPU machine", {
   expect_true(all(d$total_memory > d$free_memory & d$free_memory > 0))
   expect_true(all(nzchar(d$name)))
 })
+
+test_that("the engines' cached buffers can be released and are made again", {
+  set.seed(31)
+  x <- matrix(runif(57), 19, 3)
+  b <- rnorm(19)
+  K <- exp(-as.matrix(dist(x))^2 / 2)
+  for (backend in test_backends()) {
+    for (precision in c("double", "single")) {
+      tol <- if (precision == "single") 1e-5 else 1e-12
+      first <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
+      .Call(gpukernels:::gk_r_release_caches)
+      again <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
+      expect_equal(rel_err(first, drop(K %*% b)), 0, tolerance = tol)
+      expect_equal(again, first, tolerance = tol)
+    }
+  }
+})
