@@ -45,6 +45,10 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #' more rows it still splits `y` into 2 to 16 chunks (of at least 2048 rows)
 #' when that fills the last wave of blocks at least 2 percent
 #' better. `method = "1d"` or `"2d"` overrides the rule.
+#' Reductions of more than \eqn{2^{36}} pairs run as a sequence of launches
+#' over slices of `y`, each carrying its partial results to the next (tens of
+#' milliseconds each for the gaussian sum); between slices the call notices a
+#' user interrupt.
 #' The CPU engine (C with OpenMP) gives the same answers, in double precision.
 #'
 #' @param x Numeric matrix, one row per point (a vector is one column), or a

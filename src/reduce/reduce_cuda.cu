@@ -2,11 +2,13 @@
 // 1D or 2D scheme, keeps one workspace between calls, prepares the operands on
 // the device and launches the kernels of reduce_kernels.cuh. One synchronize
 // per call, after the results are downloaded.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "reduce/reduce.h"
 #include "reduce/reduce_kernels.cuh"
 #include "device/gk_cuda.h"
+#include "device/gk_hooks.h"
 
 using namespace gkreduce;
 
@@ -17,6 +19,8 @@ constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
 constexpr int KMIN_LARGE = 64;
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
+constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
+constexpr size_t MIN_SLICE_COLUMNS = 4096;
 
 // ---- the workspace kept between calls (small calls then allocate nothing) ----
 gk_device_buffer workspace = GK_DEVICE_BUFFER_EMPTY;
@@ -124,6 +128,23 @@ bool weighted(gk_reduction r)
 void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
                  int blocks_per_sm, Args *a);
 
+// Columns (j) per slice: long reductions run as a sequence of launches of
+// about SLICE_PAIRS pairs each (tens of milliseconds for the gaussian sum),
+// with an interrupt check between them. GK_REDUCE_SLICE_PAIRS overrides the
+// size (tests use it to exercise slicing on small inputs).
+size_t slice_columns(size_t m, size_t n, int tile)
+{
+  double pairs = SLICE_PAIRS;
+  const char *env = getenv("GK_REDUCE_SLICE_PAIRS");
+  if (env && atof(env) > 0) pairs = atof(env);
+  size_t least = env ? (size_t) tile : MIN_SLICE_COLUMNS;
+  double want = ceil(pairs / (double) (m > 0 ? m : 1));
+  size_t cols = want > (double) n ? n : (size_t) want;
+  cols = (cols + tile - 1) / tile * tile;
+  if (cols < least) cols = least;
+  return cols > 0 ? cols : 1;
+}
+
 // ---- launching one (op, value, dimension) combination ----
 template <typename T, class Op, class Val, int DS, int ROWS>
 gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
@@ -136,20 +157,47 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
     cudaGetLastError();
     resident = 4;
   }
-  plan_chunks(spec, a.m, a.n, ROWS, resident > 0 ? resident : 1, &a);
-  if (a.nchunks > 1) {
-    size_t values = (size_t) a.nchunks * Op::slots(a.e, a.k) * a.m * sizeof(double);
-    size_t indices = (size_t) a.nchunks * Op::index_slots(a.k) * a.m * sizeof(int);
+  const int per_sm = resident > 0 ? resident : 1;
+  const size_t slice = slice_columns(a.m, a.n, a.tile);
+  const size_t nslices = a.n == 0 ? 1 : (a.n + slice - 1) / slice;
+  const unsigned row_blocks = (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
+  a.sliced = nslices > 1;
+  a.chunk0 = a.sliced ? 1 : 0;
+
+  // Partial results: slot 0 carries the state between slices, then the chunks
+  // of one slice. The layout must not change between slices, so it is sized
+  // for the most chunks any slice takes (the first, full-length one, or the last).
+  Args first = a, last = a;
+  plan_chunks(spec, a.m, a.n < slice ? a.n : slice, ROWS, per_sm, &first);
+  plan_chunks(spec, a.m, a.n - (nslices - 1) * slice, ROWS, per_sm, &last);
+  const size_t slots = (size_t) a.chunk0 + (first.nchunks > last.nchunks ? first.nchunks : last.nchunks);
+  if (a.sliced || first.nchunks > 1 || last.nchunks > 1) {
+    size_t values = slots * Op::slots(a.e, a.k) * a.m * sizeof(double);
+    size_t indices = slots * Op::index_slots(a.k) * a.m * sizeof(int);
     if (partials_reserve(values + indices, err)) return err->status;
     a.partial = (double *) partials.ptr;
     a.partial_index = (int *) ((char *) partials.ptr + values);
   }
-  dim3 grid((unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS)), (unsigned) a.nchunks);
-  kernel<<<grid, BLOCK, smem>>>(a);
-  if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
-  if (a.nchunks > 1) {
-    combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
-    if (gk_cuda_check_launch("the 2D combining kernel", err)) return err->status;
+
+  for (size_t s = 0; s < nslices; s++) {
+    a.j_begin = s * slice;
+    a.j_end = a.n - a.j_begin < slice ? a.n : a.j_begin + slice;
+    plan_chunks(spec, a.m, a.j_end - a.j_begin, ROWS, per_sm, &a);
+    a.carry_in = s > 0;
+    a.carry_out = s + 1 < nslices;
+    kernel<<<dim3(row_blocks, (unsigned) a.nchunks), BLOCK, smem>>>(a);
+    if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
+    if (a.nchunks > 1 || a.sliced) {
+      combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
+      if (gk_cuda_check_launch("the 2D combining kernel", err)) return err->status;
+    }
+    if (a.carry_out) {
+      // Waiting here costs nothing measurable (a slice is tens of milliseconds)
+      // and lets the user stop a long call between slices.
+      if (gk_stream_sync(NULL, "the reduction", err)) return err->status;
+      if (gk_interrupt_pending())
+        return gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
+    }
   }
   return GK_OK;
 }

@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
     }
     st[r].init(a);
   }
-  const size_t j0 = (size_t) blockIdx.y * a.j_chunk;
-  const size_t j1 = j0 + a.j_chunk < a.n ? j0 + a.j_chunk : a.n;
+  const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
+  const size_t j1 = j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end;
   const int width = dim + a.e;
 
   for (size_t jt = j0; jt < j1; jt += a.tile) {
@@ -162,24 +162,33 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
     if (rows[r] >= a.m) continue;
-    if (a.nchunks == 1) st[r].finish(a, rows[r]);
-    else st[r].save(a, blockIdx.y, rows[r]);
+    if (a.nchunks == 1 && !a.sliced) st[r].finish(a, rows[r]);
+    else st[r].save(a, a.chunk0 + blockIdx.y, rows[r]);
   }
 }
 
-// GPU_2D's second pass: merges the chunks of each row in increasing j.
+// GPU_2D's second pass: merges the chunks of each row in increasing j (after
+// the earlier slices' state when carry_in), then finishes the row, or keeps the
+// state in slot 0 for the next slice when carry_out.
 template <class Op>
 __global__ void combine_chunks(Args a)
 {
   size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= a.m) return;
   Op st, other;
-  st.load(a, 0, i);
-  for (int c = 1; c < a.nchunks; c++) {
-    other.load(a, c, i);
+  int c = 0;
+  if (a.carry_in) {
+    st.load(a, 0, i);
+  } else {
+    st.load(a, a.chunk0, i);
+    c = 1;
+  }
+  for (; c < a.nchunks; c++) {
+    other.load(a, a.chunk0 + c, i);
     st.merge(other, a);
   }
-  st.finish(a, i);
+  if (a.carry_out) st.save(a, 0, i);
+  else st.finish(a, i);
 }
 
 // dst = src (double or float) with column c multiplied by scale[c] (if given),

@@ -21,14 +21,19 @@ struct Args {
   int dim, e, k;           // e: columns of b in this launch (<= the op's EC)
   int stride;              // per-j values in the shared tile: dim + e, padded
   int tile;                // rows of y per shared tile
-  int j_chunk, nchunks;    // the 2D split of [0, n)
+  size_t j_begin, j_end;   // the slice of [0, n) this launch reduces over
+  int j_chunk, nchunks;    // the 2D split of the slice
+  // Long reductions run in slices (so that they can be interrupted): every
+  // block then saves its state, and the combining pass merges the state of the
+  // earlier slices (partial slot 0) with this slice's chunks (slots chunk0...).
+  int sliced, chunk0, carry_in, carry_out;
   int inner;               // the kernel's statistic is an inner product
   gk_kernel kernel;
   double out_scale;        // multiplies finished sums (the gaussian fast path's variance)
   double *out;             // m x (value columns), or NULL
   int *index;              // m x (index columns), or NULL; 1-based, 0 = none
-  double *partial;         // 2D: nchunks x slots x m
-  int *partial_index;      // 2D: nchunks x index slots x m
+  double *partial;         // 2D or sliced: (chunk0 + nchunks) x slots x m
+  int *partial_index;      // 2D or sliced: (chunk0 + nchunks) x index slots x m
 };
 
 __device__ __forceinline__ float gk_exp(float v) { return expf(v); }

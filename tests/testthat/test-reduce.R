@@ -66,6 +66,32 @@ test_that("the GPU 1D and 2D schemes agree with the CPU", {
   }
 })
 
+test_that("long GPU reductions run in slices that give the same answers", {
+  skip_if_no_gpu()
+  # Slices of about 50000 pairs: 3 to 40 launches here, the last one partial,
+  # each carrying its state to the next, with 1D and 2D splits inside a slice.
+  old <- Sys.getenv("GK_REDUCE_SLICE_PAIRS", NA)
+  Sys.setenv(GK_REDUCE_SLICE_PAIRS = "50000")
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_REDUCE_SLICE_PAIRS") else
+    Sys.setenv(GK_REDUCE_SLICE_PAIRS = old))
+  kernel <- gk_kernel("matern", range = 0.4, smoothness = 1.5)
+  for (shape in list(c(37, 3001), c(300, 1500), c(2, 60000))) {
+    x <- matrix(runif(shape[1] * 3), shape[1], 3)
+    y <- matrix(runif(shape[2] * 3), shape[2], 3)
+    for (method in c("1d", "2d")) for (precision in c("double", "single")) {
+      for (reduction in all_reductions) {
+        run_case(x, y, kernel, reduction, e = if (reduction == "sum") 11 else 1, axis = 1,
+                 "gpu", precision, method)
+      }
+    }
+  }
+  x <- matrix(runif(400 * 2), 400, 2)
+  b <- rnorm(400)
+  K <- exp(-as.matrix(dist(x))^2 / (2 * 0.3^2))
+  expect_lt(rel_err(kernel_matvec(x, x, b, gk_kernel("gaussian", range = 0.3),
+                                  backend = "gpu"), drop(K %*% b)), 1e-12)
+})
+
 test_that("float32 sums of 1e7 terms stay accurate", {
   skip_if_no_gpu()
   n <- 1e7
