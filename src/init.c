@@ -43,7 +43,6 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
-void gk_reduce_unload(void);
 
 static const R_CallMethodDef call_entries[] = {
   /* device layer */

@@ -2,7 +2,7 @@
 # One batched run on the GPU machine (see ../shared/device/README.md): the whole
 # test suite, the reduction benchmarks and latency, compute-sanitizer. Usage,
 # from the device tool with carry [".device"]:
-#   . .device/setup-r.sh && sh tools/device-check.sh [tests] [latency] [reduce] [sanitize] [profile]
+#   . .device/setup-r.sh && sh tools/device-check.sh [tests] [latency] [reduce] [sanitize] [kernels] [h2] [pcf]
 OUT=${OUT:-/tmp/gk-out}
 mkdir -p "$OUT"
 nvidia-smi -L
@@ -17,14 +17,13 @@ for step in "$@"; do
     pcf)      Rscript inst/bench/pcf.R 2>&1 | tee "$OUT/pcf.log" | tail -30 ;;
     sanitize) compute-sanitizer --leak-check full --error-exitcode 3 Rscript tools/sanitize.R \
                 > "$OUT/sanitize.log" 2>&1; echo "sanitizer rc $?"; tail -5 "$OUT/sanitize.log" ;;
-    profile)  if command -v nsys >/dev/null; then
-                nsys profile -t cuda -o "$OUT/latency" --force-overwrite true \
-                  Rscript inst/bench/reduce_latency.R > "$OUT/nsys.log" 2>&1
-                nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum \
-                  "$OUT/latency.nsys-rep" > "$OUT/nsys-stats.txt" 2>&1
-                rm -f "$OUT/latency.nsys-rep" "$OUT"/latency.sqlite
-                head -60 "$OUT/nsys-stats.txt"
-              else echo "no nsys"; fi ;;
+    kernels)  # GPU time of each kernel of two small reductions (nsys is not on that machine).
+              ncu --metrics gpu__time_duration.sum Rscript -e 'library(gpukernels)
+                x <- matrix(runif(3e4), 1e4, 3); b <- runif(1e4)
+                for (p in c("single", "double"))
+                  kernel_matvec(x, x, b, gk_kernel("gaussian", range = 0.1), precision = p)' \
+                > "$OUT/kernels.log" 2>&1
+              grep -E "reduce_tiles|combine_chunks|gpu__time" "$OUT/kernels.log" ;;
   esac
   echo "[$step: $(( $(date +%s) - start )) s]"
 done

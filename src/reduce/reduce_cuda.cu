@@ -1,7 +1,8 @@
 // The GPU engine of the kernel reductions (semantics in reduce.h): plans the
 // 1D or 2D scheme, keeps one workspace between calls, prepares the operands on
 // the device and launches the kernels of reduce_kernels.cuh. One synchronize
-// per call, after the results are downloaded.
+// per call, after the results are downloaded (and one between the slices of a
+// long reduction, for interrupts).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,10 +135,10 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
 // size (tests use it to exercise slicing on small inputs).
 size_t slice_columns(size_t m, size_t n, int tile)
 {
-  double pairs = SLICE_PAIRS;
   const char *env = getenv("GK_REDUCE_SLICE_PAIRS");
-  if (env && atof(env) > 0) pairs = atof(env);
-  size_t least = env ? (size_t) tile : MIN_SLICE_COLUMNS;
+  const double forced = env ? atof(env) : 0.0;
+  const double pairs = forced > 0 ? forced : SLICE_PAIRS;
+  const size_t least = env ? (size_t) tile : MIN_SLICE_COLUMNS;
   double want = ceil(pairs / (double) (m > 0 ? m : 1));
   size_t cols = want > (double) n ? n : (size_t) want;
   cols = (cols + tile - 1) / tile * tile;
@@ -164,9 +165,10 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   a.sliced = nslices > 1;
   a.chunk0 = a.sliced ? 1 : 0;
 
-  // Partial results: slot 0 carries the state between slices, then the chunks
-  // of one slice. The layout must not change between slices, so it is sized
-  // for the most chunks any slice takes (the first, full-length one, or the last).
+  // Every slice but the last has the first one's length, so two plans cover
+  // them all. Partial results: slot 0 carries the state between slices, then
+  // the chunks of one slice; the layout must not change between slices, so it
+  // is sized for the larger plan.
   Args first = a, last = a;
   plan_chunks(spec, a.m, a.n < slice ? a.n : slice, ROWS, per_sm, &first);
   plan_chunks(spec, a.m, a.n - (nslices - 1) * slice, ROWS, per_sm, &last);
@@ -182,14 +184,16 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   for (size_t s = 0; s < nslices; s++) {
     a.j_begin = s * slice;
     a.j_end = a.n - a.j_begin < slice ? a.n : a.j_begin + slice;
-    plan_chunks(spec, a.m, a.j_end - a.j_begin, ROWS, per_sm, &a);
+    const Args &plan = s + 1 < nslices ? first : last;
+    a.j_chunk = plan.j_chunk;
+    a.nchunks = plan.nchunks;
     a.carry_in = s > 0;
     a.carry_out = s + 1 < nslices;
     kernel<<<dim3(row_blocks, (unsigned) a.nchunks), BLOCK, smem>>>(a);
     if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
     if (a.nchunks > 1 || a.sliced) {
       combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
-      if (gk_cuda_check_launch("the 2D combining kernel", err)) return err->status;
+      if (gk_cuda_check_launch("the combining kernel", err)) return err->status;
     }
     if (a.carry_out) {
       // Waiting here costs nothing measurable (a slice is tens of milliseconds)

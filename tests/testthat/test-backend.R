@@ -55,7 +55,7 @@ test_that("the engines' cached buffers can be released and are made again", {
       first <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
       .Call(gpukernels:::gk_r_release_caches)
       again <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
-      expect_equal(rel_err(first, drop(K %*% b)), 0, tolerance = tol)
+      expect_lt(rel_err(first, drop(K %*% b)), tol)
       expect_equal(again, first, tolerance = tol)
     }
   }
