@@ -63,16 +63,13 @@ SEXP gk_r_omp_threads(void)
   return Rf_ScalarInteger(gk_omp_max_threads());
 }
 
-void gk_reduce_unload(void);
-
-/* Frees what the engines keep between calls (the reduction workspace and
- * staging buffers, cuBLAS/cuSOLVER handles); they are made again when needed.
- * Called when the namespace is unloaded, so that nothing stays allocated on
- * the GPU while the DLL itself stays loaded (finalizers of live objects still
- * point into it). */
+/* Frees what the per-device contexts keep between calls (scratch and staging
+ * buffers, cuBLAS/cuSOLVER handles); they are made again when needed. Called
+ * when the namespace is unloaded, so that nothing stays allocated on the GPU
+ * while the DLL itself stays loaded (finalizers of live objects still point
+ * into it). */
 SEXP gk_r_release_caches(void)
 {
-  gk_reduce_unload();
   gk_device_release_all();
   return R_NilValue;
 }

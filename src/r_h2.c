@@ -17,9 +17,7 @@ static void handle_free(h2_handle *h)
 {
   if (!h) return;
   h2_cpu_free(h->cpu);
-#ifdef GK_HAVE_CUDA
   h2_gpu_free(h->gpu);
-#endif
   h2_tree_free(&h->tree);
   free(h);
 }
@@ -32,10 +30,10 @@ static void h2_finalize(SEXP ptr)
 
 static h2_handle *handle_of(SEXP ptr)
 {
-  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrAddr(ptr) == NULL)
-    Rf_error("this h2matrix is no longer valid (was it saved and reloaded?): build it again "
-             "with h2_matrix()");
-  return (h2_handle *) R_ExternalPtrAddr(ptr);
+  return (h2_handle *) gk_extptr_address(
+      ptr, GK_TAG_H2MATRIX, "h2matrix",
+      "this h2matrix is no longer valid (was it saved and reloaded?): build it again with "
+      "h2_matrix()");
 }
 
 static double now_seconds(void)
@@ -49,39 +47,40 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
                    SEXP single, SEXP backend, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (dim < 2 || dim > 3) Rf_error("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
   gk_kernel kernel = gk_kernel_from_r(spec);
   double range[3];
   gk_kernel_range_from_r(spec, dim, range);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
   gk_scale_points(REAL(locs), n, dim, range, xs);
 
+  // The external pointer exists (with its finalizer) before anything native
+  // does, so that no R allocation failure can leak what is built.
+  SEXP ptr = PROTECT(gk_extptr_new(GK_TAG_H2MATRIX, h2_finalize));
   gk_error err;
   gk_error_clear(&err);
   h2_handle *h = (h2_handle *) calloc(1, sizeof *h);
-  if (!h) Rf_error("out of host memory for the H2 matrix");
+  if (!h) {
+    UNPROTECT(1);
+    Rf_error("out of host memory for the H2 matrix");
+  }
   h->single = gk_as_flag(single);
   double start = now_seconds();
   if (h2_tree_build(&h->tree, xs, n, dim, gk_as_int(leaf_size), gk_as_int(order),
                     gk_as_double(eta), &kernel, gk_as_double(nugget), gk_as_int(threads),
                     &err) == GK_OK) {
     h->tree_seconds = now_seconds() - start;
-    if (gk_backend_is_gpu(backend)) {
-#ifdef GK_HAVE_CUDA
+    if (gk_backend_is_gpu(backend))
       h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
-#else
-      gk_fail_no_cuda(&err);
-#endif
-    } else {
+    else
       h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
-    }
   }
   h->build_seconds = now_seconds() - start;
   if (err.status) {
     handle_free(h);
+    UNPROTECT(1);
     gk_raise(&err);
   }
-  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, R_NilValue, R_NilValue));
-  R_RegisterCFinalizerEx(ptr, h2_finalize, TRUE);
   R_SetExternalPtrAddr(ptr, h);
   UNPROTECT(1);
   return ptr;
@@ -90,6 +89,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 {
   h2_handle *h = handle_of(ptr);
+  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) Rf_error("x must be a double matrix");
   int n = Rf_nrows(x), nrhs = Rf_ncols(x);
   if (n != h->tree.n) Rf_error("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
@@ -97,13 +97,8 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   gk_error err;
   gk_error_clear(&err);
   if (nrhs > 0) {
-    if (h->gpu) {
-#ifdef GK_HAVE_CUDA
-      h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
-#endif
-    } else {
-      h2_cpu_matmul(&h->tree, h->cpu, REAL(x), nrhs, REAL(out), &err);
-    }
+    if (h->gpu) h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
+    else h2_cpu_matmul(&h->tree, h->cpu, REAL(x), nrhs, REAL(out), &err);
   }
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
@@ -118,14 +113,11 @@ SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only)
   gk_error_clear(&err);
   double ms = NA_REAL;
   if (!h->gpu) gk_fail(&err, GK_ERR_INPUT, "device timing needs an h2matrix built on the GPU");
-#ifdef GK_HAVE_CUDA
   else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps),
                        gk_as_flag(cublas_only), &ms, &err);
-#endif
   if (err.status) gk_raise(&err);
   return Rf_ScalarReal(ms);
 }
-
 SEXP gk_r_h2_info(SEXP ptr)
 {
   h2_handle *h = handle_of(ptr);

@@ -20,15 +20,10 @@ SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads)
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, m, n));
   gk_error err;
   gk_error_clear(&err);
-  if (gk_backend_is_gpu(backend)) {
-#ifdef GK_HAVE_CUDA
+  if (gk_backend_is_gpu(backend))
     kernel_matrix_cuda(&kernel, xs, m, ys, n, dim, REAL(out), &err);
-#else
-    gk_fail_no_cuda(&err);
-#endif
-  } else {
+  else
     kernel_matrix_cpu(&kernel, xs, m, ys, n, dim, REAL(out), gk_as_int(threads), &err);
-  }
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;

@@ -101,15 +101,10 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   writer.n_rows = xs.n;
   writer.threads = opt.threads;
 
-  if (gk_backend_is_gpu(backend)) {
-#ifdef GK_HAVE_CUDA
+  if (gk_backend_is_gpu(backend))
     pcf_matrix_cuda(&op, &xs, yp, &writer, &opt, &err);
-#else
-    gk_fail_no_cuda(&err);
-#endif
-  } else {
+  else
     pcf_matrix_cpu(&op, &xs, yp, &writer, &opt, &err);
-  }
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;

@@ -1,16 +1,15 @@
-/* .Call glue for the kernel reductions (src/reduce/) and for device matrices. */
+/* .Call glue for the kernel reductions (src/reduce/) and for device matrices
+ * (src/device/device_matrix.h). */
 #include <stdlib.h>
 #include "r_util.h"
 #include "reduce/reduce.h"
-#include "reduce/device_matrix.h"
+#include "device/device_matrix.h"
 
 static void device_matrix_finalize(SEXP ptr)
 {
   gk_device_matrix *dm = (gk_device_matrix *) R_ExternalPtrAddr(ptr);
   if (!dm) return;
-#ifdef GK_HAVE_CUDA
   device_matrix_free(dm);
-#endif
   free(dm);
   R_ClearExternalPtr(ptr);
 }
@@ -18,14 +17,17 @@ static void device_matrix_finalize(SEXP ptr)
 /* Uploads a double matrix; returns an external pointer (freed by its finalizer). */
 SEXP gk_r_device_matrix(SEXP x, SEXP single)
 {
+  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) Rf_error("x must be a double matrix");
   gk_error err;
   gk_error_clear(&err);
-#ifdef GK_HAVE_CUDA
+  // The external pointer exists (with its finalizer) before anything native
+  // does, so that no R allocation failure can leak what is built.
+  SEXP ptr = PROTECT(gk_extptr_new(GK_TAG_DEVICE_MATRIX, device_matrix_finalize));
   gk_device_matrix *dm = (gk_device_matrix *) calloc(1, sizeof *dm);
-  if (!dm) Rf_error("out of memory");
-  // Register the finalizer before the address, so nothing leaks if R fails.
-  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, Rf_install("gk_device_matrix"), R_NilValue));
-  R_RegisterCFinalizerEx(ptr, device_matrix_finalize, TRUE);
+  if (!dm) {
+    UNPROTECT(1);
+    Rf_error("out of host memory for a device matrix");
+  }
   if (device_matrix_upload(dm, REAL(x), (size_t) Rf_nrows(x), Rf_ncols(x), gk_as_flag(single),
                            &err)) {
     free(dm);
@@ -35,20 +37,13 @@ SEXP gk_r_device_matrix(SEXP x, SEXP single)
   R_SetExternalPtrAddr(ptr, dm);
   UNPROTECT(1);
   return ptr;
-#else
-  (void) x;
-  (void) single;
-  gk_fail_no_cuda(&err);
-  gk_raise(&err);
-  return R_NilValue;
-#endif
 }
 
 static gk_device_matrix *device_matrix_of(SEXP ptr)
 {
-  gk_device_matrix *dm = TYPEOF(ptr) == EXTPTRSXP ? (gk_device_matrix *) R_ExternalPtrAddr(ptr) : NULL;
-  if (!dm) Rf_error("this device matrix is no longer valid (it was freed, or saved and reloaded)");
-  return dm;
+  return (gk_device_matrix *) gk_extptr_address(
+      ptr, GK_TAG_DEVICE_MATRIX, "gk_device_matrix",
+      "this device matrix is no longer valid (it was freed, or saved and reloaded)");
 }
 
 SEXP gk_r_device_matrix_download(SEXP ptr)
@@ -57,30 +52,37 @@ SEXP gk_r_device_matrix_download(SEXP ptr)
   gk_error err;
   gk_error_clear(&err);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int) dm->rows, dm->cols));
-#ifdef GK_HAVE_CUDA
   device_matrix_download(dm, REAL(out), &err);
-#else
-  gk_fail_no_cuda(&err);
-#endif
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;
 }
 
-/* A host matrix (REALSXP) or a device matrix (external pointer) as an operand. */
-static gk_reduce_operand operand_of(SEXP a)
+/* A host matrix or vector (REALSXP) or a device matrix (external pointer) as
+ * an operand; `min_value` gets its smallest entry when wanted (NULL: not). */
+static gk_reduce_operand operand_of(SEXP a, double *min_value)
 {
-  gk_reduce_operand op = {NULL, NULL, 0, 0, 0};
+  gk_reduce_operand op = {NULL, NULL, 0, -1, 0, 0};
   if (TYPEOF(a) == EXTPTRSXP) {
     gk_device_matrix *dm = device_matrix_of(a);
     op.device = dm->buf.ptr;
     op.device_single = dm->single;
+    op.gpu = dm->res.device;
     op.rows = dm->rows;
     op.cols = dm->cols;
+    if (min_value) *min_value = dm->min_value;
   } else {
+    if (TYPEOF(a) != REALSXP) Rf_error("reduction operands must be double matrices or device matrices");
     op.host = REAL(a);
-    op.rows = (size_t) Rf_nrows(a);
-    op.cols = Rf_ncols(a);
+    op.rows = Rf_isMatrix(a) ? (size_t) Rf_nrows(a) : (size_t) Rf_xlength(a);
+    op.cols = Rf_isMatrix(a) ? Rf_ncols(a) : 1;
+    if (min_value) {
+      double lo = R_PosInf;
+      const double *v = REAL(a);
+      for (R_xlen_t q = 0; q < Rf_xlength(a); q++)
+        if (v[q] < lo) lo = v[q];
+      *min_value = lo;
+    }
   }
   return op;
 }
@@ -92,15 +94,23 @@ static gk_reduce_operand operand_of(SEXP a)
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out)
 {
-  gk_reduce_operand xo = operand_of(x), yo = operand_of(y), bo = {NULL, NULL, 0, 0, 0};
+  gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
+  gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0};
+  gk_reduction reduction_code = (gk_reduction) gk_as_int(reduction);
   int has_b = !Rf_isNull(b);
-  if (has_b) bo = operand_of(b);
+  double b_min = 0.0;
+  if (has_b) bo = operand_of(b, reduction_code == GK_REDUCE_LOGSUMEXP ? &b_min : NULL);
+  // log of a negative weighted sum has no value: refuse it here too, for
+  // device-matrix weights (whose entries R cannot see) as for host ones.
+  if (has_b && b_min < 0) Rf_error("logsumexp weights `b` must be non-negative");
+  if (xo.cols != yo.cols) Rf_error("`x` and `y` must have the same number of columns");
+  if (has_b && bo.rows != yo.rows) Rf_error("`b` must have one row per point reduced over");
   gk_reduce_spec rs;
   rs.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
   gk_kernel_range_from_r(spec, xo.cols, range);
   rs.range = range;
-  rs.reduction = (gk_reduction) gk_as_int(reduction);
+  rs.reduction = reduction_code;
   rs.k = gk_as_int(k);
   rs.single = gk_as_flag(single);
   rs.method = (gk_reduce_method) gk_as_int(method);
@@ -116,16 +126,11 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                                                 : Rf_allocMatrix(INTSXP, m, icols));
   gk_error err;
   gk_error_clear(&err);
-  if (gk_backend_is_gpu(backend)) {
-#ifdef GK_HAVE_CUDA
+  if (gk_backend_is_gpu(backend))
     reduce_cuda(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), &err);
-#else
-    gk_fail_no_cuda(&err);
-#endif
-  } else {
+  else
     reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),
                gk_as_int(threads), &err);
-  }
   if (err.status) {
     UNPROTECT(2);
     gk_raise(&err);
@@ -139,12 +144,4 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   SET_VECTOR_ELT(out, 1, index);
   UNPROTECT(3);
   return out;
-}
-
-/* Frees the reduction engine's cached GPU workspace (package unload). */
-void gk_reduce_unload(void)
-{
-#ifdef GK_HAVE_CUDA
-  reduce_cuda_release();
-#endif
 }

@@ -33,6 +33,23 @@ void gk_install_r_hooks(void)
   gk_set_hooks(r_interrupt_pending, r_progress);
 }
 
+SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer)
+{
+  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, Rf_install(tag), R_NilValue));
+  R_RegisterCFinalizerEx(ptr, finalizer, TRUE);
+  UNPROTECT(1);
+  return ptr;
+}
+
+void *gk_extptr_address(SEXP ptr, const char *tag, const char *what, const char *stale)
+{
+  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != Rf_install(tag))
+    Rf_error("this %s is not valid: its `ptr` does not hold a %s made by gpukernels", what, what);
+  void *address = R_ExternalPtrAddr(ptr);
+  if (!address) Rf_error("%s", stale);
+  return address;
+}
+
 int gk_backend_is_gpu(SEXP backend)
 {
   return strcmp(CHAR(STRING_ELT(backend, 0)), "gpu") == 0;

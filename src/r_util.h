@@ -36,4 +36,19 @@ void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out);
 /* Copies the n x dim column-major matrix x divided by the range into out. */
 void gk_scale_points(const double *x, size_t n, int dim, const double *range, double *out);
 
+/* External pointers to the package's native objects carry a tag naming their
+ * kind; every entry point taking one checks it before reading the address. */
+#define GK_TAG_H2MATRIX "gpukernels_h2matrix"
+#define GK_TAG_DEVICE_MATRIX "gk_device_matrix"
+
+/* A new external pointer with `tag`, no address yet and `finalizer`
+ * registered (R may fail here: nothing native exists yet to leak). The caller
+ * PROTECTs it, builds the object, then sets the address. */
+SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer);
+
+/* The address in `ptr` if it is an external pointer with `tag`; otherwise an
+ * R error: `what` (e.g. "h2matrix") is not valid (a pointer from elsewhere),
+ * or `stale` when the address is NULL (freed, or saved and reloaded). */
+void *gk_extptr_address(SEXP ptr, const char *tag, const char *what, const char *stale);
+
 #endif

@@ -3,6 +3,7 @@
 #ifndef GK_HAVE_CUDA
 #include <stdio.h>
 #include "device/gk_device.h"
+#include "device/gk_resident.h"
 
 int gk_cuda_built(void) { return 0; }
 int gk_cuda_runtime_version(void) { return 0; }
@@ -34,12 +35,63 @@ gk_status gk_device_bind_thread(int device, gk_error *err)
   return gk_fail_no_cuda(err);
 }
 
-gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err)
+int gk_device_active(void) { return -1; }
+int gk_device_in_use(void) { return -1; }
+
+gk_status gk_device_enter(int device, gk_error *err)
 {
-  (void) fraction;
+  (void) device;
+  return gk_fail_no_cuda(err);
+}
+
+size_t gk_memory_budget_of(size_t free_bytes)
+{
+  return (size_t) ((double) free_bytes * GK_MEMORY_BUDGET_FRACTION);
+}
+
+gk_status gk_device_memory_budget(size_t *bytes, gk_error *err)
+{
   *bytes = 0;
   return gk_fail_no_cuda(err);
 }
+
+int gk_device_sm_count(void) { return 1; }
+
+gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err)
+{
+  (void) slot; (void) bytes; (void) what;
+  *ptr = NULL;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err)
+{
+  (void) bytes; (void) what;
+  *ptr = NULL;
+  return gk_fail_no_cuda(err);
+}
+
+void gk_resident_init(gk_resident *r, gk_resident_kind kind)
+{
+  r->kind = kind;
+  r->device = -1;
+  r->bytes = 0;
+}
+
+gk_status gk_resident_enter(const gk_resident *r, gk_error *err)
+{
+  (void) r;
+  return gk_fail_no_cuda(err);
+}
+
+int gk_resident_release_begin(const gk_resident *r)
+{
+  (void) r;
+  return -1;
+}
+
+void gk_resident_release_end(int previous) { (void) previous; }
 
 gk_status gk_buffer_alloc(gk_device_buffer *buf, size_t bytes, const char *what, gk_error *err)
 {

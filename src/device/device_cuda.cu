@@ -1,13 +1,14 @@
-// The device layer of a CUDA build (see gk_device.h for the contract).
+// The device layer of a CUDA build (see gk_device.h for the contract); the
+// per-device context is in device_context_cuda.cu.
 #include <stdio.h>
 #include "device/gk_cuda.h"
+#include "device/gk_resident.h"
 
 #define GK_MAX_DEVICES 64
 
-static int current_device = 0;
+static int current_device = 0;                // chosen by gk_device_select
 static thread_local int thread_device = -1;   // set by gk_device_bind_thread
-static cublasHandle_t cublas_handles[GK_MAX_DEVICES];
-static cusolverDnHandle_t cusolver_handles[GK_MAX_DEVICES];
+static thread_local int in_use_device = -1;   // entered last by this thread
 
 extern "C" {
 
@@ -116,17 +117,27 @@ gk_status gk_device_select(int device, gk_error *err)
   if (check_device_index(device, err)) return err->status;
   if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
   current_device = device;
+  in_use_device = device;
   return GK_OK;
 }
 
 int gk_device_current(void) { return current_device; }
 
-// Every engine entry point starts here, so that the device chosen with
-// gk_set_device() is the one used even if other code changed it meanwhile.
-static gk_status use_current_device(gk_error *err)
+int gk_device_active(void) { return thread_device >= 0 ? thread_device : current_device; }
+
+int gk_device_in_use(void) { return in_use_device; }
+
+// Setting the device every time (not only when it differs from the one
+// entered last) keeps the promise even if other code in the process changed
+// the CUDA device meanwhile; it costs no synchronization.
+gk_status gk_device_enter(int device, gk_error *err)
 {
-  int device = thread_device >= 0 ? thread_device : current_device;
-  return gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err);
+  if (device < 0) device = gk_device_active();
+  if (device >= GK_MAX_DEVICES)
+    return gk_fail(err, GK_ERR_INTERNAL, "device index %d out of range", device);
+  if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
+  in_use_device = device;
+  return GK_OK;
 }
 
 gk_status gk_device_bind_thread(int device, gk_error *err)
@@ -137,25 +148,65 @@ gk_status gk_device_bind_thread(int device, gk_error *err)
   }
   if (check_device_index(device, err)) return err->status;
   thread_device = device;
-  return use_current_device(err);
+  return gk_device_enter(device, err);
 }
 
-gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err)
+size_t gk_memory_budget_of(size_t free_bytes)
+{
+  return (size_t) ((double) free_bytes * GK_MEMORY_BUDGET_FRACTION);
+}
+
+gk_status gk_device_memory_budget(size_t *bytes, gk_error *err)
 {
   size_t free_bytes = 0, total_bytes = 0;
   *bytes = 0;
-  if (use_current_device(err)) return err->status;
+  if (in_use_device < 0 && gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
   if (gk_cuda_status(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", err))
     return err->status;
-  *bytes = (size_t) ((double) free_bytes * fraction);
+  *bytes = gk_memory_budget_of(free_bytes);
   return GK_OK;
 }
+
+/* ---- resident objects (gk_resident.h) ---- */
+
+void gk_resident_init(gk_resident *r, gk_resident_kind kind)
+{
+  r->kind = kind;
+  r->device = in_use_device >= 0 ? in_use_device : gk_device_active();
+  r->bytes = 0;
+}
+
+gk_status gk_resident_enter(const gk_resident *r, gk_error *err)
+{
+  if (r->device < 0)
+    return gk_fail(err, GK_ERR_INTERNAL, "a GPU object without a device");
+  return gk_device_enter(r->device, err);
+}
+
+int gk_resident_release_begin(const gk_resident *r)
+{
+  int previous = in_use_device;
+  if (r->device >= 0 && r->device != previous) {
+    if (cudaSetDevice(r->device) == cudaSuccess) in_use_device = r->device;
+    else cudaGetLastError();
+  }
+  return previous;
+}
+
+void gk_resident_release_end(int previous)
+{
+  if (previous >= 0 && previous != in_use_device) {
+    if (cudaSetDevice(previous) == cudaSuccess) in_use_device = previous;
+    else cudaGetLastError();
+  }
+}
+
+/* ---- buffers and streams, on the device in use ---- */
 
 gk_status gk_buffer_alloc(gk_device_buffer *buf, size_t bytes, const char *what, gk_error *err)
 {
   buf->ptr = NULL;
   buf->bytes = 0;
-  if (use_current_device(err)) return err->status;
   if (bytes == 0) return GK_OK;
   cudaError_t code = cudaMalloc(&buf->ptr, bytes);
   if (code == cudaErrorMemoryAllocation) {
@@ -228,7 +279,6 @@ gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err)
   int least = 0, greatest = 0;
   cudaStream_t s = NULL;
   *stream = NULL;
-  if (use_current_device(err)) return err->status;
   if (gk_cuda_status(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities", err))
     return err->status;
   if (gk_cuda_status(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
@@ -248,42 +298,6 @@ void gk_stream_destroy(gk_stream *stream)
 gk_status gk_stream_sync(gk_stream stream, const char *what, gk_error *err)
 {
   return gk_cuda_status(cudaStreamSynchronize((cudaStream_t) stream), what, err);
-}
-
-gk_status gk_cublas_handle(cublasHandle_t *handle, gk_error *err)
-{
-  if (use_current_device(err)) return err->status;
-  if (!cublas_handles[current_device]) {
-    cublasHandle_t h = NULL;
-    if (gk_cublas_status(cublasCreate(&h), "cublasCreate", err)) return err->status;
-    cublas_handles[current_device] = h;
-  }
-  *handle = cublas_handles[current_device];
-  return GK_OK;
-}
-
-gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err)
-{
-  if (use_current_device(err)) return err->status;
-  if (!cusolver_handles[current_device]) {
-    cusolverDnHandle_t h = NULL;
-    if (gk_cusolver_status(cusolverDnCreate(&h), "cusolverDnCreate", err)) return err->status;
-    cusolver_handles[current_device] = h;
-  }
-  *handle = cusolver_handles[current_device];
-  return GK_OK;
-}
-
-void gk_device_release_all(void)
-{
-  for (int d = 0; d < GK_MAX_DEVICES; d++) {
-    if (!cublas_handles[d] && !cusolver_handles[d]) continue;
-    cudaSetDevice(d);
-    if (cublas_handles[d]) cublasDestroy(cublas_handles[d]);
-    if (cusolver_handles[d]) cusolverDnDestroy(cusolver_handles[d]);
-    cublas_handles[d] = NULL;
-    cusolver_handles[d] = NULL;
-  }
 }
 
 }  // extern "C"

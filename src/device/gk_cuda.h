@@ -24,9 +24,19 @@ gk_status gk_cusolver_status(cusolverStatus_t code, const char *what, gk_error *
 /* Checks for a failed kernel launch (call right after <<<...>>>). */
 gk_status gk_cuda_check_launch(const char *what, gk_error *err);
 
-/* Cached handles for the current device. */
-gk_status gk_cublas_handle(cublasHandle_t *handle, gk_error *err);
+/* cuBLAS handles of the device in use, one per lane, created once and kept
+ * until gk_device_release_all(). An engine that runs work on several streams
+ * at once takes one lane per stream (a handle's workspace must not be shared
+ * by two streams running at once); the handle is bound to `stream` on return
+ * (a host-side setting, no synchronization). */
+enum { GK_BLAS_LANE_0 = 0, GK_BLAS_LANE_1 = 1, GK_BLAS_LANES = 2 };
+gk_status gk_cublas_handle(int lane, gk_stream stream, cublasHandle_t *handle, gk_error *err);
 gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err);
+
+/* Blocks of `kernel` (a __global__ function) with `block` threads and `smem`
+ * bytes of dynamic shared memory that fit on one multiprocessor of the device
+ * in use; asked once per (device, kernel, block, smem) and cached. At least 1. */
+int gk_device_occupancy(const void *kernel, int block, size_t smem);
 
 #ifdef __cplusplus
 }

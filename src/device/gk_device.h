@@ -1,9 +1,21 @@
 /*
- * The shared device layer: device query, the free-memory budget, device and
- * pinned host buffers, and streams. Plain C declarations, callable from the R
- * glue and from every engine; the CUDA build implements them in
- * device_cuda.cu, the CPU-only build in device_cpu.c (no devices; every GPU
- * request fails with a clear message).
+ * The shared device layer: device query and choice, the memory budget, device
+ * and pinned host buffers, streams, and the per-device context (library
+ * handles, scratch kept between calls, cached device facts). Plain C
+ * declarations, callable from the R glue and from every engine; the CUDA build
+ * implements them in device_cuda.cu and device_context_cuda.cu, the CPU-only
+ * build in device_cpu.c (no devices; every GPU request fails with a clear
+ * message).
+ *
+ * Which GPU a call runs on. gk_device_select() (R's gk_set_device()) chooses
+ * the device new work and new objects use; a host thread driving one GPU of a
+ * multi-GPU job binds itself to it instead (gk_device_bind_thread()). Every
+ * engine entry point starts with gk_device_enter(): with the device of the
+ * resident object it works on (device/gk_resident.h), or GK_DEVICE_ACTIVE for
+ * new work. The layer calls that follow on that thread (buffers, streams,
+ * handles, scratch) work on the device entered and never switch devices
+ * themselves, so an object made on GPU 1 keeps using GPU 1 after the user
+ * selects GPU 2.
  *
  * Engines keep device memory in gk_device_buffer and streams in gk_stream so
  * that error handling and messages (which allocation ran out of memory, how
@@ -47,13 +59,61 @@ gk_status gk_device_query(int device, gk_device_info *info, gk_error *err);
 gk_status gk_device_select(int device, gk_error *err);
 int gk_device_current(void);
 
-/* Makes the calling host thread use `device` (0-based) for every later call of
- * this layer, whatever gk_device_select() chose; -1 undoes it. For engines
- * that drive several GPUs, one host thread each (err may be NULL with -1). */
+/* Makes the calling host thread use `device` (0-based) for its new work,
+ * whatever gk_device_select() chose, and enters it; -1 undoes the binding. For
+ * engines that drive several GPUs, one host thread each (err may be NULL with
+ * -1). */
 gk_status gk_device_bind_thread(int device, gk_error *err);
 
-/* Bytes an engine may use on the current device: free memory x fraction. */
-gk_status gk_device_memory_budget(double fraction, size_t *bytes, gk_error *err);
+/* The device new work of the calling thread goes to: its bound device, else
+ * the selected one. */
+int gk_device_active(void);
+
+#define GK_DEVICE_ACTIVE (-1)
+
+/* Makes `device` (0-based; GK_DEVICE_ACTIVE: gk_device_active()) the GPU of
+ * the calling thread's following layer calls. Every engine entry point calls
+ * it first. */
+gk_status gk_device_enter(int device, gk_error *err);
+
+/* The device the calling thread entered last (-1: none yet). */
+int gk_device_in_use(void);
+
+/* The memory budget, one rule for every engine: an engine may hold at most
+ * GK_MEMORY_BUDGET_FRACTION of the device's free memory (measured when it
+ * plans its allocations; what it already holds counts as free if it frees it
+ * first). An engine whose plan does not fit fails with GK_ERR_NOMEM and a
+ * message saying what to change; engines that work in blocks size the blocks
+ * so that everything they allocate at once stays within it (the PCF pipeline:
+ * two output buffers per GPU, each half of the budget). The 20% left covers
+ * the CUDA libraries' own workspaces and other processes' growth. */
+#define GK_MEMORY_BUDGET_FRACTION 0.8
+
+/* The budget for a device with `free_bytes` free. */
+size_t gk_memory_budget_of(size_t free_bytes);
+
+/* The budget on the device in use (one cudaMemGetInfo: call it when planning,
+ * not on every call). */
+gk_status gk_device_memory_budget(size_t *bytes, gk_error *err);
+
+/* Facts about the device in use, asked once per device and cached. */
+int gk_device_sm_count(void);
+
+/* Scratch kept between calls, per device (small calls then allocate
+ * nothing): device memory by slot, and one page-locked host staging buffer.
+ * A request that needs more frees the old buffer (its contents are lost) and
+ * allocates the size asked for plus a quarter, within the memory budget.
+ * Owned by the layer, freed by gk_device_release_all(). Scratch is for calls
+ * made from the R thread (one at a time), not for the pipeline's workers. */
+typedef enum {
+  GK_SCRATCH_WORKSPACE = 0,   /* a call's operands and results            */
+  GK_SCRATCH_PARTIALS = 1,    /* partial results combined by a second pass */
+  GK_SCRATCH_SLOTS = 2
+} gk_scratch_slot;
+
+gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err);
+gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err);
 
 /* Device memory. An allocation that fails reports `what` and the sizes. */
 typedef struct {
@@ -86,7 +146,8 @@ gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err);
 void gk_stream_destroy(gk_stream *stream);
 gk_status gk_stream_sync(gk_stream stream, const char *what, gk_error *err);
 
-/* Releases cached library handles on every device (at package unload). */
+/* Releases what the per-device contexts keep (library handles, scratch,
+ * staging, cached facts) on every device; made again when needed. */
 void gk_device_release_all(void);
 
 #ifdef __cplusplus

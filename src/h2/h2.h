@@ -64,6 +64,16 @@ typedef struct {
   h2_bsr dense;         /* leaf level                                           */
 } h2_tree;
 
+/* The kernels an H2 matrix can represent: covariances that are smooth
+ * functions of the distance away from 0 (not `linear`, a function of the
+ * inner product, nor `squared_distance`, which grows with the distance). */
+static inline int h2_kernel_supported(gk_kernel_family family)
+{
+  return family == GK_KERNEL_GAUSSIAN || family == GK_KERNEL_EXPONENTIAL ||
+         family == GK_KERNEL_MATERN || family == GK_KERNEL_CAUCHY ||
+         family == GK_KERNEL_INVERSE_MULTIQUADRIC;
+}
+
 /* Builds the structure for n points (n x dim, column-major, already divided
  * by the kernel's range). Blocks (i, j) are admissible when
  *   max(diam B_i, diam B_j) <= eta * dist(B_i, B_j)
@@ -124,7 +134,9 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *c, const double *x, int nrhs, 
                         gk_error *err);
 void h2_cpu_free(h2_cpu *c);
 
-/* GPU backend: data resident on the current device. */
+/* GPU backend: data resident on the GPU selected when it was built (an
+ * h2_gpu starts with a gk_resident header); products and the free run there.
+ * A CPU-only build's h2_gpu_build fails with GK_ERR_NO_CUDA. */
 typedef struct h2_gpu h2_gpu;
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
 gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,

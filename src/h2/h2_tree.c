@@ -251,6 +251,13 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   double *coords = NULL, *lo = NULL, *hi = NULL;
   pair_list *coupling = NULL, dense = {0};
   memset(t, 0, sizeof *t);
+  if (!h2_kernel_supported(kernel->family)) {
+    const char *name = kernel->family == GK_KERNEL_LINEAR ? "\"linear\""
+                     : kernel->family == GK_KERNEL_SQUARED_DISTANCE ? "\"squared_distance\""
+                     : "this kernel";
+    return gk_fail(err, GK_ERR_INPUT, "h2_matrix() supports the \"gaussian\", \"exponential\", "
+                   "\"matern\", \"cauchy\", \"inverse_multiquadric\" kernels, not %s", name);
+  }
   if (n < 1 || dim < 2 || dim > 3 || leaf_size < 1 || order < 1 || order > 16 || !(eta > 0))
     return gk_fail(err, GK_ERR_INPUT, "invalid H2 parameters (n = %d, dim = %d, leaf_size = %d, "
                    "order = %d)", n, dim, leaf_size, order);

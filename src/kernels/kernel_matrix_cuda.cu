@@ -26,6 +26,7 @@ extern "C" gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x
                    dk = GK_DEVICE_BUFFER_EMPTY;
   const int threads = 256;
   if (m == 0 || n == 0) return GK_OK;
+  if (gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
   GK_TRY(gk_buffer_alloc(&dx, m * dim * sizeof(double), "the points x", err));
   GK_TRY(gk_buffer_alloc(&dy, n * dim * sizeof(double), "the points y", err));
   GK_TRY(gk_buffer_alloc(&dk, m * n * sizeof(double), "the kernel matrix", err));

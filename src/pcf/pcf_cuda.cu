@@ -309,17 +309,18 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   gk_block_policy policy = {&ctx, options->single, storage_create, storage_destroy, launch};
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
 
-  // Output budget: half of 80% of the free memory of the emptiest GPU, split
-  // 32 ways per GPU, no block over kMaxBlockElements. Occupancy floor: each
-  // thread computes kTileCols pairs, so a block side of sqrt(2048 threads x
-  // SMs x kTileCols) fills every SM of the smallest GPU.
+  // Output budget: the device layer's memory budget of the emptiest GPU,
+  // shared by the two output buffers each GPU holds at once, split 32 ways per
+  // GPU, no block over kMaxBlockElements. Occupancy floor: each thread
+  // computes kTileCols pairs, so a block side of sqrt(2048 threads x SMs x
+  // kTileCols) fills every SM of the smallest GPU.
   for (int d = 0; d < options->n_devices; d++) {
     gk_device_info info;
     GK_TRY(gk_device_query(options->devices[d], &info, err));
     free_bytes = std::min(free_bytes, info.free_memory);
     sm = std::min(sm, info.sm_count);
   }
-  cfg.max_elements = (size_t) ((double) free_bytes * 0.8 / 2 / elem);
+  cfg.max_elements = gk_memory_budget_of(free_bytes) / 2 / elem;
   if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);

@@ -58,12 +58,15 @@ typedef struct {
   gk_reduce_method method; /* GPU only                                               */
 } gk_reduce_spec;
 
-/* A matrix operand: host doubles, or memory already on the GPU (a device
- * matrix from R, stored as double or float). Column-major rows x cols. */
+/* A matrix operand: host doubles, or memory already on a GPU (a device
+ * matrix from R, stored as double or float, on GPU `gpu`). Column-major
+ * rows x cols. The GPU engine runs on the GPU of its device operands (they
+ * must share one), else on the active device. */
 typedef struct {
   const double *host;
   const void *device;
   int device_single;
+  int gpu;              /* 0-based; -1 for host operands */
   size_t rows;
   int cols;
 } gk_reduce_operand;
@@ -73,7 +76,9 @@ int reduce_value_columns(gk_reduction r, int e, int k);
 int reduce_index_columns(gk_reduction r, int k);
 
 /* b is NULL for the reductions without weights (MIN ... KMIN); for LOGSUMEXP
- * and SOFTMAX_SUM callers pass a column of ones when the user gave none. */
+ * and SOFTMAX_SUM callers pass a column of ones when the user gave none.
+ * reduce_cuda keeps its workspace in the device layer's scratch (kept between
+ * calls); a CPU-only build's reduce_cuda fails with GK_ERR_NO_CUDA. */
 gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                      const gk_reduce_operand *y, const gk_reduce_operand *b,
                      double *out, int *index, int threads, gk_error *err);
@@ -81,9 +86,6 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
 gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                       const gk_reduce_operand *y, const gk_reduce_operand *b,
                       double *out, int *index, gk_error *err);
-
-/* Frees the GPU workspace kept between calls (at package unload). */
-void reduce_cuda_release(void);
 
 #ifdef __cplusplus
 }

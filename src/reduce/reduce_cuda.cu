@@ -1,8 +1,8 @@
 // The GPU engine of the kernel reductions (semantics in reduce.h): plans the
-// 1D or 2D scheme, keeps one workspace between calls, prepares the operands on
-// the device and launches the kernels of reduce_kernels.cuh. One synchronize
-// per call, after the results are downloaded (and one between the slices of a
-// long reduction, for interrupts).
+// 1D or 2D scheme, prepares the operands on the device in the device layer's
+// scratch (kept between calls) and launches the kernels of reduce_kernels.cuh.
+// One synchronize per call, after the results are downloaded (and one between
+// the slices of a long reduction, for interrupts).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,55 +23,6 @@ constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automati
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
 constexpr size_t MIN_SLICE_COLUMNS = 4096;
 
-// ---- the workspace kept between calls (small calls then allocate nothing) ----
-gk_device_buffer workspace = GK_DEVICE_BUFFER_EMPTY;
-int workspace_device = -1;
-
-// The 2D scheme's partial results, sized per launch once the split is known.
-gk_device_buffer partials = GK_DEVICE_BUFFER_EMPTY;
-
-void workspace_free()
-{
-  if (!workspace.ptr && !partials.ptr) return;
-  if (workspace_device >= 0) cudaSetDevice(workspace_device);
-  gk_buffer_free(&workspace);
-  gk_buffer_free(&partials);
-  workspace_device = -1;
-  cudaSetDevice(gk_device_current());
-}
-
-gk_status workspace_reserve(size_t bytes, gk_error *err)
-{
-  int device = gk_device_current();
-  if (workspace.ptr && workspace.bytes >= bytes && workspace_device == device) return GK_OK;
-  workspace_free();
-  if (gk_cuda_status(cudaSetDevice(device), "cudaSetDevice", err)) return err->status;
-  // Grow with headroom so that slowly growing sizes do not reallocate every call.
-  if (gk_buffer_alloc(&workspace, bytes + bytes / 4, "the reduction workspace", err))
-    return err->status;
-  workspace_device = device;
-  return GK_OK;
-}
-
-gk_status partials_reserve(size_t bytes, gk_error *err)
-{
-  if (partials.ptr && partials.bytes >= bytes && workspace_device == gk_device_current())
-    return GK_OK;
-  gk_buffer_free(&partials);
-  return gk_buffer_alloc(&partials, bytes + bytes / 4, "the 2D scheme's partial results", err);
-}
-
-// Page-locked host staging, also kept: inputs are packed into it and go up in
-// one copy, results come down into it (pageable copies cost far more per call).
-gk_pinned_buffer staging = {NULL, 0};
-
-gk_status staging_reserve(size_t bytes, gk_error *err)
-{
-  if (staging.ptr && staging.bytes >= bytes) return GK_OK;
-  gk_pinned_free(&staging);
-  return gk_pinned_alloc(&staging, bytes + bytes / 4, "the reduction's staging buffer", err);
-}
-
 // Carves 256-byte aligned pieces out of the workspace.
 struct Layout {
   size_t used = 0;
@@ -82,22 +33,6 @@ struct Layout {
     return at;
   }
 };
-
-int sm_count_of_current_device()
-{
-  static int cached[64] = {0};
-  int device = gk_device_current();
-  if (device < 0 || device >= 64) return 132;
-  if (!cached[device]) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      sms = 132;
-    }
-    cached[device] = sms;
-  }
-  return cached[device];
-}
 
 // Rows per thread of the gaussian-sum fast path. More rows share each shared-
 // memory read of y_j (4 rows: about 35% faster than 1 on an H100), but make
@@ -115,7 +50,7 @@ int fast_rows(size_t m, size_t n, int e)
   // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
   // waves of 8 blocks per multiprocessor.
   double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
-  double waves2 = 2.0 * 8 * sm_count_of_current_device();
+  double waves2 = 2.0 * 8 * gk_device_sm_count();
   for (int rows = (e == 1 ? 4 : 2); rows > 1; rows /= 2)
     if (ceil(m / (double) (BLOCK * rows)) * chunks >= waves2) return rows;
   return 1;
@@ -152,13 +87,9 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
   auto kernel = reduce_tiles<T, Op, Val, DS, ROWS>;
   size_t smem = (size_t) a.tile * a.stride * sizeof(T);
-  // Blocks that fit on a multiprocessor, for the 2D rule (asked once per kernel).
-  static int resident = 0;
-  if (!resident && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, BLOCK, smem) != cudaSuccess) {
-    cudaGetLastError();
-    resident = 4;
-  }
-  const int per_sm = resident > 0 ? resident : 1;
+  // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
+  // kernel and shared-memory size by the device layer).
+  const int per_sm = gk_device_occupancy((const void *) kernel, BLOCK, smem);
   const size_t slice = slice_columns(a.m, a.n, a.tile);
   const size_t nslices = a.n == 0 ? 1 : (a.n + slice - 1) / slice;
   const unsigned row_blocks = (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
@@ -176,9 +107,12 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   if (a.sliced || first.nchunks > 1 || last.nchunks > 1) {
     size_t values = slots * Op::slots(a.e, a.k) * a.m * sizeof(double);
     size_t indices = slots * Op::index_slots(a.k) * a.m * sizeof(int);
-    if (partials_reserve(values + indices, err)) return err->status;
-    a.partial = (double *) partials.ptr;
-    a.partial_index = (int *) ((char *) partials.ptr + values);
+    void *partials = NULL;
+    if (gk_device_scratch(GK_SCRATCH_PARTIALS, values + indices,
+                          "the 2D scheme's partial results", &partials, err))
+      return err->status;
+    a.partial = (double *) partials;
+    a.partial_index = (int *) ((char *) partials + values);
   }
 
   for (size_t s = 0; s < nslices; s++) {
@@ -294,7 +228,7 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
   size_t blocks_1d = (m + (size_t) BLOCK * rows_per_thread - 1) / ((size_t) BLOCK * rows_per_thread);
-  size_t wave = (size_t) blocks_per_sm * sm_count_of_current_device();
+  size_t wave = (size_t) blocks_per_sm * gk_device_sm_count();
   size_t want, min_chunk;
   if (spec->method == GK_REDUCE_2D) {
     want = (wave + blocks_1d - 1) / blocks_1d;
@@ -413,9 +347,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   size_t at_out = lay.take(vbytes);
   size_t at_idx = at_out + vbytes;   // right after the values: one download
   lay.used = at_idx + ibytes;
-  if (workspace_reserve(lay.used, err)) return err->status;
-  if (staging_reserve(up_bytes + vbytes + ibytes, err)) return err->status;
-  char *base = (char *) workspace.ptr, *host = (char *) staging.ptr;
+  void *workspace = NULL, *staging = NULL;
+  if (gk_device_scratch(GK_SCRATCH_WORKSPACE, lay.used, "the reduction workspace", &workspace,
+                        err) ||
+      gk_pinned_scratch(up_bytes + vbytes + ibytes, "the reduction's staging buffer", &staging,
+                        err))
+    return err->status;
+  char *base = (char *) workspace, *host = (char *) staging;
 
   // Coordinates are divided by the range (and, for the fast gaussian, scaled so
   // that exp(-d^2/2) becomes 2^(-d'^2)).
@@ -467,17 +405,27 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
 
 }  // namespace
 
+// The GPU of the device operands (which must share one), else the active one.
+static gk_status reduce_device(const gk_reduce_operand *const ops[3], int *device, gk_error *err)
+{
+  *device = GK_DEVICE_ACTIVE;
+  for (int q = 0; q < 3; q++) {
+    if (!ops[q] || !ops[q]->device) continue;
+    if (*device >= 0 && ops[q]->gpu != *device)
+      return gk_fail(err, GK_ERR_INPUT, "the device matrices of this reduction are on different "
+                     "GPUs (%d and %d): make them on one GPU", *device + 1, ops[q]->gpu + 1);
+    *device = ops[q]->gpu;
+  }
+  return GK_OK;
+}
+
 extern "C" gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                                  const gk_reduce_operand *y, const gk_reduce_operand *b,
                                  double *out, int *index, gk_error *err)
 {
-  if (gk_cuda_status(cudaSetDevice(gk_device_current()), "cudaSetDevice", err)) return err->status;
+  const gk_reduce_operand *const ops[3] = {x, y, b};
+  int device = GK_DEVICE_ACTIVE;
+  if (reduce_device(ops, &device, err) || gk_device_enter(device, err)) return err->status;
   if (spec->single) return reduce_cuda_typed<float>(spec, x, y, b, out, index, err);
   return reduce_cuda_typed<double>(spec, x, y, b, out, index, err);
-}
-
-extern "C" void reduce_cuda_release(void)
-{
-  gk_pinned_free(&staging);
-  workspace_free();
 }

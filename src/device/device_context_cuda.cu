@@ -1,0 +1,198 @@
+// The per-device context of the device layer (gk_device.h, gk_cuda.h): what
+// stays on a GPU between calls without belonging to one object — library
+// handles, scratch and staging buffers, facts about the device. One context
+// per device, indexed by the device the calling thread has entered; a mutex
+// per context guards their lazy creation.
+#include <mutex>
+#include <vector>
+#include "device/gk_cuda.h"
+
+#define GK_MAX_DEVICES 64
+
+namespace {
+
+struct occupancy_entry {
+  const void *kernel;
+  int block;
+  size_t smem;
+  int blocks;
+};
+
+struct device_context {
+  std::mutex lock;
+  cublasHandle_t cublas[GK_BLAS_LANES] = {};
+  cusolverDnHandle_t cusolver = NULL;
+  gk_device_buffer scratch[GK_SCRATCH_SLOTS] = {};
+  gk_pinned_buffer staging = {NULL, 0};
+  int sm_count = 0;                       // 0: not asked yet
+  std::vector<occupancy_entry> occupancy;
+};
+
+device_context contexts[GK_MAX_DEVICES];
+
+// The context of the device in use; enters the active device if the calling
+// thread has entered none (every engine enters one first; this is a guard).
+device_context *context_of_device_in_use(gk_error *err)
+{
+  int device = gk_device_in_use();
+  if (device < 0) {
+    gk_error local;
+    gk_error_clear(&local);
+    if (gk_device_enter(GK_DEVICE_ACTIVE, err ? err : &local)) return NULL;
+    device = gk_device_in_use();
+  }
+  if (device < 0 || device >= GK_MAX_DEVICES) {
+    if (err) gk_fail(err, GK_ERR_INTERNAL, "device %d has no context", device);
+    return NULL;
+  }
+  return &contexts[device];
+}
+
+}  // namespace
+
+extern "C" {
+
+gk_status gk_cublas_handle(int lane, gk_stream stream, cublasHandle_t *handle, gk_error *err)
+{
+  *handle = NULL;
+  if (lane < 0 || lane >= GK_BLAS_LANES)
+    return gk_fail(err, GK_ERR_INTERNAL, "cuBLAS lane %d does not exist", lane);
+  device_context *ctx = context_of_device_in_use(err);
+  if (!ctx) return err->status;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->cublas[lane]) {
+    cublasHandle_t h = NULL;
+    if (gk_cublas_status(cublasCreate(&h), "creating a cuBLAS handle", err)) return err->status;
+    ctx->cublas[lane] = h;
+  }
+  if (gk_cublas_status(cublasSetStream(ctx->cublas[lane], (cudaStream_t) stream),
+                       "binding a cuBLAS handle to a stream", err))
+    return err->status;
+  *handle = ctx->cublas[lane];
+  return GK_OK;
+}
+
+gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err)
+{
+  *handle = NULL;
+  device_context *ctx = context_of_device_in_use(err);
+  if (!ctx) return err->status;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->cusolver) {
+    cusolverDnHandle_t h = NULL;
+    if (gk_cusolver_status(cusolverDnCreate(&h), "creating a cuSOLVER handle", err))
+      return err->status;
+    ctx->cusolver = h;
+  }
+  *handle = ctx->cusolver;
+  return GK_OK;
+}
+
+int gk_device_sm_count(void)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 1;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->sm_count) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gk_device_in_use()) !=
+            cudaSuccess || sms < 1) {
+      cudaGetLastError();
+      return 1;   // not cached: asked again next time
+    }
+    ctx->sm_count = sms;
+  }
+  return ctx->sm_count;
+}
+
+int gk_device_occupancy(const void *kernel, int block, size_t smem)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 1;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  for (const occupancy_entry &e : ctx->occupancy)
+    if (e.kernel == kernel && e.block == block && e.smem == smem) return e.blocks;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, smem) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;   // not cached: asked again next time
+  }
+  if (blocks < 1) blocks = 1;
+  try {
+    ctx->occupancy.push_back({kernel, block, smem, blocks});
+  } catch (...) {
+    // not cached; the answer is still right
+  }
+  return blocks;
+}
+
+gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err)
+{
+  *ptr = NULL;
+  if (slot < 0 || slot >= GK_SCRATCH_SLOTS)
+    return gk_fail(err, GK_ERR_INTERNAL, "scratch slot %d does not exist", (int) slot);
+  device_context *ctx = context_of_device_in_use(err);
+  if (!ctx) return err->status;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  gk_device_buffer *buf = &ctx->scratch[slot];
+  if (buf->ptr && buf->bytes >= bytes) {
+    *ptr = buf->ptr;
+    return GK_OK;
+  }
+  gk_buffer_free(buf);
+  // Grow with headroom so that slowly growing sizes do not reallocate every call.
+  size_t want = bytes + bytes / 4;
+  size_t budget = 0;
+  if (gk_device_memory_budget(&budget, err)) return err->status;
+  if (want > budget && bytes <= budget) want = budget;
+  if (want > budget)
+    return gk_fail(err, GK_ERR_NOMEM, "%s needs %.1f MiB of GPU memory but only %.1f MiB may "
+                   "be used (%.0f%% of the free memory): use smaller inputs or the CPU",
+                   what, bytes / 1048576.0, budget / 1048576.0, 100 * GK_MEMORY_BUDGET_FRACTION);
+  if (gk_buffer_alloc(buf, want, what, err)) return err->status;
+  *ptr = buf->ptr;
+  return GK_OK;
+}
+
+gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err)
+{
+  *ptr = NULL;
+  device_context *ctx = context_of_device_in_use(err);
+  if (!ctx) return err->status;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->staging.ptr || ctx->staging.bytes < bytes) {
+    gk_pinned_free(&ctx->staging);
+    if (gk_pinned_alloc(&ctx->staging, bytes + bytes / 4 + 1, what, err)) return err->status;
+  }
+  *ptr = ctx->staging.ptr;
+  return GK_OK;
+}
+
+void gk_device_release_all(void)
+{
+  int previous = gk_device_in_use();
+  for (int d = 0; d < GK_MAX_DEVICES; d++) {
+    device_context *ctx = &contexts[d];
+    std::lock_guard<std::mutex> guard(ctx->lock);
+    bool holds = ctx->cusolver || ctx->staging.ptr;
+    for (int l = 0; l < GK_BLAS_LANES; l++) holds = holds || ctx->cublas[l];
+    for (int s = 0; s < GK_SCRATCH_SLOTS; s++) holds = holds || ctx->scratch[s].ptr;
+    if (!holds) continue;
+    // Handles and buffers are freed on the device that made them.
+    cudaSetDevice(d);
+    cudaDeviceSynchronize();
+    for (int l = 0; l < GK_BLAS_LANES; l++) {
+      if (ctx->cublas[l]) cublasDestroy(ctx->cublas[l]);
+      ctx->cublas[l] = NULL;
+    }
+    if (ctx->cusolver) cusolverDnDestroy(ctx->cusolver);
+    ctx->cusolver = NULL;
+    for (int s = 0; s < GK_SCRATCH_SLOTS; s++) gk_buffer_free(&ctx->scratch[s]);
+    gk_pinned_free(&ctx->staging);
+  }
+  cudaGetLastError();
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+}  // extern "C"

@@ -1,0 +1,30 @@
+/* The GPU backend of the H2 engine in a CPU-only build: none can be built. */
+#ifndef GK_HAVE_CUDA
+#include "h2/h2.h"
+
+gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err)
+{
+  (void) t; (void) single;
+  *out = NULL;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
+                        gk_error *err)
+{
+  (void) t; (void) g; (void) x; (void) nrhs; (void) y;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
+                          double *ms, gk_error *err)
+{
+  (void) t; (void) g; (void) nrhs; (void) reps; (void) cublas_only; (void) ms;
+  return gk_fail_no_cuda(err);
+}
+
+void h2_gpu_free(h2_gpu *g) { (void) g; }
+#else
+/* ISO C forbids an empty translation unit. */
+typedef int gk_h2_nocuda_unused;
+#endif

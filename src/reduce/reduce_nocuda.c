@@ -1,0 +1,15 @@
+/* The GPU reduction engine in a CPU-only build: fails with the no-CUDA error. */
+#ifndef GK_HAVE_CUDA
+#include "reduce/reduce.h"
+
+gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                      const gk_reduce_operand *y, const gk_reduce_operand *b,
+                      double *out, int *index, gk_error *err)
+{
+  (void) spec; (void) x; (void) y; (void) b; (void) out; (void) index;
+  return gk_fail_no_cuda(err);
+}
+#else
+/* ISO C forbids an empty translation unit. */
+typedef int gk_reduce_nocuda_unused;
+#endif
