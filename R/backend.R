@@ -54,6 +54,10 @@ gk_build_info <- function() {
 #' Select the GPU used by the engines
 #'
 #' On machines with several GPUs, chooses the one every later call uses.
+#' Objects kept on a GPU ([gk_device_matrix()] and GPU-built [h2_matrix()]
+#' objects) stay on the GPU that was selected when they were made: they keep
+#' working, and are freed there, after another GPU is selected. A reduction
+#' whose device matrices live on different GPUs is refused.
 #'
 #' @param device GPU number, from 1 to the number of GPUs (see [gk_info()]).
 #' @return The selected device number, invisibly.

@@ -3,8 +3,9 @@
 #' Uploads a numeric matrix to GPU memory once, so that repeated reductions on
 #' the same points (or weights) do not upload them again. A device matrix is
 #' accepted by [kernel_reduce()], [kernel_matvec()] and [knn()] wherever an R
-#' matrix is; `as.matrix()` brings it back. The GPU memory is freed when the
-#' object is garbage collected. Device matrices do not survive `saveRDS()` or
+#' matrix is; `as.matrix()` brings it back. It lives on the GPU selected when
+#' it was made (see [gk_set_device()]), and reductions that use it run there.
+#' The GPU memory is freed when the object is garbage collected. Device matrices do not survive `saveRDS()` or
 #' the end of the R session.
 #'
 #' @param x A numeric matrix (a vector is one column), finite.

@@ -124,9 +124,12 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                                                  : Rf_allocMatrix(REALSXP, m, vcols));
   SEXP index = PROTECT(as_vector && icols == 1 ? Rf_allocVector(INTSXP, m)
                                                 : Rf_allocMatrix(INTSXP, m, icols));
+  int on_gpu = gk_backend_is_gpu(backend);
+  if (!on_gpu && (xo.device || yo.device || bo.device))
+    Rf_error("device matrices can only be used with backend = \"gpu\"");
   gk_error err;
   gk_error_clear(&err);
-  if (gk_backend_is_gpu(backend))
+  if (on_gpu)
     reduce_cuda(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), &err);
   else
     reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),

@@ -183,10 +183,12 @@ gk_status gk_resident_enter(const gk_resident *r, gk_error *err)
   return gk_device_enter(r->device, err);
 }
 
+// Set unconditionally: other code in the process may have changed the CUDA
+// device since this thread last entered one.
 int gk_resident_release_begin(const gk_resident *r)
 {
   int previous = in_use_device;
-  if (r->device >= 0 && r->device != previous) {
+  if (r->device >= 0) {
     if (cudaSetDevice(r->device) == cudaSuccess) in_use_device = r->device;
     else cudaGetLastError();
   }
@@ -195,7 +197,7 @@ int gk_resident_release_begin(const gk_resident *r)
 
 void gk_resident_release_end(int previous)
 {
-  if (previous >= 0 && previous != in_use_device) {
+  if (previous >= 0) {
     if (cudaSetDevice(previous) == cudaSuccess) in_use_device = previous;
     else cudaGetLastError();
   }
