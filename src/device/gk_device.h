@@ -115,7 +115,8 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
                             gk_error *err);
 gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err);
 
-/* Device memory. An allocation that fails reports `what` and the sizes. */
+/* Device memory on the device in use. An allocation that fails reports `what`
+ * and the sizes. */
 typedef struct {
   void *ptr;
   size_t bytes;
@@ -141,7 +142,7 @@ typedef struct {
 gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err);
 void gk_pinned_free(gk_pinned_buffer *buf);
 
-/* Streams; high_priority selects the device's highest stream priority. */
+/* Streams on the device in use; high_priority selects its highest priority. */
 gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err);
 void gk_stream_destroy(gk_stream *stream);
 gk_status gk_stream_sync(gk_stream stream, const char *what, gk_error *err);
