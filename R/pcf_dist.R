@@ -35,7 +35,11 @@
 #' @param precision `"double"` (default) or `"single"` (faster on GPUs; about 7
 #'   significant digits).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
-#' @param devices GPUs to use (numbers from 1, see [gk_info()]); `NULL` uses all.
+#' @param devices GPUs to use (numbers from 1, see [gk_info()]); `NULL` uses all
+#'   (on future workers: see [gk_distributed]).
+#' @param workers Split the work over \pkg{future} workers: `NULL` (the
+#'   default) when a `future::plan()` other than sequential is set, a number of
+#'   chunks, or `FALSE`/`1` for this process only; see [gk_distributed].
 #' @return `pcf_pdist()`: a `dist` object (with `Labels` from `names(X)`,
 #'   `method` such as `"L1"`, and `call`). `pcf_cdist()`: a
 #'   `length(X)` x `length(Y)` matrix. `pcf_kernel()`: a matrix of inner products.
@@ -47,10 +51,11 @@
 #' D <- pcf_cdist(X[1:3], X, p = 2)
 #' K <- pcf_kernel(X)
 #' @export
-pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = NULL) {
+pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = NULL,
+                      workers = NULL) {
   X <- as_pcf_list(X, "X")
   p <- pcf_check_p(p)
-  d <- pcf_matrix_call(X, NULL, "pdist", p, precision, backend, devices)
+  d <- pcf_matrix_call(X, NULL, "pdist", p, precision, backend, devices, workers)
   # attr<- on the fresh vector modifies it in place: no copy of a large result.
   attr(d, "Size") <- length(X)
   if (!is.null(names(X))) attr(d, "Labels") <- names(X)
@@ -64,25 +69,27 @@ pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = 
 
 #' @rdname pcf_pdist
 #' @export
-pcf_cdist <- function(X, Y, p = 1, precision = "double", backend = NULL, devices = NULL) {
+pcf_cdist <- function(X, Y, p = 1, precision = "double", backend = NULL, devices = NULL,
+                      workers = NULL) {
   X <- as_pcf_list(X, "X")
   Y <- as_pcf_list(Y, "Y")
   p <- pcf_check_p(p)
-  D <- pcf_matrix_call(X, Y, "cdist", p, precision, backend, devices)
+  D <- pcf_matrix_call(X, Y, "cdist", p, precision, backend, devices, workers)
   dimnames(D) <- pcf_dimnames(X, Y)
   D
 }
 
 #' @rdname pcf_pdist
 #' @export
-pcf_kernel <- function(X, Y = NULL, precision = "double", backend = NULL, devices = NULL) {
+pcf_kernel <- function(X, Y = NULL, precision = "double", backend = NULL, devices = NULL,
+                       workers = NULL) {
   X <- as_pcf_list(X, "X")
   if (is.null(Y)) {
-    K <- pcf_matrix_call(X, NULL, "kernel_sym", 2, precision, backend, devices)
+    K <- pcf_matrix_call(X, NULL, "kernel_sym", 2, precision, backend, devices, workers)
     dimnames(K) <- pcf_dimnames(X, X)
   } else {
     Y <- as_pcf_list(Y, "Y")
-    K <- pcf_matrix_call(X, Y, "kernel", 2, precision, backend, devices)
+    K <- pcf_matrix_call(X, Y, "kernel", 2, precision, backend, devices, workers)
     dimnames(K) <- pcf_dimnames(X, Y)
   }
   K
@@ -101,21 +108,35 @@ pcf_dimnames <- function(X, Y) {
   if (is.null(names(X)) && is.null(names(Y))) NULL else list(names(X), names(Y))
 }
 
-# The one place that resolves backend, devices and internal options, then calls C.
-pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL) {
+# The one place that resolves backend, devices and internal options, then calls
+# C, or splits the call over future workers (R/distributed.R).
+pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE) {
   single <- gk_check_precision(precision) == "single"
+  count <- gk_chunk_count(workers, length(X))
+  if (count > 0L) {
+    return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
+  }
   backend <- gk_backend(backend)
   devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  budget <- pcf_budget()
+  gk_with_engine_progress(
+    .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
+          backend, gk_threads(), as.double(budget), devices, gk_progress_lines(),
+          pcf_tuning()))
+}
+
+# GPU tuning knobs (internal): the walk variant and shared memory per block.
+pcf_tuning <- function() {
+  c(as.integer(getOption("gpukernels.pcf_gpu_walk", 1L)),
+    as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))
+}
+
+pcf_budget <- function() {
   budget <- getOption("gpukernels.pcf_budget_bytes", 0)
   if (!is.numeric(budget) || length(budget) != 1L || is.na(budget) || budget < 0) {
     stop("option gpukernels.pcf_budget_bytes must be a single number >= 0", call. = FALSE)
   }
-  progress <- isTRUE(getOption("gpukernels.progress", interactive()))
-  # GPU tuning knobs (internal): the walk variant and shared memory per block.
-  tuning <- c(as.integer(getOption("gpukernels.pcf_gpu_walk", 1L)),
-              as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))
-  .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
-        backend, gk_threads(), as.double(budget), devices, progress, tuning)
+  as.double(budget)
 }
 
 # 0-based GPU numbers for C: all GPUs by default.

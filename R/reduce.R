@@ -68,6 +68,14 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #'   the CPU engine always computes in double.
 #' @param method GPU scheme: `"auto"`, `"1d"` or `"2d"` (see GPU schemes).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @param devices GPUs to split the rows of the output over (numbers from 1,
+#'   see [gk_info()]), one host thread each; `NULL` (the default) uses the
+#'   selected GPU ([gk_set_device()]). Several GPUs need host matrices, not
+#'   device matrices.
+#' @param workers Split the rows of the output over \pkg{future} workers:
+#'   `NULL` (the default) when a `future::plan()` other than sequential is
+#'   set, a number of chunks, or `FALSE`/`1` for this process only; see
+#'   [gk_distributed]. Calls with device matrices are not split.
 #' @return For `"sum"`, `"logsumexp"` and `"softmax_sum"`, a matrix with one
 #'   row per output point and one column per column of `b` (a vector when `b`
 #'   is `NULL` or a vector). For `"min"` and `"max"` a numeric vector, for
@@ -86,13 +94,31 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                           reduction = c("sum", "min", "max", "argmin", "argmax", "kmin",
                                         "logsumexp", "softmax_sum"),
                           k = 1L, axis = 1L, precision = "double",
-                          method = c("auto", "1d", "2d"), backend = NULL) {
+                          method = c("auto", "1d", "2d"), backend = NULL, devices = NULL,
+                          workers = NULL) {
+  on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
+    inherits(b, "gk_device_matrix")
+  count <- if (on_device && is.null(workers)) 0L else
+    gk_chunk_count(workers, NROW(if (identical(axis, 2) || identical(axis, 2L)) y else x))
+  if (count > 0L) {
+    if (on_device) stop("device matrices cannot be sent to future workers: use `workers = 1`",
+                        call. = FALSE)
+    args <- list(x = x, y = y, b = b, kernel = kernel, reduction = reduction, k = k,
+                 axis = axis, precision = precision, method = method, backend = backend,
+                 devices = devices)
+    return(gk_reduce_distributed(args, count))
+  }
   reduction <- gk_match_choice(reduction, gk_reduction_names, "reduction")
   method <- gk_match_choice(method, gk_reduce_method_names, "method")
   precision <- gk_check_precision(precision)
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
   backend <- gk_backend(backend)
+  gpus <- if (backend == "gpu" && !is.null(devices)) pcf_devices(devices) else integer()
+  if (length(gpus) > 1L && on_device) {
+    stop("a reduction over several GPUs needs R matrices, not device matrices (each lives on ",
+         "one GPU)", call. = FALSE)
+  }
   y_is_x <- identical(y, x)   # the default; then x is checked (and uploaded) once
   x <- gk_reduce_points(x, "x", backend)
   y <- if (y_is_x) x else gk_reduce_points(y, "y", backend)
@@ -125,7 +151,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   vector_out <- reduction != "kmin" && !b_was_matrix
   res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
                gk_reductions[[reduction]], as.integer(k), precision == "single",
-               gk_reduce_methods[[method]], backend, gk_threads(), vector_out)
+               gk_reduce_methods[[method]], backend, gk_threads(), vector_out, gpus)
   switch(reduction,
     argmin = , argmax = res[[2L]],
     kmin = list(values = res[[1L]], index = res[[2L]]),
@@ -140,7 +166,8 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 #' @inheritParams kernel_reduce
 #' @param b A numeric vector or matrix with `nrow(y)` rows, or a device matrix.
 #' @param ... Further arguments to [kernel_reduce()]: `precision`, `method`,
-#'   `axis` (2 multiplies by the transposed kernel matrix).
+#'   `axis` (2 multiplies by the transposed kernel matrix), `devices`,
+#'   `workers`.
 #' @return A vector when `b` is a vector, else a matrix with `ncol(b)` columns.
 #' @examples
 #' x <- matrix(runif(200), 100, 2)
@@ -169,9 +196,10 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' head(nn$index)
 #' @export
 knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
-                backend = NULL) {
+                backend = NULL, devices = NULL, workers = NULL) {
   res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
-                       k = k, precision = precision, method = method, backend = backend)
+                       k = k, precision = precision, method = method, backend = backend,
+                       devices = devices, workers = workers)
   list(index = res$index, distance = sqrt(pmax(res$values, 0)))
 }
 

@@ -21,6 +21,9 @@ SEXP gk_r_omp_threads(void);
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
 
+/* the progress sink (r_progress.c) */
+SEXP gk_r_progress_sink(SEXP fun);
+
 /* kernel vocabulary (r_kernel.c) */
 SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads);
 SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
@@ -29,6 +32,12 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
                      SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning);
 SEXP gk_r_pcf_validate(SEXP x);
+SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
+                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP exclude_offset);
+SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
+                      SEXP triangle);
+SEXP gk_r_alloc_result(SEXP length, SEXP rows);
+SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side);
 
@@ -40,7 +49,7 @@ SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out);
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
 
@@ -53,12 +62,17 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
+  {"gk_r_progress_sink", (DL_FUNC) &gk_r_progress_sink, 1},
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
   /* PCF engine */
   {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 11},
   {"gk_r_pcf_validate", (DL_FUNC) &gk_r_pcf_validate, 1},
+  {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 12},
+  {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
+  {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
+  {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 6},
   /* H2 matrices */
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
@@ -66,7 +80,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   /* kernel reductions */
-  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 11},
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 12},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
   {NULL, NULL, 0}

@@ -6,13 +6,20 @@
 #include <string.h>
 #include "r_util.h"
 #include "pcf/pcf.h"
+#include "device/gk_omp.h"
+#include "pcf/pcf_knn.h"
+#include <math.h>
 
-/* One pass to count and check shapes, one to copy: the set lives in R's
- * transient memory, freed when the call returns or raises. */
+/* One pass (on R's thread) to count and check shapes and to take the data
+ * pointers, one to copy, in parallel: for 1e5 functions the copy is a
+ * noticeable part of the host's serial time. The set lives in R's transient
+ * memory, freed when the call returns or raises. */
 static void flatten(SEXP list, const char *arg, pcf_set *s)
 {
   R_xlen_t n = Rf_xlength(list);
   size_t *offset = (size_t *) R_alloc((size_t) n + 1, sizeof(size_t));
+  const void **data = (const void **) R_alloc((size_t) n + 1, sizeof(void *));
+  char *is_int = R_alloc((size_t) n + 1, 1);
   offset[0] = 0;
   for (R_xlen_t f = 0; f < n; f++) {
     SEXP m = VECTOR_ELT(list, f);
@@ -20,23 +27,30 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
       Rf_error("`%s[[%lld]]` must be a numeric matrix with two columns (t, v) or a data frame "
                "with columns t and v", arg, (long long) f + 1);
     offset[f + 1] = offset[f] + (size_t) Rf_nrows(m);
+    is_int[f] = TYPEOF(m) == INTSXP;
+    data[f] = is_int[f] ? (const void *) INTEGER(m) : (const void *) REAL(m);
   }
   double *t = (double *) R_alloc(offset[n] + 1, sizeof(double));
   double *v = (double *) R_alloc(offset[n] + 1, sizeof(double));
+  int threads = offset[n] < 1000000 ? 1 : gk_omp_threads(0);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 256)
+#endif
   for (R_xlen_t f = 0; f < n; f++) {
-    SEXP m = VECTOR_ELT(list, f);
     size_t rows = offset[f + 1] - offset[f];
-    if (TYPEOF(m) == REALSXP) {
-      memcpy(t + offset[f], REAL(m), rows * sizeof(double));
-      memcpy(v + offset[f], REAL(m) + rows, rows * sizeof(double));
+    if (!is_int[f]) {
+      memcpy(t + offset[f], (const double *) data[f], rows * sizeof(double));
+      memcpy(v + offset[f], (const double *) data[f] + rows, rows * sizeof(double));
     } else {
+      const int *m = (const int *) data[f];
       for (size_t k = 0; k < 2 * rows; k++) {
-        int value = INTEGER(m)[k];
+        int value = m[k];
         (k < rows ? t + offset[f] + k : v + offset[f] + k - rows)[0] =
             value == NA_INTEGER ? NA_REAL : (double) value;
       }
     }
   }
+  (void) threads;
   s->n = (size_t) n;
   s->offset = offset;
   s->t = t;
@@ -54,6 +68,58 @@ SEXP gk_r_pcf_validate(SEXP x)
   return R_NilValue;
 }
 
+/* The engine options from the R arguments shared by every PCF entry point. */
+static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP devices,
+                                  SEXP progress, SEXP tuning)
+{
+  pcf_options opt;
+  opt.single = gk_as_flag(single);
+  opt.threads = gk_as_int(threads);
+  opt.budget_bytes = gk_as_double(budget);
+  opt.progress = gk_as_flag(progress);
+  opt.devices = INTEGER(devices);
+  opt.n_devices = Rf_length(devices);
+  opt.gpu_walk = INTEGER(tuning)[0];
+  opt.gpu_shared_bytes = INTEGER(tuning)[1];
+  return opt;
+}
+
+/* Flattens and checks x (and y unless NULL); *yp is &xs when y is NULL. */
+static void sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, pcf_set *xs, pcf_set *ys,
+                        const pcf_set **yp)
+{
+  gk_error err;
+  gk_error_clear(&err);
+  flatten(x, "X", xs);
+  if (!Rf_isNull(y)) flatten(y, "Y", ys);
+  *yp = Rf_isNull(y) ? xs : ys;
+  if (pcf_validate(xs, "X", single, &err) ||
+      (*yp != xs && pcf_validate(ys, "Y", single, &err)) ||
+      pcf_check_tails(op, xs, "X", *yp, "Y", &err))
+    gk_raise(&err);
+}
+
+static void run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const pcf_set *yp,
+                       const gk_block_writer *writer, const pcf_options *opt, gk_error *err)
+{
+  if (gk_backend_is_gpu(backend))
+    pcf_matrix_cuda(op, xs, yp, writer, opt, err);
+  else
+    pcf_matrix_cpu(op, xs, yp, writer, opt, err);
+}
+
+/* The checks gk_r_pcf_matrix makes, without computing (before a call is split
+ * over workers, so that errors name the user's functions). */
+SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
+{
+  pcf_set xs, ys;
+  const pcf_set *yp;
+  pcf_op op = strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
+                                                                    : pcf_op_for_p(gk_as_double(p));
+  sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+  return R_NilValue;
+}
+
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
@@ -63,28 +129,13 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
   int inner = strncmp(what, "kernel", 6) == 0;
   pcf_set xs, ys;
-  pcf_options opt;
+  const pcf_set *yp;
   gk_block_writer writer;
   gk_error err;
   gk_error_clear(&err);
-
-  opt.single = gk_as_flag(single);
-  opt.threads = gk_as_int(threads);
-  opt.budget_bytes = gk_as_double(budget);
-  opt.progress = gk_as_flag(progress);
-  opt.devices = INTEGER(devices);
-  opt.n_devices = Rf_length(devices);
-  opt.gpu_walk = INTEGER(tuning)[0];
-  opt.gpu_shared_bytes = INTEGER(tuning)[1];
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
-
-  flatten(x, "X", &xs);
-  if (!symmetric) flatten(y, "Y", &ys);
-  const pcf_set *yp = symmetric ? &xs : &ys;
-  if (pcf_validate(&xs, "X", opt.single, &err) ||
-      (!symmetric && pcf_validate(&ys, "Y", opt.single, &err)) ||
-      pcf_check_tails(&op, &xs, "X", yp, "Y", &err))
-    gk_raise(&err);
+  sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
 
   SEXP out;
   if (strcmp(what, "pdist") == 0) {
@@ -95,17 +146,85 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                (unsigned long) yp->n);
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
-  writer.kind = strcmp(what, "pdist") == 0 ? GK_WRITE_DIST
-              : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC : GK_WRITE_DENSE;
-  writer.out = REAL(out);
-  writer.n_rows = xs.n;
-  writer.threads = opt.threads;
-
-  if (gk_backend_is_gpu(backend))
-    pcf_matrix_cuda(&op, &xs, yp, &writer, &opt, &err);
-  else
-    pcf_matrix_cpu(&op, &xs, yp, &writer, &opt, &err);
+  writer = gk_block_writer_make(strcmp(what, "pdist") == 0 ? GK_WRITE_DIST
+                                : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
+                                                                  : GK_WRITE_DENSE,
+                                REAL(out), xs.n, opt.threads);
+  run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;
+}
+
+/* The k nearest functions of y (of x itself, never a function to itself, when
+ * y is NULL) for each function of x: list(index, distance), n x k matrices.
+ * exclude_offset >= 0 (with y): column j == row i + offset is not a neighbour. */
+SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
+                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP exclude_offset)
+{
+  pcf_set xs, ys;
+  const pcf_set *yp;
+  pcf_knn_state *state = NULL;
+  gk_error err;
+  gk_error_clear(&err);
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
+  pcf_op op = pcf_op_for_p(gk_as_double(p));
+  int kk = gk_as_int(k);
+  sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);
+  if (xs.n > INT_MAX || yp->n > INT_MAX) Rf_error("too many functions for R's index matrices");
+  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs.n, kk));
+  SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, kk));
+  if (pcf_knn_create(xs.n, kk, Rf_isNull(y), (long long) gk_as_double(exclude_offset), &state,
+                     &err) == GK_OK) {
+    gk_block_writer writer = pcf_knn_writer(state, opt.threads);
+    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+    if (err.status == GK_OK) pcf_knn_result(state, REAL(distance), INTEGER(index));
+  }
+  pcf_knn_destroy(state);
+  if (err.status) {
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  int *ix = INTEGER(index);
+  double *dv = REAL(distance);
+  for (R_xlen_t q = 0; q < Rf_xlength(index); q++) {
+    if (ix[q] == 0) {
+      ix[q] = NA_INTEGER;
+      dv[q] = NA_REAL;
+    }
+  }
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(out, 0, index);
+  SET_VECTOR_ELT(out, 1, distance);
+  UNPROTECT(3);
+  return out;
+}
+
+/* Writes a block of doubles computed elsewhere (a distributed chunk) into an
+ * output made by gk_r_pcf_alloc, in place: kind 0 dense, 1 dist, 2 symmetric
+ * (see device/block_writer.h); `triangle` TRUE means block is the `dist`
+ * vector of functions [row0, row0 + m) (dist outputs only). */
+SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
+                      SEXP triangle)
+{
+  gk_block_writer w = gk_block_writer_make((gk_write_kind) gk_as_int(kind), REAL(out),
+                                           (size_t) gk_as_double(n_rows), 0);
+  size_t r0 = (size_t) gk_as_double(row0), c0 = (size_t) gk_as_double(col0);
+  if (gk_as_flag(triangle)) {
+    double m = (1 + sqrt(1 + 8 * (double) Rf_xlength(block))) / 2;
+    gk_block_write_triangle(&w, r0, (size_t) (m + 0.5), REAL(block));
+  } else {
+    gk_block b = {r0, (size_t) Rf_nrows(block), c0, (size_t) Rf_ncols(block)};
+    gk_block_write(&w, &b, REAL(block), 0);
+  }
+  return R_NilValue;
+}
+
+/* An uninitialised double vector of `length` (no zero fill: the writers fill
+ * every entry), as a matrix when `rows` > 0. */
+SEXP gk_r_alloc_result(SEXP length, SEXP rows)
+{
+  int r = gk_as_int(rows);
+  if (r > 0) return Rf_allocMatrix(REALSXP, r, (int) (gk_as_double(length) / r));
+  return Rf_allocVector(REALSXP, (R_xlen_t) gk_as_double(length));
 }

@@ -92,7 +92,7 @@ static gk_reduce_operand operand_of(SEXP a, double *min_value)
  * there is one column. The R side has checked all
  * arguments; b is NULL for reductions without weights. */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out)
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices)
 {
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
   gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0};
@@ -129,7 +129,11 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
     Rf_error("device matrices can only be used with backend = \"gpu\"");
   gk_error err;
   gk_error_clear(&err);
-  if (on_gpu)
+  // devices: 0-based GPUs to split the rows over; none means the selected GPU.
+  if (on_gpu && Rf_length(devices) > 0)
+    reduce_cuda_devices(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),
+                        INTEGER(devices), Rf_length(devices), &err);
+  else if (on_gpu)
     reduce_cuda(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), &err);
   else
     reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),

@@ -20,12 +20,14 @@ static void check_interrupt(void *unused)
  * a return value instead and can clean up before the glue raises. */
 static int r_interrupt_pending(void)
 {
-  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
+  return gk_r_progress_stop_requested() || R_ToplevelExec(check_interrupt, NULL) == FALSE;
 }
 
+/* Lines go to the progress sink (progressr) when R has installed one. */
 static void r_progress(const char *line)
 {
-  REprintf("%s\n", line);
+  if (gk_steps_hook_set()) gk_progress_steps((size_t) -1, (size_t) -1, line);
+  else REprintf("%s\n", line);
 }
 
 void gk_install_r_hooks(void)

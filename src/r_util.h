@@ -19,6 +19,10 @@ void gk_raise(const gk_error *err);
 /* Installs R's interrupt check and console output as the cores' hooks. */
 void gk_install_r_hooks(void);
 
+/* TRUE once the R progress sink (r_progress.c) failed or was interrupted
+ * during the current call: the interrupt hook then asks the core to stop. */
+int gk_r_progress_stop_requested(void);
+
 /* TRUE when `backend` (a string the R code has already resolved) is "gpu". */
 int gk_backend_is_gpu(SEXP backend);
 

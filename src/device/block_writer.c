@@ -37,9 +37,19 @@ static void write_column(const gk_block_writer *w, const gk_block *b, const void
   }
 }
 
+gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_rows, int threads)
+{
+  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL};
+  return w;
+}
+
 void gk_block_write(const gk_block_writer *writer, const gk_block *block, const void *src,
                     int single)
 {
+  if (writer->reduce) {
+    writer->reduce(writer->reduce_ctx, block, src, single);
+    return;
+  }
   long long cols = (long long) block->cols;
   int threads = gk_omp_threads(writer->threads);
   /* Small blocks are not worth waking a thread team for. */
@@ -48,5 +58,24 @@ void gk_block_write(const gk_block_writer *writer, const gk_block *block, const 
 #pragma omp parallel for num_threads(threads) schedule(static)
 #endif
   for (long long c = 0; c < cols; c++) write_column(writer, block, src, single, (size_t) c);
+  (void) threads;
+}
+
+void gk_block_write_triangle(const gk_block_writer *writer, size_t first, size_t m,
+                             const double *dist)
+{
+  long long cols = m > 1 ? (long long) m - 1 : 0;
+  size_t n = writer->n_rows;
+  int threads = m * m < 131072 ? 1 : gk_omp_threads(writer->threads);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
+#endif
+  for (long long c = 0; c < cols; c++) {
+    /* local column c holds rows c+1 .. m-1; so does global column first + c */
+    size_t j = first + (size_t) c, len = m - 1 - (size_t) c;
+    const double *src = dist + ((size_t) c * m - (size_t) c * ((size_t) c + 1) / 2);
+    double *dst = writer->out + (j * n - j * (j + 1) / 2);
+    for (size_t q = 0; q < len; q++) dst[q] = src[q];
+  }
   (void) threads;
 }

@@ -4,6 +4,9 @@
 
 static gk_interrupt_fn interrupt_hook = NULL;
 static gk_progress_fn progress_hook = NULL;
+static gk_steps_fn steps_hook = NULL;
+static _Thread_local int (*worker_stop)(void *) = NULL;
+static _Thread_local void *worker_ctx = NULL;
 
 void gk_set_hooks(gk_interrupt_fn interrupt_pending, gk_progress_fn progress)
 {
@@ -11,14 +14,36 @@ void gk_set_hooks(gk_interrupt_fn interrupt_pending, gk_progress_fn progress)
   progress_hook = progress;
 }
 
+void gk_set_steps_hook(gk_steps_fn steps)
+{
+  steps_hook = steps;
+}
+
+int gk_steps_hook_set(void)
+{
+  return steps_hook != NULL && worker_stop == NULL;
+}
+
+void gk_progress_steps(size_t done, size_t total, const char *line)
+{
+  if (steps_hook && !worker_stop) steps_hook(done, total, line ? line : "");
+}
+
+void gk_hooks_bind_worker(int (*stop)(void *ctx), void *ctx)
+{
+  worker_stop = stop;
+  worker_ctx = ctx;
+}
+
 int gk_interrupt_pending(void)
 {
+  if (worker_stop) return worker_stop(worker_ctx);
   return interrupt_hook ? interrupt_hook() : 0;
 }
 
 void gk_progress(const char *fmt, ...)
 {
-  if (!progress_hook) return;
+  if (!progress_hook || worker_stop) return;
   char line[512];
   va_list args;
   va_start(args, fmt);

@@ -8,6 +8,8 @@
 #ifndef GK_HOOKS_H
 #define GK_HOOKS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +27,22 @@ void gk_progress(const char *fmt, ...)
   __attribute__((format(printf, 1, 2)))
 #endif
   ;
+
+/* Progress in steps, for hosts that draw their own progress bars: a block
+ * engine reports the blocks done of the total (and its progress line, or "")
+ * through it, at most ten times a second and once at the end; lines printed
+ * through gk_progress() reach it with done = total = (size_t) -1. Main thread
+ * only; NULL (the default) turns it off. */
+typedef void (*gk_steps_fn)(size_t done, size_t total, const char *line);
+void gk_set_steps_hook(gk_steps_fn steps);
+int gk_steps_hook_set(void);
+void gk_progress_steps(size_t done, size_t total, const char *line);
+
+/* For the extra host threads of a multi-GPU engine, which must not call into
+ * the host program: on the calling thread, gk_interrupt_pending() returns
+ * stop(ctx) instead (the main thread sets what it reads) and gk_progress()
+ * prints nothing. stop = NULL undoes it. */
+void gk_hooks_bind_worker(int (*stop)(void *ctx), void *ctx);
 
 #ifdef __cplusplus
 }

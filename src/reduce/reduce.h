@@ -87,6 +87,16 @@ gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                       const gk_reduce_operand *y, const gk_reduce_operand *b,
                       double *out, int *index, gk_error *err);
 
+/* The same reduction with the rows of x split over several GPUs (0-based
+ * numbers), one host thread each; x, y and b must be host operands. The
+ * calling thread waits and checks for interrupts, which stop every GPU at its
+ * next slice. */
+gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                              const gk_reduce_operand *y, const gk_reduce_operand *b,
+                              double *out, int *index, const int *devices, int n_devices,
+                              gk_error *err);
+
+
 #ifdef __cplusplus
 }
 #endif

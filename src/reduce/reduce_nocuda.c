@@ -9,6 +9,16 @@ gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   (void) spec; (void) x; (void) y; (void) b; (void) out; (void) index;
   return gk_fail_no_cuda(err);
 }
+
+gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                              const gk_reduce_operand *y, const gk_reduce_operand *b,
+                              double *out, int *index, const int *devices, int n_devices,
+                              gk_error *err)
+{
+  (void) spec; (void) x; (void) y; (void) b; (void) out; (void) index; (void) devices;
+  (void) n_devices;
+  return gk_fail_no_cuda(err);
+}
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int gk_reduce_nocuda_unused;

@@ -1,0 +1,244 @@
+#' Running the engines on future workers
+#'
+#' [pcf_pdist()], [pcf_cdist()], [pcf_kernel()], [pcf_knn()],
+#' [pcf_dist_file()], [kernel_reduce()] and its wrappers ([kernel_matvec()],
+#' [knn()]) can split their work over the workers of the \pkg{future}
+#' package: separate R processes on this machine (`plan(multisession)`),
+#' other machines (`plan(cluster, workers = c("node1", "node2"))`), or jobs of
+#' a cluster scheduler (`plan(future.batchtools::batchtools_slurm)`). Each
+#' worker uses its own GPUs (or its CPU) and the results come back in order,
+#' equal to those of one process.
+#'
+#' @section When the work is split:
+#' The argument `workers` of those functions decides:
+#' \describe{
+#'   \item{`NULL` (the default)}{split over the workers of the current plan
+#'     when a plan other than `sequential` is set (one chunk per worker, as
+#'     many as [future::nbrOfWorkers()] says, or
+#'     `getOption("gpukernels.future_chunks", 8)` for a scheduler that reports
+#'     no limit); without a plan, or inside a worker, everything runs in this
+#'     process exactly as without \pkg{future}.}
+#'   \item{a number `k >= 2`}{split into `k` chunks, run as futures of the
+#'     current plan (one after the other under `plan(sequential)`).}
+#'   \item{`1` or `FALSE`}{never split.}
+#' }
+#'
+#' @section What a worker gets:
+#' One future per chunk, so the data travel to each worker once: a band of
+#' rows of `X` (or `x`) and what it is compared with (`Y`, `y` and `b`; for
+#' `pcf_pdist()` only the functions up to the band's last row). PCF distance
+#' matrices are cut into row bands of equal work (for a `dist`, band `k` of
+#' `K` ends at row `n * sqrt(k / K)`); reductions into equal row ranges of the
+#' output. The session's `gpukernels.*` options (threads, budgets, backend)
+#' are set on the worker for the chunk. The results are written into the
+#' final `dist` or matrix as they arrive (in parallel, with OpenMP). For
+#' results too large to travel back, write them to a file from the workers
+#' with [pcf_dist_file()].
+#'
+#' @section GPUs of a worker:
+#' With `devices = NULL`, chunk `k` uses GPU `((k - 1) mod G) + 1` of the `G`
+#' GPUs its worker sees, so that `plan(multisession, workers = G)` on a
+#' machine with `G` GPUs gives one GPU to each worker (and a Slurm job that
+#' sees one GPU through `CUDA_VISIBLE_DEVICES` uses it);
+#' `options(gpukernels.future_devices = "all")` makes every chunk use all the
+#' GPUs of its worker instead (one worker per multi-GPU machine). Explicit
+#' `devices` are used as given on every worker.
+#'
+#' @section Errors:
+#' A chunk that fails makes the call fail with the worker's error message;
+#' no partial result is returned.
+#'
+#' @section Workers must have the package:
+#' Workers load \pkg{gpukernels} from their own library path: for local
+#' workers set `R_LIBS` (or `.libPaths()` in the worker's start-up) so they
+#' find the same installation.
+#'
+#' @name gk_distributed
+#' @examples
+#' \dontrun{
+#' library(future)
+#' plan(multisession, workers = 2)
+#' X <- lapply(1:2000, function(i) pcf(c(0, sort(runif(50))), c(rnorm(50), 0)))
+#' d <- pcf_pdist(X)                 # split over the two workers
+#' d1 <- pcf_pdist(X, workers = 1)   # in this process
+#' plan(sequential)
+#' }
+NULL
+
+# Number of chunks to split `n` output rows into: 0 means "run in this process".
+gk_chunk_count <- function(workers, n) {
+  if (isFALSE(workers)) return(0L)
+  if (is.null(workers)) {
+    # No overhead without future: a plan needs the package loaded.
+    if (!"future" %in% loadedNamespaces()) return(0L)
+    if (inherits(future::plan(), "sequential")) return(0L)
+    count <- future::nbrOfWorkers()
+    if (!is.finite(count)) count <- getOption("gpukernels.future_chunks", 8)
+  } else {
+    if (!is.numeric(workers) || length(workers) != 1L || is.na(workers) || workers < 1 ||
+        workers != round(workers)) {
+      stop("`workers` must be NULL, FALSE or a whole number >= 1", call. = FALSE)
+    }
+    count <- workers
+    if (count >= 2 && !requireNamespace("future", quietly = TRUE)) {
+      stop("`workers` = ", count, " needs the future package; install it, or use workers = 1",
+           call. = FALSE)
+    }
+  }
+  count <- as.integer(min(count, n))
+  if (count < 2L) 0L else count
+}
+
+# Row ranges (start, end; 1-based, inclusive) cutting n rows into `count`
+# bands: of equal size, or of equal lower-triangle work (band k ends at
+# n * sqrt(k / count)).
+gk_row_bands <- function(n, count, triangle = FALSE) {
+  ends <- if (triangle) round(n * sqrt(seq_len(count) / count)) else
+    round(n * seq_len(count) / count)
+  ends <- unique(pmin(pmax(ends, 1L), n))
+  ends[length(ends)] <- n
+  starts <- c(1L, head(ends, -1L) + 1L)
+  keep <- starts <= ends
+  cbind(start = starts[keep], end = ends[keep])
+}
+
+# The options a chunk runs under on its worker.
+gk_chunk_options <- function() {
+  names <- c("gpukernels.threads", "gpukernels.backend", "gpukernels.pcf_budget_bytes",
+             "gpukernels.pcf_gpu_walk", "gpukernels.pcf_gpu_shared",
+             "gpukernels.future_devices")
+  opts <- options()[names]
+  opts[!vapply(opts, is.null, NA)]
+}
+
+# The GPUs of chunk `k` on its worker (NULL: all of them; see gk_distributed).
+# Asked on the worker: it may have GPUs where the calling session has none.
+gk_chunk_devices <- function(devices, k, backend) {
+  if (!is.null(devices) || gk_backend(backend) != "gpu") return(devices)
+  if (identical(getOption("gpukernels.future_devices", "one"), "all")) return(NULL)
+  ((k - 1L) %% gk_build_info()$device_count) + 1L
+}
+
+# Runs one chunk on a worker (or here): the options of the calling session,
+# no progress of its own, then the chunk's function.
+gk_run_chunk <- function(task) {
+  old <- options(c(task$options, list(gpukernels.progress = FALSE)))
+  on.exit(options(old))
+  task$devices <- gk_chunk_devices(task$devices, task$chunk, task$backend)
+  task$fun(task)
+}
+
+# Runs tasks as futures, one each, and hands each result to `collect(i,
+# value)` as it arrives (so large results need not all be held at once); a
+# failing task's error is raised with its message. `p` is a progressor or NULL.
+gk_run_tasks <- function(tasks, collect, p = NULL) {
+  futures <- lapply(tasks, function(task) {
+    future::future(run(task), globals = list(run = gk_run_chunk, task = task),
+                   packages = "gpukernels", seed = NULL, lazy = FALSE)
+  })
+  pending <- seq_along(futures)
+  while (length(pending)) {
+    done <- pending[vapply(futures[pending], future::resolved, NA)]
+    if (!length(done)) {
+      Sys.sleep(0.01)
+      next
+    }
+    for (i in done) {
+      value <- tryCatch(future::value(futures[[i]]), error = function(e) {
+        stop("a worker failed on rows ", tasks[[i]]$rows[1L], " to ", tasks[[i]]$rows[2L],
+             ": ", conditionMessage(e), call. = FALSE)
+      })
+      futures[i] <- list(NULL)
+      collect(i, value)
+      if (!is.null(p)) p()
+    }
+    pending <- setdiff(pending, done)
+  }
+  invisible(NULL)
+}
+
+# ---- PCF matrices ----
+
+# The chunk of a PCF matrix: its band's results (see gk_pcf_distributed).
+gk_pcf_chunk <- function(task) {
+  call <- function(X, Y, kind) {
+    pcf_matrix_call(X, Y, kind, task$p, task$precision, task$backend, task$devices,
+                    workers = FALSE)
+  }
+  switch(task$kind,
+    pdist = , kernel_sym = list(
+      tri = if (length(task$X) >= 2L || task$kind == "kernel_sym") call(task$X, NULL, task$kind),
+      rect = if (length(task$left)) call(task$X, task$left, if (task$kind == "pdist") "cdist" else "kernel")),
+    list(rect = call(task$X, task$Y, task$kind)))
+}
+
+# A PCF matrix from `count` row bands run as futures (called by
+# pcf_matrix_call with the arguments already checked).
+gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
+  symmetric <- kind %in% c("pdist", "kernel_sym")
+  n <- length(X)
+  m <- if (symmetric) n else length(Y)
+  .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p,
+        gk_check_precision(precision) == "single")
+  bands <- gk_row_bands(n, count, triangle = symmetric)
+  opts <- gk_chunk_options()
+  tasks <- lapply(seq_len(nrow(bands)), function(k) {
+    rows <- bands[k, ]
+    band <- X[rows[1L]:rows[2L]]
+    list(fun = gk_pcf_chunk, kind = kind, rows = rows, X = band,
+         Y = if (!symmetric) Y,
+         left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)],
+         p = p, precision = precision, backend = backend, options = opts,
+         devices = devices, chunk = k)
+  })
+  write_kind <- switch(kind, pdist = 1L, kernel_sym = 2L, 0L)
+  out <- if (kind == "pdist") .Call(gk_r_alloc_result, n * (n - 1) / 2, 0L) else
+    .Call(gk_r_alloc_result, as.double(n) * m, as.integer(n))
+  collect <- function(i, value) {
+    r0 <- bands[i, 1L] - 1
+    if (!is.null(value$rect)) {
+      .Call(gk_r_block_write, out, write_kind, n, r0, 0, value$rect, FALSE)
+    }
+    if (!is.null(value$tri)) {
+      .Call(gk_r_block_write, out, write_kind, n, r0, r0,
+            if (kind == "pdist") unclass(value$tri) else value$tri, kind == "pdist")
+    }
+  }
+  gk_run_tasks(tasks, collect, gk_progressor(length(tasks)))
+  out
+}
+
+# ---- kernel reductions ----
+
+# One chunk of a reduction: its rows of the output side.
+gk_reduce_chunk <- function(task) {
+  task$args[[task$out_arg]] <- task$part
+  task$args$workers <- FALSE
+  task$args$devices <- task$devices
+  do.call(kernel_reduce, task$args)
+}
+
+# A reduction split over futures by rows of its output (x for axis 1, y for
+# axis 2); `args` are kernel_reduce()'s arguments.
+gk_reduce_distributed <- function(args, count) {
+  out_arg <- if (args$axis == 1) "x" else "y"
+  rows_of <- args[[out_arg]]
+  if (is.null(dim(rows_of))) rows_of <- matrix(rows_of, ncol = 1L)
+  args[[out_arg]] <- NULL
+  bands <- gk_row_bands(nrow(rows_of), count)
+  opts <- gk_chunk_options()
+  tasks <- lapply(seq_len(nrow(bands)), function(k) {
+    rows <- bands[k, ]
+    list(fun = gk_reduce_chunk, rows = rows, part = rows_of[rows[1L]:rows[2L], , drop = FALSE],
+         out_arg = out_arg, args = args, options = opts, chunk = k, devices = args$devices,
+         backend = args$backend)
+  })
+  parts <- vector("list", length(tasks))
+  gk_run_tasks(tasks, function(i, value) parts[[i]] <<- value, gk_progressor(length(tasks)))
+  first <- parts[[1L]]
+  if (is.list(first)) {
+    return(list(values = do.call(rbind, lapply(parts, `[[`, "values")),
+                index = do.call(rbind, lapply(parts, `[[`, "index"))))
+  }
+  if (is.matrix(first)) do.call(rbind, parts) else unlist(parts, use.names = FALSE)
+}

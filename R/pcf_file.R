@@ -1,0 +1,155 @@
+#' Distance matrices larger than memory, written to a file
+#'
+#' Computes the same distances as [pcf_pdist()] (when `Y` is `NULL`) or
+#' [pcf_cdist()] and writes them, slab of rows by slab of rows, into a
+#' file-backed `big.matrix` of the \pkg{bigmemory} package, so that the
+#' result never has to fit in memory (2e5 functions: 320 GB in double, 160 GB
+#' in float). The slabs are computed in this process, or by \pkg{future}
+#' workers that write their rows straight into the file (see
+#' [gk_distributed]; the workers must see the same file system, e.g. a
+#' cluster's shared disk).
+#'
+#' The result is a full `length(X)` x `length(Y)` matrix (for `Y = NULL`,
+#' symmetric with a zero diagonal, so that column `i`, stored contiguously,
+#' is also row `i`). Read it by rows or columns without loading it:
+#' `D[i, ]`, `D[, j]`, `D[rows, ]`, or attach it in another session with
+#' `bigmemory::attach.big.matrix(paste0(file, ".desc"))`.
+#'
+#' Files: `<file>.bin` (the values, column-major, no header) and
+#' `<file>.desc` (bigmemory's descriptor). They are written under temporary
+#' names and renamed at the end: a call that fails (or a worker that fails:
+#' the call then fails with its error) removes them, so a `.desc` file exists
+#' only for a complete matrix.
+#'
+#' @inheritParams pcf_pdist
+#' @param Y `NULL` for the distances among `X`, or a list of PCFs (columns).
+#' @param file Path of the result without extension.
+#' @param type How values are stored: `"double"` (8 bytes) or `"float"` (4).
+#' @param overwrite Replace existing files.
+#' @param slab_bytes Memory for one slab of rows (the largest piece of the
+#'   result held in memory at a time by a worker); by default
+#'   `getOption("gpukernels.file_slab_bytes", 2^30)`.
+#' @return The file-backed `big.matrix`, attached.
+#' @examples
+#' if (requireNamespace("bigmemory", quietly = TRUE)) {
+#'   X <- lapply(1:100, function(i) pcf(c(0, sort(runif(5))), c(rnorm(5), 0)))
+#'   file <- tempfile("dist")
+#'   D <- pcf_dist_file(X, file = file)
+#'   D[1:3, 1:3]
+#' }
+#' @export
+pcf_dist_file <- function(X, Y = NULL, file, p = 1, type = c("double", "float"),
+                          precision = "double", backend = NULL, devices = NULL, workers = NULL,
+                          overwrite = FALSE,
+                          slab_bytes = getOption("gpukernels.file_slab_bytes", 2^30)) {
+  if (!requireNamespace("bigmemory", quietly = TRUE)) {
+    stop("pcf_dist_file() needs the bigmemory package", call. = FALSE)
+  }
+  X <- as_pcf_list(X, "X")
+  if (!is.null(Y)) Y <- as_pcf_list(Y, "Y")
+  p <- pcf_check_p(p)
+  type <- gk_match_choice(type, c("double", "float"), "type")
+  gk_check_precision(precision)
+  if (!is.character(file) || length(file) != 1L || is.na(file) || !nzchar(file)) {
+    stop("`file` must be a single path (without extension)", call. = FALSE)
+  }
+  gk_check_scalar(slab_bytes, "slab_bytes", lower = 1)
+  symmetric <- is.null(Y)
+  .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y),
+        if (symmetric) "pdist" else "cdist", p, precision == "single")
+  dir <- normalizePath(dirname(file), mustWork = TRUE)
+  base <- basename(file)
+  final <- file.path(dir, paste0(base, c(".bin", ".desc")))
+  if (any(file.exists(final)) && !isTRUE(overwrite)) {
+    stop("`", file, "` (.bin or .desc) exists: use overwrite = TRUE to replace it", call. = FALSE)
+  }
+  n <- length(X)
+  m <- if (symmetric) n else length(Y)
+  tag <- paste0(".partial-", Sys.getpid(), "-", as.integer(stats::runif(1, 0, 1e9)))
+  partial <- paste0(final, tag)
+  on.exit(unlink(partial), add = TRUE)   # a failed call leaves nothing behind
+  bm <- bigmemory::filebacked.big.matrix(n, m, type = type, backingfile = basename(partial[1L]),
+                                         backingpath = dir,
+                                         descriptorfile = basename(partial[2L]))
+  desc <- bigmemory::describe(bm)
+
+  # Slabs of rows that fit slab_bytes; for a symmetric result a slab is also
+  # written transposed (its columns), so slabs are sized by the longer side.
+  value_bytes <- if (type == "double") 8 else 4
+  slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
+  slabs <- gk_row_bands(n, ceiling(n / slab_rows))
+  count <- gk_chunk_count(workers, nrow(slabs))
+  groups <- if (count > 0L) gk_slab_groups(slabs, count, symmetric) else
+    list(seq_len(nrow(slabs)))
+  opts <- gk_chunk_options()
+  tasks <- lapply(seq_along(groups), function(g) {
+    these <- slabs[groups[[g]], , drop = FALSE]
+    last <- max(these[, 2L])
+    list(fun = pcf_file_chunk, rows = c(min(these[, 1L]), last), slabs = these,
+         X = if (symmetric) X[seq_len(last)] else X[min(these[, 1L]):last],
+         offset = if (symmetric) 0L else min(these[, 1L]) - 1L, Y = Y, p = p,
+         precision = precision, backend = backend, devices = devices, chunk = g,
+         desc = desc, dir = dir, options = opts)
+  })
+  p_steps <- gk_progressor(nrow(slabs))
+  if (count > 0L) {
+    for (t in seq_along(tasks)) tasks[[t]]$progress <- p_steps
+    gk_run_tasks(tasks, function(i, value) NULL)
+  } else {
+    tasks[[1L]]$progress <- p_steps
+    pcf_file_chunk(tasks[[1L]])   # in this process, on all its GPUs
+  }
+  bigmemory::flush(bm)
+  rm(bm)
+  gc(FALSE)
+  # Complete: the values under their final name, then the descriptor naming them.
+  if (!file.rename(partial[1L], final[1L])) {
+    stop("could not rename the finished values to `", final[1L], "`", call. = FALSE)
+  }
+  desc_final <- desc
+  desc_final@description$filename <- basename(final[1L])
+  dput(desc_final, final[2L])
+  bigmemory::attach.big.matrix(final[2L])
+}
+
+# Consecutive slabs grouped into `count` groups of about equal work.
+gk_slab_groups <- function(slabs, count, symmetric) {
+  work <- if (symmetric) as.numeric(slabs[, 2L])^2 - as.numeric(slabs[, 1L] - 1L)^2 else
+    as.numeric(slabs[, 2L] - slabs[, 1L] + 1L)
+  share <- cumsum(work) / sum(work)
+  group <- pmin(count, floor(share * count - 1e-9) + 1L)
+  unname(split(seq_len(nrow(slabs)), group))
+}
+
+# A worker's slabs: computes each and writes it into the shared file.
+pcf_file_chunk <- function(task) {
+  # type = "float" is asked for; progress is counted in slabs, not blocks.
+  old <- options(bigmemory.typecast.warning = FALSE, gpukernels.progress = FALSE)
+  on.exit(options(old))
+  bm <- bigmemory::attach.big.matrix(task$desc, backingpath = task$dir)
+  call <- function(A, B, kind) {
+    pcf_matrix_call(A, B, kind, task$p, task$precision, task$backend, task$devices,
+                    workers = FALSE)
+  }
+  for (s in seq_len(nrow(task$slabs))) {
+    a <- task$slabs[s, 1L]
+    b <- task$slabs[s, 2L]
+    if (is.null(task$Y)) {
+      rows <- task$X[a:b]
+      if (a > 1L) {
+        rect <- call(rows, task$X[seq_len(a - 1L)], "cdist")
+        bm[a:b, seq_len(a - 1L)] <- rect
+        bm[seq_len(a - 1L), a:b] <- t(rect)
+        rm(rect)
+      }
+      bm[a:b, a:b] <- if (b > a) {
+        as.matrix(structure(call(rows, NULL, "pdist"), Size = b - a + 1L, class = "dist"))
+      } else 0
+    } else {
+      bm[a:b, ] <- call(task$X[(a:b) - task$offset], task$Y, "cdist")
+    }
+    if (!is.null(task$progress)) task$progress()
+  }
+  bigmemory::flush(bm)
+  invisible(NULL)
+}

@@ -1,0 +1,79 @@
+#' Nearest PCFs
+#'
+#' The `k` nearest PCFs of each PCF of `X` in \eqn{L_p} distance (see
+#' [pcf_pdist()]): among the other functions of `X` (a function is not its
+#' own neighbour), or among the functions of `Y`. The distance matrix is never
+#' stored: the PCF block engine computes it block by block (on GPUs or the
+#' CPU), and each block is folded into running lists of the `k` smallest
+#' distances per row. Memory is `O(n k)`, so this works for sets whose
+#' distance matrix does not fit in memory (2e5 functions: 160 GB as a
+#' matrix). Among `X` itself, each pair is computed once.
+#'
+#' @inheritParams pcf_pdist
+#' @param k Number of neighbours: at least 1, at most `length(X) - 1` (or
+#'   `length(Y)`).
+#' @param Y `NULL` (neighbours among `X`), or a list of PCFs to search.
+#' @param workers Split the rows of `X` over \pkg{future} workers; see
+#'   [gk_distributed]. (Split, each pair among `X` is computed twice: once for
+#'   each of its rows.)
+#' @return A list with `index` (integer, `length(X)` x `k`, 1-based, nearest
+#'   first, ties to the smaller index) and `distance` (same shape).
+#' @examples
+#' set.seed(1)
+#' X <- lapply(1:200, function(i) pcf(c(0, sort(runif(5))), c(rnorm(5), 0)))
+#' nn <- pcf_knn(X, k = 3)
+#' head(nn$index)
+#' @export
+pcf_knn <- function(X, k = 1L, Y = NULL, p = 1, precision = "double", backend = NULL,
+                    devices = NULL, workers = NULL) {
+  X <- as_pcf_list(X, "X")
+  if (!is.null(Y)) Y <- as_pcf_list(Y, "Y")
+  p <- pcf_check_p(p)
+  gk_check_scalar(k, "k", lower = 1, integer = TRUE)
+  candidates <- if (is.null(Y)) length(X) - 1L else length(Y)
+  if (k > candidates) {
+    stop("`k` = ", k, " is larger than the number of candidate neighbours (", candidates,
+         if (is.null(Y)) ": the other functions of `X`" else ": the functions of `Y`", ")",
+         call. = FALSE)
+  }
+  count <- gk_chunk_count(workers, length(X))
+  if (count > 0L) {
+    return(pcf_knn_distributed(X, as.integer(k), Y, p, precision, backend, devices, count))
+  }
+  pcf_knn_call(X, Y, as.integer(k), p, precision, backend, devices, exclude_offset = -1)
+}
+
+pcf_knn_call <- function(X, Y, k, p, precision, backend, devices, exclude_offset) {
+  single <- gk_check_precision(precision) == "single"
+  backend <- gk_backend(backend)
+  devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  res <- gk_with_engine_progress(
+    .Call(gk_r_pcf_knn, unclass(X), if (is.null(Y)) NULL else unclass(Y), k, p, single,
+          backend, gk_threads(), pcf_budget(), devices, gk_progress_lines(), pcf_tuning(),
+          as.double(exclude_offset)))
+  list(index = res[[1L]], distance = res[[2L]])
+}
+
+# One chunk: rows [start, end] of X against all of Y (or of X, without i itself).
+pcf_knn_chunk <- function(task) {
+  pcf_knn_call(task$X, task$Y, task$k, task$p, task$precision, task$backend, task$devices,
+               exclude_offset = if (task$self) task$rows[1L] - 1 else -1)
+}
+
+pcf_knn_distributed <- function(X, k, Y, p, precision, backend, devices, count) {
+  .Call(gk_r_pcf_check, unclass(X), if (is.null(Y)) NULL else unclass(Y), "cdist", p,
+        gk_check_precision(precision) == "single")
+  bands <- gk_row_bands(length(X), count)
+  opts <- gk_chunk_options()
+  tasks <- lapply(seq_len(nrow(bands)), function(b) {
+    rows <- bands[b, ]
+    list(fun = pcf_knn_chunk, rows = rows, X = X[rows[1L]:rows[2L]],
+         Y = if (is.null(Y)) X else Y, self = is.null(Y), k = k, p = p,
+         precision = precision, backend = backend, devices = devices, chunk = b,
+         options = opts)
+  })
+  parts <- vector("list", length(tasks))
+  gk_run_tasks(tasks, function(i, value) parts[[i]] <<- value, gk_progressor(length(tasks)))
+  list(index = do.call(rbind, lapply(parts, `[[`, "index")),
+       distance = do.call(rbind, lapply(parts, `[[`, "distance")))
+}

@@ -1,0 +1,220 @@
+# Work split over future workers, file-backed output, pcf_knn and progress.
+skip_if_not_installed("future")
+
+draw_pcfs <- function(n) {
+  lapply(seq_len(n), function(i) {
+    k <- sample(1:9, 1)
+    pcf(c(0, sort(runif(k - 1, 0, 3))), c(rnorm(k - 1), 0))
+  })
+}
+
+# Values only: the `call` attribute records the `workers` argument.
+same_dist <- function(a, b) identical(as.vector(a), as.vector(b)) && attr(a, "Size") == attr(b, "Size")
+
+# Brute-force k nearest from a full distance matrix (ties to the smaller index).
+knn_reference <- function(D, k) {
+  rows <- lapply(seq_len(nrow(D)), function(i) order(D[i, ], seq_len(ncol(D)))[seq_len(k)])
+  list(index = do.call(rbind, rows),
+       distance = do.call(rbind, lapply(seq_len(nrow(D)), function(i) D[i, rows[[i]]])))
+}
+
+test_that("pcf_knn matches a brute-force reference, among X and against Y", {
+  set.seed(11)
+  for (n in c(2, 5, 37)) {
+    X <- draw_pcfs(n)
+    D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
+    diag(D) <- Inf
+    k <- min(3, n - 1)
+    for (backend in test_backends()) {
+      nn <- pcf_knn(X, k = k, backend = backend)
+      ref <- knn_reference(D, k)
+      tol <- if (backend == "gpu") 1e-12 else 0
+      expect_equal(nn$distance, ref$distance, tolerance = tol)
+      if (backend == "cpu") expect_identical(nn$index, ref$index)
+    }
+  }
+  X <- draw_pcfs(23)
+  Y <- draw_pcfs(9)
+  D <- pcf_cdist(X, Y, p = 2, backend = "cpu")
+  nn <- pcf_knn(X, k = 9, Y = Y, p = 2, backend = "cpu")
+  expect_identical(nn$index, knn_reference(D, 9)$index)
+  # Many blocks (small budget) give the same lists.
+  withr_budget <- options(gpukernels.pcf_budget_bytes = 7 * 7 * 8 * 2)
+  on.exit(options(withr_budget))
+  expect_identical(pcf_knn(X, k = 4, backend = "cpu"),
+                   { options(withr_budget); pcf_knn(X, k = 4, backend = "cpu") })
+})
+
+test_that("pcf_knn rejects bad k and bad input", {
+  X <- draw_pcfs(5)
+  expect_error(pcf_knn(X, k = 5), "larger than the number of candidate")
+  expect_error(pcf_knn(X, k = 0), "k")
+  expect_error(pcf_knn(X, k = 2, Y = draw_pcfs(1)), "larger than")
+  X[[2]][1, 1] <- NA
+  expect_error(pcf_knn(X, k = 1), "NA")
+  expect_error(pcf_knn(list(), k = 1), "larger than|empty")
+})
+
+test_that("workers = k without a plan runs the chunks in this process and agrees", {
+  set.seed(3)
+  X <- draw_pcfs(31)
+  Y <- draw_pcfs(7)
+  expect_true(same_dist(pcf_pdist(X, backend = "cpu"), pcf_pdist(X, backend = "cpu", workers = 4)))
+  expect_identical(pcf_kernel(X, backend = "cpu"), pcf_kernel(X, backend = "cpu", workers = 3))
+  expect_identical(pcf_cdist(X, Y, backend = "cpu"), pcf_cdist(X, Y, backend = "cpu", workers = 5))
+  expect_error(pcf_pdist(X, workers = 0), "workers")
+  expect_error(pcf_pdist(X, workers = "a"), "workers")
+})
+
+compare_all <- function() {
+  set.seed(7)
+  X <- draw_pcfs(41)
+  Y <- draw_pcfs(13)
+  expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 1), pcf_pdist(X, backend = "cpu")))
+  expect_identical(pcf_cdist(X, Y, p = 2, backend = "cpu", workers = 1),
+                   pcf_cdist(X, Y, p = 2, backend = "cpu"))
+  expect_identical(pcf_kernel(X, backend = "cpu", workers = 1), pcf_kernel(X, backend = "cpu"))
+  expect_identical(pcf_kernel(X, Y[1:3], backend = "cpu", workers = 1),
+                   pcf_kernel(X, Y[1:3], backend = "cpu"))
+  expect_identical(pcf_knn(X, k = 3, backend = "cpu", workers = 1), pcf_knn(X, k = 3, backend = "cpu"))
+  x <- matrix(rnorm(3 * 53), 53, 3)
+  y <- matrix(rnorm(3 * 20), 20, 3)
+  b <- matrix(rnorm(40), 20, 2)
+  expect_identical(kernel_reduce(x, y, b, backend = "cpu", workers = 1),
+                   kernel_reduce(x, y, b, backend = "cpu"))
+  expect_identical(kernel_matvec(x, y, b, axis = 1, backend = "cpu", workers = 1),
+                   kernel_matvec(x, y, b, backend = "cpu"))
+  bx <- rnorm(53)
+  expect_identical(kernel_matvec(x, y, bx, axis = 2, backend = "cpu", workers = 1),
+                   kernel_matvec(x, y, bx, axis = 2, backend = "cpu"))
+  expect_identical(kernel_reduce(x, y, reduction = "argmin", kernel = "sqdist", backend = "cpu",
+                                 workers = 1),
+                   kernel_reduce(x, y, reduction = "argmin", kernel = "sqdist", backend = "cpu"))
+  expect_identical(knn(x, y, k = 4, backend = "cpu", workers = 1), knn(x, y, k = 4, backend = "cpu"))
+}
+
+with_plan <- function(strategy, code) {
+  old_libs <- Sys.getenv("R_LIBS")
+  Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
+  oplan <- future::plan(strategy, workers = 2)
+  on.exit({
+    future::plan(oplan)
+    Sys.setenv(R_LIBS = old_libs)
+  })
+  code
+}
+
+test_that("plan(multisession, workers = 2) gives the single-process results", {
+  with_plan(future::multisession, {
+    expect_identical(gpukernels:::gk_chunk_count(NULL, 100), 2L)
+    compare_all()
+  })
+})
+
+test_that("plan(cluster) on localhost gives the single-process results", {
+  with_plan(future::cluster, compare_all())
+})
+
+test_that("file-backed output equals the in-memory result, in-process and on workers", {
+  skip_if_not_installed("bigmemory")
+  set.seed(5)
+  X <- draw_pcfs(29)
+  Y <- draw_pcfs(6)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
+  f <- tempfile("dist")
+  B <- pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 29 * 4)
+  expect_identical(B[, ], D)
+  expect_identical(B[5, ], D[5, ])
+  expect_true(all(file.exists(paste0(f, c(".bin", ".desc")))))
+  expect_identical(bigmemory::attach.big.matrix(paste0(f, ".desc"))[3:4, ], D[3:4, ])
+  expect_error(pcf_dist_file(X, file = f), "exists")
+  Bf <- pcf_dist_file(X, file = f, type = "float", overwrite = TRUE, backend = "cpu",
+                      slab_bytes = 4 * 29 * 3, workers = 3)
+  expect_equal(Bf[, ], D, tolerance = 1e-6)
+  g <- tempfile("cdist")
+  Bc <- pcf_dist_file(X, Y, file = g, backend = "cpu", slab_bytes = 8 * 6 * 5, workers = 2)
+  expect_identical(Bc[, ], unname(pcf_cdist(X, Y, backend = "cpu")))
+  with_plan(future::multisession, {
+    h <- tempfile("dist")
+    Bw <- pcf_dist_file(X, file = h, backend = "cpu", slab_bytes = 8 * 29 * 2)
+    expect_identical(Bw[, ], D)
+  })
+  expect_error(pcf_dist_file(X, file = tempfile(), type = "int"), "type")
+  expect_error(pcf_dist_file(X, file = NA_character_), "file")
+})
+
+test_that("a failing worker fails the call with its error and leaves no complete-looking file", {
+  skip_if_not_installed("bigmemory")
+  set.seed(9)
+  X <- draw_pcfs(25)
+  with_plan(future::multisession, {
+    # The option travels to the workers, whose engine rejects it.
+    old <- options(gpukernels.pcf_budget_bytes = -1)
+    on.exit(options(old), add = TRUE)
+    expect_error(pcf_pdist(X, backend = "cpu"), "worker failed.*pcf_budget_bytes must be")
+    f <- tempfile("dist")
+    expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 25 * 3),
+                 "worker failed.*pcf_budget_bytes must be")
+    expect_length(list.files(dirname(f), pattern = basename(f)), 0)
+    options(old)
+  })
+})
+
+test_that("progress handlers receive the expected number of steps", {
+  skip_if_not_installed("progressr")
+  set.seed(2)
+  X <- draw_pcfs(40)
+  old <- options(progressr.enable = TRUE, gpukernels.pcf_budget_bytes = 9 * 9 * 8 * 2,
+                 gpukernels.progress = NULL)
+  on.exit(options(old))
+  record <- function(expr) {
+    seen <- list()
+    withCallingHandlers(expr, progression = function(c) {
+      seen[[length(seen) + 1L]] <<- list(type = c$type, amount = c$amount, steps = c$steps)
+    })
+    seen
+  }
+  steps_of <- function(seen) {
+    init <- Filter(function(s) s$type == "initiate", seen)
+    upd <- Filter(function(s) s$type == "update", seen)
+    c(total = init[[1]]$steps, done = sum(vapply(upd, function(s) s$amount, 0)))
+  }
+  blocks <- nrow(gpukernels:::gk_block_plan(40, 40, TRUE, 9 * 9))
+  expect_gt(blocks, 5)
+  expect_equal(steps_of(record(pcf_pdist(X, backend = "cpu"))), c(total = blocks, done = blocks))
+  expect_equal(steps_of(record(pcf_knn(X, k = 2, backend = "cpu"))), c(total = blocks, done = blocks))
+  expect_equal(steps_of(record(pcf_pdist(X, backend = "cpu", workers = 3))), c(total = 3, done = 3))
+  skip_if_not_installed("bigmemory")
+  expect_equal(steps_of(record(pcf_dist_file(X, file = tempfile(), backend = "cpu",
+                                             slab_bytes = 8 * 40 * 7))),
+               c(total = 6, done = 6))
+  options(gpukernels.progress = FALSE)
+  expect_length(record(pcf_pdist(X, backend = "cpu")), 0)
+})
+
+test_that("devices = for reductions is checked", {
+  x <- matrix(runif(30), 10, 3)
+  if (!gk_has_gpu()) {
+    expect_identical(kernel_reduce(x, backend = "cpu", devices = 1), kernel_reduce(x, backend = "cpu"))
+  } else {
+    expect_error(kernel_reduce(x, backend = "gpu", devices = 99), "devices")
+  }
+})
+
+test_that("reductions split over GPUs equal one GPU", {
+  skip_if_no_gpu()
+  skip_if(nrow(gk_info()$devices) < 2, "fewer than two GPUs")
+  set.seed(4)
+  x <- matrix(rnorm(3 * 5003), 5003, 3)
+  y <- matrix(rnorm(3 * 4001), 4001, 3)
+  b <- rnorm(4001)
+  for (precision in c("double", "single")) {
+    one <- kernel_reduce(x, y, b, precision = precision, devices = 1)
+    two <- kernel_reduce(x, y, b, precision = precision, devices = 1:2)
+    expect_equal(two, one, tolerance = if (precision == "single") 1e-5 else 1e-12)
+    expect_identical(knn(x, y, k = 5, precision = precision, devices = 1:2)$index,
+                     knn(x, y, k = 5, precision = precision, devices = 1)$index)
+  }
+  expect_equal(kernel_reduce(x, y, b, devices = 1:2), kernel_reduce(x, y, b, backend = "cpu"),
+               tolerance = 1e-10)
+})
