@@ -132,6 +132,9 @@ gk_run_chunk <- function(task) {
 # value)` as it arrives (so large results need not all be held at once); a
 # failing task's error is raised with its message. `p` is a progressor or NULL.
 gk_run_tasks <- function(tasks, collect, p = NULL) {
+  # The caller asked for the split: its data must travel, whatever their size.
+  old <- options(future.globals.maxSize = Inf)
+  on.exit(options(old))
   futures <- lapply(tasks, function(task) {
     future::future(run(task), globals = list(run = gk_run_chunk, task = task),
                    packages = "gpukernels", seed = NULL, lazy = FALSE)
