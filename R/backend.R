@@ -65,18 +65,19 @@ gk_build_info <- function() {
 #' if (gk_has_gpu()) gk_set_device(1)
 #' @export
 gk_set_device <- function(device) {
-  if (!is.numeric(device) || length(device) != 1L || is.na(device) ||
-      device != round(device)) {
-    stop("`device` must be a single whole number", call. = FALSE)
+  if (!is.numeric(device) || length(device) != 1L || is.na(device) || !is.finite(device) ||
+      device != round(device) || device < 1 || device > .Machine$integer.max) {
+    stop("`device` must be a single whole number from 1 to the number of GPUs (",
+         gk_build_info()$device_count, " here)", call. = FALSE)
   }
-  invisible(.Call(gk_r_set_device, as.integer(device)))
+  device <- as.integer(device)
+  invisible(.Call(gk_r_set_device, device))
 }
 
 # Threads for the CPU engines (0 = all OpenMP threads).
 gk_threads <- function() {
   threads <- getOption("gpukernels.threads", 0L)
-  if (!is.numeric(threads) || length(threads) != 1L || is.na(threads) || threads < 0) {
-    stop("option gpukernels.threads must be a single non-negative number", call. = FALSE)
-  }
-  as.integer(threads)
+  if (identical(threads, 0L)) return(0L)
+  gk_check_count(threads, "option gpukernels.threads (0 = all cores)", 0L,
+                 .Machine$integer.max)
 }

@@ -12,8 +12,8 @@ gk_check_points <- function(x, arg = deparse(substitute(x)), allow_empty = FALSE
   }
   if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
   if (!is.matrix(x) || !(is.numeric(x) || is.logical(x) && all(is.na(x)))) {
-    stop("`", arg, "` must be a numeric matrix (one row per point), not ",
-         class(x)[1L], call. = FALSE)
+    stop("`", arg, "` must be a numeric matrix (one row per point), not ", gk_describe(x),
+         call. = FALSE)
   }
   if (!allow_empty && (nrow(x) == 0L || ncol(x) == 0L)) {
     stop("`", arg, "` is empty (", nrow(x), " x ", ncol(x), "); it needs at least one point",
@@ -61,4 +61,22 @@ gk_match_choice <- function(arg, choices, name) {
          call. = FALSE)
   }
   arg
+}
+
+# What an argument is, for messages: "a character matrix", "a list", "NULL".
+gk_describe <- function(x) {
+  if (is.null(x)) return("NULL")
+  what <- if (is.matrix(x)) paste(typeof(x), "matrix") else if (is.atomic(x))
+    paste(typeof(x), "vector") else class(x)[1L]
+  paste(if (grepl("^[aeiou]", what)) "an" else "a", what)
+}
+
+# A whole number for a count passed to C as an int: finite, in [lower, upper].
+gk_check_count <- function(x, what, lower, upper) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) || x != round(x) ||
+      x < lower || x > upper) {
+    stop(what, " must be a single whole number from ", lower, " to ",
+         format(upper, scientific = FALSE), call. = FALSE)
+  }
+  as.integer(x)
 }

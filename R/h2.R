@@ -39,7 +39,10 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param eta Admissibility parameter (> 0); default 3 (errors about 1e-4 in 3D
 #'   and 1e-7 in 2D for the exponential kernel at the default orders).
 #' @param order Chebyshev points per dimension; default 8 in 2D and 4 in 3D
-#'   (rank 64).
+#'   (rank 64). A request whose H2 storage would exceed both the dense
+#'   matrix's and 64 MB (few points with a high order, such as 1000 points in
+#'   3D with `order = 16`) is refused with an error that points to
+#'   [kernel_matrix()], the smaller and faster path there.
 #' @param precision `"double"` or `"single"` (the matrix data and products).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
@@ -74,6 +77,7 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   if (order > 16) stop("`order` must be at most 16", call. = FALSE)
   if (leaf_size > 4096) stop("`leaf_size` must be at most 4096", call. = FALSE)
   precision <- gk_check_precision(precision)
+  h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
   ptr <- .Call(gk_r_h2_build, locs, kernel, as.double(nugget), as.integer(leaf_size),
                as.integer(order), as.double(eta), precision == "single", backend, gk_threads())
@@ -85,6 +89,28 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
 }
 
 h2_info <- function(A) .Call(gk_r_h2_info, A$ptr)
+
+# Refuses H2 matrices that would be larger than the dense matrix and than 64 MB:
+# few points with a high order, where the dense path is smaller and faster. The
+# estimate is a lower bound known before construction: leaf bases, transfer
+# matrices and the diagonal dense blocks of the complete cluster tree.
+h2_check_size <- function(n, d, leaf_size, order, precision) {
+  depth <- 0
+  while (leaf_size * 2^depth < n) depth <- depth + 1
+  leaves <- 2^depth
+  rank <- order^d
+  entries <- leaves * leaf_size * rank + (2 * leaves - 1) * rank^2 + leaves * leaf_size^2
+  h2_bytes <- entries * (if (precision == "single") 4 else 8)
+  dense_bytes <- 8 * as.double(n)^2
+  if (h2_bytes > dense_bytes && h2_bytes > 2^26) {
+    mb <- function(b) format(signif(b / 2^20, 3), scientific = FALSE)
+    stop("h2_matrix() would store at least ", mb(h2_bytes), " MB for these ", n,
+         " points (rank ", rank, " = order^", d, " per cluster), more than the dense ",
+         "matrix (", mb(dense_bytes), " MB): use kernel_matrix(locs, kernel = kernel) ",
+         "(plus diag(nugget, n)) for so few points, or a smaller `order`", call. = FALSE)
+  }
+  invisible(TRUE)
+}
 
 # A %*% x for a vector or an n x k matrix x, in the user's point order.
 h2_multiply <- function(A, x) {

@@ -17,7 +17,9 @@ gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance"
 #'     Closed forms are used for \eqn{\nu = 1/2}: \eqn{\sigma^2 e^{-d}};
 #'     \eqn{\nu = 3/2}: \eqn{\sigma^2 (1 + d) e^{-d}};
 #'     \eqn{\nu = 5/2}: \eqn{\sigma^2 (1 + d + d^2/3) e^{-d}}. Any other
-#'     \eqn{\nu > 0} uses the modified Bessel function \eqn{K_\nu}.}
+#'     \eqn{\nu > 0} uses the modified Bessel function \eqn{K_\nu}, evaluated
+#'     to about 1e-14 relative accuracy at the same cost for every \eqn{\nu}
+#'     (large \eqn{\nu} approach the gaussian \eqn{\exp(-d^2 / (4\nu))}).}
 #'   \item{`"cauchy"`}{\eqn{\sigma^2 / (1 + d^2)}}
 #'   \item{`"inverse_multiquadric"`}{\eqn{\sigma^2 / \sqrt{1 + d^2}} (alias `"imq"`)}
 #'   \item{`"linear"`}{\eqn{\sigma^2 \langle x/\ell, y/\ell \rangle}; with the
@@ -30,7 +32,9 @@ gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance"
 #'
 #' @param name Kernel family (see Details).
 #' @param range The length scale \eqn{\ell}: one positive number, or one per
-#'   dimension of the points.
+#'   dimension of the points (at least `.Machine$double.xmin`). Engines subtract
+#'   a common centre from the points before dividing them by the range, so
+#'   coordinates far from the origin keep their accuracy.
 #' @param smoothness The Matérn smoothness \eqn{\nu > 0}; only for `"matern"`,
 #'   where it is required.
 #' @param variance The variance (scale) \eqn{\sigma^2 > 0}.
@@ -52,6 +56,13 @@ gk_kernel <- function(name, range = 1, smoothness = NULL, variance = 1) {
   if (!is.numeric(range) || length(range) == 0L || anyNA(range) ||
       any(!is.finite(range)) || any(range <= 0)) {
     stop("kernel `range` must be positive and finite (one value, or one per dimension)",
+         call. = FALSE)
+  }
+  # Below the smallest normal double, 1 / range overflows and scaled distances
+  # lose their digits.
+  if (any(range < .Machine$double.xmin)) {
+    stop("kernel `range` must be at least ", signif(.Machine$double.xmin, 3),
+         " (the smallest normal double); divide the coordinates by a common factor instead",
          call. = FALSE)
   }
   gk_check_scalar(variance, "variance", lower = 0, lower_open = TRUE)

@@ -65,6 +65,14 @@ pcf_check_one <- function(f, arg) {
   invisible(TRUE)
 }
 
+# Checks a pcf_list with the engines' C checks, naming it as `arg`.
+pcf_check_list <- function(X, arg) {
+  tryCatch(.Call(gk_r_pcf_validate, unclass(X)),
+           error = function(e) stop(sub("`X\\[\\[", paste0("`", arg, "[["),
+                                        conditionMessage(e)), call. = FALSE))
+  invisible(X)
+}
+
 #' @export
 print.pcf <- function(x, ...) {
   n <- nrow(x)
@@ -137,8 +145,11 @@ plot.pcf_list <- function(x, xlim = NULL, ylim = NULL, col = seq_along(x), xlab 
 #' @export
 pcf_eval <- function(f, t) {
   if (!is.numeric(t) || anyNA(t)) stop("`t` must be numeric without NA", call. = FALSE)
-  if (inherits(f, "pcf") || (is.matrix(f) && !is.list(f))) return(pcf_eval_one(f, t))
-  X <- as_pcf_list(f, "f")
+  if (inherits(f, "pcf") || (is.matrix(f) && !is.list(f))) {
+    pcf_check_one(f, "f")
+    return(pcf_eval_one(f, t))
+  }
+  X <- pcf_check_list(as_pcf_list(f, "f"), "f")
   out <- vapply(unclass(X), pcf_eval_one, numeric(length(t)), t = t)
   matrix(out, nrow = length(t), dimnames = list(NULL, names(X)))
 }
@@ -159,7 +170,7 @@ pcf_eval_one <- function(f, t) {
 #' pcf_mean(list(pcf(c(0, 1), c(1, 0)), pcf(c(0.5, 2), c(3, 0))))
 #' @export
 pcf_mean <- function(X) {
-  X <- unclass(as_pcf_list(X))
+  X <- unclass(pcf_check_list(as_pcf_list(X), "X"))
   if (length(X) == 0L) stop("`X` is empty: give at least one PCF", call. = FALSE)
   t <- sort(unique(unlist(lapply(X, function(f) f[, 1]))))
   total <- numeric(length(t))

@@ -78,6 +78,9 @@ pcf_diagram_bars <- function(diagram, dim) {
          call. = FALSE)
   }
   gk_check_scalar(dim, "dim", lower = 0, integer = TRUE)
+  if (anyNA(diagram[, 1])) {
+    stop("`diagram` has NA in its dimension column (the first)", call. = FALSE)
+  }
   diagram <- diagram[diagram[, 1] == dim, 2:3, drop = FALSE]
   b <- diagram[, 1]
   d <- diagram[, 2]

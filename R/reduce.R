@@ -197,10 +197,35 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' @export
 knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
                 backend = NULL, devices = NULL, workers = NULL) {
+  y_is_x <- identical(y, x)
+  scale <- 1
+  if (!inherits(x, "gk_device_matrix") && !inherits(y, "gk_device_matrix")) {
+    x <- gk_check_points(x, "x", allow_empty = TRUE)
+    y <- if (y_is_x) x else gk_check_points(y, "y", allow_empty = TRUE)
+    scale <- knn_scale(x, y)
+    if (scale != 1) {
+      x <- x / scale
+      y <- if (y_is_x) x else y / scale
+    }
+  }
   res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
                        k = k, precision = precision, method = method, backend = backend,
                        devices = devices, workers = workers)
-  list(index = res$index, distance = sqrt(pmax(res$values, 0)))
+  list(index = res$index, distance = sqrt(pmax(res$values, 0)) * scale)
+}
+
+# Squared distances overflow beyond about 1e154 and underflow below 1e-154:
+# points that span more than 2^400 or less than 2^-400 in some coordinate are
+# divided by a power of two near their spread (exactly, so neighbours do not
+# change) and the distances multiplied back.
+knn_scale <- function(x, y) {
+  if (nrow(x) == 0L || nrow(y) == 0L || ncol(x) != ncol(y)) return(1)
+  spread <- max(vapply(seq_len(ncol(x)), function(j) {
+    r <- range(x[, j], y[, j])
+    r[2L] / 2 - r[1L] / 2   # halves: the difference itself may overflow
+  }, 0))
+  if (spread == 0 || (spread < 2^399 && spread > 2^-401)) return(1)
+  2^round(log2(spread))
 }
 
 # Points for a reduction: a checked double matrix, or a device matrix (downloaded

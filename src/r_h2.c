@@ -47,12 +47,14 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
                    SEXP single, SEXP backend, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (dim < 2 || dim > 3) Rf_error("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
+  if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
   gk_kernel kernel = gk_kernel_from_r(spec);
   double range[3];
   gk_kernel_range_from_r(spec, dim, range);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_scale_points(REAL(locs), n, dim, range, xs);
+  double centre[3];   // shifted before scaling: accuracy far from the origin
+  gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
 
   // The external pointer exists (with its finalizer) before anything native
   // does, so that no R allocation failure can leak what is built.
@@ -62,7 +64,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   h2_handle *h = (h2_handle *) calloc(1, sizeof *h);
   if (!h) {
     UNPROTECT(1);
-    Rf_error("out of host memory for the H2 matrix");
+    gk_stop("out of host memory for the H2 matrix");
   }
   h->single = gk_as_flag(single);
   double start = now_seconds();
@@ -82,6 +84,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
     gk_raise(&err);
   }
   R_SetExternalPtrAddr(ptr, h);
+  R_CheckUserInterrupt();   // a Ctrl-C after the last check; h is owned by ptr now
   UNPROTECT(1);
   return ptr;
 }
@@ -89,9 +92,9 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 {
   h2_handle *h = handle_of(ptr);
-  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) Rf_error("x must be a double matrix");
+  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) gk_stop("x must be a double matrix");
   int n = Rf_nrows(x), nrhs = Rf_ncols(x);
-  if (n != h->tree.n) Rf_error("non-conformable: the h2matrix has %d columns, x has %d rows",
+  if (n != h->tree.n) gk_stop("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, nrhs));
   gk_error err;

@@ -12,10 +12,16 @@ SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads)
   gk_kernel_range_from_r(spec, dim, range);
 
   // Scaled copies live in R's transient memory: freed on return or on error.
+  // Kernels of differences see both sets shifted by one common centre.
   double *xs = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
   double *ys = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_scale_points(REAL(x), m, dim, range, xs);
-  gk_scale_points(REAL(y), n, dim, range, ys);
+  double *centre = NULL;
+  if (!gk_kernel_uses_inner_product(&kernel)) {
+    centre = (double *) R_alloc(dim > 0 ? dim : 1, sizeof(double));
+    gk_points_centre(REAL(x), m, REAL(y), n, dim, centre);
+  }
+  gk_scale_points(REAL(x), m, dim, centre, range, xs);
+  gk_scale_points(REAL(y), n, dim, centre, range, ys);
 
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, m, n));
   gk_error err;
@@ -25,7 +31,7 @@ SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads)
   else
     kernel_matrix_cpu(&kernel, xs, m, ys, n, dim, REAL(out), gk_as_int(threads), &err);
   UNPROTECT(1);
-  if (err.status) gk_raise(&err);
+  gk_finish(&err);
   return out;
 }
 

@@ -24,7 +24,7 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
   for (R_xlen_t f = 0; f < n; f++) {
     SEXP m = VECTOR_ELT(list, f);
     if (!Rf_isMatrix(m) || (TYPEOF(m) != REALSXP && TYPEOF(m) != INTSXP) || Rf_ncols(m) != 2)
-      Rf_error("`%s[[%lld]]` must be a numeric matrix with two columns (t, v) or a data frame "
+      gk_stop("`%s[[%lld]]` must be a numeric matrix with two columns (t, v) or a data frame "
                "with columns t and v", arg, (long long) f + 1);
     offset[f + 1] = offset[f] + (size_t) Rf_nrows(m);
     is_int[f] = TYPEOF(m) == INTSXP;
@@ -142,7 +142,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
     out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t) (xs.n * (xs.n - 1) / 2)));
   } else {
     if ((double) xs.n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX || xs.n > INT_MAX)
-      Rf_error("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs.n,
+      gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs.n,
                (unsigned long) yp->n);
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
@@ -171,7 +171,7 @@ SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEX
   pcf_op op = pcf_op_for_p(gk_as_double(p));
   int kk = gk_as_int(k);
   sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);
-  if (xs.n > INT_MAX || yp->n > INT_MAX) Rf_error("too many functions for R's index matrices");
+  if (xs.n > INT_MAX || yp->n > INT_MAX) gk_stop("too many functions for R's index matrices");
   SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs.n, kk));
   SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, kk));
   if (pcf_knn_create(xs.n, kk, Rf_isNull(y), (long long) gk_as_double(exclude_offset), &state,

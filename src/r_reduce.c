@@ -17,7 +17,7 @@ static void device_matrix_finalize(SEXP ptr)
 /* Uploads a double matrix; returns an external pointer (freed by its finalizer). */
 SEXP gk_r_device_matrix(SEXP x, SEXP single)
 {
-  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) Rf_error("x must be a double matrix");
+  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) gk_stop("x must be a double matrix");
   gk_error err;
   gk_error_clear(&err);
   // The external pointer exists (with its finalizer) before anything native
@@ -26,7 +26,7 @@ SEXP gk_r_device_matrix(SEXP x, SEXP single)
   gk_device_matrix *dm = (gk_device_matrix *) calloc(1, sizeof *dm);
   if (!dm) {
     UNPROTECT(1);
-    Rf_error("out of host memory for a device matrix");
+    gk_stop("out of host memory for a device matrix");
   }
   if (device_matrix_upload(dm, REAL(x), (size_t) Rf_nrows(x), Rf_ncols(x), gk_as_flag(single),
                            &err)) {
@@ -72,7 +72,7 @@ static gk_reduce_operand operand_of(SEXP a, double *min_value)
     op.cols = dm->cols;
     if (min_value) *min_value = dm->min_value;
   } else {
-    if (TYPEOF(a) != REALSXP) Rf_error("reduction operands must be double matrices or device matrices");
+    if (TYPEOF(a) != REALSXP) gk_stop("reduction operands must be double matrices or device matrices");
     op.host = REAL(a);
     op.rows = Rf_isMatrix(a) ? (size_t) Rf_nrows(a) : (size_t) Rf_xlength(a);
     op.cols = Rf_isMatrix(a) ? Rf_ncols(a) : 1;
@@ -102,9 +102,9 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   if (has_b) bo = operand_of(b, reduction_code == GK_REDUCE_LOGSUMEXP ? &b_min : NULL);
   // log of a negative weighted sum has no value: refuse it here too, for
   // device-matrix weights (whose entries R cannot see) as for host ones.
-  if (has_b && b_min < 0) Rf_error("logsumexp weights `b` must be non-negative");
-  if (xo.cols != yo.cols) Rf_error("`x` and `y` must have the same number of columns");
-  if (has_b && bo.rows != yo.rows) Rf_error("`b` must have one row per point reduced over");
+  if (has_b && b_min < 0) gk_stop("logsumexp weights `b` must be non-negative");
+  if (xo.cols != yo.cols) gk_stop("`x` and `y` must have the same number of columns");
+  if (has_b && bo.rows != yo.rows) gk_stop("`b` must have one row per point reduced over");
   gk_reduce_spec rs;
   rs.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
@@ -126,7 +126,7 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                                                 : Rf_allocMatrix(INTSXP, m, icols));
   int on_gpu = gk_backend_is_gpu(backend);
   if (!on_gpu && (xo.device || yo.device || bo.device))
-    Rf_error("device matrices can only be used with backend = \"gpu\"");
+    gk_stop("device matrices can only be used with backend = \"gpu\"");
   gk_error err;
   gk_error_clear(&err);
   // devices: 0-based GPUs to split the rows over; none means the selected GPU.
@@ -150,5 +150,6 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   SET_VECTOR_ELT(out, 0, values);
   SET_VECTOR_ELT(out, 1, index);
   UNPROTECT(3);
+  gk_finish(&err);
   return out;
 }

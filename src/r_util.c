@@ -1,13 +1,46 @@
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include "r_util.h"
 #include "device/gk_hooks.h"
 
+void gk_stop(const char *fmt, ...)
+{
+  char message[GK_MESSAGE_SIZE + 64];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  Rf_errorcall(R_NilValue, "%s", message);
+}
+
+/* The core saw (and so consumed) the user's interrupt: signal R's own
+ * interrupt condition from R code (gk_signal_interrupt), so that
+ * tryCatch(interrupt = ) sees it and try() does not swallow it. */
+static void raise_interrupt(void)
+{
+  SEXP ns = PROTECT(R_FindNamespace(PROTECT(Rf_mkString("gpukernels"))));
+  SEXP call = PROTECT(Rf_lang1(Rf_install("gk_signal_interrupt")));
+  Rf_eval(call, ns);
+  UNPROTECT(3);
+  gk_stop("interrupted");   // not reached: the abort restart jumps to top level
+}
+
 void gk_raise(const gk_error *err)
 {
+  if (err->status == GK_ERR_INTERRUPTED) raise_interrupt();
   const char *prefix = "";
-  if (err->status == GK_ERR_INTERRUPTED) prefix = "interrupted: ";
   if (err->status == GK_ERR_INTERNAL) prefix = "internal error in gpukernels (please report it): ";
-  Rf_error("%s%s", prefix, err->message[0] ? err->message : "unknown failure");
+  gk_stop("%s%s", prefix, err->message[0] ? err->message : "unknown failure");
+}
+
+void gk_finish(const gk_error *err)
+{
+  if (err->status) gk_raise(err);
+  // An interrupt that came after the core's last check: R's own handling,
+  // here rather than at some later point of the user's next call.
+  R_CheckUserInterrupt();
 }
 
 static void check_interrupt(void *unused)
@@ -46,9 +79,9 @@ SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer)
 void *gk_extptr_address(SEXP ptr, const char *tag, const char *what, const char *stale)
 {
   if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != Rf_install(tag))
-    Rf_error("this %s is not valid: its `ptr` does not hold a %s made by gpukernels", what, what);
+    gk_stop("this %s is not valid: its `ptr` does not hold a %s made by gpukernels", what, what);
   void *address = R_ExternalPtrAddr(ptr);
-  if (!address) Rf_error("%s", stale);
+  if (!address) gk_stop("%s", stale);
   return address;
 }
 
@@ -66,7 +99,7 @@ static SEXP list_element(SEXP list, const char *name)
   SEXP names = Rf_getAttrib(list, R_NamesSymbol);
   for (R_xlen_t i = 0; i < Rf_xlength(list); i++)
     if (strcmp(CHAR(STRING_ELT(names, i)), name) == 0) return VECTOR_ELT(list, i);
-  Rf_error("internal error in gpukernels: kernel specification has no '%s'", name);
+  gk_stop("internal error in gpukernels: kernel specification has no '%s'", name);
   return R_NilValue;
 }
 
@@ -82,16 +115,42 @@ void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out)
   SEXP range = list_element(spec, "range");
   R_xlen_t len = Rf_xlength(range);
   if (len != 1 && len != dim)
-    Rf_error("the kernel's range has %d values but the points have %d dimensions: "
+    gk_stop("the kernel's range has %d values but the points have %d dimensions: "
              "give one range, or one per dimension", (int) len, dim);
   for (int k = 0; k < dim; k++) range_out[k] = REAL(range)[len == 1 ? 0 : k];
 }
 
-void gk_scale_points(const double *x, size_t n, int dim, const double *range, double *out)
+void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int dim,
+                      double *centre)
 {
   for (int k = 0; k < dim; k++) {
-    double inv = 1.0 / range[k];
-    for (size_t i = 0; i < n; i++) out[i + (size_t) k * n] = x[i + (size_t) k * n] * inv;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < m; i++) {
+      double v = x[i + (size_t) k * m];
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    for (size_t j = 0; y && j < n; j++) {
+      double v = y[j + (size_t) k * n];
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    // Halves first: lo + hi may overflow.
+    centre[k] = m + (y ? n : 0) > 0 ? 0.5 * lo + 0.5 * hi : 0.0;
+  }
+}
+
+void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
+                     const double *range, double *out)
+{
+  for (int k = 0; k < dim; k++) {
+    double c = centre ? centre[k] : 0.0, r = range[k], *col = out + (size_t) k * n;
+    const double *src = x + (size_t) k * n;
+    for (size_t i = 0; i < n; i++) col[i] = (src[i] - c) / r;
+    for (size_t i = 0; i < n; i++)
+      if (!R_FINITE(col[i]))
+        gk_stop("the points span more than 1e308 times the kernel's range in dimension %d "
+                "(range %g): use a larger range, or rescale the coordinates", k + 1, r);
   }
 }
 
@@ -112,8 +171,8 @@ SEXP gk_r_check_finite(SEXP x, SEXP arg)
   for (int l = 0; l < 8; l++) total += poison[l];
   if (total == 0.0) return R_NilValue;
   for (q = 0; q < n; q++) {
-    if (ISNAN(v[q])) Rf_error("`%s` contains NA or NaN values", CHAR(STRING_ELT(arg, 0)));
-    if (!R_FINITE(v[q])) Rf_error("`%s` contains infinite values", CHAR(STRING_ELT(arg, 0)));
+    if (ISNAN(v[q])) gk_stop("`%s` contains NA or NaN values", CHAR(STRING_ELT(arg, 0)));
+    if (!R_FINITE(v[q])) gk_stop("`%s` contains infinite values", CHAR(STRING_ELT(arg, 0)));
   }
   return R_NilValue;
 }

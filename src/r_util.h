@@ -12,9 +12,25 @@
 #include "device/gk_error.h"
 #include "kernels/gk_kernel.h"
 
-/* Raises the R error for a failed core call. Call it only after freeing
- * everything the glue holds: it does not return. */
+/* Every error the glue raises: like Rf_error, but without a call (R's
+ * `call. = FALSE`), as the package's R checks do, so users never see the
+ * internal helper that made the .Call. Use it instead of Rf_error. */
+void gk_stop(const char *fmt, ...)
+#if defined(__GNUC__)
+  __attribute__((format(printf, 1, 2), noreturn))
+#endif
+  ;
+
+/* Raises the R condition for a failed core call: R's interrupt condition for
+ * GK_ERR_INTERRUPTED (caught by tryCatch(interrupt = ), not by try()), an
+ * error otherwise. Call it only after freeing everything the glue holds: it
+ * does not return. */
 void gk_raise(const gk_error *err);
+
+/* The end of a long core call, after freeing: gk_raise() on failure, else
+ * R's interrupt check, so that a Ctrl-C during the call ends this call and
+ * not a later one. */
+void gk_finish(const gk_error *err);
 
 /* Installs R's interrupt check and console output as the cores' hooks. */
 void gk_install_r_hooks(void);
@@ -37,8 +53,17 @@ gk_kernel gk_kernel_from_r(SEXP spec);
 /* Its `range`: length 1 or `dim`, checked; written to range_out[dim]. */
 void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out);
 
-/* Copies the n x dim column-major matrix x divided by the range into out. */
-void gk_scale_points(const double *x, size_t n, int dim, const double *range, double *out);
+/* The midpoint of the bounding box of the rows of x (m x dim) and y (n x dim,
+ * or NULL), written to centre[dim]. */
+void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int dim,
+                      double *centre);
+
+/* out = (x - centre) / range for the n x dim column-major x (centre NULL: no
+ * shift). Points are shifted before they are scaled so that distances far
+ * from the origin keep their digits; kernels of differences use a common
+ * centre for x and y, `linear` none. Raises if a scaled value overflows. */
+void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
+                     const double *range, double *out);
 
 /* External pointers to the package's native objects carry a tag naming their
  * kind; every entry point taking one checks it before reading the address. */

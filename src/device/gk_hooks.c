@@ -1,6 +1,8 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include "device/gk_hooks.h"
+#include "device/gk_omp.h"
 
 static gk_interrupt_fn interrupt_hook = NULL;
 static gk_progress_fn progress_hook = NULL;
@@ -39,6 +41,31 @@ int gk_interrupt_pending(void)
 {
   if (worker_stop) return worker_stop(worker_ctx);
   return interrupt_hook ? interrupt_hook() : 0;
+}
+
+static double wall_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+void gk_stop_flag_init(gk_stop_flag *f)
+{
+  f->stop = 0;
+  f->next_poll = wall_seconds() + 0.1;
+}
+
+int gk_stop_requested(gk_stop_flag *f)
+{
+  if (__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) return 1;
+  if (gk_omp_thread_id() != 0) return 0;
+  double now = wall_seconds();
+  if (now < f->next_poll) return 0;
+  f->next_poll = now + 0.1;
+  if (!gk_interrupt_pending()) return 0;
+  __atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
+  return 1;
 }
 
 void gk_progress(const char *fmt, ...)

@@ -19,8 +19,29 @@ typedef void (*gk_progress_fn)(const char *line);
 
 void gk_set_hooks(gk_interrupt_fn interrupt_pending, gk_progress_fn progress);
 
-/* Nonzero when the user has asked to interrupt. */
+/* Nonzero when the user has asked to interrupt. Main thread only. */
 int gk_interrupt_pending(void);
+
+/*
+ * For loops that run long, possibly inside OpenMP regions: every thread calls
+ * gk_stop_requested() between chunks of work (a few milliseconds each) and
+ * leaves its loop when it returns nonzero. Only the main thread (OpenMP
+ * thread 0 of a region entered from it) asks the host program, at most every
+ * 0.1 s of wall time; the others read the shared flag.
+ */
+typedef struct {
+  int stop;            /* set once, read by every thread (atomic accesses) */
+  double next_poll;    /* main thread only: wall time of the next poll      */
+} gk_stop_flag;
+
+void gk_stop_flag_init(gk_stop_flag *f);
+int gk_stop_requested(gk_stop_flag *f);
+
+/* Only reads the flag (no poll): cheap enough for every small piece of work. */
+static inline int gk_stop_seen(gk_stop_flag *f)
+{
+  return __atomic_load_n(&f->stop, __ATOMIC_RELAXED);
+}
 
 void gk_progress(const char *fmt, ...)
 #if defined(__GNUC__)

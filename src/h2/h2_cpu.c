@@ -113,28 +113,37 @@ static void put(void *p, size_t i, int single, double v)
   else ((double *) p)[i] = v;
 }
 
-/* Evaluates U, E, S and D (the same entry functions as the GPU kernels). */
-static void fill_data(const h2_tree *t, h2_cpu *h)
+/* Evaluates U, E, S and D (the same entry functions as the GPU kernels).
+ * Returns nonzero when the user interrupted (checked between blocks of
+ * entries by every thread). */
+static int fill_data(const h2_tree *t, h2_cpu *h)
 {
   h2_geometry g = h2_geometry_of(t, t->center, t->half, t->leaf_points, t->leaf_count);
   int m = t->leaf_size, k = t->rank, single = h->single, threads = gk_omp_threads(h->threads);
   size_t kk = (size_t) k * k, mm = (size_t) m * m;
+  gk_stop_flag stop;
+  gk_stop_flag_init(&stop);
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(static)
-    for (int i = 0; i < t->n_leaves; i++)
+    for (int i = 0; i < t->n_leaves; i++) {
+      if (gk_stop_requested(&stop)) continue;
       for (int a = 0; a < k; a++)
         for (int r = 0; r < m; r++)
           put(h->data.U, (size_t) i * m * k + (size_t) a * m + r, single, h2_basis_entry(&g, i, r, a));
+    }
 #pragma omp for schedule(static)
-    for (int c = 1; c < t->n_nodes; c++)
+    for (int c = 1; c < t->n_nodes; c++) {
+      if (gk_stop_requested(&stop)) continue;
       for (int b = 0; b < k; b++)
         for (int a = 0; a < k; a++)
           put(h->data.E, c * kk + (size_t) b * k + a, single, h2_transfer_entry(&g, c, a, b));
+    }
     for (int l = t->top_level; l <= t->depth; l++) {
       const h2_bsr *bl = &t->coupling[l];
 #pragma omp for schedule(static)
       for (int s = 0; s < bl->n_blocks; s++) {
+        if (gk_stop_requested(&stop)) continue;
         int i = t->level_ptr[l] + bl->row[s], j = t->level_ptr[l] + bl->col[s];
         size_t base = (t->coupling_offset[l] + s) * kk;
         for (int b = 0; b < k; b++)
@@ -143,12 +152,15 @@ static void fill_data(const h2_tree *t, h2_cpu *h)
       }
     }
 #pragma omp for schedule(dynamic, 8)
-    for (int s = 0; s < t->dense.n_blocks; s++)
+    for (int s = 0; s < t->dense.n_blocks; s++) {
+      if (gk_stop_requested(&stop)) continue;
       for (int c = 0; c < m; c++)
         for (int r = 0; r < m; r++)
           put(h->data.D, s * mm + (size_t) c * m + r, single,
               h2_dense_entry(&g, t->dense.row[s], t->dense.col[s], r, c));
+    }
   }
+  return stop.stop;
 }
 
 gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err)
@@ -170,7 +182,10 @@ gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, 
                    (double) (h2_basis_entries(t) + h2_transfer_entries(t) +
                              h2_coupling_entries(t) + h2_dense_entries(t)) * el / 1e9);
   }
-  fill_data(t, h);
+  if (fill_data(t, h)) {
+    h2_cpu_free(h);
+    return gk_fail(err, GK_ERR_INTERRUPTED, "the H2 construction was interrupted");
+  }
   *out = h;
   return GK_OK;
 }

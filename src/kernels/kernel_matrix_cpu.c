@@ -1,5 +1,6 @@
 #include "kernels/kernel_matrix.h"
 #include "device/gk_omp.h"
+#include "device/gk_hooks.h"
 
 /* The pair statistic of rows i of x and j of y: squared distance, or the
  * inner product for kernels that need it. */
@@ -18,13 +19,21 @@ gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
                             const double *y, size_t n, int dim, double *out,
                             int threads, gk_error *err)
 {
-  (void) err;
   int inner = gk_kernel_uses_inner_product(kernel);
   ptrdiff_t ncol = (ptrdiff_t) n;
+  // Columns in chunks of rows, with an interrupt check between chunks.
+  const size_t chunk = 4096;
+  gk_stop_flag stop;
+  gk_stop_flag_init(&stop);
 #pragma omp parallel for schedule(static) num_threads(gk_omp_threads(threads))
   for (ptrdiff_t j = 0; j < ncol; j++)
-    for (size_t i = 0; i < m; i++)
-      out[i + (size_t) j * m] =
-        gk_kernel_eval(kernel, pair_statistic(inner, x, m, i, y, n, (size_t) j, dim));
+    for (size_t i0 = 0; i0 < m; i0 += chunk) {
+      if (gk_stop_requested(&stop)) break;
+      size_t i1 = i0 + chunk < m ? i0 + chunk : m;
+      for (size_t i = i0; i < i1; i++)
+        out[i + (size_t) j * m] =
+          gk_kernel_eval(kernel, pair_statistic(inner, x, m, i, y, n, (size_t) j, dim));
+    }
+  if (stop.stop) return gk_fail(err, GK_ERR_INTERRUPTED, "the kernel matrix was interrupted");
   return GK_OK;
 }

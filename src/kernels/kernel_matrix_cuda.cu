@@ -2,6 +2,7 @@
 // consecutive rows so that reads of x and writes of K are coalesced.
 #include "kernels/kernel_matrix.h"
 #include "device/gk_cuda.h"
+#include "device/gk_hooks.h"
 
 __global__ void kernel_matrix_entries(gk_kernel kernel, const double *x, size_t m,
                                       const double *y, size_t n, int dim, double *out)
@@ -33,14 +34,25 @@ extern "C" gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x
   GK_TRY(gk_buffer_upload(&dx, x, dx.bytes, NULL, err));
   GK_TRY(gk_buffer_upload(&dy, y, dy.bytes, NULL, err));
   {
-    // gridDim.y is limited to 65535: go through the columns in slices.
-    for (size_t j0 = 0; j0 < n; j0 += 65535) {
-      size_t cols = n - j0 < 65535 ? n - j0 : 65535;
+    // Slices of columns (gridDim.y is at most 65535) of about 2^26 entries, with
+    // an interrupt check between them: a slice of the slowest kernel (the
+    // general Matern) takes well under a second.
+    size_t per_slice = ((size_t) 1 << 26) / m;
+    per_slice = per_slice < 1 ? 1 : per_slice > 65535 ? 65535 : per_slice;
+    for (size_t j0 = 0; j0 < n; j0 += per_slice) {
+      size_t cols = n - j0 < per_slice ? n - j0 : per_slice;
       dim3 grid((unsigned) ((m + threads - 1) / threads), (unsigned) cols);
       kernel_matrix_entries<<<grid, threads>>>(*kernel, (const double *) dx.ptr, m,
                                                (const double *) dy.ptr + j0, n, dim,
                                                (double *) dk.ptr + j0 * m);
       GK_TRY(gk_cuda_check_launch("the kernel-matrix kernel", err));
+      if (j0 + cols < n) {
+        GK_TRY(gk_stream_sync(NULL, "the kernel-matrix kernel", err));
+        if (gk_interrupt_pending()) {
+          gk_fail(err, GK_ERR_INTERRUPTED, "the kernel matrix was interrupted");
+          goto fail;
+        }
+      }
     }
   }
   GK_TRY(gk_buffer_download(out, &dk, dk.bytes, NULL, err));

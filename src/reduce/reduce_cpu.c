@@ -28,19 +28,30 @@ int reduce_index_columns(gk_reduction r, int k)
   return r == GK_REDUCE_KMIN ? k : 0;
 }
 
-/* Point-major copy of a column-major matrix divided by the range, so that a
- * point's coordinates are contiguous in the inner loops. */
-static double *scaled_points(const gk_reduce_operand *p, const double *range)
+/* Point-major copy of a column-major matrix minus the point origin[0],
+ * origin[on], origin[2 on], ... (a row of a column-major on-row matrix; NULL
+ * for none), divided by the range, so that a point's coordinates are
+ * contiguous in the inner loops. Shifting before scaling keeps the digits of
+ * distances far from the origin (the GPU engine does the same). */
+static double *scaled_points(const gk_reduce_operand *p, const double *origin, size_t on,
+                             const double *range)
 {
   size_t n = p->rows;
   int dim = p->cols;
   double *out = (double *) malloc((n * dim + 1) * sizeof(double));
   if (!out) return NULL;
   for (int d = 0; d < dim; d++) {
-    double inv = 1.0 / range[d];
-    for (size_t i = 0; i < n; i++) out[i * dim + d] = p->host[i + (size_t) d * n] * inv;
+    double o = origin ? origin[(size_t) d * on] : 0.0;
+    for (size_t i = 0; i < n; i++) out[i * dim + d] = (p->host[i + (size_t) d * n] - o) / range[d];
   }
   return out;
+}
+
+static int all_finite(const double *v, size_t count)
+{
+  for (size_t q = 0; q < count; q++)
+    if (!isfinite(v[q])) return 0;
+  return 1;
 }
 
 typedef struct {
@@ -50,7 +61,13 @@ typedef struct {
   int dim, e, inner;
   double *out;
   int *index;
+  gk_stop_flag *stop;          /* checked every STOP_CHUNK pairs of a row */
 } reduce_job;
+
+/* Pairs between interrupt checks: a few milliseconds, so that a row of many
+ * millions of pairs is interruptible. */
+#define STOP_CHUNK 16384
+#define STOPPED(job, j) ((((j) + 1) % STOP_CHUNK) == 0 && gk_stop_requested((job)->stop))
 
 static inline double pair_value(const reduce_job *job, const double *xi, size_t j)
 {
@@ -72,6 +89,7 @@ static void row_sum(const reduce_job *job, size_t i, double *acc)
   const double *xi = job->xs + i * job->dim;
   for (int c = 0; c < job->e; c++) acc[c] = 0.0;
   for (size_t j = 0; j < job->n; j++) {
+    if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     for (int c = 0; c < job->e; c++) acc[c] += v * job->b[j + (size_t) c * job->n];
   }
@@ -86,6 +104,7 @@ static void row_extreme(const reduce_job *job, size_t i, double sign, int want_i
   size_t arg = 0;
   int found = 0;
   for (size_t j = 0; j < job->n; j++) {
+    if (STOPPED(job, j)) return;
     double v = sign * pair_value(job, xi, j);
     if (!found || v < best) {  /* strict: ties keep the first j */
       best = v;
@@ -105,6 +124,7 @@ static void row_kmin(const reduce_job *job, size_t i, double *val, int *idx)
   int k = job->spec->k;
   for (int q = 0; q < k; q++) { val[q] = INFINITY; idx[q] = 0; }
   for (size_t j = 0; j < job->n; j++) {
+    if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     if (!(v < val[k - 1]) && idx[k - 1] != 0) continue;
     int p = k - 1;
@@ -130,6 +150,7 @@ static void row_exp(const reduce_job *job, size_t i, double *acc, int softmax)
   double mx = -INFINITY;
   for (int c = 0; c <= job->e; c++) acc[c] = 0.0;
   for (size_t j = 0; j < job->n; j++) {
+    if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     if (v > mx) {
       double shrink = exp(mx - v);
@@ -175,8 +196,13 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   job.inner = gk_kernel_uses_inner_product(&spec->kernel);
   job.out = out;
   job.index = index;
-  job.xs = scaled_points(x, spec->range);
-  job.ys = scaled_points(y, spec->range);
+  // Kernels of differences: both sets relative to y's first point.
+  const double *origin = !job.inner && job.n > 0 ? y->host : NULL;
+  job.xs = scaled_points(x, origin, job.n, spec->range);
+  job.ys = scaled_points(y, origin, job.n, spec->range);
+  gk_stop_flag stop;
+  gk_stop_flag_init(&stop);
+  job.stop = &stop;
   /* Per-thread scratch: E + 1 accumulators, or the k-list of KMIN. */
   size_t per_thread = (size_t) (job.e > spec->k ? job.e : spec->k) + 1;
   scratch = (double *) malloc(per_thread * nthreads * sizeof(double));
@@ -185,16 +211,22 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
     gk_fail(err, GK_ERR_NOMEM, "out of memory for the reduction's work arrays");
     goto done;
   }
-  /* Rows in blocks, so that an interrupt is noticed between blocks. */
+  if (!all_finite(job.xs, job.m * job.dim) || !all_finite(job.ys, job.n * job.dim)) {
+    gk_fail(err, GK_ERR_INPUT, "the points span more than 1e308 times the kernel's range: "
+            "use a larger range, or rescale the coordinates");
+    goto done;
+  }
+  /* Rows in blocks; every thread also checks for an interrupt within its rows. */
   const size_t block = 4096;
   for (size_t start = 0; start < job.m; start += block) {
     ptrdiff_t end = (ptrdiff_t) (start + block < job.m ? start + block : job.m);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads)
     for (ptrdiff_t i = (ptrdiff_t) start; i < end; i++) {
       int t = gk_omp_thread_id();
+      if (gk_stop_seen(&stop) || ((i % 16) == 0 && gk_stop_requested(&stop))) continue;
       reduce_row(&job, (size_t) i, scratch + t * per_thread, iscratch + t * per_thread);
     }
-    if (gk_interrupt_pending()) {
+    if (gk_stop_requested(&stop)) {
       gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
       goto done;
     }

@@ -360,10 +360,11 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   double *scale_host = (double *) (host + at_scale);
   for (int d = 0; d < dim; d++)
     scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
-  // In float32, coordinates far from the origin (relative to the range) lose
-  // the digits that distances need: host points are packed relative to y_1
-  // (in double) when the kernel depends on differences only.
-  const bool centre = sizeof(T) == sizeof(float) && !a.inner && x->host && y->host && n > 0;
+  // Coordinates far from the origin (relative to the range) lose the digits
+  // that distances need when they are scaled first: host points are packed
+  // relative to y_1 (subtracted in double, then scaled) when the kernel
+  // depends on differences only, in both precisions (as the CPU engine does).
+  const bool centre = !a.inner && x->host && y->host && n > 0;
   if (x->host) pack_points((T *) (host + at_xhost), x, centre ? y->host : NULL, n, scale_host);
   if (y->host && !y_is_x)
     pack_points((T *) (host + at_yhost), y, centre ? y->host : NULL, n, scale_host);

@@ -1,0 +1,57 @@
+# Ctrl-C during long calls: the call stops within about a second of the
+# signal, R's interrupt condition reaches tryCatch(interrupt = ) (and try()
+# does not swallow it), and the engines work afterwards.
+
+interrupt_cases <- c(
+  # A few rows of x against millions of y: checks inside each row's j loop.
+  reduce = "kernel_matvec(x_few, y_many, b_many, k_slow, backend = BACKEND)",
+  kmin = "knn(x_few, y_many, k = 3, backend = BACKEND)",
+  kernel_matrix = "kernel_matrix(x_square, kernel = k_slow, backend = BACKEND)",
+  h2 = "h2_matrix(locs, k_slow, backend = BACKEND)",
+  # try() catches errors only: the interrupt must pass through it.
+  through_try = "try(kernel_matvec(x_few, y_many, b_many, k_slow, backend = BACKEND), silent = TRUE)"
+)
+interrupt_setup <- "
+  options(gpukernels.threads = 2)
+  set.seed(7)
+  x_few <- matrix(runif(64), 64, 1)
+  y_many <- matrix(runif(4e6), 4e6, 1)
+  b_many <- rnorm(4e6)
+  k_slow <- gk_kernel('matern', range = 0.1, smoothness = 0.7)
+  x_square <- matrix(runif(2 * 8000), 8000, 2)
+  locs <- matrix(runif(2 * 5e4), ncol = 2)
+  small_x <- matrix(runif(2 * 37), 37, 2)
+  small_b <- rnorm(37)
+"
+# After the interrupts: a fresh call gives brute-force R's answer.
+interrupt_after <- "
+  k <- gk_kernel('gaussian', range = 0.3)
+  got <- kernel_matvec(small_x, small_x, small_b, k, backend = BACKEND)
+  d2 <- as.matrix(dist(small_x))^2
+  ref <- drop(exp(-d2 / (2 * 0.09)) %*% small_b)
+  max(abs(got - ref)) / max(abs(ref))
+"
+
+check_interrupts <- function(backend) {
+  sub_backend <- function(code) gsub("BACKEND", deparse(backend), code, fixed = TRUE)
+  run <- run_interrupted(vapply(interrupt_cases, sub_backend, ""), setup = interrupt_setup,
+                         after = sub_backend(interrupt_after))
+  for (name in names(interrupt_cases)) {
+    res <- run$results[[name]]
+    expect_identical(res$outcome, "interrupt", info = name)
+    # Generous for a loaded machine; without checks these calls run for minutes.
+    expect_lt(res$latency, 5, label = paste(name, "seconds from the signal to the end"))
+  }
+  expect_lt(run$after, 1e-12)
+}
+
+test_that("long CPU calls stop on an interrupt, as R's interrupt condition", {
+  skip_on_os("windows")
+  check_interrupts("cpu")
+})
+
+test_that("long GPU calls stop on an interrupt, as R's interrupt condition", {
+  skip_on_os("windows")
+  skip_if_no_gpu()
+  check_interrupts("gpu")
+})
