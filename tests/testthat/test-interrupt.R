@@ -14,7 +14,7 @@ interrupt_cases <- c(
 interrupt_setup <- "
   options(gpukernels.threads = 2)
   set.seed(7)
-  x_few <- matrix(runif(64), 64, 1)
+  x_few <- matrix(runif(512), 512, 1)   # long enough to still run when a slow sender fires
   y_many <- matrix(runif(4e6), 4e6, 1)
   b_many <- rnorm(4e6)
   k_slow <- gk_kernel('matern', range = 0.1, smoothness = 0.7)
