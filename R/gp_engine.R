@@ -143,17 +143,19 @@ gp_problem <- function(locs, y, X, method, control, backend) {
 }
 
 # For each point (in the internal order) up to m nearest points that precede
-# it, by brute-force knn() on doubling blocks: the rows start..end search the
-# points 1..end, of which at least about half precede them.
+# it, by brute-force knn() on growing blocks: the rows start..end search the
+# points 1..end, of which at least two thirds precede them. The GPU knn()
+# finds at most 64 neighbours.
 gp_neighbors <- function(xo, m, backend) {
   n <- nrow(xo)
   nbr <- matrix(0L, n, max(m, 0L))
   duplicates <- 0L
   if (m == 0L || n < 2L) return(list(nbr = nbr, duplicates = duplicates))
+  k_most <- min(64L, 2L * m + 2L)   # the same on both backends, so they agree
   start <- 1L
   while (start <= n) {
-    end <- if (start == 1L) min(n, 4L * m) else min(n, 2L * (start - 1L))
-    k <- min(end, ceiling(2.5 * m) + 2L)
+    end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
+    k <- min(end, k_most)
     nn <- knn(xo[start:end, , drop = FALSE], xo[seq_len(end), , drop = FALSE], k = k,
               backend = backend)
     duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, nn$index, nn$distance,
