@@ -34,11 +34,12 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
   gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
   if (has_d) dkernel = gk_kernel_from_r(dspec);
-  double range[64];
+  double range[64], centre[64];
   if (dim > 64) Rf_error("the GP engine supports at most 64 dimensions");
   gk_kernel_range_from_r(spec, dim, range);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_scale_points(REAL(locs), n, dim, range, xs);
+  gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);   // accuracy far from the origin
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
   SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n, m + 1));
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   gk_error err;
