@@ -41,6 +41,12 @@ SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side);
 
+/* Gaussian processes (r_gp.c) */
+SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr);
+SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads);
+SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
+SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
+
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
                    SEXP single, SEXP backend, SEXP threads);
@@ -75,6 +81,10 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 6},
   /* H2 matrices */
+  {"gk_r_gp_keep_preceding", (DL_FUNC) &gk_r_gp_keep_preceding, 4},
+  {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 6},
+  {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
+  {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},

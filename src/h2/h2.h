@@ -71,7 +71,10 @@ static inline int h2_kernel_supported(gk_kernel_family family)
 {
   return family == GK_KERNEL_GAUSSIAN || family == GK_KERNEL_EXPONENTIAL ||
          family == GK_KERNEL_MATERN || family == GK_KERNEL_CAUCHY ||
-         family == GK_KERNEL_INVERSE_MULTIQUADRIC;
+         family == GK_KERNEL_INVERSE_MULTIQUADRIC ||
+         /* range derivatives of those (GP gradients): smooth away from d = 0 too */
+         (family >= GK_KERNEL_GAUSSIAN_DLOGRANGE &&
+          family <= GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE);
 }
 
 /* Builds the structure for n points (n x dim, column-major, already divided

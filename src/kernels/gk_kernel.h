@@ -17,6 +17,18 @@
  *   squared distance      s2 d^2
  * Every family except `linear` is a function of d^2 ("the pair statistic");
  * `linear` is a function of the inner product.
+ *
+ * Derivative families (for Gaussian-process gradients, src/gp/): family
+ * GK_KERNEL_DLOGRANGE + f is the derivative of family f with respect to the
+ * log of an isotropic range, d k / d log(range) = -d k'(d):
+ *   gaussian              s2 d^2 exp(-d^2 / 2)
+ *   exponential           s2 d exp(-d)
+ *   matern (nu)           s2 2^(1-nu) / Gamma(nu) d^(nu+1) K_(nu-1)(d)
+ *                         nu = 1/2, 3/2, 5/2: s2 d e^-d, s2 d^2 e^-d, s2 d^2 (1 + d) / 3 e^-d
+ *   cauchy                s2 2 d^2 / (1 + d^2)^2
+ *   inverse multiquadric  s2 d^2 / (1 + d^2)^(3/2)
+ * They are functions of d^2 like their base families, so every engine
+ * evaluates them unchanged.
  */
 #ifndef GK_KERNEL_H
 #define GK_KERNEL_H
@@ -36,7 +48,13 @@ typedef enum {
   GK_KERNEL_CAUCHY = 3,
   GK_KERNEL_INVERSE_MULTIQUADRIC = 4,
   GK_KERNEL_LINEAR = 5,
-  GK_KERNEL_SQUARED_DISTANCE = 6
+  GK_KERNEL_SQUARED_DISTANCE = 6,
+  GK_KERNEL_DLOGRANGE = 16,   /* offset of the derivative families */
+  GK_KERNEL_GAUSSIAN_DLOGRANGE = 16,
+  GK_KERNEL_EXPONENTIAL_DLOGRANGE = 17,
+  GK_KERNEL_MATERN_DLOGRANGE = 18,
+  GK_KERNEL_CAUCHY_DLOGRANGE = 19,
+  GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE = 20
 } gk_kernel_family;
 
 typedef struct {
@@ -73,7 +91,7 @@ static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance,
   k.smoothness = smoothness;
   k.matern_twice_nu = 0;
   k.matern_log_norm = 0.0;
-  if (family == GK_KERNEL_MATERN) {
+  if (family == GK_KERNEL_MATERN || family == GK_KERNEL_MATERN_DLOGRANGE) {
     if (smoothness == 0.5) k.matern_twice_nu = 1;
     else if (smoothness == 1.5) k.matern_twice_nu = 3;
     else if (smoothness == 2.5) k.matern_twice_nu = 5;
@@ -169,6 +187,59 @@ GK_HD double gk_matern_correlation_general(double d, double nu, double log_norm)
   return h * sum;
 }
 
+
+/* exp(log_norm) d^power K_order(d) by the plain trapezoid rule on
+ * K_v(d) = int_0^inf exp(-d cosh t) cosh(v t) dt (used for the range
+ * derivative of the general Matern, d^(nu+1) K_(nu-1), where the order and the
+ * power differ; moderate nu). */
+GK_HD double gk_bessel_power_term(double d, double power, double order, double log_norm)
+{
+  order = fabs(order);   /* K_-v = K_v */
+  double h = 0.25 / fmax(1.0, sqrt(sqrt(d * d + order * order)));
+  double a0 = power * log(d) + log_norm;
+  double sum = 0.5 * exp(a0 - d);
+  for (int k = 1; k < 20000; k++) {
+    double t = k * h;
+    double a = a0 - d * cosh(t);
+    double term = 0.5 * (exp(a + order * t) + exp(a - order * t));
+    sum += term;
+    if (term <= 1e-17 * sum && d * sinh(t) > order) break;
+  }
+  return h * sum;
+}
+
+/* -d d/dd of the general Matern correlation: d^(nu+1) K_(nu-1)(d) times the
+ * constant, from (d^nu K_nu)' = -d^nu K_(nu-1). Zero at d = 0 for nu > 0. */
+GK_HD double gk_matern_dlogrange_general(double d, double nu)
+{
+  if (d <= 0.0 || d > 2000.0) return 0.0;
+  return gk_bessel_power_term(d, nu + 1.0, nu - 1.0, (1.0 - nu) * log(2.0) - lgamma(nu));
+}
+
+/* d k / d log(range) for the derivative families, in double precision. */
+GK_HD double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
+{
+  double d = sqrt(stat);
+  switch ((int) k->family - (int) GK_KERNEL_DLOGRANGE) {
+  case GK_KERNEL_GAUSSIAN:
+    return k->variance * stat * exp(-0.5 * stat);
+  case GK_KERNEL_EXPONENTIAL:
+    return k->variance * d * exp(-d);
+  case GK_KERNEL_MATERN:
+    switch (k->matern_twice_nu) {
+    case 1: return k->variance * d * exp(-d);
+    case 3: return k->variance * stat * exp(-d);
+    case 5: return k->variance * stat * (1.0 + d) * (1.0 / 3.0) * exp(-d);
+    default: return k->variance * gk_matern_dlogrange_general(d, k->smoothness);
+    }
+  case GK_KERNEL_CAUCHY:
+    return k->variance * 2.0 * stat / ((1.0 + stat) * (1.0 + stat));
+  case GK_KERNEL_INVERSE_MULTIQUADRIC:
+    return k->variance * stat / ((1.0 + stat) * sqrt(1.0 + stat));
+  }
+  return NAN;
+}
+
 /* The kernel as a function of the pair statistic: d^2, or the inner product
  * for `linear`. Double precision. */
 GK_HD double gk_kernel_eval(const gk_kernel *k, double stat)
@@ -194,6 +265,8 @@ GK_HD double gk_kernel_eval(const gk_kernel *k, double stat)
   case GK_KERNEL_LINEAR:
   case GK_KERNEL_SQUARED_DISTANCE:
     return k->variance * stat;
+  default:
+    if (k->family >= GK_KERNEL_DLOGRANGE) return gk_kernel_eval_dlogrange(k, stat);
   }
   return NAN;
 }
@@ -224,6 +297,8 @@ GK_HD float gk_kernel_eval_f(const gk_kernel *k, float stat)
   case GK_KERNEL_LINEAR:
   case GK_KERNEL_SQUARED_DISTANCE:
     return s2 * stat;
+  default:   /* derivative families: in double (used for gradients only) */
+    if (k->family >= GK_KERNEL_DLOGRANGE) return (float) gk_kernel_eval_dlogrange(k, (double) stat);
   }
   return NAN;
 }

@@ -1,0 +1,314 @@
+# Maximum-likelihood fits of Gaussian processes and what users do with them:
+# coefficients, standard errors, kriging predictions.
+
+#' Fit a Gaussian process by maximum likelihood
+#'
+#' Maximises the profile log-likelihood of [gp_loglik()] over the log
+#' variance, log range and log nugget (the nugget is the variance added to the
+#' diagonal, not a ratio), with the smoothness of a Matérn kernel fixed, by
+#' L-BFGS-B with the gradient of [gp_loglik()]. The iterative methods use the
+#' same probes at every step, so the objective is smooth.
+#'
+#' Starting values (when `start` is `NULL`): the variance of the
+#' least-squares residuals split 90/10 between the process and the nugget,
+#' and a range of a quarter of the mean coordinate standard deviation; with
+#' more than 2000 points these are then refined by a dense fit to a random
+#' subset of 1000 points.
+#'
+#' A progress line is printed (with `message()`) after every evaluation when
+#' `verbose` is `TRUE`. An interrupt (Ctrl-C) stops the optimisation cleanly:
+#' the fit at the best parameters so far is returned, with a warning and
+#' `convergence = "interrupted"`.
+#'
+#' @inheritParams gp_loglik
+#' @param kernel Kernel family name: `"matern"`, `"exponential"`,
+#'   `"gaussian"`, `"cauchy"` or `"inverse_multiquadric"`, or a
+#'   [gk_kernel()] whose family (and smoothness) are used.
+#' @param smoothness The Matérn smoothness (fixed), default 1.5.
+#' @param start Optional starting values: a named list or vector with
+#'   `variance`, `range` and `nugget`.
+#' @param verbose Print a line per likelihood evaluation (default: when
+#'   `n > 5000`).
+#' @param optim_control Passed to [stats::optim()]'s `control`.
+#' @return An object of class `gp_fit` with methods [coef()], [logLik()],
+#'   [vcov()] (the inverse Fisher information, for the log parameters),
+#'   `print()`, `summary()` and [predict.gp_fit()].
+#' @examples
+#' set.seed(1)
+#' locs <- matrix(runif(600), ncol = 2)
+#' y <- gp_simulate(locs, gk_kernel("matern", range = 0.2, smoothness = 1.5), nugget = 0.1)
+#' fit <- gp_fit(locs, y, kernel = "matern", smoothness = 1.5, backend = "cpu")
+#' fit
+#' predict(fit, matrix(runif(10), ncol = 2), se.fit = TRUE)
+#' @export
+gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start = NULL,
+                   method = "auto", control = gp_control(), verbose = NULL,
+                   optim_control = list(), backend = NULL) {
+  locs <- gk_check_points(locs, "locs")
+  n <- nrow(locs)
+  template <- gp_kernel_template(kernel, smoothness, ncol(locs))
+  data <- gp_check_data(y, X, n)
+  if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
+  backend <- gk_backend(backend)
+  method <- gp_method(method, n, ncol(locs), control)
+  if (is.null(verbose)) verbose <- n > 5000
+  start <- gp_start(locs, data, template, start, control, backend)
+  prob <- gp_problem(locs, data$y, data$X, method, control, backend)
+  if (isTRUE(prob$duplicates) && start[["nugget"]] == 0) gp_check_duplicates(prob, 0)
+
+  evals <- new.env(parent = emptyenv())
+  evals$count <- 0L
+  evals$best <- NULL
+  t_start <- proc.time()[["elapsed"]]
+  evaluate <- function(par) {
+    key <- paste(format(par, digits = 17), collapse = ",")
+    if (identical(evals$key, key)) return(evals$value)
+    theta <- exp(par)
+    res <- gp_evaluate(prob, gp_kernel_with(template, theta[[1L]], theta[[2L]]), theta[[3L]],
+                       gradient = TRUE)
+    evals$count <- evals$count + 1L
+    evals$key <- key
+    evals$value <- res
+    if (is.null(evals$best) || res$loglik > evals$best$loglik) {
+      evals$best <- res
+      evals$best_par <- par
+    }
+    if (verbose) {
+      message(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g  (%s%.1f s)",
+                      evals$count, res$loglik, theta[[1L]], theta[[2L]], theta[[3L]],
+                      if (method == "dense") "" else sprintf("%d CG iterations, ",
+                                                             res$cg_iterations),
+                      proc.time()[["elapsed"]] - t_start))
+    }
+    res
+  }
+  par0 <- log(c(start[["variance"]], start[["range"]], start[["nugget"]]))
+  scale <- max(1, abs(evaluate(par0)$loglik))
+  ctl <- utils::modifyList(list(factr = 1e6, pgtol = 0, maxit = 200L), optim_control)
+  convergence <- "converged"
+  opt <- tryCatch(
+    stats::optim(par0, fn = function(p) -evaluate(p)$loglik / scale,
+                 gr = function(p) -evaluate(p)$gradient / scale, method = "L-BFGS-B",
+                 lower = par0 - 12, upper = par0 + 12, control = ctl),
+    interrupt = function(e) NULL)
+  if (is.null(opt)) {
+    warning("gp_fit() was interrupted: returning the best parameters found so far",
+            call. = FALSE)
+    convergence <- "interrupted"
+    par <- evals$best_par
+  } else {
+    par <- opt$par
+    if (opt$convergence != 0L) {
+      # a line search that cannot improve any further is the usual end of a
+      # stochastic objective; report it, but only warn for the iteration limit
+      convergence <- opt$message
+      if (opt$convergence == 1L) warning("gp_fit() reached the iteration limit", call. = FALSE)
+    }
+  }
+  theta <- exp(par)
+  kern <- gp_kernel_with(template, theta[[1L]], theta[[2L]])
+  final <- gp_evaluate(prob, kern, theta[[3L]], gradient = TRUE, fisher = TRUE)
+  vc <- tryCatch(solve(final$fisher), error = function(e) {
+    matrix(NA_real_, 3L, 3L, dimnames = dimnames(final$fisher))
+  })
+  structure(list(coefficients = c(variance = theta[[1L]], range = theta[[2L]],
+                                  nugget = theta[[3L]]),
+                 beta = final$beta, loglik = final$loglik, loglik_se = final$se,
+                 gradient = final$gradient, vcov_log = vc, kernel = kern,
+                 nugget = theta[[3L]], method = method, n = n, locs = locs, y = data$y,
+                 X = data$X, X_default = is.null(X), alpha = final$alpha, prob = prob,
+                 evaluations = evals$count, cg_iterations = final$cg_iterations,
+                 convergence = convergence, start = start, backend = backend,
+                 call = match.call()),
+            class = "gp_fit")
+}
+
+gp_kernel_template <- function(kernel, smoothness, dim) {
+  if (inherits(kernel, "gk_kernel")) {
+    family <- kernel$name
+    if (family == "matern") smoothness <- kernel$smoothness
+  } else {
+    if (!is.character(kernel) || length(kernel) != 1L) {
+      stop("`kernel` must be a family name or a gk_kernel()", call. = FALSE)
+    }
+    family <- kernel
+  }
+  k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
+    gk_kernel(family)
+  gp_check_kernel(k, dim)
+}
+
+gp_start <- function(locs, data, template, start, control, backend) {
+  if (!is.null(start)) {
+    start <- as.list(start)
+    if (!all(c("variance", "range", "nugget") %in% names(start))) {
+      stop("`start` needs `variance`, `range` and `nugget`", call. = FALSE)
+    }
+    for (nm in c("variance", "range", "nugget")) {
+      gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
+    }
+    return(unlist(start[c("variance", "range", "nugget")]))
+  }
+  X <- data$X
+  resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
+  v <- max(stats::var(resid), .Machine$double.eps)
+  st <- c(variance = 0.9 * v, range = mean(apply(locs, 2L, stats::sd)) / 4, nugget = 0.1 * v)
+  n <- nrow(locs)
+  if (n > 2000L) {
+    sub <- gp_with_seed(control$seed + 2L, sample.int(n, 1000L))
+    pre <- tryCatch(
+      suppressWarnings(gp_fit(locs[sub, , drop = FALSE], data$y[sub], X[sub, , drop = FALSE],
+                              kernel = template, start = as.list(st), method = "dense",
+                              verbose = FALSE, backend = backend)),
+      error = function(e) NULL)
+    if (!is.null(pre) && all(is.finite(pre$coefficients))) {
+      st <- pre$coefficients
+      # a subset sees fewer close pairs: keep the nugget away from zero
+      st[["nugget"]] <- max(st[["nugget"]], 1e-3 * st[["variance"]])
+    }
+  }
+  st
+}
+
+#' @export
+coef.gp_fit <- function(object, ...) object$coefficients
+
+#' @export
+logLik.gp_fit <- function(object, ...) {
+  structure(object$loglik, df = 3L + length(object$beta), nobs = object$n, class = "logLik")
+}
+
+#' Covariance of the estimates of a Gaussian-process fit
+#'
+#' The inverse of the Fisher information of the covariance parameters, on
+#' the scale of the log parameters (`log_variance`, `log_range`,
+#' `log_nugget`), where the normal approximation is better; with
+#' `log = FALSE`, by the delta method on the original scale.
+#' @param object A [gp_fit()].
+#' @param log Log scale (default) or the original parameters.
+#' @param ... Unused.
+#' @return A 3 x 3 matrix.
+#' @export
+vcov.gp_fit <- function(object, log = TRUE, ...) {
+  v <- object$vcov_log
+  if (log) return(v)
+  J <- diag(object$coefficients)
+  out <- J %*% v %*% J
+  dimnames(out) <- list(names(object$coefficients), names(object$coefficients))
+  out
+}
+
+#' @export
+print.gp_fit <- function(x, ...) {
+  k <- x$kernel
+  cat(sprintf("Gaussian-process fit: %s kernel%s, n = %d, method \"%s\"\n", k$name,
+              if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
+              x$n, x$method))
+  print(signif(x$coefficients, 5))
+  if (length(x$beta)) {
+    cat("mean coefficients:\n")
+    print(signif(x$beta, 5))
+  }
+  cat(sprintf("log-likelihood %.4f%s; %d evaluations (%s)\n", x$loglik,
+              if (x$method == "dense") "" else sprintf(" +/- %.3g (3 s.e.)", 3 * x$loglik_se),
+              x$evaluations, x$convergence))
+  invisible(x)
+}
+
+#' @export
+summary.gp_fit <- function(object, ...) {
+  se_log <- sqrt(pmax(diag(object$vcov_log), 0))
+  est <- object$coefficients
+  tab <- cbind(estimate = est, "log estimate" = log(est), "std. error (log)" = se_log,
+               lower95 = exp(log(est) - 1.96 * se_log), upper95 = exp(log(est) + 1.96 * se_log))
+  structure(list(fit = object, table = tab), class = "summary.gp_fit")
+}
+
+#' @export
+print.summary.gp_fit <- function(x, ...) {
+  print(x$fit)
+  cat("\ncovariance parameters (standard errors from the Fisher information):\n")
+  print(signif(x$table, 4))
+  invisible(x)
+}
+
+#' Kriging predictions from a Gaussian-process fit
+#'
+#' The conditional mean (universal kriging, with the GLS mean) at new
+#' locations and, with `se.fit = TRUE`, its standard error: the kriging
+#' standard deviation of the latent process (without the nugget), including
+#' the uncertainty of the estimated mean coefficients; the covariance
+#' parameters are taken as known. For the iterative methods the variances
+#' need one preconditioned conjugate-gradient solve per new location (in
+#' blocks).
+#'
+#' @param object A [gp_fit()].
+#' @param newlocs Matrix of new locations.
+#' @param newX Design matrix at the new locations (not needed for the
+#'   default constant mean).
+#' @param se.fit Also return standard errors.
+#' @param ... Unused.
+#' @return A vector of predictions, or with `se.fit = TRUE` a list with `fit`
+#'   and `se.fit`.
+#' @export
+predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE, ...) {
+  newlocs <- gk_check_points(newlocs, "newlocs")
+  if (ncol(newlocs) != ncol(object$locs)) {
+    stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(object$locs),
+         call. = FALSE)
+  }
+  m <- nrow(newlocs)
+  p <- ncol(object$X)
+  if (is.null(newX)) {
+    if (!object$X_default && p > 0L) {
+      stop("the fit has a design matrix `X`: give `newX` at the new locations", call. = FALSE)
+    }
+    newX <- matrix(1, m, p)
+  }
+  if (is.numeric(newX) && is.null(dim(newX))) newX <- matrix(newX, ncol = 1L)
+  if (nrow(newX) != m || ncol(newX) != p) {
+    stop("`newX` must be ", m, " x ", p, call. = FALSE)
+  }
+  k <- object$kernel
+  mean <- drop(kernel_matvec(newlocs, object$locs, object$alpha, k, backend = object$backend))
+  if (p) mean <- mean + drop(newX %*% object$beta)
+  if (!se.fit) return(mean)
+  solve_cov <- gp_solver(object)
+  SiX <- if (p) solve_cov(object$X) else NULL
+  XSiX_inv <- if (p) solve(crossprod(object$X, SiX)) else NULL
+  chunk <- max(1L, min(256L, floor(2^25 / object$n)))
+  var <- numeric(m)
+  for (s in split(seq_len(m), ceiling(seq_len(m) / chunk))) {
+    C <- kernel_matrix(object$locs, newlocs[s, , drop = FALSE], k, backend = object$backend)
+    SiC <- solve_cov(C)
+    v <- k$variance - colSums(C * SiC)
+    if (p) {
+      U <- t(newX[s, , drop = FALSE]) - crossprod(SiX, C)
+      v <- v + colSums(U * (XSiX_inv %*% U))
+    }
+    var[s] <- v
+  }
+  list(fit = mean, se.fit = sqrt(pmax(var, 0)))
+}
+
+# Sigma^-1 B at the fitted parameters (user's point order), dense or by
+# preconditioned CG.
+gp_solver <- function(object) {
+  prob <- object$prob
+  if (prob$method == "dense") {
+    S <- kernel_matrix(object$locs, kernel = object$kernel, backend = object$backend)
+    diag(S) <- diag(S) + object$nugget
+    R <- chol(S)
+    return(function(B) backsolve(R, backsolve(R, B, transpose = TRUE)))
+  }
+  pre <- gp_preconditioner(prob, object$kernel, object$nugget, FALSE)
+  op <- gp_operator(prob, object$kernel, object$nugget, FALSE)
+  A <- function(V) pre$G(op$mult(pre$Gt(V)))
+  ord <- prob$order
+  function(B) {
+    cg <- gp_block_cg(A, pre$G(B[ord, , drop = FALSE]), prob$control$tol, prob$control$maxit)
+    out <- B
+    out[ord, ] <- pre$Gt(cg$x)
+    out
+  }
+}

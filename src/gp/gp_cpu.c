@@ -1,0 +1,242 @@
+/* The Vecchia / FSAI preconditioner of the GP engine (see gp.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gp/gp.h"
+#include "device/gk_hooks.h"
+#include "device/gk_omp.h"
+
+static double pair_stat(const double *xs, int n, int dim, int i, int j)
+{
+  double s = 0.0;
+  for (int k = 0; k < dim; k++) {
+    double t = xs[i + (size_t) k * n] - xs[j + (size_t) k * n];
+    s += t * t;
+  }
+  return s;
+}
+
+int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
+                      int n, int m, int *nbr)
+{
+  int duplicates = 0;
+  for (int r = 0; r < rows; r++) {
+    int i = first_row + r, q = 0;   /* 0-based ordered index of the row */
+    for (int c = 0; c < kc; c++) {
+      int j = cand[r + (size_t) c * rows];
+      if (j < 1 || j - 1 >= i) continue;
+      if (dist[r + (size_t) c * rows] == 0.0) duplicates++;
+      if (q < m) nbr[i + (size_t) (q++) * n] = j;
+    }
+    for (; q < m; q++) nbr[i + (size_t) q * n] = 0;
+  }
+  return duplicates;
+}
+
+/* In-place Cholesky of the q x q matrix a (lower triangle used); 0 on success. */
+static int small_cholesky(double *a, int q)
+{
+  for (int j = 0; j < q; j++) {
+    double s = a[j + j * q];
+    for (int k = 0; k < j; k++) s -= a[j + k * q] * a[j + k * q];
+    if (!(s > 0.0)) return 1;
+    double l = sqrt(s);
+    a[j + j * q] = l;
+    for (int i = j + 1; i < q; i++) {
+      double t = a[i + j * q];
+      for (int k = 0; k < j; k++) t -= a[i + k * q] * a[j + k * q];
+      a[i + j * q] = t / l;
+    }
+  }
+  return 0;
+}
+
+static void small_cholesky_solve(const double *l, int q, double *b)
+{
+  for (int i = 0; i < q; i++) {
+    double t = b[i];
+    for (int k = 0; k < i; k++) t -= l[i + k * q] * b[k];
+    b[i] = t / l[i + i * q];
+  }
+  for (int i = q - 1; i >= 0; i--) {
+    double t = b[i];
+    for (int k = i + 1; k < q; k++) t -= l[k + i * q] * b[k];
+    b[i] = t / l[i + i * q];
+  }
+}
+
+/* One row of G; returns the row index + 1 on failure (a singular system), else 0. */
+static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
+                      const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                      int i, double *work, int *cols, double *coef, double *row_stats)
+{
+  int q = 0;
+  for (int k = 0; k < m; k++) {
+    int j = nbr[i + (size_t) k * n];
+    if (j > 0 && j - 1 < i) cols[q++] = j - 1;
+  }
+  double *a = work, *b = work + (size_t) m * m, *g = b + m;
+  double var_i = gk_kernel_eval(kernel, 0.0) + nugget;
+  for (int s = 0; s < q; s++) {
+    for (int t = s; t < q; t++) {
+      double v = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], cols[t]));
+      a[t + s * q] = v + (s == t ? nugget : 0.0);
+    }
+    b[s] = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], i));
+  }
+  double d = var_i;
+  if (q > 0) {
+    if (small_cholesky(a, q)) return i + 1;
+    double quad = 0.0;
+    memcpy(g, b, (size_t) q * sizeof(double));
+    small_cholesky_solve(a, q, b);   /* b = Sigma[c,c]^-1 Sigma[c,i] */
+    for (int s = 0; s < q; s++) quad += g[s] * b[s];
+    d = var_i - quad;
+  }
+  if (!(d > 1e-12 * var_i)) return i + 1;
+  double inv = 1.0 / sqrt(d);
+  for (int k = 0; k <= m; k++) coef[i + (size_t) k * n] = 0.0;
+  coef[i] = inv;
+  /* neighbour k of the stored row keeps its column (zeros where skipped) */
+  int s = 0;
+  for (int k = 0; k < m && s < q; k++) {
+    int j = nbr[i + (size_t) k * n];
+    if (j > 0 && j - 1 < i) coef[i + (size_t) (k + 1) * n] = -b[s++] * inv;
+  }
+  row_stats[0] += log(d);
+  double gg = inv * inv;
+  for (int t = 0; t < q; t++) gg += b[t] * b[t] * inv * inv;
+  row_stats[1] += gg;
+  if (dkernel) {
+    /* g' D[S,S] g over S = {i, c}; D vanishes on the diagonal (d = 0) */
+    double gdg = 0.0;
+    for (int s2 = 0; s2 < q; s2++) {
+      double gs = -b[s2] * inv;
+      gdg += 2.0 * inv * gs * gk_kernel_eval(dkernel, pair_stat(xs, n, dim, cols[s2], i));
+      for (int t = 0; t < q; t++) {
+        double gt = -b[t] * inv;
+        gdg += gs * gt * gk_kernel_eval(dkernel, pair_stat(xs, n, dim, cols[s2], cols[t]));
+      }
+    }
+    row_stats[2] += gdg;
+  }
+  return 0;
+}
+
+gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
+                            const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                            int threads, double *coef, double *stats, gk_error *err)
+{
+  int nthreads = gk_omp_threads(threads);
+  size_t per_thread = (size_t) m * m + 2 * (size_t) m + 1;
+  double *work = (double *) malloc(per_thread * nthreads * sizeof(double));
+  int *cols = (int *) malloc(((size_t) m + 1) * nthreads * sizeof(int));
+  if (!work || !cols) {
+    free(work);
+    free(cols);
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the Vecchia preconditioner");
+  }
+  stats[0] = stats[1] = stats[2] = 0.0;
+  int failed = 0;
+  const int chunk = 1 << 16;   /* rows between interrupt checks */
+  for (int start = 0; start < n && !failed; start += chunk) {
+    int end = start + chunk < n ? start + chunk : n;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 256) reduction(+ : s0, s1, s2)
+#endif
+    for (int i = start; i < end; i++) {
+      int tid = gk_omp_thread_id();
+      double rs[3] = {0.0, 0.0, 0.0};
+      int bad = factor_row(xs, n, dim, nbr, m, kernel, dkernel, nugget, i,
+                           work + per_thread * tid, cols + (size_t) (m + 1) * tid, coef, rs);
+      if (bad) {
+#ifdef _OPENMP
+#pragma omp critical
+#endif
+        if (!failed || bad < failed) failed = bad;
+      }
+      s0 += rs[0];
+      s1 += rs[1];
+      s2 += rs[2];
+    }
+    stats[0] += s0;
+    stats[1] += s1;
+    stats[2] += s2;
+    if (!failed && end < n && gk_interrupt_pending()) {
+      free(work);
+      free(cols);
+      return gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while building the preconditioner");
+    }
+  }
+  free(work);
+  free(cols);
+  if (failed)
+    return gk_fail(err, GK_ERR_INPUT,
+                   "the covariance matrix is numerically singular near location %d (in the "
+                   "internal order): duplicated or nearly duplicated locations need a "
+                   "larger nugget", failed);
+  return GK_OK;
+}
+
+void gp_vecchia_apply(int n, int m, const int *nbr, const double *coef, const double *x,
+                      int k, int transpose, int threads, double *out)
+{
+  int nthreads = gk_omp_threads(threads);
+  if (!transpose) {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+#endif
+    for (int i = 0; i < n; i++) {
+      for (int c = 0; c < k; c++) {
+        const double *xc = x + (size_t) c * n;
+        double t = coef[i] * xc[i];
+        for (int s = 0; s < m; s++) {
+          int j = nbr[i + (size_t) s * n];
+          double g = coef[i + (size_t) (s + 1) * n];
+          if (j > 0 && g != 0.0) t += g * xc[j - 1];
+        }
+        out[i + (size_t) c * n] = t;
+      }
+    }
+    return;
+  }
+  /* G' x scatters rows into columns: one thread per column of x */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+#endif
+  for (int c = 0; c < k; c++) {
+    const double *xc = x + (size_t) c * n;
+    double *oc = out + (size_t) c * n;
+    for (int i = 0; i < n; i++) oc[i] = coef[i] * xc[i];
+    for (int i = 0; i < n; i++) {
+      for (int s = 0; s < m; s++) {
+        int j = nbr[i + (size_t) s * n];
+        double g = coef[i + (size_t) (s + 1) * n];
+        if (j > 0 && g != 0.0) oc[j - 1] += g * xc[i];
+      }
+    }
+  }
+}
+
+void gp_vecchia_solve(int n, int m, const int *nbr, const double *coef, const double *x,
+                      int k, int threads, double *out)
+{
+  int nthreads = gk_omp_threads(threads);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+#endif
+  for (int c = 0; c < k; c++) {
+    const double *xc = x + (size_t) c * n;
+    double *oc = out + (size_t) c * n;
+    for (int i = 0; i < n; i++) {
+      double t = xc[i];
+      for (int s = 0; s < m; s++) {
+        int j = nbr[i + (size_t) s * n];
+        double g = coef[i + (size_t) (s + 1) * n];
+        if (j > 0 && g != 0.0) t -= g * oc[j - 1];
+      }
+      oc[i] = t / coef[i];
+    }
+  }
+}

@@ -1,0 +1,81 @@
+/* .Call glue for the Gaussian-process engine (src/gp/): the Vecchia
+ * preconditioner, its products and its triangular solve. */
+#include "r_util.h"
+#include "gp/gp.h"
+
+static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
+{
+  if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) Rf_error("internal: neighbours must be an integer matrix");
+  if (!Rf_isReal(coef) || Rf_nrows(coef) != Rf_nrows(nbr) || Rf_ncols(coef) != Rf_ncols(nbr) + 1)
+    Rf_error("internal: the preconditioner does not match its neighbours");
+  if (!Rf_isReal(x) || Rf_nrows(x) != Rf_nrows(nbr))
+    Rf_error("internal: the preconditioner is %d x %d but x has %d rows", Rf_nrows(nbr),
+             Rf_nrows(nbr), Rf_nrows(x));
+}
+
+/* Fills rows first_row.. of nbr (n x m, modified in place: R allocated it for
+ * this purpose and passes it by reference) from knn() candidates. */
+SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr)
+{
+  if (!Rf_isInteger(cand) || !Rf_isReal(dist) || !Rf_isInteger(nbr) ||
+      Rf_nrows(cand) != Rf_nrows(dist) || Rf_ncols(cand) != Rf_ncols(dist))
+    Rf_error("internal: bad neighbour candidates");
+  int rows = Rf_nrows(cand), first = gk_as_int(first_row) - 1;
+  if (first < 0 || first + rows > Rf_nrows(nbr)) Rf_error("internal: neighbour rows out of range");
+  int dup = gp_keep_preceding(INTEGER(cand), REAL(dist), rows, Rf_ncols(cand), first,
+                              Rf_nrows(nbr), Rf_ncols(nbr), INTEGER(nbr));
+  return Rf_ScalarInteger(dup);
+}
+
+SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
+  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) Rf_error("internal: bad neighbour matrix");
+  gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
+  int has_d = !Rf_isNull(dspec);
+  if (has_d) dkernel = gk_kernel_from_r(dspec);
+  double range[64], centre[64];
+  if (dim > 64) Rf_error("the GP engine supports at most 64 dimensions");
+  gk_kernel_range_from_r(spec, dim, range);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);   // accuracy far from the origin
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n, m + 1));
+  SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
+  gk_error err;
+  gk_error_clear(&err);
+  gp_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
+                    gk_as_double(nugget), gk_as_int(threads), REAL(coef), REAL(stats), &err);
+  if (err.status) {
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  const char *names[] = {"coef", "stats", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(out, 0, coef);
+  SET_VECTOR_ELT(out, 1, stats);
+  UNPROTECT(3);
+  return out;
+}
+
+SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads)
+{
+  check_factor_args(nbr, coef, x);
+  int n = Rf_nrows(x), k = Rf_ncols(x);
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, k));
+  gp_vecchia_apply(n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(x), k,
+                   gk_as_flag(transpose), gk_as_int(threads), REAL(out));
+  UNPROTECT(1);
+  return out;
+}
+
+SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads)
+{
+  check_factor_args(nbr, coef, x);
+  int n = Rf_nrows(x), k = Rf_ncols(x);
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, k));
+  gp_vecchia_solve(n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(x), k,
+                   gk_as_int(threads), REAL(out));
+  UNPROTECT(1);
+  return out;
+}

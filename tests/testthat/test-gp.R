@@ -1,0 +1,214 @@
+# Gaussian-process likelihood, gradient, fit, kriging and simulation against
+# independent dense references written here in plain R.
+
+dense_reference <- function(locs, y, X, kernel, nugget) {
+  d <- as.matrix(dist(sweep(locs, 2, kernel$range, "/")))
+  nu <- kernel$smoothness
+  corr <- switch(kernel$name,
+    exponential = exp(-d),
+    gaussian = exp(-d^2 / 2),
+    matern = ifelse(d == 0, 1, 2^(1 - nu) / gamma(nu) * d^nu * besselK(pmax(d, 1e-300), nu)))
+  S <- kernel$variance * corr + diag(nugget, nrow(locs))
+  Si <- solve(S)
+  beta <- solve(t(X) %*% Si %*% X, t(X) %*% Si %*% y)
+  r <- y - X %*% beta
+  ll <- -0.5 * (nrow(locs) * log(2 * pi) + determinant(S)$modulus + sum(r * (Si %*% r)))
+  list(loglik = as.numeric(ll), S = S, Si = Si, beta = drop(beta), r = drop(r))
+}
+
+sim_data <- function(n, dim = 2, kernel, nugget, seed) {
+  set.seed(seed)
+  locs <- matrix(runif(n * dim), ncol = dim)
+  X <- cbind(1, locs[, 1])
+  y <- drop(X %*% c(1, -2)) + gp_simulate(locs, kernel, nugget = nugget, backend = "cpu")
+  list(locs = locs, y = y, X = X)
+}
+
+test_that("dense log-likelihood matches an independent reference (with Bessel Matern)", {
+  for (nu in c(0.5, 1.5, 0.8)) {
+    k <- gk_kernel("matern", range = 0.15, smoothness = nu, variance = 1.7)
+    dat <- sim_data(301, kernel = k, nugget = 0.05, seed = 10 + nu * 10)
+    ref <- dense_reference(dat$locs, dat$y, dat$X, k, 0.05)
+    got <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.05, method = "dense",
+                     backend = "cpu")
+    expect_equal(got$loglik, ref$loglik, tolerance = 1e-8)
+    expect_equal(unname(got$beta), unname(ref$beta), tolerance = 1e-8)
+  }
+})
+
+test_that("tiled log-likelihood matches dense within its reported error and 1 nat (n = 2000)", {
+  for (case in list(list(k = gk_kernel("matern", range = 0.1, smoothness = 1.5, variance = 2),
+                         nugget = 0.01),
+                    list(k = gk_kernel("exponential", range = 0.2), nugget = 1e-3))) {
+    dat <- sim_data(2000, kernel = case$k, nugget = case$nugget, seed = 2)
+    dense <- gp_loglik(dat$locs, dat$y, dat$X, kernel = case$k, nugget = case$nugget,
+                       method = "dense", gradient = TRUE, backend = "cpu")
+    it <- gp_loglik(dat$locs, dat$y, dat$X, kernel = case$k, nugget = case$nugget,
+                    method = "tiled", gradient = TRUE, backend = "cpu")
+    err <- abs(it$loglik - dense$loglik)
+    expect_lt(err, 1)
+    expect_lt(err, it$error)
+    expect_gt(it$se, 0)
+    expect_lte(it$cg_iterations, 60)
+    expect_equal(unname(it$beta), unname(dense$beta), tolerance = 1e-5)
+    # gradient within 4 of its standard errors (plus a little for the solves)
+    expect_true(all(abs(it$gradient - dense$gradient) < 4 * it$gradient_se + 0.05))
+  }
+})
+
+test_that("dense gradient matches finite differences of the dense log-likelihood", {
+  k <- gk_kernel("matern", range = 0.2, smoothness = 2.5, variance = 1.3)
+  dat <- sim_data(400, kernel = k, nugget = 0.02, seed = 5)
+  ll <- function(p) {
+    gp_loglik(dat$locs, dat$y, dat$X, kernel = gk_kernel("matern", range = exp(p[2]),
+              smoothness = 2.5, variance = exp(p[1])), nugget = exp(p[3]), method = "dense",
+              backend = "cpu")$loglik
+  }
+  p0 <- log(c(1.3, 0.2, 0.02))
+  fd <- vapply(1:3, function(i) {
+    h <- 1e-4 * (seq_along(p0) == i)
+    (ll(p0 + h) - ll(p0 - h)) / 2e-4
+  }, numeric(1))
+  g <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.02, method = "dense",
+                 gradient = TRUE, backend = "cpu")$gradient
+  expect_equal(unname(g), fd, tolerance = 1e-5)
+})
+
+test_that("range-derivative kernels match numerical derivatives of the kernel", {
+  d <- c(0, 0.01, 0.3, 1, 2.5, 7)
+  for (k in list(gk_kernel("gaussian"), gk_kernel("exponential"), gk_kernel("cauchy"),
+                 gk_kernel("imq"), gk_kernel("matern", smoothness = 0.5),
+                 gk_kernel("matern", smoothness = 1.5), gk_kernel("matern", smoothness = 2.5),
+                 gk_kernel("matern", smoothness = 0.7), gk_kernel("matern", smoothness = 3.2))) {
+    dk <- gpukernels:::gp_dlogrange_kernel(k)
+    got <- .Call(gpukernels:::gk_r_kernel_eval, dk, d^2)
+    # d k / d log(range) at distance r: k(r / range) with range = e^t, at t = 0
+    h <- 1e-6
+    fd <- (kernel_eval(k, d * exp(-h)) - kernel_eval(k, d * exp(h))) / (2 * h)
+    expect_equal(got, fd, tolerance = 1e-6, info = paste(k$name, k$smoothness))
+  }
+})
+
+test_that("tiled MLE gives the dense MLE within 2 percent", {
+  k <- gk_kernel("matern", range = 0.15, smoothness = 1.5, variance = 1)
+  dat <- sim_data(1000, kernel = k, nugget = 0.05, seed = 7)
+  start <- list(variance = 0.7, range = 0.1, nugget = 0.08)
+  dense <- gp_fit(dat$locs, dat$y, dat$X, kernel = "matern", smoothness = 1.5, start = start,
+                  method = "dense", backend = "cpu")
+  it <- gp_fit(dat$locs, dat$y, dat$X, kernel = "matern", smoothness = 1.5, start = start,
+               method = "tiled", backend = "cpu")
+  expect_lt(max(abs(coef(it) / coef(dense) - 1)), 0.02)
+  expect_equal(unname(it$beta), unname(dense$beta), tolerance = 0.02)
+  # the estimates are near the truth, and the Fisher information agrees with dense
+  expect_lt(max(abs(log(coef(dense) / c(1, 0.15, 0.05)))), 1)
+  expect_equal(sqrt(diag(vcov(it))), sqrt(diag(vcov(dense))), tolerance = 0.15)
+  expect_s3_class(logLik(it), "logLik")
+  expect_output(print(summary(dense)), "Fisher information")
+  expect_equal(dim(vcov(dense, log = FALSE)), c(3L, 3L))
+})
+
+test_that("kriging means and variances match dense kriging", {
+  k <- gk_kernel("exponential", range = 0.2, variance = 1.5)
+  dat <- sim_data(600, kernel = k, nugget = 0.1, seed = 11)
+  start <- list(variance = 1.5, range = 0.2, nugget = 0.1)
+  newlocs <- matrix(runif(2 * 37), ncol = 2)
+  newX <- cbind(1, newlocs[, 1])
+  for (method in c("dense", "tiled")) {
+    fit <- suppressWarnings(gp_fit(dat$locs, dat$y, dat$X, kernel = "exponential", start = start,
+                                   method = method, optim_control = list(maxit = 0),
+                                   backend = "cpu"))
+    p <- predict(fit, newlocs, newX = newX, se.fit = TRUE)
+    kk <- fit$kernel
+    ref <- dense_reference(dat$locs, dat$y, dat$X, kk, fit$nugget)
+    C <- kernel_matrix(dat$locs, newlocs, kk, backend = "cpu")
+    mean_ref <- drop(newX %*% ref$beta + t(C) %*% ref$Si %*% ref$r)
+    U <- t(newX) - t(dat$X) %*% ref$Si %*% C
+    var_ref <- kk$variance - colSums(C * (ref$Si %*% C)) +
+      colSums(U * (solve(t(dat$X) %*% ref$Si %*% dat$X) %*% U))
+    expect_equal(p$fit, mean_ref, tolerance = 1e-5, info = method)
+    expect_equal(p$se.fit, sqrt(var_ref), tolerance = 1e-5, info = method)
+  }
+  expect_error(predict(fit, newlocs), "newX")
+})
+
+test_that("a larger tiled likelihood (n = 5000) stays within 1 nat of the dense one", {
+  k <- gk_kernel("matern", range = 0.05, smoothness = 1.5, variance = 1)
+  set.seed(21)
+  n <- 5000
+  locs <- matrix(runif(2 * n), ncol = 2)
+  y <- gp_simulate(locs, k, nugget = 0.01, method = "vecchia", backend = "cpu")
+  dense <- gp_loglik(locs, y, kernel = k, nugget = 0.01, method = "dense", backend = "cpu")
+  it <- gp_loglik(locs, y, kernel = k, nugget = 0.01, method = "tiled", backend = "cpu")
+  expect_lt(abs(it$loglik - dense$loglik), min(1, it$error))
+})
+
+test_that("gp_simulate: exact samples have the right covariance; Vecchia is close", {
+  k <- gk_kernel("exponential", range = 0.3, variance = 2)
+  set.seed(4)
+  locs <- matrix(runif(10), ncol = 2)
+  S <- kernel_matrix(locs, kernel = k) + diag(0.1, 5)
+  for (method in c("exact", "vecchia")) {
+    set.seed(8)
+    z <- gp_simulate(locs, k, nugget = 0.1, nsim = 20000, method = method, neighbors = 4)
+    expect_equal(dim(z), c(5L, 20000L))
+    expect_lt(max(abs(tcrossprod(z) / 20000 - S)), 0.1)
+  }
+  expect_length(gp_simulate(locs, k, nugget = 0.1), 5L)
+})
+
+test_that("bad inputs give clear errors", {
+  k <- gk_kernel("exponential", range = 0.2)
+  locs <- matrix(runif(40), ncol = 2)
+  y <- rnorm(20)
+  expect_error(gp_loglik(locs, y[-1], kernel = k, nugget = 0.1), "has 19 values")
+  y_na <- y
+  y_na[3] <- NA
+  expect_error(gp_loglik(locs, y_na, kernel = k, nugget = 0.1), "NA")
+  expect_error(gp_loglik(locs, y, kernel = k, nugget = -1), "non-negative")
+  expect_error(gp_loglik(locs, y, kernel = gk_kernel("exponential", range = -1), nugget = 0.1),
+               "positive")
+  expect_error(gp_loglik(locs, y, kernel = gk_kernel("exponential", variance = 0), nugget = 0.1),
+               "variance")
+  expect_error(gp_loglik(locs, y, kernel = "linear", nugget = 0.1), "covariance kernel")
+  expect_error(gp_loglik(locs, y, X = matrix(1, 19, 1), kernel = k, nugget = 0.1), "rows")
+  dup <- rbind(locs, locs[1:3, ])
+  y_dup <- rnorm(23)
+  for (method in c("dense", "tiled")) {
+    expect_error(gp_loglik(dup, y_dup, kernel = k, nugget = 0, method = method, backend = "cpu"),
+                 "duplicated")
+  }
+  expect_s3_class(gp_loglik(dup, y_dup, kernel = k, nugget = 0.1, method = "tiled",
+                            backend = "cpu"), "gp_loglik")
+  expect_error(gp_loglik(locs, y, kernel = k, nugget = 0.1, method = "h2",
+                         control = gp_control()), NA)
+  expect_error(gp_loglik(cbind(locs, locs), y, kernel = k, nugget = 0.1, method = "h2"),
+               "2 or 3 dimensions")
+  expect_error(gp_fit(locs, y, start = list(variance = 1, range = 0)), "range")
+  expect_error(gp_simulate(locs, k, nsim = 0), "nsim")
+  expect_error(gp_control(probes = 1), "probes")
+})
+
+test_that("h2 log-likelihood agrees with dense (2D)", {
+  k <- gk_kernel("exponential", range = 0.1)
+  dat <- sim_data(2000, kernel = k, nugget = 0.01, seed = 9)
+  dense <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "dense",
+                     backend = "cpu")
+  h2 <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2", gradient = TRUE,
+                  backend = "cpu")
+  expect_lt(abs(h2$loglik - dense$loglik), 1)
+  expect_true(all(is.finite(h2$gradient)))
+})
+
+test_that("GPU and CPU give the same likelihood and gradient", {
+  skip_if_no_gpu()
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  dat <- sim_data(3000, kernel = k, nugget = 0.01, seed = 12)
+  for (method in c("tiled", "h2")) {
+    cpu <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.01, method = method,
+                     gradient = TRUE, backend = "cpu")
+    gpu <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.01, method = method,
+                     gradient = TRUE, backend = "gpu")
+    expect_equal(gpu$loglik, cpu$loglik, tolerance = 1e-8, info = method)
+    expect_equal(gpu$gradient, cpu$gradient, tolerance = 1e-6, info = method)
+  }
+})
