@@ -213,8 +213,9 @@ print.summary.h2matrix <- function(x, ...) {
               x$dim, x$precision, x$backend))
   cat("  kernel: ")
   print(x$kernel)
-  cat(sprintf("  tree: %d levels, leaves of <= %d points; rank %d (order %d), eta = %g\n",
-              x$levels, x$leaf_size, x$rank, x$order, x$eta))
+  cat(sprintf("  tree: %d levels, leaves of <= %d points; rank %d (order %d)%s, eta = %g\n",
+              x$levels, x$leaf_size, x$rank, x$order,
+              if (is.null(x$compression)) "" else " as built", x$eta))
   cat(sprintf("  blocks: %.0f low-rank, %.0f dense\n", x$coupling_blocks, x$dense_blocks))
   cat(sprintf("  memory: low rank %s, dense %s (a dense matrix: %s)\n", mb(x$low_rank_bytes),
               mb(x$dense_bytes), mb(as.double(x$n)^2 * 8)))

@@ -279,7 +279,8 @@ h2_with_accuracy <- function(A, err) {
 
 h2_print_compression <- function(cmp) {
   mb <- function(b) sprintf("%.1f MB", sum(b) / 2^20)
-  used <- which(cmp$ranks_before > 1 | cmp$ranks > 1)
+  used <- which(cmp$ranks > 1)
+  if (!length(used)) used <- seq_along(cmp$ranks)
   ranks <- function(r) paste(r[used], collapse = " ")
   if (is.na(cmp$tol)) {
     cat(sprintf("  orthogonalized in %.3f s; ranks per level (levels %d-%d): %s\n", cmp$seconds,
