@@ -106,7 +106,7 @@ test_that("as.matrix, print and summary describe the matrix", {
   expect_output(print(A), "h2matrix> 200 x 200")
   expect_output(print(A), "build time")
   expect_output(show(A), "h2matrix> 200 x 200")
-  expect_lt(h2_error(A)$probe, 1e-3)
+  expect_lt(h2_error(A)$probe, 5e-3)   # N(0, 1) probes: the same bound as the dense check above
   expect_error(as.matrix(h2_matrix(matrix(runif(20002 * 2), ncol = 2), k, backend = "cpu")),
                "n <= 10000")
 })
