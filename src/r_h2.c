@@ -186,9 +186,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   nh->single = h->single;
   double start = now_seconds();
   if (h->gpu) {
-#ifdef GK_HAVE_CUDA
     h2_gpu_export(&h->tree, h->gpu, &in, &err);
-#endif
   } else {
     h2_cpu_export(&h->tree, h->cpu, &in, &err);
   }
@@ -199,9 +197,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   h2_host_data_free(&in);
   if (!err.status) {
     if (h->gpu) {
-#ifdef GK_HAVE_CUDA
       h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
-#endif
     } else {
       h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
     }
@@ -254,9 +250,7 @@ SEXP gk_r_h2_orthogonality(SEXP ptr)
   gk_error_clear(&err);
   h2_host_data d = {0};
   if (h->gpu) {
-#ifdef GK_HAVE_CUDA
     h2_gpu_export(t, h->gpu, &d, &err);
-#endif
   } else {
     h2_cpu_export(t, h->cpu, &d, &err);
   }
