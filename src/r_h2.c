@@ -181,8 +181,14 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   h2_host_data in = {0}, out = {0};
   h2_compress_stats st;
   memset(&st, 0, sizeof st);
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
+  SEXP np = PROTECT(gk_extptr_new(GK_TAG_H2MATRIX, h2_finalize));
+  SET_VECTOR_ELT(res, 0, np);
   h2_handle *nh = (h2_handle *) calloc(1, sizeof *nh);
-  if (!nh) Rf_error("out of host memory for the H2 matrix");
+  if (!nh) {
+    UNPROTECT(2);
+    Rf_error("out of host memory for the H2 matrix");
+  }
   nh->single = h->single;
   double start = now_seconds();
   if (h->gpu) {
@@ -206,13 +212,10 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   nh->build_seconds = now_seconds() - start;
   if (err.status) {
     handle_free(nh);
+    UNPROTECT(2);
     gk_raise(&err);
   }
-  SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
-  SEXP np = PROTECT(R_MakeExternalPtr(NULL, R_NilValue, R_NilValue));
-  R_RegisterCFinalizerEx(np, h2_finalize, TRUE);
   R_SetExternalPtrAddr(np, nh);
-  SET_VECTOR_ELT(res, 0, np);
   const char *names[] = {"norm_frobenius", "error_frobenius", "seconds_orthogonalize",
                          "seconds_generate", "seconds_truncate", "seconds_project", "flops",
                          "seconds", ""};
