@@ -89,7 +89,7 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   }
   if (leaf_size > 4096) stop("`leaf_size` must be at most 4096", call. = FALSE)
   precision <- gk_check_precision(precision)
-  h2_check_size(nrow(locs), d, leaf_size, order, precision)
+  if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
   if (!is.null(tol)) {
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))

@@ -250,8 +250,14 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
         return(h2_with_accuracy(best$A, best$error))
       }
     }
-    A <- h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta, order = o,
-                   precision = precision, backend = backend)
+    A <- tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
+                            order = o, precision = precision, backend = backend),
+                  error = function(e) if (is.null(best)) stop(e) else e)
+    if (inherits(A, "error")) {   # too large (memory, or larger than the dense matrix)
+      warning(sprintf("h2_matrix(tol = %g): order %d cannot be built (%s); returning order %d with a measured error of %.3g",
+                      tol, o, conditionMessage(A), best$order, best$error$probe), call. = FALSE)
+      return(h2_with_accuracy(best$A, best$error))
+    }
     err <- h2_error(A, probes = 2, iterations = 0, rows = rows)
     best <- list(A = A, order = o, error = err)
     if (err$probe <= tol / 2) {
