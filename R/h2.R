@@ -45,8 +45,17 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   [kernel_matrix()], the smaller and faster path there.
 #' @param precision `"double"` or `"single"` (the matrix data and products).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @param tol `NULL`, or the relative error wanted instead of `eta` / `order`:
+#'   the order is raised (at the given or default `eta`) until the error of
+#'   products with N(0, 1) vectors, measured on 2000 sampled rows against the
+#'   exact kernel, is at most `tol / 2`, and the matrix is then compressed
+#'   with [h2_compress()] to `tol / 2`. The measured error of the result is
+#'   kept and shown by `print()`. When the next order would not fit in GPU
+#'   memory (or the highest order tried is not accurate enough) a warning
+#'   says so and the most accurate matrix built is returned.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
-#'   `print`, `summary` and `as.matrix`; see also [h2_error()].
+#'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
+#'   [h2_compress()].
 #' @examples
 #' locs <- matrix(runif(2000), ncol = 2)
 #' A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "cpu")
@@ -55,7 +64,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' h2_error(A, nsample = 50)
 #' @export
 h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
-                      precision = "double", backend = NULL) {
+                      precision = "double", backend = NULL, tol = NULL) {
   locs <- gk_check_points(locs, "locs")
   d <- ncol(locs)
   if (!d %in% c(2L, 3L)) {
@@ -72,13 +81,19 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   gk_check_scalar(leaf_size, "leaf_size", lower = 1, integer = TRUE)
   if (is.null(eta)) eta <- 3
   gk_check_scalar(eta, "eta", lower = 0, lower_open = TRUE)
-  if (is.null(order)) order <- if (d == 2L) 8L else 4L
-  gk_check_scalar(order, "order", lower = 1, integer = TRUE)
-  if (order > 16) stop("`order` must be at most 16", call. = FALSE)
+  if (!is.null(tol)) tol <- h2_check_tol(tol)
+  if (is.null(order) && is.null(tol)) order <- if (d == 2L) 8L else 4L
+  if (!is.null(order)) {
+    gk_check_scalar(order, "order", lower = 1, integer = TRUE)
+    if (order > 16) stop("`order` must be at most 16", call. = FALSE)
+  }
   if (leaf_size > 4096) stop("`leaf_size` must be at most 4096", call. = FALSE)
   precision <- gk_check_precision(precision)
-  h2_check_size(nrow(locs), d, leaf_size, order, precision)
+  if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
+  if (!is.null(tol)) {
+    return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))
+  }
   ptr <- .Call(gk_r_h2_build, locs, kernel, as.double(nugget), as.integer(leaf_size),
                as.integer(order), as.double(eta), precision == "single", backend, gk_threads())
   # The S4 bit lets `%*%` (an S4-dispatching primitive before R 4.3) reach the
@@ -170,8 +185,11 @@ as.matrix.h2matrix <- function(x, ...) {
   h2_multiply(x, diag(n))
 }
 
+#' @param accuracy For `summary()`: measure the error with [h2_error()]
+#'   (exact products, costly for large `n`) and show it.
+#' @rdname h2_matrix
 #' @export
-summary.h2matrix <- function(object, ...) {
+summary.h2matrix <- function(object, accuracy = FALSE, ...) {
   info <- h2_info(object)
   bytes <- info$bytes_per_entry
   structure(list(n = info$n, dim = info$dim, levels = info$levels,
@@ -182,7 +200,9 @@ summary.h2matrix <- function(object, ...) {
                                              info$coupling_entries),
                  dense_bytes = bytes * info$dense_entries,
                  build_seconds = info$build_seconds, kernel = object$kernel,
-                 precision = object$precision, backend = object$backend),
+                 precision = object$precision, backend = object$backend,
+                 level_ranks = h2_level_ranks(object), compression = object$compression,
+                 accuracy = if (isTRUE(accuracy)) h2_error(object) else object$accuracy),
             class = "summary.h2matrix")
 }
 
@@ -193,12 +213,20 @@ print.summary.h2matrix <- function(x, ...) {
               x$dim, x$precision, x$backend))
   cat("  kernel: ")
   print(x$kernel)
-  cat(sprintf("  tree: %d levels, leaves of <= %d points; rank %d (order %d), eta = %g\n",
-              x$levels, x$leaf_size, x$rank, x$order, x$eta))
+  cat(sprintf("  tree: %d levels, leaves of <= %d points; rank %d (order %d)%s, eta = %g\n",
+              x$levels, x$leaf_size, x$rank, x$order,
+              if (is.null(x$compression)) "" else " as built", x$eta))
   cat(sprintf("  blocks: %.0f low-rank, %.0f dense\n", x$coupling_blocks, x$dense_blocks))
   cat(sprintf("  memory: low rank %s, dense %s (a dense matrix: %s)\n", mb(x$low_rank_bytes),
               mb(x$dense_bytes), mb(as.double(x$n)^2 * 8)))
   cat(sprintf("  build time: %.3f s\n", x$build_seconds))
+  if (!is.null(x$compression)) h2_print_compression(x$compression)
+  if (!is.null(x$accuracy)) {
+    cat(sprintf("  measured error (%d %s probes, %d rows): %.3g for products",
+                x$accuracy$n_probes, x$accuracy$distribution, x$accuracy$rows, x$accuracy$probe))
+    if (!is.na(x$accuracy$norm2)) cat(sprintf(", 2-norm <= %.3g", x$accuracy$norm2))
+    cat("\n")
+  }
   invisible(x)
 }
 
@@ -206,34 +234,4 @@ print.summary.h2matrix <- function(x, ...) {
 print.h2matrix <- function(x, ...) {
   print(summary(x))
   invisible(x)
-}
-
-#' Accuracy of an H2 matrix
-#'
-#' The relative error \eqn{\|Ax - A_{\mathcal{H}}x\| / \|Ax\|} of the product
-#' with a random vector \eqn{x \sim U[0, 1]^n}, on `nsample` sampled rows
-#' where the exact \eqn{(Ax)_i} is summed from the kernel (as in Boukaram et
-#' al.). The exact rows cost `nsample * n` kernel evaluations.
-#'
-#' @param A An `h2matrix`.
-#' @param nsample Number of rows sampled (all rows when `nsample >= n`).
-#' @return The relative error, a number.
-#' @examples
-#' A <- h2_matrix(matrix(runif(2000), ncol = 2), gk_kernel("exponential", range = 0.1),
-#'                backend = "cpu")
-#' h2_error(A, 100)
-#' @export
-h2_error <- function(A, nsample = 100) {
-  if (!inherits(A, "h2matrix")) stop("`A` must be an h2matrix", call. = FALSE)
-  gk_check_scalar(nsample, "nsample", lower = 1, integer = TRUE)
-  n <- nrow(A$locs)
-  rows <- if (nsample >= n) seq_len(n) else sort(sample.int(n, nsample))
-  x <- stats::runif(n)
-  approx <- h2_multiply(A, x)[rows]
-  # Exact rows in chunks of about 2^25 kernel entries.
-  chunk <- max(1L, floor(2^25 / n))
-  exact <- unlist(lapply(split(rows, ceiling(seq_along(rows) / chunk)), function(r) {
-    drop(kernel_matrix(A$locs[r, , drop = FALSE], A$locs, A$kernel, backend = A$backend) %*% x)
-  }), use.names = FALSE) + A$nugget * x[rows]
-  sqrt(sum((exact - approx)^2) / sum(exact^2))
 }

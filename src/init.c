@@ -53,6 +53,9 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
+SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads);
+SEXP gk_r_h2_ranks(SEXP ptr);
+SEXP gk_r_h2_orthogonality(SEXP ptr);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices);
@@ -89,6 +92,9 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
+  {"gk_r_h2_compress", (DL_FUNC) &gk_r_h2_compress, 3},
+  {"gk_r_h2_ranks", (DL_FUNC) &gk_r_h2_ranks, 1},
+  {"gk_r_h2_orthogonality", (DL_FUNC) &gk_r_h2_orthogonality, 1},
   /* kernel reductions */
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 12},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},

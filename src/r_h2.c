@@ -1,9 +1,12 @@
 /* .Call glue for H2 covariance matrices (src/h2/): build an h2matrix held in
  * an external pointer (freed by its finalizer), multiply, describe, time. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "r_util.h"
 #include "h2/h2.h"
+#include "h2/h2_compress.h"
 
 typedef struct {
   h2_tree tree;
@@ -146,8 +149,8 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_basis_entries(t)));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_transfer_entries(t)));
   // Only the transfers below the top coupling level are ever read.
-  double transfers = t->top_level <= t->depth
-    ? (double) (t->n_nodes - t->level_ptr[t->top_level + 1]) * t->rank * t->rank : 0.0;
+  double transfers = t->top_level < t->depth
+    ? (double) (t->transfer_ptr[t->depth + 1] - t->transfer_ptr[t->top_level + 1]) : 0.0;
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(transfers));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_coupling_entries(t)));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h2_dense_entries(t)));
@@ -160,4 +163,128 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
   UNPROTECT(1);
   return out;
+}
+
+/* ---- orthogonalization and compression (src/h2/h2_compress.h) ---------- */
+
+
+/* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
+ * tol. The data go through the host in double (see h2_compress.h). Returns
+ * list(ptr, stats). */
+SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
+{
+  h2_handle *h = handle_of(ptr);
+  double tolerance = gk_as_double(tol);
+  int nthreads = gk_as_int(threads);
+  gk_error err;
+  gk_error_clear(&err);
+  h2_host_data in = {0}, out = {0};
+  h2_compress_stats st;
+  memset(&st, 0, sizeof st);
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
+  SEXP np = PROTECT(gk_extptr_new(GK_TAG_H2MATRIX, h2_finalize));
+  SET_VECTOR_ELT(res, 0, np);
+  h2_handle *nh = (h2_handle *) calloc(1, sizeof *nh);
+  if (!nh) {
+    UNPROTECT(2);
+    Rf_error("out of host memory for the H2 matrix");
+  }
+  nh->single = h->single;
+  double start = now_seconds();
+  if (h->gpu) {
+    h2_gpu_export(&h->tree, h->gpu, &in, &err);
+  } else {
+    h2_cpu_export(&h->tree, h->cpu, &in, &err);
+  }
+  if (!err.status) {
+    if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
+    else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
+  }
+  h2_host_data_free(&in);
+  if (!err.status) {
+    if (h->gpu) {
+      h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
+    } else {
+      h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
+    }
+  }
+  h2_host_data_free(&out);
+  nh->build_seconds = now_seconds() - start;
+  if (err.status) {
+    handle_free(nh);
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  R_SetExternalPtrAddr(np, nh);
+  const char *names[] = {"norm_frobenius", "error_frobenius", "seconds_orthogonalize",
+                         "seconds_generate", "seconds_truncate", "seconds_project", "flops",
+                         "seconds", ""};
+  SEXP s = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(s, 0, Rf_ScalarReal(st.norm_frobenius));
+  SET_VECTOR_ELT(s, 1, Rf_ScalarReal(ISNA(tolerance) ? 0.0 : st.error_frobenius));
+  SET_VECTOR_ELT(s, 2, Rf_ScalarReal(st.seconds_orthogonalize));
+  SET_VECTOR_ELT(s, 3, Rf_ScalarReal(st.seconds_generate));
+  SET_VECTOR_ELT(s, 4, Rf_ScalarReal(st.seconds_truncate));
+  SET_VECTOR_ELT(s, 5, Rf_ScalarReal(st.seconds_project));
+  SET_VECTOR_ELT(s, 6, Rf_ScalarReal(st.flops));
+  SET_VECTOR_ELT(s, 7, Rf_ScalarReal(nh->build_seconds));
+  SET_VECTOR_ELT(res, 1, s);
+  UNPROTECT(3);
+  return res;
+}
+
+/* The rank of each level's bases (root first). */
+SEXP gk_r_h2_ranks(SEXP ptr)
+{
+  h2_handle *h = handle_of(ptr);
+  SEXP out = PROTECT(Rf_allocVector(INTSXP, h->tree.depth + 1));
+  for (int l = 0; l <= h->tree.depth; l++) INTEGER(out)[l] = h->tree.level_rank[l];
+  UNPROTECT(1);
+  return out;
+}
+
+/* ||Q^T Q - I||_max over the leaf bases and over sum_c E_c^T E_c - I of every
+ * used inner node: how orthonormal the basis tree is (tests). */
+SEXP gk_r_h2_orthogonality(SEXP ptr)
+{
+  h2_handle *h = handle_of(ptr);
+  const h2_tree *t = &h->tree;
+  gk_error err;
+  gk_error_clear(&err);
+  h2_host_data d = {0};
+  if (h->gpu) {
+    h2_gpu_export(t, h->gpu, &d, &err);
+  } else {
+    h2_cpu_export(t, h->cpu, &d, &err);
+  }
+  if (err.status) gk_raise(&err);
+  double worst = 0.0;
+  int q = t->depth, m = t->leaf_size;
+  if (t->top_level <= q) {
+    int kq = t->level_rank[q];
+    for (int i = 0; i < t->n_leaves; i++) {
+      const double *u = d.U + (size_t) i * m * kq;
+      for (int a = 0; a < kq; a++)
+        for (int b = 0; b < kq; b++) {
+          double s = 0.0;
+          for (int r = 0; r < m; r++) s += u[r + (size_t) a * m] * u[r + (size_t) b * m];
+          worst = fmax(worst, fabs(s - (a == b)));
+        }
+    }
+    for (int l = t->top_level; l < q; l++) {
+      int kc = t->level_rank[l + 1], kp = t->level_rank[l];
+      for (int i = 0; i < (1 << l); i++)
+        for (int a = 0; a < kp; a++)
+          for (int b = 0; b < kp; b++) {
+            double s = 0.0;
+            for (int c = 0; c < 2; c++) {
+              const double *e = d.E + t->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * kp;
+              for (int r = 0; r < kc; r++) s += e[r + (size_t) a * kc] * e[r + (size_t) b * kc];
+            }
+            worst = fmax(worst, fabs(s - (a == b)));
+          }
+    }
+  }
+  h2_host_data_free(&d);
+  return Rf_ScalarReal(worst);
 }

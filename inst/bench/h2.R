@@ -5,14 +5,22 @@
 # Reports construction time, HMV time on the device (resident vectors, CUDA
 # events, median of 10 after 2 warm-ups; cublas_ms: the same with cuBLAS batched
 # GEMMs only, hmv16_ms: 16 right-hand sides at once), the time of `A %*% x` from R (which
-# includes copying x and y), memory, the relative error on 100 sampled rows,
-# and the achieved bandwidth: bytes of dense, coupling, basis and transfer data
+# includes copying x and y), memory, the relative error of products with
+# N(0, 1) vectors (h2_error(): 2 probes, exact rows from kernel_matvec() on
+# 16384 sampled rows), and the achieved bandwidth: bytes of dense, coupling, basis and transfer data
 # read per HMV (bases and transfers count twice, for the row and column trees,
 # as in the paper) over the HMV time, as a fraction of the H100's 3.01 TB/s.
+# Second part (compression, issue 11): for float64, h2_orthogonalize() and
+# h2_compress() at tol = 1e-3 (3D) / 1e-7 (2D): times, model GFLOP/s, memory
+# and HMV time before and after, N(0, 1) errors against the exact kernel.
+# Arguments: max log2 n (default 20), "nocompress" to skip the second part,
+# "onlycompress" to skip the first.
 library(gpukernels)
 if (!gk_has_gpu()) stop("this benchmark needs a GPU")
 args <- commandArgs(trailingOnly = TRUE)
-max_log2 <- if (length(args)) as.integer(args[1]) else 20L
+max_log2 <- if (length(args) && !is.na(suppressWarnings(as.integer(args[1])))) as.integer(args[1]) else 20L
+do_hmv <- !"onlycompress" %in% args
+do_compress <- !"nocompress" %in% args
 peak <- 3.01e12
 
 perturbed_grid <- function(n, d) {
@@ -23,7 +31,7 @@ perturbed_grid <- function(n, d) {
 
 rows <- list()
 set.seed(42)
-for (d in 2:3) {
+for (d in if (do_hmv) 2:3 else integer(0)) {
   kernel <- gk_kernel("exponential", range = if (d == 2) 0.1 else 0.2)
   for (p in 14:max_log2) {
     n <- 2^p
@@ -39,7 +47,7 @@ for (d in 2:3) {
       x <- runif(n)
       invisible(A %*% x)
       r_ms <- 1000 * median(replicate(5, system.time(A %*% x)[["elapsed"]]))
-      err <- h2_error(A, 100)
+      err <- h2_error(A, probes = 2, iterations = 0, rows = min(n, 16384))$probe
       bytes <- info$bytes_per_entry * (2 * info$basis_entries + 2 * info$transfer_entries_read +
                                          info$coupling_entries + info$dense_entries)
       stored <- info$bytes_per_entry * (info$basis_entries + info$transfer_entries +
@@ -60,5 +68,48 @@ for (d in 2:3) {
     }
   }
 }
-cat("\nH2 benchmark (H100 copy ceiling 3.01 TB/s)\n")
-print(do.call(rbind, rows), row.names = FALSE)
+if (length(rows)) {
+  cat("\nH2 benchmark (H100 copy ceiling 3.01 TB/s)\n")
+  print(do.call(rbind, rows), row.names = FALSE)
+}
+
+# ---- compression ------------------------------------------------------------
+crows <- list()
+for (d in if (do_compress) 3:2 else integer(0)) {
+  kernel <- gk_kernel("exponential", range = if (d == 2) 0.1 else 0.2)
+  tol <- if (d == 2) 1e-7 else 1e-3
+  for (p in seq(14, max_log2, by = 2)) {
+    n <- 2^p
+    locs <- perturbed_grid(n, d)
+    A <- h2_matrix(locs, kernel, backend = "gpu")
+    hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L, FALSE)
+    err_a <- h2_error(A, probes = 2, iterations = 0, rows = min(n, 16384))$probe
+    Q <- h2_orthogonalize(A)
+    oc <- Q$compression
+    rm(Q)
+    B <- h2_compress(A, tol)
+    cmp <- B$compression
+    hmv_b_ms <- .Call(gpukernels:::gk_r_h2_time, B$ptr, 1L, 10L, FALSE)
+    err_b <- h2_error(B, probes = 2, iterations = 0, rows = min(n, 16384))$probe
+    row <- data.frame(d = d, n = n, tol = tol, orth_s = round(oc$seconds, 3),
+                      orth_GFLOPs = round(oc$flops / oc$seconds / 1e9, 1),
+                      compress_s = round(cmp$seconds, 3),
+                      compress_GFLOPs = round(cmp$flops / cmp$seconds / 1e9, 1),
+                      ranks = paste(cmp$ranks[cmp$ranks > 1], collapse = "/"),
+                      MB_before = round(sum(cmp$bytes_before) / 2^20),
+                      MB_after = round(sum(cmp$bytes) / 2^20),
+                      lowrank_MB_before = round(cmp$bytes_before[["low_rank"]] / 2^20),
+                      lowrank_MB_after = round(cmp$bytes[["low_rank"]] / 2^20),
+                      hmv_ms_before = round(hmv_ms, 3), hmv_ms_after = round(hmv_b_ms, 3),
+                      frob_est = signif(cmp$error_frobenius, 3),
+                      err_before = signif(err_a, 3), err_after = signif(err_b, 3))
+    print(row, row.names = FALSE)
+    crows[[length(crows) + 1]] <- row
+    rm(A, B)
+    invisible(gc())
+  }
+}
+if (length(crows)) {
+  cat("\nH2 compression (host LAPACK, float64; times include the device <-> host copies)\n")
+  print(do.call(rbind, crows), row.names = FALSE)
+}

@@ -12,10 +12,14 @@
  *   point slots that hold no point are zero in every leaf basis and dense block,
  *   so all leaf products have one size (uniform batches, as in the paper).
  * - Bases are tensor Chebyshev interpolants of `order` points per dimension,
- *   rank k = order^dim. Leaf bases U (m x k per leaf), transfer matrices
- *   E (k x k per non-root node: U_parent = [U_c1 E_c1; U_c2 E_c2]).
- * - Coupling matrices S (k x k) of the admissible blocks of level l and the
+ *   rank order^dim when built; orthogonalization and compression (h2_compress.h)
+ *   give every level l its own rank k_l (level_rank). Leaf bases U (m x k_q
+ *   per leaf), transfer matrices E (k_l x k_{l-1} per node of level l >= 1:
+ *   U_parent = [U_c1 E_c1; U_c2 E_c2]; level 0 keeps an unused k_0 x k_0 slot).
+ * - Coupling matrices S (k_l x k_l) of the admissible blocks of level l and the
  *   m x m dense leaf blocks are stored per level as block-sparse rows (h2_bsr).
+ * - Offsets of each level in E, S and the xhat / yhat trees: transfer_ptr,
+ *   coupling_ptr, hat_ptr (in entries; with one rank they are the uniform layout).
  */
 #ifndef GK_H2_H
 #define GK_H2_H
@@ -46,7 +50,7 @@ typedef struct {
 } h2_bsr;
 
 typedef struct {
-  int n, dim, order, rank, leaf_size, depth;  /* rank = order^dim; depth q       */
+  int n, dim, order, rank, leaf_size, depth;  /* rank = order^dim (as built); depth q */
   double eta;                                 /* admissibility parameter        */
   double nugget;
   gk_kernel kernel;
@@ -62,6 +66,10 @@ typedef struct {
   h2_bsr *coupling;     /* depth + 1 levels                                     */
   size_t *coupling_offset;  /* depth + 2: first block of each level in S        */
   h2_bsr dense;         /* leaf level                                           */
+  int *level_rank;      /* depth + 1: rank k_l of the bases of level l          */
+  size_t *transfer_ptr; /* depth + 2: first entry of level l's transfers in E   */
+  size_t *coupling_ptr; /* depth + 2: first entry of level l's couplings in S   */
+  size_t *hat_ptr;      /* depth + 2: first row of level l in the xhat/yhat trees */
 } h2_tree;
 
 /* The kernels an H2 matrix can represent: covariances that are smooth
@@ -85,12 +93,17 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
                         int order, double eta, const gk_kernel *kernel, double nugget,
                         int threads, gk_error *err);
 void h2_tree_free(h2_tree *t);
+/* Sets the rank of every level (depth + 1 values >= 1) and the offsets that follow. */
+void h2_tree_set_ranks(h2_tree *t, const int *ranks);
+/* A deep copy of the structure (ranks included). */
+gk_status h2_tree_copy(h2_tree *dst, const h2_tree *src, gk_error *err);
 
 /* Sizes in entries. */
 size_t h2_basis_entries(const h2_tree *t);     /* U          */
 size_t h2_transfer_entries(const h2_tree *t);  /* E          */
 size_t h2_coupling_entries(const h2_tree *t);  /* S          */
 size_t h2_dense_entries(const h2_tree *t);     /* dense      */
+size_t h2_hat_rows(const h2_tree *t);          /* rows of the xhat / yhat trees */
 
 /* Pointers to the matrix data in a backend's memory (host or device). */
 typedef struct {
@@ -137,6 +150,19 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *c, const double *x, int nrhs, 
                         gk_error *err);
 void h2_cpu_free(h2_cpu *c);
 
+/* The matrix data in double on the host (each array sized by h2_*_entries),
+ * for orthogonalization and compression (h2_compress.h). export copies a
+ * backend's data out (widening floats); import builds a backend from such
+ * data (rounding to float for single precision). */
+typedef struct {
+  double *U, *E, *S, *D;
+} h2_host_data;
+gk_status h2_host_data_alloc(const h2_tree *t, h2_host_data *d, gk_error *err);
+void h2_host_data_free(h2_host_data *d);
+gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *c, h2_host_data *d, gk_error *err);
+gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
+                        h2_cpu **out, gk_error *err);
+
 /* GPU backend: data resident on the GPU selected when it was built (an
  * h2_gpu starts with a gk_resident header); products and the free run there.
  * A CPU-only build's h2_gpu_build fails with GK_ERR_NO_CUDA. */
@@ -149,6 +175,9 @@ gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, 
 gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
                           double *ms, gk_error *err);
 void h2_gpu_free(h2_gpu *g);
+gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, h2_host_data *d, gk_error *err);
+gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d, h2_gpu **out,
+                        gk_error *err);
 
 #ifdef __cplusplus
 }

@@ -163,7 +163,8 @@ static int fill_data(const h2_tree *t, h2_cpu *h)
   return stop.stop;
 }
 
-gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err)
+static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_cpu **out,
+                           gk_error *err)
 {
   *out = NULL;
   h2_cpu *h = (h2_cpu *) calloc(1, sizeof *h);
@@ -182,11 +183,71 @@ gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, 
                    (double) (h2_basis_entries(t) + h2_transfer_entries(t) +
                              h2_coupling_entries(t) + h2_dense_entries(t)) * el / 1e9);
   }
-  if (fill_data(t, h)) {
-    h2_cpu_free(h);
+  *out = h;
+  return GK_OK;
+}
+
+gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err)
+{
+  if (cpu_alloc(t, single, threads, out, err)) return err->status;
+  if (fill_data(t, *out)) {
+    h2_cpu_free(*out);
+    *out = NULL;
     return gk_fail(err, GK_ERR_INTERRUPTED, "the H2 construction was interrupted");
   }
-  *out = h;
+  return GK_OK;
+}
+
+gk_status h2_host_data_alloc(const h2_tree *t, h2_host_data *d, gk_error *err)
+{
+  d->U = (double *) malloc(h2_basis_entries(t) * sizeof(double) + 1);
+  d->E = (double *) malloc(h2_transfer_entries(t) * sizeof(double) + 1);
+  d->S = (double *) malloc(h2_coupling_entries(t) * sizeof(double) + 1);
+  d->D = (double *) malloc(h2_dense_entries(t) * sizeof(double) + 1);
+  if (d->U && d->E && d->S && d->D) return GK_OK;
+  h2_host_data_free(d);
+  return gk_fail(err, GK_ERR_NOMEM, "out of host memory for a copy of the H2 matrix data");
+}
+
+void h2_host_data_free(h2_host_data *d)
+{
+  free(d->U);
+  free(d->E);
+  free(d->S);
+  free(d->D);
+  d->U = d->E = d->S = d->D = NULL;
+}
+
+static void convert(void *dst, int dst_single, const void *src, int src_single, size_t count)
+{
+  if (dst_single == src_single) {
+    memcpy(dst, src, count * (dst_single ? sizeof(float) : sizeof(double)));
+  } else if (dst_single) {
+    for (size_t i = 0; i < count; i++) ((float *) dst)[i] = (float) ((const double *) src)[i];
+  } else {
+    for (size_t i = 0; i < count; i++) ((double *) dst)[i] = ((const float *) src)[i];
+  }
+}
+
+gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *h, h2_host_data *d, gk_error *err)
+{
+  if (h2_host_data_alloc(t, d, err)) return err->status;
+  convert(d->U, 0, h->data.U, h->single, h2_basis_entries(t));
+  convert(d->E, 0, h->data.E, h->single, h2_transfer_entries(t));
+  convert(d->S, 0, h->data.S, h->single, h2_coupling_entries(t));
+  convert(d->D, 0, h->data.D, h->single, h2_dense_entries(t));
+  return GK_OK;
+}
+
+gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
+                        h2_cpu **out, gk_error *err)
+{
+  if (cpu_alloc(t, single, threads, out, err)) return err->status;
+  h2_cpu *h = *out;
+  convert(h->data.U, single, d->U, 0, h2_basis_entries(t));
+  convert(h->data.E, single, d->E, 0, h2_transfer_entries(t));
+  convert(h->data.S, single, d->S, 0, h2_coupling_entries(t));
+  convert(h->data.D, single, d->D, 0, h2_dense_entries(t));
   return GK_OK;
 }
 
@@ -194,7 +255,7 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *h, const double *x, int nrhs, 
                         gk_error *err)
 {
   size_t el = h->single ? sizeof(float) : sizeof(double);
-  size_t rows = (size_t) t->n_leaves * t->leaf_size, tree = (size_t) t->n_nodes * t->rank;
+  size_t rows = (size_t) t->n_leaves * t->leaf_size, tree = h2_hat_rows(t);
   h2_work w;
   w.xp = calloc(rows * nrhs + 1, el);
   w.yp = malloc(rows * nrhs * el + 1);

@@ -16,10 +16,10 @@
 gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const h2_work *w,
                  int nrhs, gk_error *err)
 {
-  int q = t->depth, k = t->rank, m = t->leaf_size;
-  int ldp = t->n_leaves * m;   // padded vectors
-  int ldh = t->n_nodes * k;    // xhat / yhat trees
-  size_t kk = (size_t) k * k;
+  int q = t->depth, m = t->leaf_size;
+  int ldp = t->n_leaves * m;          // padded vectors
+  int ldh = (int) h2_hat_rows(t);     // xhat / yhat trees
+  const int *k = t->level_rank;
   void *ctx = ops->ctx;
   const int *lp = t->level_ptr;
 
@@ -31,39 +31,40 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
 
   int top = t->top_level;
   if (top <= q) {
-    int S = H2_STREAM_LOWRANK;
+    int S = H2_STREAM_LOWRANK, kq = k[q];
     if (ops->zero(ctx, S, w->yhat, (size_t) ldh * nrhs, err)) return err->status;
     // Upsweep: leaves, then each level from its two children.
-    if (ops->gemm_strided(ctx, S, 1, k, nrhs, m, data->U, m, (size_t) m * k, w->xp, ldp,
-                          (size_t) m, 0.0, AT(w->xhat, (size_t) lp[q] * k), ldh, (size_t) k,
+    if (ops->gemm_strided(ctx, S, 1, kq, nrhs, m, data->U, m, (size_t) m * kq, w->xp, ldp,
+                          (size_t) m, 0.0, AT(w->xhat, t->hat_ptr[q]), ldh, (size_t) kq,
                           t->n_leaves, err))
       return err->status;
     for (int l = q - 1; l >= top; l--) {
-      int count = lp[l + 1] - lp[l];
+      int count = lp[l + 1] - lp[l], kc = k[l + 1], kp = k[l];
+      size_t ek = (size_t) kc * kp;   // one transfer of level l + 1
       for (int c = 0; c < 2; c++) {
-        size_t child = (size_t) lp[l + 1] + c;
-        if (ops->gemm_strided(ctx, S, 1, k, nrhs, k, AT(data->E, child * kk), k, 2 * kk,
-                              AT(w->xhat, child * k), ldh, 2 * (size_t) k, c ? 1.0 : 0.0,
-                              AT(w->xhat, (size_t) lp[l] * k), ldh, (size_t) k, count, err))
+        if (ops->gemm_strided(ctx, S, 1, kp, nrhs, kc, AT(data->E, t->transfer_ptr[l + 1] + c * ek),
+                              kc, 2 * ek, AT(w->xhat, t->hat_ptr[l + 1] + (size_t) c * kc), ldh,
+                              2 * (size_t) kc, c ? 1.0 : 0.0, AT(w->xhat, t->hat_ptr[l]), ldh,
+                              (size_t) kp, count, err))
           return err->status;
       }
     }
     // Tree multiply: every level's coupling blocks.
     for (int l = top; l <= q; l++) {
       if (t->coupling[l].n_blocks == 0) continue;
-      if (ops->bsr(ctx, S, H2_COUPLING, l, AT(data->S, t->coupling_offset[l] * kk), k,
-                   AT(w->xhat, (size_t) lp[l] * k), ldh, AT(w->yhat, (size_t) lp[l] * k), ldh,
-                   nrhs, err))
+      if (ops->bsr(ctx, S, H2_COUPLING, l, AT(data->S, t->coupling_ptr[l]), k[l],
+                   AT(w->xhat, t->hat_ptr[l]), ldh, AT(w->yhat, t->hat_ptr[l]), ldh, nrhs, err))
         return err->status;
     }
     // Downsweep: push each level's partial sums to its children.
     for (int l = top + 1; l <= q; l++) {
-      int count = lp[l] - lp[l - 1];
+      int count = lp[l] - lp[l - 1], kc = k[l], kp = k[l - 1];
+      size_t ek = (size_t) kc * kp;
       for (int c = 0; c < 2; c++) {
-        size_t child = (size_t) lp[l] + c;
-        if (ops->gemm_strided(ctx, S, 0, k, nrhs, k, AT(data->E, child * kk), k, 2 * kk,
-                              AT(w->yhat, (size_t) lp[l - 1] * k), ldh, (size_t) k, 1.0,
-                              AT(w->yhat, child * k), ldh, 2 * (size_t) k, count, err))
+        if (ops->gemm_strided(ctx, S, 0, kc, nrhs, kp, AT(data->E, t->transfer_ptr[l] + c * ek),
+                              kc, 2 * ek, AT(w->yhat, t->hat_ptr[l - 1]), ldh, (size_t) kp, 1.0,
+                              AT(w->yhat, t->hat_ptr[l] + (size_t) c * kc), ldh, 2 * (size_t) kc,
+                              count, err))
           return err->status;
       }
     }
@@ -71,9 +72,9 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
   if (ops->join(ctx, err)) return err->status;
   // Leaf expansion into the dense result.
   if (top <= q &&
-      ops->gemm_strided(ctx, H2_STREAM_LOWRANK, 0, m, nrhs, k, data->U, m, (size_t) m * k,
-                        AT(w->yhat, (size_t) lp[q] * k), ldh, (size_t) k, 1.0, w->yp, ldp,
-                        (size_t) m, t->n_leaves, err))
+      ops->gemm_strided(ctx, H2_STREAM_LOWRANK, 0, m, nrhs, k[q], data->U, m,
+                        (size_t) m * k[q], AT(w->yhat, t->hat_ptr[q]), ldh, (size_t) k[q], 1.0,
+                        w->yp, ldp, (size_t) m, t->n_leaves, err))
     return err->status;
   return GK_OK;
 }

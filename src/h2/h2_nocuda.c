@@ -24,6 +24,20 @@ gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int c
 }
 
 void h2_gpu_free(h2_gpu *g) { (void) g; }
+
+gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, h2_host_data *d, gk_error *err)
+{
+  (void) t; (void) g; (void) d;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d, h2_gpu **out,
+                        gk_error *err)
+{
+  (void) t; (void) single; (void) d;
+  *out = NULL;
+  return gk_fail_no_cuda(err);
+}
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int gk_h2_nocuda_unused;

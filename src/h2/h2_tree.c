@@ -293,6 +293,10 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   ALLOC(t->leaf_count, t->n_leaves, int);
   ALLOC(t->coupling, q + 1, h2_bsr);
   ALLOC(t->coupling_offset, q + 2, size_t);
+  ALLOC(t->level_rank, q + 1, int);
+  ALLOC(t->transfer_ptr, q + 2, size_t);
+  ALLOC(t->coupling_ptr, q + 2, size_t);
+  ALLOC(t->hat_ptr, q + 2, size_t);
   ALLOC(idx, n, int);
   ALLOC(coords, (size_t) n * dim, double);
   ALLOC(lo, (size_t) nn * dim, double);
@@ -375,6 +379,8 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
     t->coupling_offset[l + 1] = t->coupling_offset[l] + coupling[l].n;
   }
   if (bsr_build(&t->dense, t->n_leaves, &dense, t->level_ptr[q], err)) goto fail;
+  for (int l = 0; l <= q; l++) t->level_rank[l] = t->rank;
+  h2_tree_set_ranks(t, t->level_rank);
 
   free(idx);
   free(coords);
@@ -415,22 +421,116 @@ void h2_tree_free(h2_tree *t)
   free(t->leaf_count);
   free(t->coupling);
   free(t->coupling_offset);
+  free(t->level_rank);
+  free(t->transfer_ptr);
+  free(t->coupling_ptr);
+  free(t->hat_ptr);
   memset(t, 0, sizeof *t);
+}
+
+void h2_tree_set_ranks(h2_tree *t, const int *ranks)
+{
+  int q = t->depth;
+  if (t->level_rank != ranks)
+    for (int l = 0; l <= q; l++) t->level_rank[l] = ranks[l];
+  t->transfer_ptr[0] = t->coupling_ptr[0] = t->hat_ptr[0] = 0;
+  for (int l = 0; l <= q; l++) {
+    size_t k = (size_t) t->level_rank[l], kp = l > 0 ? (size_t) t->level_rank[l - 1] : k;
+    size_t nodes = (size_t) 1 << l;
+    t->transfer_ptr[l + 1] = t->transfer_ptr[l] + nodes * k * kp;
+    t->coupling_ptr[l + 1] = t->coupling_ptr[l] + (size_t) t->coupling[l].n_blocks * k * k;
+    t->hat_ptr[l + 1] = t->hat_ptr[l] + nodes * k;
+  }
+}
+
+static gk_status copy_ints(int **dst, const int *src, size_t count, gk_error *err)
+{
+  *dst = (int *) malloc((count ? count : 1) * sizeof(int));
+  if (!*dst) return gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
+  if (count) memcpy(*dst, src, count * sizeof(int));
+  return GK_OK;
+}
+
+static gk_status copy_bytes(void **dst, const void *src, size_t bytes, gk_error *err)
+{
+  *dst = malloc(bytes ? bytes : 1);
+  if (!*dst) return gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
+  if (bytes) memcpy(*dst, src, bytes);
+  return GK_OK;
+}
+
+static gk_status bsr_copy(h2_bsr *d, const h2_bsr *s, gk_error *err)
+{
+  *d = *s;
+  d->row = d->col = d->slot_ptr = d->row_ptr = d->row_blocks = NULL;
+  if (copy_ints(&d->row, s->row, s->n_blocks, err) ||
+      copy_ints(&d->col, s->col, s->n_blocks, err) ||
+      copy_ints(&d->slot_ptr, s->slot_ptr, (size_t) s->n_slots + 1, err) ||
+      copy_ints(&d->row_ptr, s->row_ptr, (size_t) s->n_rows + 1, err) ||
+      copy_ints(&d->row_blocks, s->row_blocks, s->n_blocks, err))
+    return err->status;
+  return GK_OK;
+}
+
+gk_status h2_tree_copy(h2_tree *d, const h2_tree *s, gk_error *err)
+{
+  int q = s->depth, nn = s->n_nodes;
+  size_t rows = (size_t) s->n_leaves * s->leaf_size;
+  *d = *s;
+  d->level_ptr = d->head = d->next = d->parent = d->node_start = d->node_count = NULL;
+  d->slot_of_point = d->leaf_count = d->level_rank = NULL;
+  d->center = d->half = d->leaf_points = NULL;
+  d->coupling = NULL;
+  d->coupling_offset = d->transfer_ptr = d->coupling_ptr = d->hat_ptr = NULL;
+  memset(&d->dense, 0, sizeof d->dense);
+  if (copy_ints(&d->level_ptr, s->level_ptr, (size_t) q + 2, err) ||
+      copy_ints(&d->head, s->head, nn, err) || copy_ints(&d->next, s->next, nn, err) ||
+      copy_ints(&d->parent, s->parent, nn, err) ||
+      copy_ints(&d->node_start, s->node_start, nn, err) ||
+      copy_ints(&d->node_count, s->node_count, nn, err) ||
+      copy_ints(&d->slot_of_point, s->slot_of_point, s->n, err) ||
+      copy_ints(&d->leaf_count, s->leaf_count, s->n_leaves, err) ||
+      copy_ints(&d->level_rank, s->level_rank, (size_t) q + 1, err) ||
+      copy_bytes((void **) &d->center, s->center, (size_t) nn * s->dim * sizeof(double), err) ||
+      copy_bytes((void **) &d->half, s->half, (size_t) nn * s->dim * sizeof(double), err) ||
+      copy_bytes((void **) &d->leaf_points, s->leaf_points, rows * s->dim * sizeof(double), err) ||
+      copy_bytes((void **) &d->coupling_offset, s->coupling_offset, (q + 2) * sizeof(size_t), err) ||
+      copy_bytes((void **) &d->transfer_ptr, s->transfer_ptr, (q + 2) * sizeof(size_t), err) ||
+      copy_bytes((void **) &d->coupling_ptr, s->coupling_ptr, (q + 2) * sizeof(size_t), err) ||
+      copy_bytes((void **) &d->hat_ptr, s->hat_ptr, (q + 2) * sizeof(size_t), err) ||
+      bsr_copy(&d->dense, &s->dense, err))
+    goto fail;
+  d->coupling = (h2_bsr *) calloc((size_t) q + 1, sizeof(h2_bsr));
+  if (!d->coupling) {
+    gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
+    goto fail;
+  }
+  for (int l = 0; l <= q; l++)
+    if (bsr_copy(&d->coupling[l], &s->coupling[l], err)) goto fail;
+  return GK_OK;
+fail:
+  h2_tree_free(d);
+  return err->status;
 }
 
 size_t h2_basis_entries(const h2_tree *t)
 {
-  return (size_t) t->n_leaves * t->leaf_size * t->rank;
+  return (size_t) t->n_leaves * t->leaf_size * t->level_rank[t->depth];
 }
 
 size_t h2_transfer_entries(const h2_tree *t)
 {
-  return (size_t) t->n_nodes * t->rank * t->rank;
+  return t->transfer_ptr[t->depth + 1];
 }
 
 size_t h2_coupling_entries(const h2_tree *t)
 {
-  return t->coupling_offset[t->depth + 1] * t->rank * t->rank;
+  return t->coupling_ptr[t->depth + 1];
+}
+
+size_t h2_hat_rows(const h2_tree *t)
+{
+  return t->hat_ptr[t->depth + 1];
 }
 
 size_t h2_dense_entries(const h2_tree *t)

@@ -1,0 +1,302 @@
+# Accuracy, orthogonalization and compression of H2 matrices
+# (src/h2/h2_compress.h), and construction to a tolerance.
+
+h2_check_matrix <- function(A) {
+  if (!inherits(A, "h2matrix")) stop("`A` must be an h2matrix", call. = FALSE)
+  A
+}
+
+h2_check_tol <- function(tol) {
+  if (!is.numeric(tol) || length(tol) != 1L || is.na(tol) || !is.finite(tol) ||
+      tol <= 0 || tol >= 1) {
+    stop("`tol` must be a single number between 0 and 1 (a relative error, e.g. 1e-4)",
+         call. = FALSE)
+  }
+  as.double(tol)
+}
+
+h2_level_ranks <- function(A) .Call(gk_r_h2_ranks, A$ptr)
+
+# Bytes of the stored matrix data: low rank (bases, transfers, couplings) and dense.
+h2_bytes <- function(A) {
+  info <- h2_info(A)
+  b <- info$bytes_per_entry
+  c(low_rank = b * (info$basis_entries + info$transfer_entries + info$coupling_entries),
+    dense = b * info$dense_entries)
+}
+
+# A new h2matrix object for `ptr`, with A's description.
+h2_derived <- function(A, ptr, compression) {
+  B <- A
+  B$ptr <- ptr
+  B$compression <- compression
+  B$accuracy <- NULL
+  B
+}
+
+#' Orthogonalize and compress an H2 matrix
+#'
+#' `h2_orthogonalize()` replaces the nested bases of `A` by orthonormal ones
+#' (an upsweep of QR factorizations of the leaf bases and of the stacked
+#' transfer matrices, level by level) and projects every coupling matrix into
+#' them: the matrix is unchanged up to rounding.
+#'
+#' `h2_compress()` orthogonalizes, then computes for every cluster the
+#' triangular factor of its block row (a downsweep of QR factorizations of
+#' the stacked coupling and parent blocks, without forming Q), truncates the
+#' weighted bases by SVDs in an upsweep, and projects the couplings into the
+#' new, smaller bases (Boukaram, Turkiyyah and Keyes, Section 5). The rank of
+#' each level is the smallest whose discarded singular values fit an error
+#' budget of \eqn{(\mathrm{tol}\,\|A\|_F)^2 / 2} shared by the levels (what a
+#' level leaves unused passes to the next), so that
+#' \eqn{\|A - A'\|_F \le \mathrm{tol}\,\|A\|_F}; the estimate
+#' \eqn{\sqrt{2 \sum \sigma^2_{\mathrm{discarded}}} / \|A\|_F} is reported by
+#' `summary()`. Since \eqn{E\|(A - A')x\|^2 = \|A - A'\|_F^2} for
+#' \eqn{x \sim N(0, I)}, this is also the expected relative error of products
+#' with mean-zero random vectors. The error of the compressed matrix against
+#' the exact kernel matrix adds the error `A` already had: see [h2_error()].
+#'
+#' Both return a new `h2matrix` on the same backend and in the same precision;
+#' `A` stays valid. The computation runs on the host in double precision with
+#' R's LAPACK (a GPU matrix is copied to the host and back; single precision is
+#' widened and rounded back).
+#'
+#' @param A An `h2matrix`.
+#' @param tol Relative Frobenius error allowed, between 0 and 1.
+#' @return An `h2matrix`; its `summary()` shows the ranks per level, the
+#'   memory before and after, and the error estimate.
+#' @examples
+#' locs <- matrix(runif(4000), ncol = 2)
+#' A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "cpu")
+#' B <- h2_compress(A, 1e-5)
+#' summary(B)
+#' @export
+h2_compress <- function(A, tol) {
+  h2_check_matrix(A)
+  if (missing(tol)) stop("`tol` is missing: give the relative error allowed, e.g. 1e-4", call. = FALSE)
+  tol <- h2_check_tol(tol)
+  h2_transform(A, tol)
+}
+
+#' @rdname h2_compress
+#' @export
+h2_orthogonalize <- function(A) {
+  h2_check_matrix(A)
+  h2_transform(A, NA_real_)
+}
+
+h2_transform <- function(A, tol) {
+  before <- h2_bytes(A)
+  ranks_before <- h2_level_ranks(A)
+  res <- .Call(gk_r_h2_compress, A$ptr, tol, gk_threads())
+  stats <- res[[2L]]
+  B <- h2_derived(A, res[[1L]], NULL)
+  B$compression <- c(list(tol = tol, ranks_before = ranks_before, ranks = h2_level_ranks(B),
+                          bytes_before = before, bytes = h2_bytes(B)), stats)
+  B
+}
+
+#' Accuracy of an H2 matrix
+#'
+#' Measures how far the `h2matrix` `A` is from the exact kernel matrix
+#' \eqn{K + \tau^2 I}, with exact products from the tiled reduction engine
+#' ([kernel_matvec()], on `A`'s backend).
+#'
+#' * `probe`: the largest relative error \eqn{\|Ax - A_{\mathcal{H}}x\| /
+#'   \|Ax\|} over `probes` mean-zero random vectors (`"normal"` or
+#'   `"rademacher"` entries) -- the error a user sees when multiplying by a
+#'   random mean-zero vector (its square averages to
+#'   \eqn{\|A - A_{\mathcal{H}}\|_F^2 / \|A\|_F^2}). `probes` holds each one,
+#'   `frobenius` the pooled estimate of \eqn{\|A - A_{\mathcal{H}}\|_F / \|A\|_F}.
+#' * `norm2`: an estimate of \eqn{\|A - A_{\mathcal{H}}\|_2 / \|A\|_2}. A block
+#'   Krylov method (`iterations` blocks of `probes` vectors) gives a lower
+#'   bound `norm2_lower` of \eqn{\|A - A_{\mathcal{H}}\|_2}; it is divided by
+#'   a lower bound of \eqn{\|A\|_2} (power iteration on \eqn{A_{\mathcal{H}}}) and
+#'   multiplied by the safety factor 1.5, so that the reported value is not
+#'   below the true one (the tests check it against dense matrices).
+#'
+#' Cost: `probes * iterations` exact products (each \eqn{n^2} kernel
+#' evaluations), `iterations = 0` skips the 2-norm. `rows` restricts the
+#' probe errors to that many sampled rows (cheaper for large `n`; the 2-norm
+#' is then skipped).
+#'
+#' @param A An `h2matrix`.
+#' @param probes Number of random vectors.
+#' @param distribution `"normal"` or `"rademacher"`.
+#' @param iterations Krylov blocks for the 2-norm estimate (0: none).
+#' @param rows `NULL` (all rows) or the number of rows sampled.
+#' @return An object of class `h2_error`: a list with `probe`, `probes`,
+#'   `frobenius`, `norm2`, `norm2_lower`, `distribution`, `n_probes`,
+#'   `iterations`, `rows`.
+#' @examples
+#' A <- h2_matrix(matrix(runif(2000), ncol = 2), gk_kernel("exponential", range = 0.1),
+#'                backend = "cpu")
+#' h2_error(A)
+#' @export
+h2_error <- function(A, probes = 4, distribution = c("normal", "rademacher"), iterations = 4,
+                     rows = NULL) {
+  h2_check_matrix(A)
+  gk_check_scalar(probes, "probes", lower = 1, integer = TRUE)
+  gk_check_scalar(iterations, "iterations", lower = 0, integer = TRUE)
+  distribution <- gk_match_choice(distribution, c("normal", "rademacher"), "distribution")
+  n <- nrow(A$locs)
+  sampled <- NULL
+  if (!is.null(rows)) {
+    gk_check_scalar(rows, "rows", lower = 1, integer = TRUE)
+    if (rows < n) {
+      sampled <- sort(sample.int(n, rows))
+      iterations <- 0
+    }
+  }
+  draw <- function(k) {
+    if (distribution == "normal") matrix(stats::rnorm(n * k), n, k)
+    else matrix(sample(c(-1, 1), n * k, replace = TRUE), n, k)
+  }
+  exact <- function(X, at = NULL) {
+    x <- if (is.null(at)) A$locs else A$locs[at, , drop = FALSE]
+    Y <- kernel_matvec(x, A$locs, X, A$kernel, backend = A$backend)
+    Y <- matrix(Y, ncol = ncol(X))
+    Y + A$nugget * (if (is.null(at)) X else X[at, , drop = FALSE])
+  }
+  X <- draw(probes)
+  AX <- exact(X, sampled)
+  HX <- h2_multiply(A, X)
+  if (!is.null(sampled)) HX <- HX[sampled, , drop = FALSE]
+  EX <- AX - HX
+  errs <- sqrt(colSums(EX^2) / colSums(AX^2))
+  out <- list(probe = max(errs), probes = errs, frobenius = sqrt(sum(EX^2) / sum(AX^2)),
+              norm2 = NA_real_, norm2_lower = NA_real_, distribution = distribution,
+              n_probes = probes, iterations = iterations, rows = if (is.null(sampled)) n else rows)
+  if (iterations > 0) out[c("norm2", "norm2_lower")] <- h2_norm2_error(A, X, EX, iterations, exact)
+  structure(out, class = "h2_error")
+}
+
+h2_norm2_safety <- 1.5
+
+# Block Krylov lower bound of ||E||_2 for the symmetric E = A - A_H, from the
+# block X and its product EX: sigma_max(E V) for an orthonormal basis V of
+# span(X, EX, ..., E^(it-1) X) (each column of V is multiplied exactly once).
+h2_norm2_error <- function(A, X, EX, iterations, exact) {
+  qx <- qr(X)
+  V <- qr.Q(qx)
+  EV <- EX %*% solve(qr.R(qx))     # E V = E X R^-1
+  Vall <- V
+  EVall <- EV
+  for (it in seq_len(iterations - 1L)) {
+    W <- EV - Vall %*% crossprod(Vall, EV)
+    W <- W - Vall %*% crossprod(Vall, W)   # twice is enough
+    qw <- qr(W)
+    keep <- abs(diag(qr.R(qw))) > 1e-12 * max(abs(diag(qr.R(qw))), 1e-300)
+    if (!any(keep)) break
+    V <- qr.Q(qw)[, keep, drop = FALSE]
+    EV <- exact(V) - h2_multiply(A, V)
+    Vall <- cbind(Vall, V)
+    EVall <- cbind(EVall, EV)
+  }
+  lower_e <- sqrt(max(eigen(crossprod(EVall), symmetric = TRUE, only.values = TRUE)$values, 0))
+  # ||A||_2 >= ||A_H v|| / ||v|| after power iterations on A_H, less ||E||_2.
+  v <- stats::rnorm(nrow(X))
+  for (i in 1:30) {
+    w <- drop(h2_multiply(A, v))
+    norm_a <- sqrt(sum(w^2) / sum(v^2))
+    v <- w / sqrt(sum(w^2))
+  }
+  denom <- max(norm_a - h2_norm2_safety * lower_e, norm_a * 1e-3)
+  c(h2_norm2_safety * lower_e / denom, lower_e / norm_a)
+}
+
+#' @export
+print.h2_error <- function(x, ...) {
+  cat(sprintf("<h2_error> relative error of the H2 matrix, %d %s probe%s on %d rows\n",
+              x$n_probes, x$distribution, if (x$n_probes != 1) "s" else "", x$rows))
+  cat(sprintf("  products ||Ax - A_H x|| / ||Ax||: max %.3g over the probes (Frobenius estimate %.3g)\n",
+              x$probe, x$frobenius))
+  if (!is.na(x$norm2)) {
+    cat(sprintf("  2-norm ||A - A_H|| / ||A||: <= %.3g (estimate; Krylov lower bound %.3g, %d blocks)\n",
+                x$norm2, x$norm2_lower, x$iterations))
+  }
+  invisible(x)
+}
+
+# h2_matrix(tol = ): raise the order until the measured N(0, 1) error is at
+# most tol / 2, then compress with tol / 2. The tree (and so the number of
+# blocks) does not depend on the order, so the memory of the next order is
+# known before it is built.
+h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
+                             tol) {
+  d <- ncol(locs)
+  orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
+  budget <- if (backend == "gpu") {
+    info <- gk_info()
+    0.85 * info$devices$free_memory[info$current_device]
+  } else {
+    Inf
+  }
+  rows <- min(nrow(locs), 2000L)
+  best <- NULL
+  for (o in orders) {
+    if (!is.null(best)) {
+      info <- h2_info(best$A)
+      grow <- (o / info$order)^d
+      need <- info$bytes_per_entry * (info$basis_entries * grow +
+                                        (info$transfer_entries + info$coupling_entries) * grow^2 +
+                                        info$dense_entries)
+      if (need > budget) {
+        warning(sprintf(paste0("h2_matrix(tol = %g): order %d would need %.1f GB of GPU memory ",
+                               "(%.1f GB free); returning order %d with a measured error of %.3g. ",
+                               "Use a larger `eta`, single precision or the CPU for more accuracy."),
+                        tol, o, need / 1e9, budget / 1e9, best$order, best$error$probe),
+                call. = FALSE)
+        return(h2_with_accuracy(best$A, best$error))
+      }
+    }
+    A <- tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
+                            order = o, precision = precision, backend = backend),
+                  error = function(e) if (is.null(best)) stop(e) else e)
+    if (inherits(A, "error")) {   # too large (memory, or larger than the dense matrix)
+      warning(sprintf("h2_matrix(tol = %g): order %d cannot be built (%s); returning order %d with a measured error of %.3g",
+                      tol, o, conditionMessage(A), best$order, best$error$probe), call. = FALSE)
+      return(h2_with_accuracy(best$A, best$error))
+    }
+    err <- h2_error(A, probes = 2, iterations = 0, rows = rows)
+    best <- list(A = A, order = o, error = err)
+    if (err$probe <= tol / 2) {
+      B <- h2_compress(A, tol / 2)
+      rm(A)
+      err_b <- h2_error(B, probes = 2, iterations = 0, rows = rows)
+      if (err_b$probe > tol) {   # rare: compress less
+        B <- h2_compress(best$A, tol / 8)
+        err_b <- h2_error(B, probes = 2, iterations = 0, rows = rows)
+      }
+      B$compression$tol_requested <- tol
+      return(h2_with_accuracy(B, err_b))
+    }
+  }
+  warning(sprintf(paste0("h2_matrix(tol = %g): the highest order tried (%d) gives a measured ",
+                         "error of %.3g; use a smaller `eta`"), tol, best$order, best$error$probe),
+          call. = FALSE)
+  h2_with_accuracy(best$A, best$error)
+}
+
+h2_with_accuracy <- function(A, err) {
+  A$accuracy <- err
+  A
+}
+
+h2_print_compression <- function(cmp) {
+  mb <- function(b) sprintf("%.1f MB", sum(b) / 2^20)
+  used <- which(cmp$ranks > 1)
+  if (!length(used)) used <- seq_along(cmp$ranks)
+  ranks <- function(r) paste(r[used], collapse = " ")
+  if (is.na(cmp$tol)) {
+    cat(sprintf("  orthogonalized in %.3f s; ranks per level (levels %d-%d): %s\n", cmp$seconds,
+                min(used) - 1, max(used) - 1, ranks(cmp$ranks)))
+  } else {
+    cat(sprintf("  compressed to tol = %g in %.3f s: Frobenius error estimate %.3g\n", cmp$tol,
+                cmp$seconds, cmp$error_frobenius))
+    cat(sprintf("    ranks per level (levels %d-%d): %s (before: %s)\n", min(used) - 1,
+                max(used) - 1, ranks(cmp$ranks), ranks(cmp$ranks_before)))
+  }
+  cat(sprintf("    memory: %s before, %s after (low rank %s -> %s)\n", mb(cmp$bytes_before),
+              mb(cmp$bytes), mb(cmp$bytes_before[["low_rank"]]), mb(cmp$bytes[["low_rank"]])))
+}

@@ -1,0 +1,210 @@
+# Orthogonalization, compression and error estimates of H2 matrices, against
+# dense kernel matrices (kernel_matrix(), tested against R formulas in
+# test-kernel.R) on fresh random points.
+
+rel2 <- function(a, b) sqrt(sum((a - b)^2) / sum(b^2))
+
+dense_of <- function(locs, k, nugget = 0) {
+  kernel_matrix(locs, kernel = k, backend = "cpu") + diag(nugget, nrow(locs))
+}
+
+test_that("orthogonalization gives orthonormal bases and the same products", {
+  set.seed(31)
+  cases <- list(list(n = 1500, d = 2, leaf = 64, order = 8),
+                list(n = 1277, d = 3, leaf = 64, order = 4),
+                list(n = 601, d = 3, leaf = 20, order = 4))   # leaves smaller than the rank
+  for (cs in cases) {
+    locs <- matrix(runif(cs$n * cs$d), ncol = cs$d)
+    k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+    X <- matrix(rnorm(cs$n * 3), cs$n, 3)
+    for (backend in test_backends()) {
+      for (precision in c("double", "single")) {
+        A <- h2_matrix(locs, k, nugget = 0.1, leaf_size = cs$leaf, order = cs$order,
+                       precision = precision, backend = backend)
+        Q <- h2_orthogonalize(A)
+        eps <- if (precision == "double") 1e-12 else 1e-5
+        expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, Q$ptr), 10 * eps)
+        expect_gt(.Call(gpukernels:::gk_r_h2_orthogonality, A$ptr), 1e-3)  # not orthogonal before
+        expect_lt(rel2(Q %*% X, A %*% X), eps)
+        expect_lte(tail(gpukernels:::h2_level_ranks(Q), 1), cs$leaf)
+        expect_output(print(Q), "orthogonalized")
+        # A is still usable
+        expect_lt(rel2(A %*% X, Q %*% X), eps)
+      }
+    }
+  }
+})
+
+test_that("compression meets the tolerance, lowers the ranks and the memory", {
+  set.seed(32)
+  for (d in 2:3) {
+    n <- if (d == 2) 1500 else 1300
+    locs <- matrix(runif(n * d), ncol = d)
+    k <- gk_kernel("exponential", range = if (d == 2) 0.1 else 0.2)
+    K <- dense_of(locs, k, 0.05)
+    for (backend in test_backends()) {
+      A <- h2_matrix(locs, k, nugget = 0.05, backend = backend)
+      MA <- as.matrix(A)
+      for (tol in c(1e-2, 1e-5)) {
+        B <- h2_compress(A, tol)
+        MB <- as.matrix(B)
+        true_frob <- rel2(MB, MA)
+        expect_lt(true_frob, 2 * tol)
+        X <- matrix(rnorm(n * 2), n, 2)
+        expect_lt(rel2(B %*% X, A %*% X), 2 * tol)
+        s <- summary(B)
+        cmp <- s$compression
+        # the estimate from the truncation is not below the true Frobenius error
+        expect_gte(cmp$error_frobenius * 1.05, true_frob)
+        expect_lte(cmp$error_frobenius, tol * 1.0001)
+        expect_lt(sum(cmp$bytes), sum(cmp$bytes_before))
+        expect_lt(max(s$level_ranks), max(cmp$ranks_before))
+        expect_output(print(B), "compressed to tol")
+        expect_output(print(B), "ranks per level")
+        # the error against the kernel is the original error plus at most ~tol
+        expect_lt(rel2(MB, K), rel2(MA, K) + 2 * tol)
+      }
+    }
+  }
+})
+
+test_that("compressing a compressed matrix and other shapes", {
+  set.seed(33)
+  k <- gk_kernel("gaussian", range = 0.15)
+  shapes <- list(line = cbind(t <- runif(800), 2 * t),
+                 small = matrix(runif(21), ncol = 3),
+                 one = matrix(c(0.1, 0.2), 1, 2),
+                 clustered = rbind(matrix(rnorm(600, sd = 0.01), ncol = 2),
+                                   matrix(rnorm(600, mean = 3, sd = 0.2), ncol = 2)))
+  for (backend in test_backends()) {
+    for (name in names(shapes)) {
+      locs <- shapes[[name]]
+      n <- nrow(locs)
+      x <- rnorm(n)
+      A <- h2_matrix(locs, k, leaf_size = 32, backend = backend)
+      B <- h2_compress(A, 1e-5)
+      C <- h2_compress(B, 1e-3)
+      expect_lt(rel2(drop(B %*% x), drop(A %*% x)), 2e-5)
+      expect_lt(rel2(drop(C %*% x), drop(A %*% x)), 2e-3 + 2e-5)
+    }
+  }
+})
+
+test_that("h2_error agrees with the dense error and does not understate it", {
+  set.seed(34)
+  configs <- list(list(d = 3, n = 1200, k = gk_kernel("exponential", range = 0.2), order = 3),
+                  list(d = 3, n = 1500, k = gk_kernel("matern", range = 0.2, smoothness = 0.8),
+                       order = 4),
+                  list(d = 2, n = 1000, k = gk_kernel("exponential", range = 0.1), order = 4))
+  for (cf in configs) {
+    locs <- matrix(runif(cf$n * cf$d), ncol = cf$d)
+    K <- dense_of(locs, cf$k, 0.01)
+    for (backend in test_backends()) {
+      A <- h2_matrix(locs, cf$k, nugget = 0.01, order = cf$order, backend = backend)
+      E <- as.matrix(A) - K
+      frob <- sqrt(sum(E^2) / sum(K^2))
+      ev <- eigen((E + t(E)) / 2, symmetric = TRUE, only.values = TRUE)$values
+      two <- max(abs(ev)) / max(eigen(K, symmetric = TRUE, only.values = TRUE)$values)
+      for (distribution in c("normal", "rademacher")) {
+        e <- h2_error(A, distribution = distribution)
+        expect_s3_class(e, "h2_error")
+        expect_length(e$probes, 4)
+        # the largest of 4 probes: near the Frobenius error, above it by a
+        # factor up to ~2 when a few directions dominate the error
+        expect_gt(e$probe, frob / 2)
+        expect_lt(e$probe, frob * 3)
+        expect_gt(e$frobenius, frob / 2)
+        expect_lt(e$frobenius, frob * 2)
+        expect_gte(e$norm2, two)
+        expect_lt(e$norm2, two * 2)
+        expect_lte(e$norm2_lower, two * (1 + 1e-8))
+      }
+      # sampled rows: the probe error without the 2-norm
+      s <- h2_error(A, probes = 2, rows = 500)
+      expect_true(is.na(s$norm2))
+      expect_gt(s$probe, frob / 3)
+      expect_lt(s$probe, frob * 3)
+      expect_output(print(e), "2-norm")
+      expect_output(print(summary(A, accuracy = TRUE)), "measured error")
+    }
+  }
+})
+
+test_that("h2_matrix(tol =) reaches the tolerance it is asked for", {
+  set.seed(35)
+  for (d in 2:3) {
+    n <- 1500
+    locs <- matrix(runif(n * d), ncol = d)
+    k <- gk_kernel("exponential", range = 0.2)
+    K <- dense_of(locs, k)
+    for (backend in test_backends()) {
+      for (tol in if (d == 2) 1e-6 else 1e-3) {
+        A <- h2_matrix(locs, k, tol = tol, backend = backend)
+        X <- matrix(rnorm(n * 4), n, 4)
+        expect_lt(rel2(A %*% X, K %*% X), tol)
+        expect_lte(A$accuracy$probe, tol)
+        expect_output(print(A), "measured error")
+      }
+    }
+  }
+})
+
+test_that("the GPU compresses like the CPU", {
+  skip_if_no_gpu()
+  set.seed(36)
+  for (d in 2:3) {
+    n <- 3000
+    locs <- matrix(runif(d * n), ncol = d)
+    k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+    X <- matrix(rnorm(2 * n), n, 2)
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-10 else 1e-4
+      cpu <- h2_matrix(locs, k, precision = precision, backend = "cpu")
+      gpu <- h2_matrix(locs, k, precision = precision, backend = "gpu")
+      Bc <- h2_compress(cpu, 1e-4)
+      Bg <- h2_compress(gpu, 1e-4)
+      expect_equal(gpukernels:::h2_level_ranks(Bg), gpukernels:::h2_level_ranks(Bc))
+      expect_lt(rel2(Bg %*% X, Bc %*% X), eps)
+      expect_lt(rel2(h2_orthogonalize(gpu) %*% X, cpu %*% X), eps)
+      expect_true(summary(Bg)$backend == "gpu")
+    }
+  }
+})
+
+test_that("bad tolerances and arguments give clear errors", {
+  set.seed(37)
+  locs <- matrix(runif(400), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  A <- h2_matrix(locs, k, backend = "cpu")
+  for (bad in list(0, -1, NA, NA_real_, NaN, Inf, 1, "a", c(1e-3, 1e-4), NULL)) {
+    expect_error(h2_compress(A, bad), "tol")
+  }
+  expect_error(h2_compress(A), "missing")
+  for (bad in list(0, -1e-3, NA, "a", 2)) {
+    expect_error(h2_matrix(locs, k, tol = bad), "tol")
+  }
+  expect_error(h2_compress(locs, 1e-3), "h2matrix")
+  expect_error(h2_orthogonalize(list()), "h2matrix")
+  expect_error(h2_error(locs), "h2matrix")
+  expect_error(h2_error(A, probes = 0), "probes")
+  expect_error(h2_error(A, probes = 1.5), "probes")
+  expect_error(h2_error(A, iterations = -1), "iterations")
+  expect_error(h2_error(A, distribution = "uniform"), "distribution")
+  expect_error(h2_error(A, rows = 0), "rows")
+})
+
+test_that("repeated compressions do not grow memory", {
+  skip_if_no_gpu()
+  set.seed(38)
+  free_now <- function() {
+    invisible(gc())
+    gk_info()$devices$free_memory[gk_info()$current_device]
+  }
+  locs <- matrix(runif(3 * 20000), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  A <- h2_matrix(locs, k, backend = "gpu")
+  invisible(h2_compress(A, 1e-3) %*% runif(20000))
+  before <- free_now()
+  for (i in 1:4) invisible(h2_compress(A, 1e-3) %*% runif(20000))
+  expect_lt(before - free_now(), 32 * 2^20)
+})
