@@ -57,6 +57,18 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
   s->v = v;
 }
 
+/* Warns when float cannot keep a set's breakpoints apart: intervals vanish
+ * and the results are not those of the functions given. */
+static void warn_float_grid(const pcf_set *s, const char *arg)
+{
+  size_t row, f = pcf_float_collapse(s, &row);
+  if (f < s->n)
+    Rf_warning("single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
+               "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
+               "intervals are lost and the results are inexact; use precision = \"double\"",
+               arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);
+}
+
 /* Checks a list of PCFs as the engines do; returns NULL or raises. */
 SEXP gk_r_pcf_validate(SEXP x)
 {
@@ -136,6 +148,10 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
   sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
+  if (opt.single) {
+    warn_float_grid(&xs, "X");
+    if (!symmetric) warn_float_grid(yp, "Y");
+  }
 
   SEXP out;
   if (strcmp(what, "pdist") == 0) {
