@@ -6,6 +6,7 @@
 #include <string.h>
 #include "r_util.h"
 #include "pcf/pcf.h"
+#include "pcf/pcf_pack.h"
 #include "device/gk_omp.h"
 #include "pcf/pcf_knn.h"
 #include <math.h>
@@ -151,6 +152,13 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   if (opt.single) {
     warn_float_grid(&xs, "X");
     if (!symmetric) warn_float_grid(yp, "Y");
+  }
+  if (gk_backend_is_gpu(backend)) {
+    // The engine sizes its blocks from free GPU memory: let R collect
+    // unreachable objects that hold some of it when the whole job would not fit.
+    size_t want = (xs.n * yp->n + pcf_packed_size(&xs, 0, xs.n) * 2 +
+                   (symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
+    for (int d = 0; d < opt.n_devices; d++) gk_r_make_room(opt.devices[d], want, 0);
   }
 
   SEXP out;

@@ -33,9 +33,9 @@ for (d in 2:3) {
       build <- system.time(A <- h2_matrix(locs, kernel, precision = precision,
                                           backend = "gpu"))[["elapsed"]]
       info <- gpukernels:::h2_info(A)
-      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L, FALSE)
-      cublas_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 5L, TRUE)
-      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 16L, 5L, FALSE)
+      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
+      cublas_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 5L, TRUE)
+      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 16L, 5L, FALSE)
       x <- runif(n)
       invisible(A %*% x)
       r_ms <- 1000 * median(replicate(5, system.time(A %*% x)[["elapsed"]]))

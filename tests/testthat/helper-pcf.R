@@ -31,4 +31,7 @@ random_pcfs <- function(n, sizes = 1:12, last = 0, shared = TRUE) {
 }
 
 # Doubles rounded to the nearest float (what precision = "single" stores).
-round_to_float <- function(x) readBin(writeBin(x, raw(), size = 4), "double", length(x), size = 4)
+round_to_float <- function(x) {
+  x[] <- readBin(writeBin(as.double(x), raw(), size = 4), "double", length(x), size = 4)
+  x
+}
