@@ -28,7 +28,11 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'
 #' On the GPU, the matrix data (dense leaves, couplings, bases, transfers) are
 #' evaluated on the device and stay there until the object is garbage
-#' collected. An `h2matrix` cannot be saved and reloaded.
+#' collected or released with [gk_free()]; R collects such objects in time by
+#' itself (see [gk_free()]). An `h2matrix` can be saved with [saveRDS()]: it
+#' keeps its locations, kernel and settings, and the reloaded object rebuilds
+#' its matrix data on first use (on the CPU when a GPU matrix is loaded where
+#' there is no GPU), giving the same products.
 #'
 #' @param locs Numeric matrix of locations, one row per point, 2 or 3 columns.
 #' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"` (any smoothness),
@@ -94,16 +98,40 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   if (!is.null(tol)) {
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))
   }
-  ptr <- .Call(gk_r_h2_build, locs, kernel, as.double(nugget), as.integer(leaf_size),
-               as.integer(order), as.double(eta), precision == "single", backend, gk_threads())
+  settings <- list(locs = locs, kernel = kernel, nugget = as.double(nugget),
+                   leaf_size = as.integer(leaf_size), order = as.integer(order),
+                   eta = as.double(eta), precision = precision, backend = backend)
   # The S4 bit lets `%*%` (an S4-dispatching primitive before R 4.3) reach the
-  # method below; the object is otherwise an ordinary S3 list.
-  asS4(structure(list(ptr = ptr, locs = locs, kernel = kernel, nugget = as.double(nugget),
-                 precision = precision, backend = backend),
-            class = "h2matrix"))
+  # method below; the object is otherwise an ordinary S3 list. Its native data
+  # live in `native` (R/native.R) and are rebuilt from the settings when needed.
+  asS4(structure(c(list(native = gk_native_new(h2_build(settings))), settings),
+                 class = "h2matrix"))
 }
 
-h2_info <- function(A) .Call(gk_r_h2_info, A$ptr)
+# Builds the native matrix from an h2matrix's settings: on the GPU it was
+# built for, or on the CPU where there is no GPU (e.g. after readRDS()); then
+# the orthogonalizations and compressions that made A, in order (its
+# `transforms`: NA for an orthogonalization, else the tolerance).
+h2_build <- function(A) {
+  backend <- if (A$backend == "gpu" && !gk_has_gpu()) "cpu" else A$backend
+  ptr <- .Call(gk_r_h2_build, A$locs, A$kernel, A$nugget, A$leaf_size, A$order, A$eta,
+               A$precision == "single", backend, gk_threads())
+  for (tol in .subset2(A, "transforms")) {
+    ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads())[[1L]]
+  }
+  ptr
+}
+
+# The live native matrix of A, rebuilt after readRDS() or gk_free().
+h2_ptr <- function(A) gk_native_ptr(A, h2_build)
+
+h2_info <- function(A) .Call(gk_r_h2_info, h2_ptr(A))
+
+#' @export
+gk_free.h2matrix <- function(x) {
+  .Call(gk_r_h2_free, .subset2(x, "native")$ptr)
+  invisible(x)
+}
 
 # Refuses H2 matrices that would be larger than the dense matrix and than 64 MB:
 # few points with a high order, where the dense path is smaller and faster. The
@@ -141,7 +169,7 @@ h2_multiply <- function(A, x) {
   }
   if (anyNA(x) || any(is.infinite(x))) stop("x contains NA, NaN or infinite values", call. = FALSE)
   storage.mode(x) <- "double"
-  .Call(gk_r_h2_matmul, A$ptr, x)
+  .Call(gk_r_h2_matmul, h2_ptr(A), x)
 }
 
 #' @importFrom methods setOldClass setMethod show
@@ -200,7 +228,7 @@ summary.h2matrix <- function(object, accuracy = FALSE, ...) {
                                              info$coupling_entries),
                  dense_bytes = bytes * info$dense_entries,
                  build_seconds = info$build_seconds, kernel = object$kernel,
-                 precision = object$precision, backend = object$backend,
+                 precision = object$precision, backend = if (info$gpu) "gpu" else "cpu",
                  level_ranks = h2_level_ranks(object), compression = object$compression,
                  accuracy = if (isTRUE(accuracy)) h2_error(object) else object$accuracy),
             class = "summary.h2matrix")

@@ -15,7 +15,7 @@ h2_check_tol <- function(tol) {
   as.double(tol)
 }
 
-h2_level_ranks <- function(A) .Call(gk_r_h2_ranks, A$ptr)
+h2_level_ranks <- function(A) .Call(gk_r_h2_ranks, h2_ptr(A))
 
 # Bytes of the stored matrix data: low rank (bases, transfers, couplings) and dense.
 h2_bytes <- function(A) {
@@ -25,11 +25,13 @@ h2_bytes <- function(A) {
     dense = b * info$dense_entries)
 }
 
-# A new h2matrix object for `ptr`, with A's description.
-h2_derived <- function(A, ptr, compression) {
+# A new h2matrix object for `ptr`, made from A by the transform `tol` (NA:
+# orthogonalization), with A's description and native data of its own.
+h2_derived <- function(A, ptr, tol) {
   B <- A
-  B$ptr <- ptr
-  B$compression <- compression
+  B$native <- gk_native_new(ptr)
+  B$transforms <- c(.subset2(A, "transforms"), tol)
+  B$compression <- NULL
   B$accuracy <- NULL
   B
 }
@@ -88,9 +90,9 @@ h2_orthogonalize <- function(A) {
 h2_transform <- function(A, tol) {
   before <- h2_bytes(A)
   ranks_before <- h2_level_ranks(A)
-  res <- .Call(gk_r_h2_compress, A$ptr, tol, gk_threads())
+  res <- .Call(gk_r_h2_compress, h2_ptr(A), tol, gk_threads())
   stats <- res[[2L]]
-  B <- h2_derived(A, res[[1L]], NULL)
+  B <- h2_derived(A, res[[1L]], tol)
   B$compression <- c(list(tol = tol, ranks_before = ranks_before, ranks = h2_level_ranks(B),
                           bytes_before = before, bytes = h2_bytes(B)), stats)
   B

@@ -13,7 +13,10 @@
 #' breakpoints. Distances with finite `p` exist only between functions with the
 #' same last value, and the inner product only for functions that end at 0; the
 #' error message names a function that breaks the rule. `p = Inf` is the largest
-#' \eqn{|f - g|} over intervals of positive length.
+#' \eqn{|f - g|} over intervals of positive length. Sums that would overflow
+#' or underflow in floating point (values near 1e200, or a large `p` such as
+#' 1000) are recomputed with the largest term factored out, so a finite
+#' distance is never returned as `Inf` or 0.
 #'
 #' The work is cut into blocks by the package's block scheduler. On the GPU,
 #' blocks run through a double-buffered pipeline (the CPU writes block k into
@@ -32,8 +35,11 @@
 #' @param X,Y Lists of PCFs: `pcf_list`, `pcf`, or lists of two-column numeric
 #'   matrices (t, v) or of data frames with columns `t` and `v` (see [pcf()]).
 #' @param p The order of the distance: a number `>= 1`, or `Inf`.
-#' @param precision `"double"` (default) or `"single"` (faster on GPUs; about 7
-#'   significant digits).
+#' @param precision `"double"` (default) or `"single"`: breakpoints and values
+#'   are stored as float (about 7 significant digits; half the memory traffic,
+#'   faster on GPUs), the sums and results are double. A warning says when float
+#'   cannot represent a function's breakpoints (e.g. steps of 0.5 at times near
+#'   1e8), since intervals are then lost.
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param devices GPUs to use (numbers from 1, see [gk_info()]); `NULL` uses all
 #'   (on future workers: see [gk_distributed]).

@@ -5,8 +5,16 @@
 #' accepted by [kernel_reduce()], [kernel_matvec()] and [knn()] wherever an R
 #' matrix is; `as.matrix()` brings it back. It lives on the GPU selected when
 #' it was made (see [gk_set_device()]), and reductions that use it run there.
-#' The GPU memory is freed when the object is garbage collected. Device matrices do not survive `saveRDS()` or
-#' the end of the R session.
+#' The GPU memory is freed when the object is garbage collected or released
+#' with [gk_free()].
+#'
+#' A device matrix also keeps its values in R (the matrix `x` itself, not a
+#' copy, when `x` is already a double matrix), so that it survives
+#' [saveRDS()] and [gk_free()]: after [readRDS()] the values are uploaded again
+#' on first use, to the GPU selected then, and where there is no GPU the matrix
+#' is used on the CPU (reductions with `backend = "cpu"` or `"auto"`,
+#' `as.matrix()`) with the values stored on the GPU (rounded to single precision
+#' for `precision = "single"`), so that products are the same as before saving.
 #'
 #' @param x A numeric matrix (a vector is one column), finite.
 #' @param precision `"double"` (the default) or `"single"`: how the values are
@@ -23,8 +31,27 @@ gk_device_matrix <- function(x, precision = "double") {
   x <- gk_check_points(x, "x", allow_empty = TRUE)
   precision <- gk_check_precision(precision)
   gk_backend("gpu")
-  ptr <- .Call(gk_r_device_matrix, x, precision == "single")
-  structure(list(ptr = ptr, dim = dim(x), precision = precision), class = "gk_device_matrix")
+  dm <- list(values = x, dim = dim(x), precision = precision)
+  structure(c(list(native = gk_native_new(device_matrix_upload(dm))), dm),
+            class = "gk_device_matrix")
+}
+
+# Uploads the values of a device matrix to the selected GPU (R/native.R).
+device_matrix_upload <- function(dm) {
+  if (!gk_has_gpu()) {
+    stop("this device matrix was saved on a machine with a GPU and there is none here: ",
+         "use it with backend = \"cpu\"", call. = FALSE)
+  }
+  .Call(gk_r_device_matrix, .subset2(dm, "values"), .subset2(dm, "precision") == "single")
+}
+
+# The live GPU copy of a device matrix, uploaded again after readRDS() or gk_free().
+gk_device_matrix_ptr <- function(x) gk_native_ptr(x, device_matrix_upload)
+
+#' @export
+gk_free.gk_device_matrix <- function(x) {
+  .Call(gk_r_device_matrix_free, .subset2(x, "native")$ptr)
+  invisible(x)
 }
 
 #' @export
@@ -32,18 +59,28 @@ dim.gk_device_matrix <- function(x) unclass(x)$dim
 
 #' @export
 as.matrix.gk_device_matrix <- function(x, ...) {
-  .Call(gk_r_device_matrix_download, unclass(x)$ptr)
+  # The GPU copy when there is one; else the values kept in R, as stored on the GPU.
+  if (gk_native_alive(x)) return(.Call(gk_r_device_matrix_download, gk_device_matrix_ptr(x)))
+  values <- .subset2(x, "values")
+  if (.subset2(x, "precision") == "single") values[] <- gk_round_to_float(values)
+  values
+}
+
+# Doubles rounded to the nearest float, as a device matrix stores them.
+gk_round_to_float <- function(x) {
+  readBin(writeBin(as.double(x), raw(), size = 4L), "double", length(x), size = 4L)
 }
 
 #' @export
 print.gk_device_matrix <- function(x, ...) {
   d <- dim(x)
-  cat("<gk_device_matrix> ", d[1L], " x ", d[2L], " (", unclass(x)$precision,
-      ") on the GPU\n", sep = "")
+  cat("<gk_device_matrix> ", d[1L], " x ", d[2L], " (", unclass(x)$precision, ") ",
+      if (gk_native_alive(x)) "on the GPU" else "not on a GPU now (uploaded when used)", "\n",
+      sep = "")
   invisible(x)
 }
 
 # What the C glue takes: a double matrix, or a device matrix's external pointer.
-gk_operand <- function(x) if (inherits(x, "gk_device_matrix")) unclass(x)$ptr else x
+gk_operand <- function(x) if (inherits(x, "gk_device_matrix")) gk_device_matrix_ptr(x) else x
 
 gk_operand_dim <- function(x) if (inherits(x, "gk_device_matrix")) unclass(x)$dim else dim(x)

@@ -56,11 +56,17 @@ SEXP gk_r_h2_info(SEXP ptr);
 SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads);
 SEXP gk_r_h2_ranks(SEXP ptr);
 SEXP gk_r_h2_orthogonality(SEXP ptr);
+SEXP gk_r_h2_free(SEXP ptr);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
+SEXP gk_r_device_matrix_free(SEXP ptr);
+
+/* memory that R can see (r_memory.c) */
+SEXP gk_r_memory_held(void);
+SEXP gk_r_ptr_stale(SEXP ptr);
 
 static const R_CallMethodDef call_entries[] = {
   /* device layer */
@@ -95,10 +101,15 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_compress", (DL_FUNC) &gk_r_h2_compress, 3},
   {"gk_r_h2_ranks", (DL_FUNC) &gk_r_h2_ranks, 1},
   {"gk_r_h2_orthogonality", (DL_FUNC) &gk_r_h2_orthogonality, 1},
+  {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},
   /* kernel reductions */
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 12},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
+  {"gk_r_device_matrix_free", (DL_FUNC) &gk_r_device_matrix_free, 1},
+  /* memory that R can see */
+  {"gk_r_memory_held", (DL_FUNC) &gk_r_memory_held, 0},
+  {"gk_r_ptr_stale", (DL_FUNC) &gk_r_ptr_stale, 1},
   {NULL, NULL, 0}
 };
 

@@ -5,11 +5,11 @@
 
 static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
 {
-  if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) Rf_error("internal: neighbours must be an integer matrix");
+  if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) gk_stop("internal: neighbours must be an integer matrix");
   if (!Rf_isReal(coef) || Rf_nrows(coef) != Rf_nrows(nbr) || Rf_ncols(coef) != Rf_ncols(nbr) + 1)
-    Rf_error("internal: the preconditioner does not match its neighbours");
+    gk_stop("internal: the preconditioner does not match its neighbours");
   if (!Rf_isReal(x) || Rf_nrows(x) != Rf_nrows(nbr))
-    Rf_error("internal: the preconditioner is %d x %d but x has %d rows", Rf_nrows(nbr),
+    gk_stop("internal: the preconditioner is %d x %d but x has %d rows", Rf_nrows(nbr),
              Rf_nrows(nbr), Rf_nrows(x));
 }
 
@@ -19,9 +19,9 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr)
 {
   if (!Rf_isInteger(cand) || !Rf_isReal(dist) || !Rf_isInteger(nbr) ||
       Rf_nrows(cand) != Rf_nrows(dist) || Rf_ncols(cand) != Rf_ncols(dist))
-    Rf_error("internal: bad neighbour candidates");
+    gk_stop("internal: bad neighbour candidates");
   int rows = Rf_nrows(cand), first = gk_as_int(first_row) - 1;
-  if (first < 0 || first + rows > Rf_nrows(nbr)) Rf_error("internal: neighbour rows out of range");
+  if (first < 0 || first + rows > Rf_nrows(nbr)) gk_stop("internal: neighbour rows out of range");
   int dup = gp_keep_preceding(INTEGER(cand), REAL(dist), rows, Rf_ncols(cand), first,
                               Rf_nrows(nbr), Rf_ncols(nbr), INTEGER(nbr));
   return Rf_ScalarInteger(dup);
@@ -30,12 +30,12 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr)
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
-  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) Rf_error("internal: bad neighbour matrix");
+  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) gk_stop("internal: bad neighbour matrix");
   gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
   if (has_d) dkernel = gk_kernel_from_r(dspec);
   double range[64], centre[64];
-  if (dim > 64) Rf_error("the GP engine supports at most 64 dimensions");
+  if (dim > 64) gk_stop("the GP engine supports at most 64 dimensions");
   gk_kernel_range_from_r(spec, dim, range);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
   gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);   // accuracy far from the origin

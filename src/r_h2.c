@@ -7,6 +7,8 @@
 #include "r_util.h"
 #include "h2/h2.h"
 #include "h2/h2_compress.h"
+#include "device/gk_device.h"
+#include "device/gk_memory.h"
 
 typedef struct {
   h2_tree tree;
@@ -14,11 +16,13 @@ typedef struct {
   double build_seconds, tree_seconds;
   h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
   h2_gpu *gpu;
+  gk_memory_hold mem;   /* the bytes registered with device/gk_memory.h */
 } h2_handle;
 
 static void handle_free(h2_handle *h)
 {
   if (!h) return;
+  gk_memory_unregister(&h->mem);
   h2_cpu_free(h->cpu);
   h2_gpu_free(h->gpu);
   h2_tree_free(&h->tree);
@@ -37,6 +41,19 @@ static h2_handle *handle_of(SEXP ptr)
       ptr, GK_TAG_H2MATRIX, "h2matrix",
       "this h2matrix is no longer valid (was it saved and reloaded?): build it again with "
       "h2_matrix()");
+}
+
+/* Before h's data are built (its tree is): collects unreachable matrices
+ * first if this one would pass the memory policy (device/gk_memory.h), since
+ * R sees only an external pointer of each, then counts h's bytes. */
+static void make_room_and_register(h2_handle *h, int gpu)
+{
+  int device = gpu ? gk_device_current() : GK_MEMORY_HOST;
+  size_t data = h2_data_bytes(&h->tree, h->single), host = h2_tree_bytes(&h->tree);
+  if (!gpu) host += data;
+  gk_r_make_room(GK_MEMORY_HOST, host, 1);
+  if (gpu) gk_r_make_room(device, data, 1);
+  gk_memory_register(&h->mem, device, host, gpu ? data : 0);
 }
 
 static double now_seconds(void)
@@ -75,7 +92,9 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
                     gk_as_double(eta), &kernel, gk_as_double(nugget), gk_as_int(threads),
                     &err) == GK_OK) {
     h->tree_seconds = now_seconds() - start;
-    if (gk_backend_is_gpu(backend))
+    int gpu = gk_backend_is_gpu(backend);
+    make_room_and_register(h, gpu);
+    if (gpu)
       h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
     else
       h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
@@ -90,6 +109,14 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   R_CheckUserInterrupt();   // a Ctrl-C after the last check; h is owned by ptr now
   UNPROTECT(1);
   return ptr;
+}
+
+/* Frees the native data now (gk_free()); the R object rebuilds it when used again. */
+SEXP gk_r_h2_free(SEXP ptr)
+{
+  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_H2MATRIX))
+    h2_finalize(ptr);
+  return R_NilValue;
 }
 
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
@@ -187,7 +214,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   h2_handle *nh = (h2_handle *) calloc(1, sizeof *nh);
   if (!nh) {
     UNPROTECT(2);
-    Rf_error("out of host memory for the H2 matrix");
+    gk_stop("out of host memory for the H2 matrix");
   }
   nh->single = h->single;
   double start = now_seconds();
@@ -202,6 +229,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   }
   h2_host_data_free(&in);
   if (!err.status) {
+    make_room_and_register(nh, h->gpu != NULL);
     if (h->gpu) {
       h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
     } else {

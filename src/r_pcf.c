@@ -6,6 +6,7 @@
 #include <string.h>
 #include "r_util.h"
 #include "pcf/pcf.h"
+#include "pcf/pcf_pack.h"
 #include "device/gk_omp.h"
 #include "pcf/pcf_knn.h"
 #include <math.h>
@@ -55,6 +56,18 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
   s->offset = offset;
   s->t = t;
   s->v = v;
+}
+
+/* Warns when float cannot keep a set's breakpoints apart: intervals vanish
+ * and the results are not those of the functions given. */
+static void warn_float_grid(const pcf_set *s, const char *arg)
+{
+  size_t row, f = pcf_float_collapse(s, &row);
+  if (f < s->n)
+    Rf_warning("single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
+               "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
+               "intervals are lost and the results are inexact; use precision = \"double\"",
+               arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);
 }
 
 /* Checks a list of PCFs as the engines do; returns NULL or raises. */
@@ -136,6 +149,17 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
   sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
+  if (opt.single) {
+    warn_float_grid(&xs, "X");
+    if (!symmetric) warn_float_grid(yp, "Y");
+  }
+  if (gk_backend_is_gpu(backend)) {
+    // The engine sizes its blocks from free GPU memory: let R collect
+    // unreachable objects that hold some of it when the whole job would not fit.
+    size_t want = (xs.n * yp->n + pcf_packed_size(&xs, 0, xs.n) * 2 +
+                   (symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
+    for (int d = 0; d < opt.n_devices; d++) gk_r_make_room(opt.devices[d], want, 0);
+  }
 
   SEXP out;
   if (strcmp(what, "pdist") == 0) {

@@ -4,14 +4,31 @@
 #include "r_util.h"
 #include "reduce/reduce.h"
 #include "device/device_matrix.h"
+#include "device/gk_memory.h"
+
+/* A device matrix and the bytes it registered (device/gk_memory.h); the
+ * matrix comes first, so the address is also a gk_device_matrix *. */
+typedef struct {
+  gk_device_matrix dm;
+  gk_memory_hold mem;
+} device_matrix_handle;
 
 static void device_matrix_finalize(SEXP ptr)
 {
-  gk_device_matrix *dm = (gk_device_matrix *) R_ExternalPtrAddr(ptr);
-  if (!dm) return;
-  device_matrix_free(dm);
-  free(dm);
+  device_matrix_handle *h = (device_matrix_handle *) R_ExternalPtrAddr(ptr);
+  if (!h) return;
+  gk_memory_unregister(&h->mem);
+  device_matrix_free(&h->dm);
+  free(h);
   R_ClearExternalPtr(ptr);
+}
+
+/* Frees the GPU copy now (gk_free()); the R object uploads it again when used. */
+SEXP gk_r_device_matrix_free(SEXP ptr)
+{
+  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_DEVICE_MATRIX))
+    device_matrix_finalize(ptr);
+  return R_NilValue;
 }
 
 /* Uploads a double matrix; returns an external pointer (freed by its finalizer). */
@@ -22,19 +39,24 @@ SEXP gk_r_device_matrix(SEXP x, SEXP single)
   gk_error_clear(&err);
   // The external pointer exists (with its finalizer) before anything native
   // does, so that no R allocation failure can leak what is built.
+  // Collect unreachable device matrices first if this one would pass the
+  // memory policy (device/gk_memory.h).
+  int device = gk_device_current();
+  gk_r_make_room(device, (size_t) Rf_nrows(x) * Rf_ncols(x) * (gk_as_flag(single) ? 4 : 8), 1);
   SEXP ptr = PROTECT(gk_extptr_new(GK_TAG_DEVICE_MATRIX, device_matrix_finalize));
-  gk_device_matrix *dm = (gk_device_matrix *) calloc(1, sizeof *dm);
-  if (!dm) {
+  device_matrix_handle *h = (device_matrix_handle *) calloc(1, sizeof *h);
+  if (!h) {
     UNPROTECT(1);
     gk_stop("out of host memory for a device matrix");
   }
-  if (device_matrix_upload(dm, REAL(x), (size_t) Rf_nrows(x), Rf_ncols(x), gk_as_flag(single),
-                           &err)) {
-    free(dm);
+  if (device_matrix_upload(&h->dm, REAL(x), (size_t) Rf_nrows(x), Rf_ncols(x),
+                           gk_as_flag(single), &err)) {
+    free(h);
     UNPROTECT(1);
     gk_raise(&err);
   }
-  R_SetExternalPtrAddr(ptr, dm);
+  gk_memory_register(&h->mem, h->dm.res.device, 0, h->dm.buf.bytes);
+  R_SetExternalPtrAddr(ptr, h);
   UNPROTECT(1);
   return ptr;
 }

@@ -80,4 +80,10 @@ SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer);
  * or `stale` when the address is NULL (freed, or saved and reloaded). */
 void *gk_extptr_address(SEXP ptr, const char *tag, const char *what, const char *stale);
 
+/* Runs a full R collection first when `bytes` more on `where` (a 0-based
+ * device, or GK_MEMORY_HOST) would pass the memory policy of
+ * device/gk_memory.h. Call it before taking pointers into R objects that a
+ * finalizer could free. persistent: the bytes outlive the call. */
+void gk_r_make_room(int where, size_t bytes, int persistent);
+
 #endif

@@ -41,9 +41,9 @@ for (d in if (do_hmv) 2:3 else integer(0)) {
       build <- system.time(A <- h2_matrix(locs, kernel, precision = precision,
                                           backend = "gpu"))[["elapsed"]]
       info <- gpukernels:::h2_info(A)
-      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L, FALSE)
-      cublas_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 5L, TRUE)
-      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 16L, 5L, FALSE)
+      hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
+      cublas_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 5L, TRUE)
+      hmv16_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 16L, 5L, FALSE)
       x <- runif(n)
       invisible(A %*% x)
       r_ms <- 1000 * median(replicate(5, system.time(A %*% x)[["elapsed"]]))
@@ -82,14 +82,14 @@ for (d in if (do_compress) 3:2 else integer(0)) {
     n <- 2^p
     locs <- perturbed_grid(n, d)
     A <- h2_matrix(locs, kernel, backend = "gpu")
-    hmv_ms <- .Call(gpukernels:::gk_r_h2_time, A$ptr, 1L, 10L, FALSE)
+    hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
     err_a <- h2_error(A, probes = 2, iterations = 0, rows = min(n, 16384))$probe
     Q <- h2_orthogonalize(A)
     oc <- Q$compression
     rm(Q)
     B <- h2_compress(A, tol)
     cmp <- B$compression
-    hmv_b_ms <- .Call(gpukernels:::gk_r_h2_time, B$ptr, 1L, 10L, FALSE)
+    hmv_b_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(B), 1L, 10L, FALSE)
     err_b <- h2_error(B, probes = 2, iterations = 0, rows = min(n, 16384))$probe
     row <- data.frame(d = d, n = n, tol = tol, orth_s = round(oc$seconds, 3),
                       orth_GFLOPs = round(oc$flops / oc$seconds / 1e9, 1),

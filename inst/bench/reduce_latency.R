@@ -35,8 +35,8 @@ rows <- data.frame(
     per_call_us(function() .Call(gpukernels:::gk_r_check_finite, x, "x")),
     per_call_us(function() direct(x, x, b)),
     local({
-      px <- unclass(gk_device_matrix(x, "single"))$ptr
-      pb <- unclass(gk_device_matrix(b, "single"))$ptr
+      px <- gpukernels:::gk_device_matrix_ptr(gk_device_matrix(x, "single"))
+      pb <- gpukernels:::gk_device_matrix_ptr(gk_device_matrix(b, "single"))
       per_call_us(function() direct(px, px, pb))
     })))
 rows$microseconds <- round(rows$microseconds, 1)

@@ -105,6 +105,11 @@ size_t h2_coupling_entries(const h2_tree *t);  /* S          */
 size_t h2_dense_entries(const h2_tree *t);     /* dense      */
 size_t h2_hat_rows(const h2_tree *t);          /* rows of the xhat / yhat trees */
 
+/* Bytes of the structure (host), and of the matrix data U, E, S, D in a
+ * backend's memory: what an h2matrix holds, for memory accounting. */
+size_t h2_tree_bytes(const h2_tree *t);
+size_t h2_data_bytes(const h2_tree *t, int single);
+
 /* Pointers to the matrix data in a backend's memory (host or device). */
 typedef struct {
   void *U, *E, *S, *D;

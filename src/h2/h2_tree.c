@@ -537,3 +537,18 @@ size_t h2_dense_entries(const h2_tree *t)
 {
   return (size_t) t->dense.n_blocks * t->leaf_size * t->leaf_size;
 }
+
+size_t h2_tree_bytes(const h2_tree *t)
+{
+  size_t nn = (size_t) t->n_nodes, blocks = (size_t) t->dense.n_blocks + t->coupling_offset[t->depth + 1];
+  return nn * (5 * sizeof(int) + 2 * (size_t) t->dim * sizeof(double)) +
+         (size_t) t->n * sizeof(int) +
+         (size_t) t->n_leaves * ((size_t) t->leaf_size * t->dim * sizeof(double) + sizeof(int)) +
+         blocks * 3 * sizeof(int);
+}
+
+size_t h2_data_bytes(const h2_tree *t, int single)
+{
+  return (h2_basis_entries(t) + h2_transfer_entries(t) + h2_coupling_entries(t) +
+          h2_dense_entries(t)) * (single ? sizeof(float) : sizeof(double));
+}

@@ -69,6 +69,12 @@ pcf_op pcf_op_inner(void);
  * the set in messages, e.g. "X". */
 gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err);
 
+/* In single precision breakpoints are rounded to float: the first function
+ * (0-based) whose rounded breakpoints are no longer strictly increasing (or
+ * whose positive first breakpoint becomes 0), with the 1-based row in *row;
+ * s->n when float keeps every interval. */
+size_t pcf_float_collapse(const pcf_set *s, size_t *row);
+
 /* Checks that every pair's result is finite: equal last values for finite-p
  * distances, last values 0 for the inner product. y may equal x. */
 gk_status pcf_check_tails(const pcf_op *op, const pcf_set *x, const char *arg_x,

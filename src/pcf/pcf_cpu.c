@@ -25,18 +25,18 @@ typedef struct {
 
 /* Column c of a block, rows from the first the writer needs; op is a constant
  * at each call site below, so each case compiles to its own loop. */
-#define PCF_DEFINE_COLUMN(SUFFIX, REAL, INTERVAL)                                        \
+#define PCF_DEFINE_COLUMN(SUFFIX, INTERVAL)                                        \
   static inline __attribute__((always_inline)) void column_##SUFFIX(                     \
-      int op, const cpu_job *job, const gk_block *b, size_t c, REAL *out)                \
+      int op, const cpu_job *job, const gk_block *b, size_t c, double *out)                \
   {                                                                                      \
     size_t j = b->col0 + c, first = pcf_first_needed_row(job->kind, j);                  \
     const INTERVAL *g = (const INTERVAL *) job->y + job->y_off[j];                       \
     const INTERVAL *xs = (const INTERVAL *) job->x;                                      \
     for (size_t i = first > b->row0 ? first : b->row0; i < b->row0 + b->rows; i++)       \
       out[i - b->row0 + c * b->rows] =                                                   \
-          pcf_pair_##SUFFIX(op, xs + job->x_off[i], g, (REAL) job->p);                   \
+          pcf_pair_##SUFFIX(op, xs + job->x_off[i], g, job->p);                   \
   }                                                                                      \
-  static void block_##SUFFIX(const cpu_job *job, const gk_block *b, REAL *out,           \
+  static void block_##SUFFIX(const cpu_job *job, const gk_block *b, double *out,           \
                              int threads)                                                \
   {                                                                                      \
     long long cols = (long long) b->cols;                                                \
@@ -53,8 +53,8 @@ typedef struct {
     (void) threads;                                                                      \
   }
 
-PCF_DEFINE_COLUMN(d, double, pcf_interval_d)
-PCF_DEFINE_COLUMN(f, float, pcf_interval_f)
+PCF_DEFINE_COLUMN(d, pcf_interval_d)
+PCF_DEFINE_COLUMN(f, pcf_interval_f)
 
 /* Packs a whole set; *data and *offsets are malloc'd. */
 static gk_status pack_all(const pcf_set *s, int single, void **data, size_t **offsets,
@@ -73,7 +73,7 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
                          gk_error *err)
 {
   int single = options->single, threads = gk_omp_threads(options->threads);
-  size_t elem = single ? sizeof(float) : sizeof(double);
+  size_t elem = sizeof(double);   // results are double in both precisions
   void *xp = NULL, *yp = NULL, *buf = NULL;
   size_t *xo = NULL, *yo = NULL, count = 0, max_rows, max_cols, max_elements;
   gk_block *blocks = NULL;
@@ -108,9 +108,9 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
               (unsigned long) count);
       goto fail;
     }
-    if (single) block_f(&job, &blocks[k], (float *) buf, threads);
+    if (single) block_f(&job, &blocks[k], (double *) buf, threads);
     else block_d(&job, &blocks[k], (double *) buf, threads);
-    gk_block_write(writer, &blocks[k], buf, single);
+    gk_block_write(writer, &blocks[k], buf, 0);
     gk_block_progress_update(&progress, k + 1, k + 1 == count);
   }
 fail:

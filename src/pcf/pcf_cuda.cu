@@ -38,33 +38,34 @@ const int kSharedBytes = 48 * 1024;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
 
-// Overloads so that the templates below pick the shared walk by precision.
+// Overloads so that the templates below pick the shared walk by interval type.
+// All arithmetic and every result is double (pcf_integrate.h).
 __device__ __forceinline__ double pair(int op, const pcf_interval_d *f, const pcf_interval_d *g,
                                        double p) { return pcf_pair_d(op, f, g, p); }
-__device__ __forceinline__ float pair(int op, const pcf_interval_f *f, const pcf_interval_f *g,
-                                      float p) { return pcf_pair_f(op, f, g, p); }
-__device__ __forceinline__ double accumulate(int op, double acc, double dt, double a, double b,
-                                             double p) { return pcf_accumulate_d(op, acc, dt, a, b, p); }
-__device__ __forceinline__ float accumulate(int op, float acc, float dt, float a, float b,
-                                            float p) { return pcf_accumulate_f(op, acc, dt, a, b, p); }
-__device__ __forceinline__ double finish(int op, double acc, double a, double b, double p)
-{ return pcf_finish_d(op, acc, a, b, p); }
-__device__ __forceinline__ float finish(int op, float acc, float a, float b, float p)
-{ return pcf_finish_f(op, acc, a, b, p); }
+__device__ __forceinline__ double pair(int op, const pcf_interval_f *f, const pcf_interval_f *g,
+                                       double p) { return pcf_pair_f(op, f, g, p); }
+__device__ __forceinline__ double finish(int op, double acc, double a, double b, double p,
+                                         const pcf_interval_d *f, const pcf_interval_d *g)
+{ return pcf_finish_d(op, acc, a, b, p, f, g); }
+__device__ __forceinline__ double finish(int op, double acc, double a, double b, double p,
+                                         const pcf_interval_f *f, const pcf_interval_f *g)
+{ return pcf_finish_f(op, acc, a, b, p, f, g); }
 
 // The same walk as pcf_pair, but the row function (from global memory) is
 // read one interval ahead, so its load latency overlaps the next steps.
-template <typename I, typename R>
-__device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const I *g, R p)
+template <typename I>
+__device__ __forceinline__ double pair_prefetch(int op, const I *f, size_t nf, const I *g,
+                                                double p)
 {
+  const I *g0 = g;
   I a = f[0], next = f[1], b = g[0];
   size_t i = 0;
-  R pos = 0, acc = 0;
+  double pos = 0, acc = 0;
   for (;;) {
     bool next_a = a.t <= b.t, next_b = b.t <= a.t;
-    R t = next_a ? a.t : b.t;
-    if (t == (R) INFINITY) break;
-    acc = accumulate(op, acc, t - pos, a.v, b.v, p);
+    double t = next_a ? a.t : b.t;
+    if (t == (double) INFINITY) break;
+    acc = pcf_accumulate(op, acc, t - pos, a.v, b.v, p);
     pos = t;
     if (next_a) {
       a = next;
@@ -74,16 +75,16 @@ __device__ __forceinline__ R pair_prefetch(int op, const I *f, size_t nf, const 
     g += next_b;
     b = *g;
   }
-  return finish(op, acc, a.v, b.v, p);
+  return finish(op, acc, a.v, b.v, p, f, g0);
 }
 
 // tri: 0 no triangle (dense result or a block below the diagonal);
 // 1 a diagonal block needing pairs i > j (dist); 2 one needing i >= j.
-template <typename I, typename R, int OP, int WALK>
+template <typename I, int OP, int WALK>
 __global__ void __launch_bounds__(kTileRows)
 pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n_rows,
                 const I *cols, const size_t *col_off, const int *col_orig, int n_cols,
-                int tri, R p, R *out, size_t capacity)
+                int tri, double p, double *out, size_t capacity)
 {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   I *staged = reinterpret_cast<I *>(shared_raw);
@@ -115,7 +116,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
       for (int cc = c; cc < c_end; cc++) {
         if (tri && !(cc < r || (tri == 2 && cc == r))) continue;
         const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
-        R value = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
+        double value = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
         size_t ci = (size_t) col_orig[cc];
         size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
         out[i + j * (size_t) n_rows] = value;
@@ -238,7 +239,7 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
   return GK_OK;
 }
 
-template <typename I, typename R, int WALK>
+template <typename I, int WALK>
 void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
                   cudaStream_t stream)
 {
@@ -248,11 +249,11 @@ void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri
   const size_t *ro = (const size_t *) s->rows.offsets.ptr, *co = (const size_t *) s->cols.offsets.ptr;
   const int *rorig = (const int *) s->rows.orig.ptr, *corig = (const int *) s->cols.orig.ptr;
   int nr = (int) b->rows, nc = (int) b->cols;
-  R p = (R) ctx->op.p;
+  double p = ctx->op.p;
   size_t capacity = ctx->shared_bytes / sizeof(I);
 #define PCF_LAUNCH(OP)                                                                       \
-  pcf_tile_kernel<I, R, OP, WALK><<<grid, kTileRows, ctx->shared_bytes, stream>>>(          \
-      rows, ro, rorig, nr, cols, co, corig, nc, tri, p, (R *) out, capacity)
+  pcf_tile_kernel<I, OP, WALK><<<grid, kTileRows, ctx->shared_bytes, stream>>>(             \
+      rows, ro, rorig, nr, cols, co, corig, nc, tri, p, (double *) out, capacity)
   switch (ctx->op.kind) {
   case PCF_OP_L1: PCF_LAUNCH(PCF_OP_L1); break;
   case PCF_OP_L2: PCF_LAUNCH(PCF_OP_L2); break;
@@ -281,11 +282,11 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
   int tri = diagonal ? ctx->tri : 0;
   cudaStream_t st = (cudaStream_t) stream;
   if (ctx->single) {
-    if (ctx->walk == 0) launch_typed<pcf_interval_f, float, 0>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_f, float, 1>(ctx, s, b, tri, out, st);
+    if (ctx->walk == 0) launch_typed<pcf_interval_f, 0>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_f, 1>(ctx, s, b, tri, out, st);
   } else {
-    if (ctx->walk == 0) launch_typed<pcf_interval_d, double, 0>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_d, double, 1>(ctx, s, b, tri, out, st);
+    if (ctx->walk == 0) launch_typed<pcf_interval_d, 0>(ctx, s, b, tri, out, st);
+    else launch_typed<pcf_interval_d, 1>(ctx, s, b, tri, out, st);
   }
   return gk_cuda_check_launch("the PCF integration kernel", err);
 }
@@ -300,13 +301,13 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
                  options->gpu_shared_bytes > 0 ? (size_t) options->gpu_shared_bytes
                                                : (size_t) kSharedBytes};
-  size_t elem = options->single ? sizeof(float) : sizeof(double);
+  size_t elem = sizeof(double);   // results are double in both precisions
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
                               (size_t) 32 * (size_t) options->n_devices, 0};
-  gk_block_policy policy = {&ctx, options->single, storage_create, storage_destroy, launch};
+  gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch};
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
 
   // Output budget: the device layer's memory budget of the emptiest GPU,

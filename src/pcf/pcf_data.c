@@ -126,3 +126,19 @@ void pcf_pack(const pcf_set *s, size_t first, size_t count, int single, void *ou
     offsets[f - first + 1] = k;
   }
 }
+
+size_t pcf_float_collapse(const pcf_set *s, size_t *row)
+{
+  for (size_t f = 0; f < s->n; f++) {
+    const double *t = s->t + s->offset[f];
+    size_t n = s->offset[f + 1] - s->offset[f];
+    for (size_t k = 0; k < n; k++) {
+      float prev = k == 0 ? 0.0f : (float) t[k - 1];
+      if ((k > 0 || t[0] > 0) && !((float) t[k] > prev)) {
+        *row = k + 1;
+        return f;
+      }
+    }
+  }
+  return s->n;
+}

@@ -1,27 +1,57 @@
-/* One precision of pcf_integrate.h: included twice, with PCF_REAL and friends
- * defined as double and as float. Not a header of its own. */
+/* One interval type of pcf_integrate.h: included twice, with PCF_INTERVAL and
+ * PCF_NAME defined for double and for float intervals. Not a header of its own. */
 
-/* Adds the contribution of an interval of length dt on which f = a and g = b. */
-PCF_HD PCF_REAL PCF_NAME(pcf_accumulate)(int op, PCF_REAL acc, PCF_REAL dt, PCF_REAL a,
-                                         PCF_REAL b, PCF_REAL p)
+/* (int |f - g|^p)^(1/p) without overflow or underflow: the largest term
+ * T* = dt* d*^p (found on a first walk) is factored out, and the sum of the
+ * terms divided by it, each in [0, 1] and one equal to 1, is formed on a
+ * second walk from log ratios, which keeps every term's relative error
+ * within a few ulps. Result: d* dt*^(1/p) (sum)^(1/p). */
+PCF_HD double PCF_NAME(pcf_pair_scaled)(const PCF_INTERVAL *f, const PCF_INTERVAL *g, double p)
 {
-  PCF_REAL d = PCF_ABS(a - b);
-  switch (op) {
-  case PCF_OP_L1: return acc + dt * d;
-  case PCF_OP_L2: return acc + dt * d * d;
-  case PCF_OP_LP: return d > 0 ? acc + dt * PCF_POW(d, p) : acc;
-  case PCF_OP_LINF: return dt > 0 && d > acc ? d : acc;
-  default: return acc + dt * a * b;
+  double best = -INFINITY, best_d = 0, best_dt = 0, sum = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    const PCF_INTERVAL *fi = f, *gi = g;
+    PCF_INTERVAL a = *fi, b = *gi;
+    double pos = 0;
+    for (;;) {
+      int next_a = a.t <= b.t, next_b = b.t <= a.t;
+      double t = next_a ? a.t : b.t;
+      if (t == (double) INFINITY) break;
+      double dt = t - pos, d = fabs((double) a.v - (double) b.v);
+      if (dt > 0 && d > 0) {
+        if (pass == 0) {
+          double l = log(dt) + p * log(d);
+          if (l > best) {
+            best = l;
+            best_d = d;
+            best_dt = dt;
+          }
+        } else {
+          sum += exp(pcf_log_ratio(dt, best_dt) + p * pcf_log_ratio(d, best_d));
+        }
+      }
+      pos = t;
+      fi += next_a;
+      gi += next_b;
+      a = *fi;
+      b = *gi;
+    }
+    if (best_d == 0) return 0;   /* equal functions */
   }
+  return best_d * pow(best_dt, 1 / p) * pow(sum, 1 / p);
 }
 
-/* The result from the accumulated value; a and b are the last values. */
-PCF_HD PCF_REAL PCF_NAME(pcf_finish)(int op, PCF_REAL acc, PCF_REAL a, PCF_REAL b, PCF_REAL p)
+/* The result from the accumulated value; a and b are the last values, f and
+ * g the pair's first intervals (for the scaled walk). */
+PCF_HD double PCF_NAME(pcf_finish)(int op, double acc, double a, double b, double p,
+                                   const PCF_INTERVAL *f, const PCF_INTERVAL *g)
 {
   switch (op) {
-  case PCF_OP_L2: return PCF_SQRT(acc);
-  case PCF_OP_LP: return PCF_POW(acc, (PCF_REAL) 1 / p);
-  case PCF_OP_LINF: return PCF_ABS(a - b) > acc ? PCF_ABS(a - b) : acc;
+  case PCF_OP_L2:
+  case PCF_OP_LP:
+    if (!(acc <= DBL_MAX) || acc < PCF_SUM_TINY) return PCF_NAME(pcf_pair_scaled)(f, g, p);
+    return op == PCF_OP_L2 ? sqrt(acc) : pow(acc, 1 / p);
+  case PCF_OP_LINF: return fabs(a - b) > acc ? fabs(a - b) : acc;
   default: return acc;
   }
 }
@@ -30,28 +60,24 @@ PCF_HD PCF_REAL PCF_NAME(pcf_finish)(int op, PCF_REAL acc, PCF_REAL a, PCF_REAL 
  * advances when its interval ends first (both on a shared breakpoint); the
  * comparisons feed the pointer increments directly, which keeps the loop's
  * dependency chain short. */
-PCF_HD PCF_REAL PCF_NAME(pcf_pair)(int op, const PCF_INTERVAL *f, const PCF_INTERVAL *g,
-                                   PCF_REAL p)
+PCF_HD double PCF_NAME(pcf_pair)(int op, const PCF_INTERVAL *f, const PCF_INTERVAL *g, double p)
 {
+  const PCF_INTERVAL *f0 = f, *g0 = g;
   PCF_INTERVAL a = *f, b = *g;
-  PCF_REAL pos = 0, acc = 0;
+  double pos = 0, acc = 0;
   for (;;) {
     int next_a = a.t <= b.t, next_b = b.t <= a.t;
-    PCF_REAL t = next_a ? a.t : b.t;
-    if (t == (PCF_REAL) INFINITY) break;
-    acc = PCF_NAME(pcf_accumulate)(op, acc, t - pos, a.v, b.v, p);
+    double t = next_a ? a.t : b.t;
+    if (t == (double) INFINITY) break;
+    acc = pcf_accumulate(op, acc, t - pos, a.v, b.v, p);
     pos = t;
     f += next_a;
     g += next_b;
     a = *f;
     b = *g;
   }
-  return PCF_NAME(pcf_finish)(op, acc, a.v, b.v, p);
+  return PCF_NAME(pcf_finish)(op, acc, a.v, b.v, p, f0, g0);
 }
 
-#undef PCF_REAL
 #undef PCF_INTERVAL
 #undef PCF_NAME
-#undef PCF_ABS
-#undef PCF_POW
-#undef PCF_SQRT

@@ -29,3 +29,9 @@ random_pcfs <- function(n, sizes = 1:12, last = 0, shared = TRUE) {
     cbind(t = t, v = v)
   })
 }
+
+# Doubles rounded to the nearest float (what precision = "single" stores).
+round_to_float <- function(x) {
+  x[] <- readBin(writeBin(as.double(x), raw(), size = 4), "double", length(x), size = 4)
+  x
+}

@@ -23,8 +23,8 @@ test_that("orthogonalization gives orthonormal bases and the same products", {
                        precision = precision, backend = backend)
         Q <- h2_orthogonalize(A)
         eps <- if (precision == "double") 1e-12 else 1e-5
-        expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, Q$ptr), 10 * eps)
-        expect_gt(.Call(gpukernels:::gk_r_h2_orthogonality, A$ptr), 1e-3)  # not orthogonal before
+        expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Q)), 10 * eps)
+        expect_gt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(A)), 1e-3)  # not orthogonal before
         expect_lt(rel2(Q %*% X, A %*% X), eps)
         expect_lte(tail(gpukernels:::h2_level_ranks(Q), 1), cs$leaf)
         expect_output(print(Q), "orthogonalized")
@@ -207,4 +207,23 @@ test_that("repeated compressions do not grow memory", {
   before <- free_now()
   for (i in 1:4) invisible(h2_compress(A, 1e-3) %*% runif(20000))
   expect_lt(before - free_now(), 32 * 2^20)
+})
+
+test_that("compressed matrices survive saveRDS() and gk_free(): rebuilt with their compression", {
+  set.seed(41)
+  locs <- matrix(runif(2 * 1500), ncol = 2)
+  A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "cpu")
+  B <- h2_compress(h2_orthogonalize(A), 1e-4)
+  x <- rnorm(1500)
+  before <- B %*% x
+  file <- tempfile(fileext = ".rds")
+  saveRDS(B, file)
+  C <- readRDS(file)
+  unlink(file)
+  expect_equal(C %*% x, before, tolerance = 1e-12)
+  expect_identical(gpukernels:::h2_level_ranks(C), gpukernels:::h2_level_ranks(B))
+  gk_free(B)
+  expect_equal(B %*% x, before, tolerance = 1e-12)
+  expect_true(all(gpukernels:::h2_level_ranks(B) <= gpukernels:::h2_level_ranks(A)))
+  expect_true(any(gpukernels:::h2_level_ranks(B) < gpukernels:::h2_level_ranks(A)))
 })
