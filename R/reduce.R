@@ -51,6 +51,25 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #' user interrupt.
 #' The CPU engine (C with OpenMP) gives the same answers, in double precision.
 #'
+#' @section Block-sparse reductions:
+#' `ranges` (from [ranges_from_mask()]) restricts the reduction to kept blocks
+#' of the kernel matrix: each row of `x` reduces only over the row ranges of
+#' `y` its cluster keeps (for `axis = 2`, each row of `y` over the kept ranges
+#' of `x`). Rows in no kept block get the neutral element (as for an empty
+#' reduction); `"kmin"` rows with fewer than `k` kept points fill the rest with
+#' `Inf` and `NA`. On the GPU each block of threads works on rows of one
+#' cluster (or of adjacent clusters with the same list), so clusters of a few
+#' hundred points or more run at close to the dense rate per kept pair.
+#'
+#' `cutoff` and `cell` give a truncated reduction in one call: both point sets
+#' are clustered into grid cells of side `cell` ([grid_cluster()]), sorted,
+#' and every cluster pair whose centroid distance is at most `cutoff` plus the
+#' two clusters' radii is kept, so no pair of points closer than `cutoff` is
+#' dropped. The results come back in the caller's order, with the attribute
+#' `"kept_fraction"` (kept point pairs over all pairs). Distances are in the
+#' coordinates of `x` (not divided by the kernel's range). Device matrices are
+#' downloaded for the clustering.
+#'
 #' @param x Numeric matrix, one row per point (a vector is one column), or a
 #'   [gk_device_matrix()].
 #' @param y Numeric matrix with the same number of columns, or a device matrix;
@@ -76,6 +95,11 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #'   `NULL` (the default) when a `future::plan()` other than sequential is
 #'   set, a number of chunks, or `FALSE`/`1` for this process only; see
 #'   [gk_distributed]. Calls with device matrices are not split.
+#' @param ranges A block-sparse mask from [ranges_from_mask()] (see
+#'   Block-sparse reductions), or `NULL` for the dense reduction. Block-sparse
+#'   reductions run on one GPU (or the CPU) and are not split over workers.
+#' @param cutoff,cell A truncation radius and a cell size (both positive, in
+#'   the units of `x`) for the one-call truncated reduction; not with `ranges`.
 #' @return For `"sum"`, `"logsumexp"` and `"softmax_sum"`, a matrix with one
 #'   row per output point and one column per column of `b` (a vector when `b`
 #'   is `NULL` or a vector). For `"min"` and `"max"` a numeric vector, for
@@ -95,10 +119,17 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                                         "logsumexp", "softmax_sum"),
                           k = 1L, axis = 1L, precision = "double",
                           method = c("auto", "1d", "2d"), backend = NULL, devices = NULL,
-                          workers = NULL) {
+                          workers = NULL, ranges = NULL, cutoff = NULL, cell = NULL) {
+  if (!is.null(cutoff) || !is.null(cell)) {
+    if (!is.null(ranges)) stop("give either `ranges` or `cutoff` and `cell`, not both", call. = FALSE)
+    return(gk_truncated_reduce(x, y, b, kernel, reduction, k, axis, precision, method, backend,
+                               cutoff, cell, y_is_x = missing(y) || identical(y, x),
+                               devices = devices))
+  }
   on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
     inherits(b, "gk_device_matrix")
-  count <- if (on_device && is.null(workers)) 0L else
+  # Block-sparse ranges refer to whole point sets: not split over workers.
+  count <- if ((on_device && is.null(workers)) || !is.null(ranges)) 0L else
     gk_chunk_count(workers, NROW(if (identical(axis, 2) || identical(axis, 2L)) y else x))
   if (count > 0L) {
     if (on_device) stop("device matrices cannot be sent to future workers: use `workers = 1`",
@@ -128,6 +159,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
     stop("`x` has ", dim_x[2L], " columns but `y` has ", dim_y[2L],
          ": points must have the same dimension", call. = FALSE)
   }
+  if (!is.null(ranges)) ranges <- gk_ranges_for_call(ranges, dim_x[1L], dim_y[1L], axis)
   if (axis == 2) {
     swap <- x
     x <- y
@@ -151,7 +183,8 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   vector_out <- reduction != "kmin" && !b_was_matrix
   res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
                gk_reductions[[reduction]], as.integer(k), precision == "single",
-               gk_reduce_methods[[method]], backend, gk_threads(), vector_out, gpus)
+               gk_reduce_methods[[method]], backend, gk_threads(), vector_out, gpus,
+               ranges)
   switch(reduction,
     argmin = , argmax = res[[2L]],
     kmin = list(values = res[[1L]], index = res[[2L]]),
@@ -167,7 +200,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 #' @param b A numeric vector or matrix with `nrow(y)` rows, or a device matrix.
 #' @param ... Further arguments to [kernel_reduce()]: `precision`, `method`,
 #'   `axis` (2 multiplies by the transposed kernel matrix), `devices`,
-#'   `workers`.
+#'   `workers`, `ranges`, or `cutoff` and `cell`.
 #' @return A vector when `b` is a vector, else a matrix with `ncol(b)` columns.
 #' @examples
 #' x <- matrix(runif(200), 100, 2)
@@ -187,6 +220,9 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' @param y Points to search, with the same number of columns as `x`; defaults
 #'   to `x` (each point is then its own nearest neighbour).
 #' @param k Number of neighbours, at most `nrow(y)`.
+#' @param ranges Optional block-sparse mask ([ranges_from_mask()]): only the
+#'   kept blocks are searched (rows with fewer than `k` kept points get `NA`
+#'   indices and `Inf` distances).
 #' @return A list with `index` (integer, `nrow(x)` by `k`, 1-based rows of `y`,
 #'   nearest first, ties to the smaller index) and `distance` (the Euclidean
 #'   distances, same shape).
@@ -196,7 +232,7 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' head(nn$index)
 #' @export
 knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
-                backend = NULL, devices = NULL, workers = NULL) {
+                backend = NULL, devices = NULL, workers = NULL, ranges = NULL) {
   y_is_x <- identical(y, x)
   scale <- 1
   if (!inherits(x, "gk_device_matrix") && !inherits(y, "gk_device_matrix")) {
@@ -210,7 +246,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
   }
   res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
                        k = k, precision = precision, method = method, backend = backend,
-                       devices = devices, workers = workers)
+                       devices = devices, workers = workers, ranges = ranges)
   list(index = res$index, distance = sqrt(pmax(res$values, 0)) * scale)
 }
 

@@ -5,6 +5,7 @@
 #include "reduce/reduce.h"
 #include "device/device_matrix.h"
 #include "device/gk_memory.h"
+#include "r_reduce_ranges.h"
 
 /* A device matrix and the bytes it registered (device/gk_memory.h); the
  * matrix comes first, so the address is also a gk_device_matrix *. */
@@ -112,9 +113,11 @@ static gk_reduce_operand operand_of(SEXP a, double *min_value)
 /* Returns list(values, index): M x value-columns doubles and M x index-columns
  * integers (1-based, NA for an empty reduction), vectors when vector_out and
  * there is one column. The R side has checked all
- * arguments; b is NULL for reductions without weights. */
+ * arguments (the C cores check `ranges`, NULL or the list of
+ * r_reduce_ranges.h, against the sizes); b is NULL for reductions without weights. */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices)
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices,
+                 SEXP ranges)
 {
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
   gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0};
@@ -136,6 +139,12 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   rs.k = gk_as_int(k);
   rs.single = gk_as_flag(single);
   rs.method = (gk_reduce_method) gk_as_int(method);
+  gk_reduce_ranges blocks;
+  rs.ranges = NULL;
+  if (!Rf_isNull(ranges)) {
+    gk_reduce_ranges_from_r(ranges, &blocks);
+    rs.ranges = &blocks;
+  }
 
   int m = (int) xo.rows;
   int vcols = reduce_value_columns(rs.reduction, has_b ? bo.cols : 1, rs.k);
@@ -152,7 +161,9 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   gk_error err;
   gk_error_clear(&err);
   // devices: 0-based GPUs to split the rows over; none means the selected GPU.
-  if (on_gpu && Rf_length(devices) > 0)
+  if (on_gpu && Rf_length(devices) > 1 && rs.ranges)
+    gk_stop("block-sparse `ranges` run on one GPU: give at most one device");
+  if (on_gpu && Rf_length(devices) > 0 && !rs.ranges)
     reduce_cuda_devices(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),
                         INTEGER(devices), Rf_length(devices), &err);
   else if (on_gpu)

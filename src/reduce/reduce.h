@@ -49,6 +49,35 @@ typedef enum {
  * (GPU_1D), or blocks over (row tile, j chunk) with a combining pass (GPU_2D). */
 typedef enum { GK_REDUCE_AUTO = 0, GK_REDUCE_1D = 1, GK_REDUCE_2D = 2 } gk_reduce_method;
 
+/*
+ * Block-sparse reductions (KeOps' `ranges`): the six arrays, every index
+ * 0-based and every range half-open [start, end), int pairs stored as
+ * start0, end0, start1, end1, ...
+ *
+ * For the reduction over y for each row of x (axis 1):
+ *   ranges_i     count_i pairs: clusters of rows of x, sorted and not
+ *                overlapping (empty ones allowed); rows of x in no cluster
+ *                get the reduction's neutral element, as for an empty y;
+ *   slices_i     count_i cumulative ends: cluster q reduces over the pairs
+ *                redranges_j[slices_i[q - 1] .. slices_i[q]) (0 for q = 0);
+ *   redranges_j  slices_i[count_i - 1] pairs: rows of y, sorted and not
+ *                overlapping within one cluster's list.
+ * The transposed set (ranges_j, slices_j, redranges_i; count_j) describes the
+ * same mask for axis 2 (clusters of y, each with its ranges of x).
+ *
+ * A reduction reads only the first set: a caller reducing over x for each y
+ * swaps x and y and passes reduce_ranges_transpose(r). reduce_ranges_build()
+ * makes both sets from cluster ranges and a list of kept cluster pairs (what
+ * the R helpers and the H2 near field use); callers may also fill the struct
+ * from their own arrays (reduce_ranges_check() says what is wrong with them).
+ */
+typedef struct {
+  int count_i;
+  const int *ranges_i, *slices_i, *redranges_j;
+  int count_j;
+  const int *ranges_j, *slices_j, *redranges_i;
+} gk_reduce_ranges;
+
 typedef struct {
   gk_kernel kernel;
   const double *range;     /* dim values: coordinates are divided by them          */
@@ -56,6 +85,7 @@ typedef struct {
   int k;                   /* KMIN only                                              */
   int single;              /* GPU: compute in float32                                */
   gk_reduce_method method; /* GPU only                                               */
+  const gk_reduce_ranges *ranges;   /* NULL: dense (every pair)                     */
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device
@@ -96,6 +126,35 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
                               double *out, int *index, const int *devices, int n_devices,
                               gk_error *err);
 
+
+/* ---- block-sparse ranges (reduce_ranges.c) ---- */
+
+/* GK_ERR_INPUT with a message naming the first bad entry when the first set
+ * of r is not valid for m rows of x and n rows of y. Both engines call it. */
+gk_status reduce_ranges_check(const gk_reduce_ranges *r, size_t m, size_t n, gk_error *err);
+
+/* The same mask for the transposed reduction (the two sets swapped). */
+gk_reduce_ranges reduce_ranges_transpose(const gk_reduce_ranges *r);
+
+/* Number of (i, j) pairs the first set of r keeps (cluster rows x list rows). */
+double reduce_ranges_pairs(const gk_reduce_ranges *r);
+
+/* Both sets from kx clusters of x (pairs ranges_x) and ky clusters of y
+ * (pairs ranges_y), each sorted and not overlapping, and npairs kept cluster
+ * pairs (pair_x[p], pair_y[p]), 0-based, in any order, repeats allowed.
+ * Within a list, ranges of adjacent kept clusters are merged into one.
+ * On success *storage holds every array of *out: free it with free(). */
+gk_status reduce_ranges_build(int kx, const int *ranges_x, int ky, const int *ranges_y,
+                              size_t npairs, const int *pair_x, const int *pair_y,
+                              gk_reduce_ranges *out, int **storage, gk_error *err);
+
+/* The engines' work units: the rows [0, m) cut into pieces of at most
+ * max_rows rows (0: no limit), 4 ints each (row start, row end, first and
+ * end index of its list in redranges_j). Rows in no cluster form pieces with
+ * an empty list; adjacent clusters with equal lists share pieces (so an
+ * all-true mask gives the dense partition). *pieces is malloc'd. */
+gk_status reduce_ranges_pieces(const gk_reduce_ranges *r, size_t m, int max_rows,
+                               int **pieces, int *count, gk_error *err);
 
 #ifdef __cplusplus
 }

@@ -62,12 +62,26 @@ typedef struct {
   double *out;
   int *index;
   gk_stop_flag *stop;          /* checked every STOP_CHUNK pairs of a row */
+  const int *pieces;           /* block-sparse: work pieces (reduce.h), else NULL */
+  int npieces;
+  const int *redranges;        /* block-sparse: the reduced ranges */
 } reduce_job;
 
 /* Pairs between interrupt checks: a few milliseconds, so that a row of many
  * millions of pairs is interruptible. */
 #define STOP_CHUNK 16384
 #define STOPPED(job, j) ((((j) + 1) % STOP_CHUNK) == 0 && gk_stop_requested((job)->stop))
+
+/* The j ranges row i reduces over: pairs (start, end), `count` of them. */
+typedef struct {
+  const int *pairs;
+  int count;
+} row_spans;
+
+#define FOR_EACH_J(sp, j)                                             \
+  for (int span_ = 0; span_ < (sp)->count; span_++)                   \
+    for (size_t j = (size_t) (sp)->pairs[2 * span_];                  \
+         j < (size_t) (sp)->pairs[2 * span_ + 1]; j++)
 
 static inline double pair_value(const reduce_job *job, const double *xi, size_t j)
 {
@@ -84,11 +98,11 @@ static inline double pair_value(const reduce_job *job, const double *xi, size_t 
   return gk_kernel_eval(&job->spec->kernel, stat);
 }
 
-static void row_sum(const reduce_job *job, size_t i, double *acc)
+static void row_sum(const reduce_job *job, size_t i, const row_spans *sp, double *acc)
 {
   const double *xi = job->xs + i * job->dim;
   for (int c = 0; c < job->e; c++) acc[c] = 0.0;
-  for (size_t j = 0; j < job->n; j++) {
+  FOR_EACH_J(sp, j) {
     if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     for (int c = 0; c < job->e; c++) acc[c] += v * job->b[j + (size_t) c * job->n];
@@ -97,13 +111,13 @@ static void row_sum(const reduce_job *job, size_t i, double *acc)
 }
 
 /* min / max and their first index; `sign` = -1 turns max into a min. */
-static void row_extreme(const reduce_job *job, size_t i, double sign, int want_index)
+static void row_extreme(const reduce_job *job, size_t i, const row_spans *sp, double sign, int want_index)
 {
   const double *xi = job->xs + i * job->dim;
   double best = INFINITY;
   size_t arg = 0;
   int found = 0;
-  for (size_t j = 0; j < job->n; j++) {
+  FOR_EACH_J(sp, j) {
     if (STOPPED(job, j)) return;
     double v = sign * pair_value(job, xi, j);
     if (!found || v < best) {  /* strict: ties keep the first j */
@@ -118,12 +132,12 @@ static void row_extreme(const reduce_job *job, size_t i, double sign, int want_i
 
 /* The k smallest values, kept sorted; a new value goes after equal ones, so
  * ties keep the smaller index. */
-static void row_kmin(const reduce_job *job, size_t i, double *val, int *idx)
+static void row_kmin(const reduce_job *job, size_t i, const row_spans *sp, double *val, int *idx)
 {
   const double *xi = job->xs + i * job->dim;
   int k = job->spec->k;
   for (int q = 0; q < k; q++) { val[q] = INFINITY; idx[q] = 0; }
-  for (size_t j = 0; j < job->n; j++) {
+  FOR_EACH_J(sp, j) {
     if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     if (!(v < val[k - 1]) && idx[k - 1] != 0) continue;
@@ -144,12 +158,12 @@ static void row_kmin(const reduce_job *job, size_t i, double *val, int *idx)
 
 /* LOGSUMEXP and SOFTMAX_SUM with a running maximum: acc[c] holds
  * sum_j exp(F_ij - max) b_jc, acc[e] the softmax denominator. */
-static void row_exp(const reduce_job *job, size_t i, double *acc, int softmax)
+static void row_exp(const reduce_job *job, size_t i, const row_spans *sp, double *acc, int softmax)
 {
   const double *xi = job->xs + i * job->dim;
   double mx = -INFINITY;
   for (int c = 0; c <= job->e; c++) acc[c] = 0.0;
-  for (size_t j = 0; j < job->n; j++) {
+  FOR_EACH_J(sp, j) {
     if (STOPPED(job, j)) return;
     double v = pair_value(job, xi, j);
     if (v > mx) {
@@ -165,17 +179,41 @@ static void row_exp(const reduce_job *job, size_t i, double *acc, int softmax)
     job->out[i + (size_t) c * job->m] = softmax ? acc[c] / acc[job->e] : mx + log(acc[c]);
 }
 
+/* What row i reduces over: all of y, or its piece's list of ranges. */
+static row_spans spans_of_row(const reduce_job *job, size_t i, int *dense_pair)
+{
+  row_spans sp;
+  if (!job->pieces) {
+    dense_pair[0] = 0;
+    dense_pair[1] = (int) job->n;
+    sp.pairs = dense_pair;
+    sp.count = 1;
+    return sp;
+  }
+  int lo = 0, hi = job->npieces - 1;   // the piece with start <= i < end
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if ((size_t) job->pieces[4 * mid] <= i) lo = mid; else hi = mid - 1;
+  }
+  const int *p = job->pieces + 4 * lo;
+  sp.pairs = job->redranges + 2 * (size_t) p[2];
+  sp.count = p[3] - p[2];
+  return sp;
+}
+
 static void reduce_row(const reduce_job *job, size_t i, double *scratch, int *iscratch)
 {
+  int dense_pair[2];
+  row_spans sp = spans_of_row(job, i, dense_pair);
   switch (job->spec->reduction) {
-  case GK_REDUCE_SUM: row_sum(job, i, scratch); break;
-  case GK_REDUCE_MIN: row_extreme(job, i, 1.0, 0); break;
-  case GK_REDUCE_MAX: row_extreme(job, i, -1.0, 0); break;
-  case GK_REDUCE_ARGMIN: row_extreme(job, i, 1.0, 1); break;
-  case GK_REDUCE_ARGMAX: row_extreme(job, i, -1.0, 1); break;
-  case GK_REDUCE_KMIN: row_kmin(job, i, scratch, iscratch); break;
-  case GK_REDUCE_LOGSUMEXP: row_exp(job, i, scratch, 0); break;
-  case GK_REDUCE_SOFTMAX_SUM: row_exp(job, i, scratch, 1); break;
+  case GK_REDUCE_SUM: row_sum(job, i, &sp, scratch); break;
+  case GK_REDUCE_MIN: row_extreme(job, i, &sp, 1.0, 0); break;
+  case GK_REDUCE_MAX: row_extreme(job, i, &sp, -1.0, 0); break;
+  case GK_REDUCE_ARGMIN: row_extreme(job, i, &sp, 1.0, 1); break;
+  case GK_REDUCE_ARGMAX: row_extreme(job, i, &sp, -1.0, 1); break;
+  case GK_REDUCE_KMIN: row_kmin(job, i, &sp, scratch, iscratch); break;
+  case GK_REDUCE_LOGSUMEXP: row_exp(job, i, &sp, scratch, 0); break;
+  case GK_REDUCE_SOFTMAX_SUM: row_exp(job, i, &sp, scratch, 1); break;
   }
 }
 
@@ -186,7 +224,18 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   reduce_job job;
   double *scratch = NULL;
   int *iscratch = NULL;
+  int *pieces = NULL;
   int nthreads = gk_omp_threads(threads);
+  job.pieces = NULL;
+  job.npieces = 0;
+  job.redranges = NULL;
+  if (spec->ranges) {
+    if (reduce_ranges_check(spec->ranges, x->rows, y->rows, err) ||
+        reduce_ranges_pieces(spec->ranges, x->rows, 0, &pieces, &job.npieces, err))
+      return err->status;
+    job.pieces = pieces;
+    job.redranges = spec->ranges->redranges_j;
+  }
   job.spec = spec;
   job.m = x->rows;
   job.n = y->rows;
@@ -232,6 +281,7 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
     }
   }
 done:
+  free(pieces);
   free((void *) job.xs);
   free((void *) job.ys);
   free(scratch);

@@ -85,24 +85,35 @@ size_t slice_columns(size_t m, size_t n, int tile)
 template <typename T, class Op, class Val, int DS, int ROWS>
 gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
-  auto kernel = reduce_tiles<T, Op, Val, DS, ROWS>;
+  const bool ranged = a.pieces != NULL;
+  auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
   size_t smem = (size_t) a.tile * a.stride * sizeof(T);
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
   // kernel and shared-memory size by the device layer).
   const int per_sm = gk_device_occupancy((const void *) kernel, BLOCK, smem);
-  const size_t slice = slice_columns(a.m, a.n, a.tile);
+  // Block-sparse: slices hold about as many kept pairs as dense ones.
+  const size_t m_work = ranged ? (size_t) ceil(a.kept_pairs / (double) (a.n > 0 ? a.n : 1)) : a.m;
+  const size_t slice = slice_columns(m_work, a.n, a.tile);
   const size_t nslices = a.n == 0 ? 1 : (a.n + slice - 1) / slice;
-  const unsigned row_blocks = (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
+  const unsigned row_blocks = ranged ? (unsigned) a.npieces
+                                     : (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
   a.sliced = nslices > 1;
   a.chunk0 = a.sliced ? 1 : 0;
 
   // Every slice but the last has the first one's length, so two plans cover
-  // them all. Partial results: slot 0 carries the state between slices, then
+  // them all (block-sparse: one plan, for the longest list in a slice).
+  // Partial results: slot 0 carries the state between slices, then
   // the chunks of one slice; the layout must not change between slices, so it
   // is sized for the larger plan.
   Args first = a, last = a;
-  plan_chunks(spec, a.m, a.n < slice ? a.n : slice, ROWS, per_sm, &first);
-  plan_chunks(spec, a.m, a.n - (nslices - 1) * slice, ROWS, per_sm, &last);
+  if (ranged) {
+    plan_chunks(spec, (size_t) a.npieces * BLOCK * ROWS, a.list_max < slice ? a.list_max : slice,
+                ROWS, per_sm, &first);
+    last = first;
+  } else {
+    plan_chunks(spec, a.m, a.n < slice ? a.n : slice, ROWS, per_sm, &first);
+    plan_chunks(spec, a.m, a.n - (nslices - 1) * slice, ROWS, per_sm, &last);
+  }
   const size_t slots = (size_t) a.chunk0 + (first.nchunks > last.nchunks ? first.nchunks : last.nchunks);
   if (a.sliced || first.nchunks > 1 || last.nchunks > 1) {
     size_t values = slots * Op::slots(a.e, a.k) * a.m * sizeof(double);
@@ -285,6 +296,29 @@ void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, size_
   }
 }
 
+// The block-sparse work pieces of a call (reduce_ranges_pieces), on the host
+// until they are packed into the upload; list_max is the longest list in j.
+struct HostPieces {
+  int *data = NULL;
+  int count = 0;
+  size_t nred = 0, list_max = 0;
+  gk_status build(const gk_reduce_ranges *r, size_t m, int max_rows, gk_error *err)
+  {
+    if (reduce_ranges_pieces(r, m, max_rows, &data, &count, err)) return err->status;
+    nred = r->count_i > 0 ? (size_t) r->slices_i[r->count_i - 1] : 0;
+    for (int p = 0; p < count; p++) {
+      size_t len = 0;
+      for (int l = data[4 * p + 2]; l < data[4 * p + 3]; l++)
+        len += (size_t) (r->redranges_j[2 * l + 1] - r->redranges_j[2 * l]);
+      if (len > list_max) list_max = len;
+    }
+    return GK_OK;
+  }
+  size_t bytes() const { return 4 * (size_t) count * sizeof(int); }
+  size_t redrange_bytes() const { return count ? 2 * nred * sizeof(int) : 0; }
+  ~HostPieces() { free(data); }
+};
+
 bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
 {
   return a->rows == b->rows && a->cols == b->cols &&
@@ -316,6 +350,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
   a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
+  a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
   size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T));
   if (tile == 0)
@@ -325,8 +360,14 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   if (spec->reduction == GK_REDUCE_KMIN && spec->k > KMIN_LARGE)
     return gk_fail(err, GK_ERR_INPUT, "the GPU engine finds at most %d smallest values (k = %d); "
                    "use backend = \"cpu\" for larger k", KMIN_LARGE, spec->k);
+  if (spec->ranges && reduce_ranges_check(spec->ranges, m, n, err)) return err->status;
   if (m == 0) return GK_OK;
-  const int rows_per_thread = gauss2 ? fast_rows(m, n, e_total) : 1;
+  // Block-sparse: the rows per thread follow the kept pairs per row.
+  a.kept_pairs = spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
+  const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
+  const int rows_per_thread = gauss2 ? fast_rows(m, n_work, e_total) : 1;
+  HostPieces pieces;
+  if (spec->ranges && pieces.build(spec->ranges, m, BLOCK * rows_per_thread, err)) return err->status;
 
   // Host inputs packed in one upload, already in the compute precision: the
   // column scales (for device operands), then x, y, b.
@@ -337,6 +378,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   size_t at_xhost = up.take(x->host ? m * dim * sizeof(T) : 0);
   size_t at_yhost = up.take(y->host && !y_is_x ? n * dim * sizeof(T) : 0);
   size_t at_bhost = up.take(has_w && b->host ? n * e_total * sizeof(T) : 0);
+  size_t at_pieces = up.take(pieces.bytes());
+  size_t at_redranges = up.take(pieces.redrange_bytes());
   const size_t up_bytes = up.used;
   // Device-only pieces: operands converted from device matrices, and the
   // results (downloaded together).
@@ -369,6 +412,14 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   if (y->host && !y_is_x)
     pack_points((T *) (host + at_yhost), y, centre ? y->host : NULL, n, scale_host);
   if (has_w && b->host) pack_points((T *) (host + at_bhost), b, NULL, n, NULL);
+  if (pieces.count) {
+    memcpy(host + at_pieces, pieces.data, pieces.bytes());
+    memcpy(host + at_redranges, spec->ranges->redranges_j, pieces.redrange_bytes());
+    a.pieces = (const int *) (base + at_pieces);
+    a.redranges = (const int *) (base + at_redranges);
+    a.npieces = pieces.count;
+    a.list_max = pieces.list_max;
+  }
   if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),
                      "copy to the GPU", err))
     return err->status;

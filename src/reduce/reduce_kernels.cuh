@@ -107,8 +107,10 @@ __device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const
 
 // One block: ROWS x BLOCK output rows against the j chunk blockIdx.y. With one
 // chunk the states finish directly (GPU_1D); otherwise they go to the
-// workspace for combine_chunks (GPU_2D).
-template <typename T, class Op, class Val, int DS, int ROWS>
+// workspace for combine_chunks (GPU_2D). RANGED: the block's rows and j ranges
+// come from its block-sparse piece, each thread holds ROWS consecutive rows,
+// and warps without a row skip the arithmetic.
+template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED>
 __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
 {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -120,48 +122,79 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
   const int stride = DS > 0 ? padded<T>(DS + Op::EC_) : a.stride;
   const bool inner = !Val::GAUSS2 && a.inner;
 
+  size_t row_end = a.m;
+  int list0 = 0, list1 = 0;
   size_t rows[ROWS];
   T xr[ROWS][DS > 0 ? DS : 1];
   Op st[ROWS];
+  if constexpr (RANGED) {
+    const int *piece = a.pieces + 4 * (size_t) blockIdx.x;
+    row_end = (size_t) piece[1];
+    list0 = piece[2];
+    list1 = piece[3];
+  }
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
-    rows[r] = (size_t) blockIdx.x * (BLOCK * ROWS) + r * BLOCK + threadIdx.x;
-    size_t i = rows[r] < a.m ? rows[r] : a.m - 1;   // idle threads compute on a valid row
+    if constexpr (RANGED) rows[r] = (size_t) a.pieces[4 * (size_t) blockIdx.x] + threadIdx.x * ROWS + r;
+    else rows[r] = (size_t) blockIdx.x * (BLOCK * ROWS) + r * BLOCK + threadIdx.x;
+    size_t i = rows[r] < row_end ? rows[r] : row_end - 1;   // idle threads compute on a valid row
     if (DS > 0) {
 #pragma unroll
       for (int d = 0; d < (DS > 0 ? DS : 1); d++) xr[r][d] = x[i + (size_t) d * a.m];
     }
     st[r].init(a);
   }
-  const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
-  const size_t j1 = j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end;
+  const bool busy = !RANGED || __any_sync(0xffffffffu, rows[0] < row_end);
   const int width = dim + a.e;
 
-  for (size_t jt = j0; jt < j1; jt += a.tile) {
-    const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
-    // Cooperative, coalesced load of y_j and b_j for the tile.
-    for (int c = 0; c < width; c++) {
-      const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
-      for (int q = threadIdx.x; q < len; q += BLOCK) tile[q * stride + c] = src[q];
-    }
-    __syncthreads();
-#pragma unroll 4
-    for (int q = 0; q < len; q++) {
-      const T *yj = tile + q * stride;
-#pragma unroll
-      for (int r = 0; r < ROWS; r++) {
-        size_t i = rows[r] < a.m ? rows[r] : a.m - 1;
-        T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
-        st[r].push(Val::eval(s, a), (int) (jt + q), yj + dim, a);
+  // Reduces the rows over y_j, j in [j0, j1), tile by tile.
+  auto span = [&](size_t j0, size_t j1) {
+    for (size_t jt = j0; jt < j1; jt += a.tile) {
+      const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
+      // Cooperative, coalesced load of y_j and b_j for the tile.
+      for (int c = 0; c < width; c++) {
+        const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
+        for (int q = threadIdx.x; q < len; q += BLOCK) tile[q * stride + c] = src[q];
       }
-    }
+      __syncthreads();
+      if (busy) {
+#pragma unroll 4
+        for (int q = 0; q < len; q++) {
+          const T *yj = tile + q * stride;
 #pragma unroll
-    for (int r = 0; r < ROWS; r++) st[r].end_tile();
-    __syncthreads();
+          for (int r = 0; r < ROWS; r++) {
+            size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+            T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
+            st[r].push(Val::eval(s, a), (int) (jt + q), yj + dim, a);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) st[r].end_tile();
+      }
+      __syncthreads();
+    }
+  };
+
+  if constexpr (!RANGED) {
+    const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
+    span(j0, j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end);
+  } else {
+    // This chunk's window [v0, v1) of the concatenated ranges (cut to the slice).
+    const size_t v0 = (size_t) blockIdx.y * a.j_chunk, v1 = v0 + a.j_chunk;
+    size_t pos = 0;
+    for (int l = list0; l < list1 && pos < v1; l++) {
+      size_t lo = (size_t) a.redranges[2 * l], hi = (size_t) a.redranges[2 * l + 1];
+      if (lo < a.j_begin) lo = a.j_begin;
+      if (hi > a.j_end) hi = a.j_end;
+      if (lo >= hi) continue;
+      const size_t len = hi - lo;
+      if (pos + len > v0) span(lo + (v0 > pos ? v0 - pos : 0), lo + (v1 - pos < len ? v1 - pos : len));
+      pos += len;
+    }
   }
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
-    if (rows[r] >= a.m) continue;
+    if (rows[r] >= row_end) continue;
     if (a.nchunks == 1 && !a.sliced) st[r].finish(a, rows[r]);
     else st[r].save(a, a.chunk0 + blockIdx.y, rows[r]);
   }

@@ -33,7 +33,14 @@ struct Args {
   double *out;             // m x (value columns), or NULL
   int *index;              // m x (index columns), or NULL; 1-based, 0 = none
   double *partial;         // 2D or sliced: (chunk0 + nchunks) x slots x m
-  int *partial_index;      // 2D or sliced: (chunk0 + nchunks) x index slots x m
+  int *partial_index;      // 2D or sliced: (chunk0 + nchunks) x index slots x m  // Block-sparse (reduce.h): block x works on the rows pieces[4x] .. pieces[4x+1]
+  // over the j ranges redranges[pieces[4x+2] .. pieces[4x+3]); j_chunk and
+  // blockIdx.y then split the concatenation of those ranges (within the slice).
+  const int *pieces;
+  const int *redranges;
+  int npieces;             // host planning: pieces, the longest list (in j), pairs kept
+  size_t list_max;
+  double kept_pairs;
 };
 
 __device__ __forceinline__ float gk_exp(float v) { return expf(v); }

@@ -75,3 +75,12 @@ expect_reduction <- function(got, Fm, reduction, b, k, precision, label) {
 
 # The precisions worth testing on a backend: the CPU computes in double anyway.
 test_precisions <- function(backend) if (backend == "gpu") c("double", "single") else "double"
+
+# Shared by the dense and the block-sparse reduction tests.
+all_reductions <- c("sum", "min", "max", "argmin", "argmax", "kmin", "logsumexp", "softmax_sum")
+
+weights_for <- function(reduction, n, e) {
+  if (!reduction %in% c("sum", "logsumexp", "softmax_sum")) return(NULL)
+  w <- if (reduction == "logsumexp") runif(n * e, 0.1, 2) else rnorm(n * e)
+  matrix(w, n, e)
+}

@@ -7,14 +7,6 @@ reduce_kernels <- list(
   gk_kernel("imq"),
   gk_kernel("linear", variance = 0.5),
   gk_kernel("sqdist"))
-all_reductions <- c("sum", "min", "max", "argmin", "argmax", "kmin", "logsumexp", "softmax_sum")
-
-weights_for <- function(reduction, n, e) {
-  if (!reduction %in% c("sum", "logsumexp", "softmax_sum")) return(NULL)
-  w <- if (reduction == "logsumexp") runif(n * e, 0.1, 2) else rnorm(n * e)
-  matrix(w, n, e)
-}
-
 run_case <- function(x, y, kernel, reduction, e, axis, backend, precision, method = "auto") {
   n_red <- if (axis == 1) nrow(y) else nrow(x)
   b <- weights_for(reduction, n_red, e)
