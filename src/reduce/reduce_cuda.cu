@@ -86,6 +86,9 @@ template <typename T, class Op, class Val, int DS, int ROWS>
 gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
   const bool ranged = a.pieces != NULL;
+  if (ranged && a.piece_rows != BLOCK * ROWS)
+    return gk_fail(err, GK_ERR_INTERNAL, "block-sparse pieces of %d rows for blocks of %d", a.piece_rows,
+                   BLOCK * ROWS);
   auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
   size_t smem = (size_t) a.tile * a.stride * sizeof(T);
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
@@ -418,6 +421,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     a.pieces = (const int *) (base + at_pieces);
     a.redranges = (const int *) (base + at_redranges);
     a.npieces = pieces.count;
+    a.piece_rows = BLOCK * rows_per_thread;
     a.list_max = pieces.list_max;
   }
   if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),

@@ -38,7 +38,7 @@ struct Args {
   // blockIdx.y then split the concatenation of those ranges (within the slice).
   const int *pieces;
   const int *redranges;
-  int npieces;             // host planning: pieces, the longest list (in j), pairs kept
+  int npieces, piece_rows; // host planning: pieces and their most rows, the longest list (in j), pairs kept
   size_t list_max;
   double kept_pairs;
 };
