@@ -317,6 +317,18 @@ struct HostPieces {
     }
     return GK_OK;
   }
+  // Every row reduces over all of [0, n): the dense reduction (an all-true
+  // mask over clusters that cover the points) takes the dense path.
+  bool is_dense(const gk_reduce_ranges *r, size_t n) const
+  {
+    for (int p = 0; p < count; p++) {
+      const int *piece = data + 4 * p;
+      if (piece[3] - piece[2] != 1 || r->redranges_j[2 * piece[2]] != 0 ||
+          (size_t) r->redranges_j[2 * piece[2] + 1] != n)
+        return false;
+    }
+    return true;
+  }
   size_t bytes() const { return 4 * (size_t) count * sizeof(int); }
   size_t redrange_bytes() const { return count ? 2 * nred * sizeof(int) : 0; }
   ~HostPieces() { free(data); }
@@ -371,6 +383,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const int rows_per_thread = gauss2 ? fast_rows(m, n_work, e_total) : 1;
   HostPieces pieces;
   if (spec->ranges && pieces.build(spec->ranges, m, BLOCK * rows_per_thread, err)) return err->status;
+  if (spec->ranges && pieces.is_dense(spec->ranges, n)) pieces.count = 0;
 
   // Host inputs packed in one upload, already in the compute precision: the
   // column scales (for device operands), then x, y, b.
