@@ -59,9 +59,16 @@ h2_derived <- function(A, ptr, tol) {
 #' the exact kernel matrix adds the error `A` already had: see [h2_error()].
 #'
 #' Both return a new `h2matrix` on the same backend and in the same precision;
-#' `A` stays valid. The computation runs on the host in double precision with
-#' R's LAPACK (a GPU matrix is copied to the host and back; single precision is
-#' widened and rounded back).
+#' `A` stays valid. On the CPU the computation runs in double precision with
+#' R's LAPACK (single precision is widened and rounded back). On the GPU it runs
+#' in the matrix's precision: batched QR factorizations and products with
+#' cuBLAS, level by level; only the small SVDs of the truncation (one per
+#' cluster, at most \eqn{2k \times k}) run on the host with LAPACK, since
+#' cuSOLVER's batched SVDs stop at \eqn{32 \times 32}. The dense leaf blocks
+#' do not change, so a GPU result shares them with `A` (they are freed with
+#' the last matrix that uses them): the new matrix needs GPU memory only for
+#' its bases, transfers and coupling matrices, plus workspaces of at most
+#' about 1 GB and one projection per level.
 #'
 #' @param A An `h2matrix`.
 #' @param tol Relative Frobenius error allowed, between 0 and 1.

@@ -9,6 +9,7 @@
 #include "h2/h2_compress.h"
 #include "device/gk_device.h"
 #include "device/gk_memory.h"
+#include "device/gk_resident.h"
 
 typedef struct {
   h2_tree tree;
@@ -196,8 +197,7 @@ SEXP gk_r_h2_info(SEXP ptr)
 
 
 /* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
- * tol. The data go through the host in double (see h2_compress.h). Returns
- * list(ptr, stats). */
+ * tol, on A's backend (see h2_compress.h). Returns list(ptr, stats). */
 SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
 {
   h2_handle *h = handle_of(ptr);
@@ -219,24 +219,29 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   nh->single = h->single;
   double start = now_seconds();
   if (h->gpu) {
-    h2_gpu_export(&h->tree, h->gpu, &in, &err);
+    // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks;
+    // room for at most A's low-rank part is made first, its own bytes counted after.
+    int device = ((const gk_resident *) h->gpu)->device;   // an h2_gpu starts with it
+    size_t dense = h2_dense_entries(&h->tree) * (h->single ? sizeof(float) : sizeof(double));
+    size_t data = h2_data_bytes(&h->tree, h->single);
+    gk_r_make_room(device, data > dense ? data - dense : 0, 1);
+    h2_transform_gpu(&h->tree, h->gpu, ISNA(tolerance) ? 0.0 : tolerance, nthreads, &nh->tree,
+                     &nh->gpu, &st, &err);
+    if (!err.status)
+      gk_memory_register(&nh->mem, device, h2_tree_bytes(&nh->tree), h2_gpu_own_bytes(nh->gpu));
   } else {
     h2_cpu_export(&h->tree, h->cpu, &in, &err);
-  }
-  if (!err.status) {
-    if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
-    else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
-  }
-  h2_host_data_free(&in);
-  if (!err.status) {
-    make_room_and_register(nh, h->gpu != NULL);
-    if (h->gpu) {
-      h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
-    } else {
+    if (!err.status) {
+      if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
+      else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
+    }
+    h2_host_data_free(&in);
+    if (!err.status) {
+      make_room_and_register(nh, 0);
       h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
     }
+    h2_host_data_free(&out);
   }
-  h2_host_data_free(&out);
   nh->build_seconds = now_seconds() - start;
   if (err.status) {
     handle_free(nh);

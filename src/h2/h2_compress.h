@@ -44,6 +44,33 @@ gk_status h2_compress_host(const h2_tree *t, const h2_host_data *in, double tol,
                            h2_tree *out_tree, h2_host_data *out, h2_compress_stats *st,
                            gk_error *err);
 
+/* The same operations on a GPU matrix (h2_compress_cuda.cu): the QR
+ * factorizations and products run on the GPU (cuBLAS batched), the small SVDs
+ * of the truncation on the host (h2_svd_left_batch; cuSOLVER's batched SVDs
+ * stop at 32 x 32, the weighted bases are up to 2k x k with k = 64 in 3D).
+ * The result shares the dense leaf blocks with `in`, which stays valid; the
+ * structure goes to out_tree, the data to *out (free with h2_gpu_free).
+ * tol = 0: orthogonalize only. A CPU-only build fails with GK_ERR_NO_CUDA. */
+gk_status h2_transform_gpu(const h2_tree *t, h2_gpu *in, double tol, int threads,
+                           h2_tree *out_tree, h2_gpu **out, h2_compress_stats *st,
+                           gk_error *err);
+
+/* Device bytes of g that are its own (dense blocks shared with another
+ * matrix not counted); 0 in a CPU-only build. */
+size_t h2_gpu_own_bytes(const h2_gpu *g);
+
+/* Pieces of the truncation that the backends share (h2_compress_cpu.c). */
+/* Singular values (descending, min(rows, cols) per node) and left singular
+ * vectors (rows x min(rows, cols) per node) of `nodes` rows x cols matrices
+ * stored one after the other; LAPACK, OpenMP over the nodes. 0 on success, a
+ * LAPACK info or -1000 (out of memory) otherwise. */
+int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
+                      int threads, double *flops);
+/* The smallest rank r (1 <= r <= kmax) whose discarded energy, the sum over
+ * nodes of sigma_{i,j}^2 for j >= r (sig: kmax per node), stays within
+ * budget; *discarded gets that energy. */
+int h2_choose_rank(const double *sig, int nodes, int kmax, double budget, double *discarded);
+
 #ifdef __cplusplus
 }
 #endif

@@ -270,9 +270,7 @@ fail:
   return err->status;
 }
 
-/* The smallest rank r (1 <= r <= kmax) whose discarded energy sum over nodes
- * of sigma_{i,j}^2, j >= r, stays within budget; returns the energy discarded. */
-static int choose_rank(const double *sig, int nodes, int kmax, double budget, double *discarded)
+int h2_choose_rank(const double *sig, int nodes, int kmax, double budget, double *discarded)
 {
   double tail = 0.0;
   int r = kmax;
@@ -402,7 +400,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
       }
       if (failed) goto lapack;
       double discarded;
-      int r = choose_rank(sig[l], nodes, km, budget_all / levels + carry, &discarded);
+      int r = h2_choose_rank(sig[l], nodes, km, budget_all / levels + carry, &discarded);
       carry += budget_all / levels - discarded;
       discarded_total += discarded;
       rk[l] = r;
@@ -477,4 +475,26 @@ fail:
   h2_tree_free(&ot);
   h2_tree_free(nt);
   return err->status;
+}
+
+int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
+                      int threads, double *flops)
+{
+  int km = imin(rows, cols), failed = 0, info = 0, nth = gk_omp_threads(threads);
+  double fl = 0.0;
+#pragma omp parallel num_threads(nth) reduction(+ : fl)
+  {
+    double *a = (double *) malloc((size_t) rows * cols * sizeof(double) + 1);
+#pragma omp for schedule(static)
+    for (int i = 0; i < nodes; i++) {
+      if (!a) { failed = 1; continue; }
+      memcpy(a, w + (size_t) i * rows * cols, (size_t) rows * cols * sizeof(double));
+      int e = svd_left(rows, cols, a, sig + (size_t) i * km, u + (size_t) i * rows * km);
+      if (e) { failed = 1; info = e; }
+      fl += svd_flops(rows, cols);
+    }
+    free(a);
+  }
+  *flops += fl;
+  return failed ? (info ? info : -1000) : 0;
 }

@@ -152,23 +152,103 @@ test_that("h2_matrix(tol =) reaches the tolerance it is asked for", {
 test_that("the GPU compresses like the CPU", {
   skip_if_no_gpu()
   set.seed(36)
-  for (d in 2:3) {
-    n <- 3000
-    locs <- matrix(runif(d * n), ncol = d)
+  cases <- list(list(d = 2, n = 3000, leaf = 64, order = NULL),
+                list(d = 3, n = 3000, leaf = 64, order = NULL),
+                list(d = 3, n = 1100, leaf = 20, order = 4),    # leaves smaller than the rank
+                list(d = 2, n = 2500, leaf = 100, order = 8))
+  for (cs in cases) {
+    n <- cs$n
+    locs <- matrix(runif(cs$d * n), ncol = cs$d)
     k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
     X <- matrix(rnorm(2 * n), n, 2)
     for (precision in c("double", "single")) {
       eps <- if (precision == "double") 1e-10 else 1e-4
-      cpu <- h2_matrix(locs, k, precision = precision, backend = "cpu")
-      gpu <- h2_matrix(locs, k, precision = precision, backend = "gpu")
-      Bc <- h2_compress(cpu, 1e-4)
-      Bg <- h2_compress(gpu, 1e-4)
-      expect_equal(gpukernels:::h2_level_ranks(Bg), gpukernels:::h2_level_ranks(Bc))
-      expect_lt(rel2(Bg %*% X, Bc %*% X), eps)
-      expect_lt(rel2(h2_orthogonalize(gpu) %*% X, cpu %*% X), eps)
-      expect_true(summary(Bg)$backend == "gpu")
+      cpu <- h2_matrix(locs, k, leaf_size = cs$leaf, order = cs$order, precision = precision,
+                       backend = "cpu")
+      gpu <- h2_matrix(locs, k, leaf_size = cs$leaf, order = cs$order, precision = precision,
+                       backend = "gpu")
+      # orthogonalization: same ranks, orthonormal on the GPU, same products
+      Qc <- h2_orthogonalize(cpu)
+      Qg <- h2_orthogonalize(gpu)
+      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
+                if (precision == "double") 1e-11 else 1e-4)
+      expect_lt(rel2(Qg %*% X, Qc %*% X), eps)
+      expect_lt(rel2(Qg %*% X, gpu %*% X), eps)
+      expect_equal(Qg$compression$norm_frobenius, Qc$compression$norm_frobenius,
+                   tolerance = if (precision == "double") 1e-10 else 1e-5)
+      for (tol in c(1e-3, 1e-5)) {
+        Bc <- h2_compress(cpu, tol)
+        Bg <- h2_compress(gpu, tol)
+        rc <- gpukernels:::h2_level_ranks(Bc)
+        rg <- gpukernels:::h2_level_ranks(Bg)
+        if (precision == "double") {
+          # the same algorithm in the same precision: the same ranks and products
+          expect_equal(rg, rc)
+          expect_lt(rel2(Bg %*% X, Bc %*% X), eps)
+          expect_equal(Bg$compression$error_frobenius, Bc$compression$error_frobenius,
+                       tolerance = 1e-6)
+        } else {
+          # the GPU computes in float, the CPU in double: ranks at the budget's edge may differ
+          expect_lte(max(abs(rg - rc)), 1)
+        }
+        expect_lt(rel2(Bg %*% X, gpu %*% X), 2 * tol + eps)
+        expect_lt(Bg$compression$error_frobenius, tol * 1.0001)
+        expect_lt(sum(Bg$compression$bytes), sum(Bg$compression$bytes_before))
+        expect_true(summary(Bg)$backend == "gpu")
+        # a compressed GPU matrix compresses again
+        C <- h2_compress(Bg, 1e-2)
+        expect_lt(rel2(C %*% X, gpu %*% X), 2e-2 + 2 * tol)
+      }
     }
   }
+})
+
+test_that("GPU compression: the dense blocks are shared and outlive either matrix", {
+  skip_if_no_gpu()
+  set.seed(39)
+  n <- 6000
+  locs <- matrix(runif(3 * n), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  x <- rnorm(n)
+  free_now <- function() {
+    invisible(gc())
+    gk_info()$devices$free_memory[gk_info()$current_device]
+  }
+  for (precision in c("double", "single")) {
+    A <- h2_matrix(locs, k, precision = precision, backend = "gpu")
+    ya <- A %*% x
+    before <- free_now()
+    B <- h2_compress(A, 1e-4)
+    used <- before - free_now()
+    own <- gpukernels:::h2_bytes(B)[["low_rank"]]
+    # B holds its bases, transfers and couplings, not a second copy of the dense blocks
+    expect_lt(used, own + 16 * 2^20)
+    yb <- B %*% x
+    rm(A)
+    invisible(gc())
+    expect_equal(B %*% x, yb, tolerance = 1e-12)   # A's dense blocks still there for B
+    A <- h2_matrix(locs, k, precision = precision, backend = "gpu")
+    B <- h2_orthogonalize(A)
+    rm(B)
+    invisible(gc())
+    expect_equal(A %*% x, ya, tolerance = 1e-12)   # and for A when B is gone
+  }
+})
+
+test_that("GPU compression: bad inputs leave the matrix unchanged", {
+  skip_if_no_gpu()
+  set.seed(40)
+  locs <- matrix(runif(3 * 2000), ncol = 3)
+  A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "gpu")
+  x <- rnorm(2000)
+  y <- A %*% x
+  ranks <- gpukernels:::h2_level_ranks(A)
+  for (bad in list(0, -1, NA, NaN, Inf, 1, "a", c(1e-3, 1e-4), NULL)) {
+    expect_error(h2_compress(A, bad), "tol")
+  }
+  expect_identical(A %*% x, y)
+  expect_identical(gpukernels:::h2_level_ranks(A), ranks)
 })
 
 test_that("bad tolerances and arguments give clear errors", {

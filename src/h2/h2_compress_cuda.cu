@@ -1,0 +1,800 @@
+/*
+ * Orthogonalization and compression of a GPU H2 matrix (h2_compress.h): the
+ * steps of h2_compress_cpu.c, level by level, with the nodes (or blocks) of a
+ * level as one batch:
+ * - QR factorizations: cuBLAS geqrfBatched (no size limit; a matrix with
+ *   fewer rows than columns is padded with zero rows, which leaves R and the
+ *   used part of Q unchanged). Q is formed from the reflectors by form_q (one
+ *   thread block per matrix; cuBLAS and cuSOLVER have no batched orgqr).
+ * - Products: cuBLAS strided-batched GEMMs; the couplings' projections
+ *   T_i S T_j^T through pointer arrays (gemmBatched), marshaled per chunk.
+ * - The SVDs of the truncation run on the host (h2_svd_left_batch, LAPACK,
+ *   OpenMP over the nodes): cuSOLVER's gesvdjBatched and syevjBatched take
+ *   matrices up to 32 x 32 only, the weighted bases here are k x k at the
+ *   leaves and up to 2k x k above (k = 64 for order 4 in 3D), and
+ *   gesvdaStridedBatched (Gram based, rows >= columns) loses the small
+ *   singular values that the rank choice sums. Only those matrices (and the
+ *   singular vectors) cross the bus.
+ * Memory: the result shares the dense leaf blocks with the input (they do not
+ * change); the other workspaces are per level (R factors and projections
+ * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the stacked
+ * blocks of the downsweep, the projection products). The arithmetic is in the
+ * matrix's precision; the host SVDs in double.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#include <algorithm>
+#include <vector>
+#include "h2/h2_cuda_impl.cuh"
+#include "h2/h2_compress.h"
+#include "device/gk_hooks.h"
+
+// The largest workspace a chunked step allocates at once.
+static const size_t WORK_CHUNK_BYTES = (size_t) 1 << 30;
+
+static double seconds_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static unsigned grid_of(size_t total)
+{
+  size_t blocks = (total + 255) / 256;
+  return (unsigned) std::min<size_t>(std::max<size_t>(blocks, 1), 132 * 64);
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+template <typename T>
+__global__ void strided_ptrs(T **p, T *base, size_t stride, int count)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) p[i] = base + (size_t) i * stride;
+}
+
+/* r_b = the first `rows` rows of the upper triangle of a_b (n columns), zero
+ * below the diagonal; rows <= lda. */
+template <typename T>
+__global__ void take_r(const T *a, int lda, size_t sa, int n, T *r, int rows, size_t sr,
+                       size_t total)
+{
+  size_t per = (size_t) rows * n;
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    size_t b = e / per, rem = e % per;
+    int i = (int) (rem % rows), j = (int) (rem / rows);
+    r[b * sr + i + (size_t) j * rows] = i <= j ? a[b * sa + i + (size_t) j * lda] : (T) 0;
+  }
+}
+
+/* The first r columns of Q = H_0 ... H_{p-1} (rows 0..m-1) from the
+ * reflectors of geqrf (below the diagonal of a_b, scalars in tau_b), one
+ * thread block per matrix and one thread per column of Q. */
+template <typename T>
+__global__ void form_q(const T *a, int lda, size_t sa, const T *tau, int ntau, int m, int p,
+                       int r, T *q, int ldq, size_t sq)
+{
+  const T *A = a + blockIdx.x * sa;
+  const T *tb = tau + (size_t) blockIdx.x * ntau;
+  T *Q = q + blockIdx.x * sq;
+  for (int c = threadIdx.x; c < r; c += blockDim.x) {
+    T *col = Q + (size_t) c * ldq;
+    for (int i = 0; i < m; i++) col[i] = i == c ? (T) 1 : (T) 0;
+    for (int j = p - 1; j >= 0; j--) {
+      T t = tb[j];
+      if (t == (T) 0) continue;
+      const T *v = A + (size_t) j * lda;   // v = [1; a(j+1:m, j)]
+      T dot = col[j];
+      for (int i = j + 1; i < m; i++) dot += v[i] * col[i];
+      dot *= t;
+      col[j] -= dot;
+      for (int i = j + 1; i < m; i++) col[i] -= dot * v[i];
+    }
+  }
+}
+
+/* The halves of each stacked Q (rows = 2 kc, r columns) into the transfers of
+ * the two children (kc x r each, consecutive). */
+template <typename T>
+__global__ void split_halves(const T *q, int kc, int r, T *e, size_t total)
+{
+  size_t per = (size_t) 2 * kc * r;
+  for (size_t x = blockIdx.x * (size_t) blockDim.x + threadIdx.x; x < total;
+       x += (size_t) gridDim.x * blockDim.x) {
+    size_t node = x / per, rem = x % per;
+    int c = (int) (rem / ((size_t) kc * r)), rr = (int) (rem % ((size_t) kc * r));
+    int a = rr % kc, j = rr / kc;
+    e[node * per + (size_t) c * kc * r + a + (size_t) j * kc] =
+      q[node * per + (size_t) c * kc + a + (size_t) j * 2 * kc];
+  }
+}
+
+/* The coupling rows of the downsweep's stacks: for node `first + b` of the
+ * chunk, rows head + (e - e_first) kl .. of its stack (leading dimension ld)
+ * get S_e^T for the blocks e_first <= e < e_first + pieces of its block row
+ * (the rest of the stack is already zero). */
+template <typename T>
+__global__ void fill_stack(const T *S, const int *row_ptr, const int *row_blocks, int first,
+                           int e_first, int pieces, int kl, int head, int ld, T *M, size_t total)
+{
+  size_t kk = (size_t) kl * kl, per = pieces * kk;
+  for (size_t x = blockIdx.x * (size_t) blockDim.x + threadIdx.x; x < total;
+       x += (size_t) gridDim.x * blockDim.x) {
+    size_t b = x / per, rem = x % per;
+    int e = (int) (rem / kk), rr = (int) (rem % kk);
+    int r = rr % kl, c = rr / kl, node = first + (int) b;
+    int begin = row_ptr[node];
+    if (e_first + e >= row_ptr[node + 1] - begin) continue;
+    const T *s = S + (size_t) row_blocks[begin + e_first + e] * kk;
+    M[b * ld * kl + head + (size_t) e * kl + r + (size_t) c * ld] = s[c + (size_t) r * kl];
+  }
+}
+
+/* Pointers of the projection S'_s = (T_row S_s) T_col^T for the blocks
+ * first .. first + count - 1 of a level (tmp: kn x k per block). */
+template <typename T>
+__global__ void marshal_projection(const int *row, const int *col, int first, int count,
+                                   const T *Tl, int kn, int k, const T *S, T *tmp, T *out,
+                                   const T **a1, const T **b1, T **c1, const T **a2,
+                                   const T **b2, T **c2)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  int s = first + i;
+  size_t tk = (size_t) kn * k;
+  a1[i] = Tl + (size_t) row[s] * tk;
+  b1[i] = S + (size_t) s * k * k;
+  c1[i] = tmp + (size_t) i * tk;
+  a2[i] = tmp + (size_t) i * tk;
+  b2[i] = Tl + (size_t) col[s] * tk;
+  c2[i] = out + (size_t) s * kn * kn;
+}
+
+/* ---- cuBLAS, both precisions ---------------------------------------------------- */
+
+static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const double *a, int lda, long long sa,
+                              const double *b, int ldb, long long sb, double *c, int ldc,
+                              long long sc, int count)
+{
+  const double one = 1.0, zero = 0.0;
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c,
+                                   ldc, sc, count);
+}
+static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const float *a, int lda, long long sa, const float *b,
+                              int ldb, long long sb, float *c, int ldc, long long sc, int count)
+{
+  const float one = 1.0f, zero = 0.0f;
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c,
+                                   ldc, sc, count);
+}
+static cublasStatus_t gemm_pb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const double **a, int lda, const double **b, int ldb,
+                              double **c, int ldc, int count)
+{
+  const double one = 1.0, zero = 0.0;
+  return cublasDgemmBatched(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc, count);
+}
+static cublasStatus_t gemm_pb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const float **a, int lda, const float **b, int ldb,
+                              float **c, int ldc, int count)
+{
+  const float one = 1.0f, zero = 0.0f;
+  return cublasSgemmBatched(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc, count);
+}
+static cublasStatus_t geqrf_b(cublasHandle_t h, int m, int n, double **a, int lda, double **tau,
+                              int *info, int count)
+{
+  return cublasDgeqrfBatched(h, m, n, a, lda, tau, info, count);
+}
+static cublasStatus_t geqrf_b(cublasHandle_t h, int m, int n, float **a, int lda, float **tau,
+                              int *info, int count)
+{
+  return cublasSgeqrfBatched(h, m, n, a, lda, tau, info, count);
+}
+static cublasStatus_t nrm2(cublasHandle_t h, int n, const double *x, double *r)
+{
+  return cublasDnrm2(h, n, x, 1, r);
+}
+static cublasStatus_t nrm2(cublasHandle_t h, int n, const float *x, double *r)
+{
+  float f = 0.0f;
+  cublasStatus_t st = cublasSnrm2(h, n, x, 1, &f);
+  *r = f;
+  return st;
+}
+
+/* ---- the transform ------------------------------------------------------------- */
+
+/* Device buffers of one transform, freed together. */
+struct work_set {
+  std::vector<gk_device_buffer> bufs;
+  ~work_set()
+  {
+    for (auto &b : bufs) gk_buffer_free(&b);
+  }
+};
+
+template <typename T>
+struct xform {
+  const h2_tree *t;      // the input's structure
+  h2_gpu *in;
+  cublasHandle_t h;
+  cudaStream_t s;
+  int threads;
+  double flops;
+  gk_error *err;
+  gk_device_buffer ptrs;  // 6 pointer arrays of ptr_count entries
+  int ptr_count;
+
+  // A device buffer of `count` entries of T (at least one), zeroed when asked.
+  T *alloc(work_set &w, size_t count, const char *what, int zero = 0)
+  {
+    gk_device_buffer b = GK_DEVICE_BUFFER_EMPTY;
+    if (gk_buffer_alloc(&b, (count ? count : 1) * sizeof(T), what, err)) return NULL;
+    w.bufs.push_back(b);
+    if (zero && gk_cuda_status(cudaMemsetAsync(b.ptr, 0, (count ? count : 1) * sizeof(T), s),
+                               what, err))
+      return NULL;
+    return (T *) b.ptr;
+  }
+  void release(work_set &w, const void *p)
+  {
+    for (auto &b : w.bufs)
+      if (b.ptr == p) gk_buffer_free(&b);
+  }
+  gk_status blas(cublasStatus_t st, const char *what)
+  {
+    return gk_cublas_status(st, what, err);
+  }
+  gk_status launched(const char *what) { return gk_cuda_check_launch(what, err); }
+
+  gk_status gemm_strided(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                         const T *a, int lda, size_t sa, const T *b, int ldb, size_t sb, T *c,
+                         int ldc, size_t sc, int count)
+  {
+    if (count <= 0 || m <= 0 || n <= 0) return GK_OK;
+    if (k <= 0) return gk_fail(err, GK_ERR_INTERNAL, "an empty product in the H2 compression");
+    for (int first = 0; first < count; first += H2_MAX_BATCH) {
+      int chunk = std::min(H2_MAX_BATCH, count - first);
+      if (blas(gemm_sb(h, ta, tb, m, n, k, a + first * sa, lda, (long long) sa, b + first * sb,
+                       ldb, (long long) sb, c + first * sc, ldc, (long long) sc, chunk),
+               "the H2 compression's batched products"))
+        return err->status;
+    }
+    return GK_OK;
+  }
+
+  /* QR of `count` matrices a_b (ld x n, stride ld n, rows >= `rows` zero
+   * beyond the data: ld = max(rows, n)), tau: n per matrix. */
+  gk_status qr(T *a, int ld, int n, T *tau, int count)
+  {
+    T **ap = (T **) ptrs.ptr, **tp = ap + ptr_count;
+    for (int first = 0; first < count; first += ptr_count) {
+      int chunk = std::min(ptr_count, count - first);
+      strided_ptrs<T><<<(chunk + 255) / 256, 256, 0, s>>>(ap, a + (size_t) first * ld * n,
+                                                          (size_t) ld * n, chunk);
+      strided_ptrs<T><<<(chunk + 255) / 256, 256, 0, s>>>(tp, tau + (size_t) first * n,
+                                                          (size_t) n, chunk);
+      if (launched("the H2 QR pointer arrays")) return err->status;
+      int info = 0;
+      if (blas(geqrf_b(h, ld, n, ap, ld, tp, &info, chunk), "the H2 batched QR"))
+        return err->status;
+      if (info != 0)
+        return gk_fail(err, GK_ERR_INTERNAL, "the H2 batched QR rejected argument %d", -info);
+    }
+    return GK_OK;
+  }
+
+  gk_status to_host(double *dst, const T *src, size_t count)
+  {
+    if (!count) return GK_OK;
+    std::vector<T> tmp;
+    T *stage = (T *) dst;
+    if (sizeof(T) != sizeof(double)) {
+      try { tmp.resize(count); } catch (...) {
+        return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+      }
+      stage = tmp.data();
+    }
+    if (gk_cuda_status(cudaMemcpyAsync(stage, src, count * sizeof(T), cudaMemcpyDeviceToHost, s),
+                       "copying the H2 truncation to the host", err) ||
+        gk_cuda_status(cudaStreamSynchronize(s), "the H2 compression", err))
+      return err->status;
+    if (sizeof(T) != sizeof(double))
+      for (size_t i = count; i-- > 0;) dst[i] = (double) tmp[i];
+    return GK_OK;
+  }
+
+  gk_status to_device(T *dst, const double *src, size_t count)
+  {
+    if (!count) return GK_OK;
+    std::vector<T> tmp;
+    const T *stage = (const T *) src;
+    if (sizeof(T) != sizeof(double)) {
+      try { tmp.resize(count); } catch (...) {
+        return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+      }
+      for (size_t i = 0; i < count; i++) tmp[i] = (T) src[i];
+      stage = tmp.data();
+    }
+    if (gk_cuda_status(cudaMemcpyAsync(dst, stage, count * sizeof(T), cudaMemcpyHostToDevice, s),
+                       "copying the H2 truncation to the GPU", err) ||
+        gk_cuda_status(cudaStreamSynchronize(s), "the H2 compression", err))
+      return err->status;
+    return GK_OK;
+  }
+
+  /* Sum of squares of `count` device entries (nrm2 in slices that fit an int). */
+  gk_status sum_squares(const T *x, size_t count, double *out)
+  {
+    const size_t slice = (size_t) 1 << 30;
+    double total = 0.0;
+    for (size_t first = 0; first < count; first += slice) {
+      double r = 0.0;
+      if (blas(nrm2(h, (int) std::min(slice, count - first), x + first, &r), "the H2 norm"))
+        return err->status;
+      total += r * r;
+    }
+    *out = total;
+    return GK_OK;
+  }
+
+  /* S'_s = T_row(s) S_s T_col(s)^T for every coupling block of the levels
+   * top..q; T[l] is kn x k per node; src has ranks k (structure st), dst kn
+   * (structure nt). Chunks of blocks keep the temporary within WORK_CHUNK_BYTES. */
+  gk_status project(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src, T *dst,
+                    work_set &w)
+  {
+    for (int l = st->top_level; l <= st->depth; l++) {
+      int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
+      if (!nb) continue;
+      size_t per = (size_t) kn * k;
+      int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
+                                                             (size_t) ptr_count));
+      chunk = std::min(chunk, nb);
+      T *tmp = alloc(w, (size_t) chunk * per, "the H2 projection workspace");
+      if (!tmp) return err->status;
+      const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
+      const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
+      const T **p = (const T **) ptrs.ptr;
+      for (int first = 0; first < nb; first += chunk) {
+        int cnt = std::min(chunk, nb - first);
+        marshal_projection<T><<<(cnt + 255) / 256, 256, 0, s>>>(
+          row, col, first, cnt, Tl[l], kn, k, src + st->coupling_ptr[l], tmp,
+          dst + nt->coupling_ptr[l], p, p + ptr_count, (T **) (p + 2 * ptr_count),
+          p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
+        if (launched("the H2 projection pointer arrays")) return err->status;
+        for (int f = 0; f < cnt; f += H2_MAX_BATCH) {
+          int c = std::min(H2_MAX_BATCH, cnt - f);
+          if (blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_N, kn, k, k, p + f, kn,
+                           p + ptr_count + f, k, (T **) (p + 2 * ptr_count) + f, kn, c),
+                   "the H2 coupling projection") ||
+              blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_T, kn, kn, k, p + 3 * ptr_count + f, kn,
+                           p + 4 * ptr_count + f, kn, (T **) (p + 5 * ptr_count) + f, kn, c),
+                   "the H2 coupling projection"))
+            return err->status;
+        }
+        flops += (double) cnt * (2.0 * kn * k * k + 2.0 * kn * kn * k);
+      }
+      // the next chunk's marshaling must not overwrite pointers still in use
+      if (gk_cuda_status(cudaStreamSynchronize(s), "the H2 coupling projection", err))
+        return err->status;
+      release(w, tmp);
+    }
+    return GK_OK;
+  }
+};
+
+static double qr_flops(double m, double n)
+{
+  return m >= n ? 2 * m * n * n - 2 * n * n * n / 3 : 2 * n * m * m - 2 * m * m * m / 3;
+}
+
+static gk_status interrupted(gk_error *err)
+{
+  return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
+}
+
+/* The orthogonal form of x.in: structure ot, data O (sharing the dense
+ * blocks), projections T[l] (kn x k per node) kept in w for the caller. */
+template <typename T>
+static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu **O,
+                                   std::vector<T *> &Tl, h2_compress_stats *st)
+{
+  const h2_tree *t = x.t;
+  gk_error *err = x.err;
+  int q = t->depth, top = t->top_level, m = t->leaf_size;
+  const int *k = t->level_rank;
+  std::vector<int> kn(k, k + q + 1);
+  double start = seconds_now();
+  if (top <= q) {
+    kn[q] = std::min(m, k[q]);
+    for (int l = q - 1; l >= 0; l--) kn[l] = l >= top ? std::min(2 * kn[l + 1], k[l]) : 1;
+  }
+  if (h2_tree_copy(ot, t, err)) return err->status;
+  h2_tree_set_ranks(ot, kn.data());
+  if (h2_gpu_create_sharing_dense(ot, x.in->single, x.in, O, err)) return err->status;
+  T *U = (T *) (*O)->U.ptr, *E = (T *) (*O)->E.ptr, *S = (T *) (*O)->S.ptr;
+  Tl.assign(q + 1, (T *) NULL);
+  if (top > q) {  // no low-rank blocks: the same data
+    if (gk_cuda_status(cudaMemcpyAsync(U, x.in->U.ptr, h2_basis_entries(t) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, x.s), "the H2 copy", err) ||
+        gk_cuda_status(cudaMemcpyAsync(E, x.in->E.ptr, h2_transfer_entries(t) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, x.s), "the H2 copy", err) ||
+        gk_cuda_status(cudaMemcpyAsync(S, x.in->S.ptr, h2_coupling_entries(t) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, x.s), "the H2 copy", err))
+      return err->status;
+    return GK_OK;
+  }
+  if (gk_cuda_status(cudaMemsetAsync(E, 0, h2_transfer_entries(ot) * sizeof(T), x.s),
+                     "the H2 orthogonalization", err))
+    return err->status;
+
+  // Leaves: U_i = Q_i T_i (padded to ld >= kq rows for the QR).
+  {
+    int kq = k[q], r = kn[q], ld = std::max(m, kq), nodes = t->n_leaves;
+    int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / ((size_t) ld * kq * sizeof(T)), nodes));
+    T *a = x.alloc(w, (size_t) chunk * ld * kq, "the H2 orthogonalization workspace");
+    T *tau = x.alloc(w, (size_t) chunk * kq, "the H2 orthogonalization workspace");
+    Tl[q] = x.alloc(w, (size_t) nodes * r * kq, "the H2 projection tree");
+    if (!a || !tau || !Tl[q]) return err->status;
+    const T *U0 = (const T *) x.in->U.ptr;
+    for (int first = 0; first < nodes; first += chunk) {
+      int cnt = std::min(chunk, nodes - first);
+      // column j of leaf i: m entries to a pitch of ld (rows m..ld-1 zero)
+      if ((ld > m && gk_cuda_status(cudaMemsetAsync(a, 0, (size_t) cnt * ld * kq * sizeof(T), x.s),
+                                    "the H2 orthogonalization", err)) ||
+          gk_cuda_status(cudaMemcpy2DAsync(a, ld * sizeof(T), U0 + (size_t) first * m * kq,
+                                           m * sizeof(T), m * sizeof(T), (size_t) cnt * kq,
+                                           cudaMemcpyDeviceToDevice, x.s),
+                         "the H2 orthogonalization", err) ||
+          x.qr(a, ld, kq, tau, cnt))
+        return err->status;
+      size_t total = (size_t) cnt * r * kq;
+      take_r<T><<<grid_of(total), 256, 0, x.s>>>(a, ld, (size_t) ld * kq, kq,
+                                                 Tl[q] + (size_t) first * r * kq, r,
+                                                 (size_t) r * kq, total);
+      form_q<T><<<cnt, 64, 0, x.s>>>(a, ld, (size_t) ld * kq, tau, kq, m, std::min(m, kq), r,
+                                    U + (size_t) first * m * r, m, (size_t) m * r);
+      if (x.launched("the H2 orthogonalization kernels")) return err->status;
+      x.flops += 2 * qr_flops(m, kq) * cnt;
+    }
+    if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
+      return err->status;
+    x.release(w, a);
+    x.release(w, tau);
+  }
+  // Inner levels: [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the new transfers.
+  for (int l = q - 1; l >= top; l--) {
+    int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc;
+    int ld = std::max(rows, kp), nodes = 1 << l;
+    T *z = x.alloc(w, (size_t) nodes * ld * kp, "the H2 orthogonalization workspace", ld > rows);
+    T *tau = x.alloc(w, (size_t) nodes * kp, "the H2 orthogonalization workspace");
+    T *qs = x.alloc(w, (size_t) nodes * rows * r, "the H2 orthogonalization workspace");
+    Tl[l] = x.alloc(w, (size_t) nodes * r * kp, "the H2 projection tree");
+    if (!z || !tau || !qs || !Tl[l]) return err->status;
+    const T *E0 = (const T *) x.in->E.ptr + t->transfer_ptr[l + 1];
+    for (int c = 0; c < 2; c++)
+      if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, kc, kp, ko, Tl[l + 1] + (size_t) c * kc * ko, kc,
+                         (size_t) 2 * kc * ko, E0 + (size_t) c * ko * kp, ko, (size_t) 2 * ko * kp,
+                         z + c * kc, ld, (size_t) ld * kp, nodes))
+        return err->status;
+    if (x.qr(z, ld, kp, tau, nodes)) return err->status;
+    size_t total = (size_t) nodes * r * kp;
+    take_r<T><<<grid_of(total), 256, 0, x.s>>>(z, ld, (size_t) ld * kp, kp, Tl[l], r,
+                                               (size_t) r * kp, total);
+    form_q<T><<<nodes, 64, 0, x.s>>>(z, ld, (size_t) ld * kp, tau, kp, rows, std::min(rows, kp), r,
+                                    qs, rows, (size_t) rows * r);
+    total = (size_t) nodes * rows * r;
+    split_halves<T><<<grid_of(total), 256, 0, x.s>>>(qs, kc, r, E + ot->transfer_ptr[l + 1], total);
+    if (x.launched("the H2 orthogonalization kernels")) return err->status;
+    x.flops += nodes * (4.0 * kc * ko * kp + 2 * qr_flops(rows, kp));
+    if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
+      return err->status;
+    x.release(w, z);
+    x.release(w, tau);
+    x.release(w, qs);
+    if (gk_interrupt_pending()) return interrupted(err);
+  }
+  st->seconds_orthogonalize = seconds_now() - start;
+  start = seconds_now();
+  if (x.project(t, ot, Tl.data(), (const T *) x.in->S.ptr, S, w)) return err->status;
+  st->seconds_project = seconds_now() - start;
+  return GK_OK;
+}
+
+template <typename T>
+static gk_status norm_of(xform<T> &x, const h2_tree *t, h2_gpu *g, double *norm)
+{
+  double s2 = 0.0, d2 = 0.0;
+  if (x.sum_squares((const T *) g->S.ptr, h2_coupling_entries(t), &s2) ||
+      x.sum_squares((const T *) g->D.ptr, h2_dense_entries(t), &d2))
+    return x.err->status;
+  *norm = sqrt(s2 + d2);
+  return GK_OK;
+}
+
+/* Compression of the orthogonal form (ot, O) into (nt, *C). */
+template <typename T>
+static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
+                              h2_tree *nt, h2_gpu **C, h2_compress_stats *st)
+{
+  const h2_tree *t = ot;
+  gk_error *err = x.err;
+  int q = t->depth, top = t->top_level, m = t->leaf_size;
+  const int *k = t->level_rank;
+  const T *Eo = (const T *) O->E.ptr, *So = (const T *) O->S.ptr, *Uo = (const T *) O->U.ptr;
+  const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
+  const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
+  std::vector<T *> R(q + 1, (T *) NULL), Tn(q + 1, (T *) NULL);
+  std::vector<std::vector<double> > Q(q + 1);
+  std::vector<int> rk(q + 1, 1), kmax(q + 1, 0), two(q + 1, 0);
+  double start = seconds_now(), discarded_total = 0.0;
+
+  // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed),
+  // in pieces of STACK_PIECES blocks: R <- R of [R; next blocks] (stacks of one
+  // height, zero rows where a block row has fewer blocks, >= k_l rows).
+  const int STACK_PIECES = 4;
+  for (int l = top; l <= q; l++) {
+    const h2_bsr *b = &t->coupling[l];
+    int kl = k[l], kp = l > top ? k[l - 1] : 0, nodes = 1 << l, nbmax = 0;
+    for (int i = 0; i < nodes; i++) nbmax = std::max(nbmax, b->row_ptr[i + 1] - b->row_ptr[i]);
+    int passes = std::max(1, (nbmax + STACK_PIECES - 1) / STACK_PIECES);
+    int ld = std::max(kp, kl) + STACK_PIECES * kl;
+    size_t per = (size_t) ld * kl;
+    int chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)), nodes));
+    chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
+    if (chunk < 1) chunk = 1;
+    R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
+    T *M = x.alloc(w, (size_t) chunk * per, "the H2 compression's stacks");
+    T *tau = x.alloc(w, (size_t) chunk * kl, "the H2 compression's stacks");
+    if (!R[l] || !M || !tau) return err->status;
+    const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
+    const int *row_blocks = row_blocks_all + t->coupling_offset[l];
+    for (int first = 0; first < nodes; first += chunk) {
+      int cnt = std::min(chunk, nodes - first);
+      T *Rc = R[l] + (size_t) first * kl * kl;
+      for (int pass = 0; pass < passes; pass++) {
+        int head = pass == 0 ? kp : kl, e_first = pass * STACK_PIECES;
+        if (gk_cuda_status(cudaMemsetAsync(M, 0, (size_t) cnt * per * sizeof(T), x.s),
+                           "the H2 compression's stacks", err))
+          return err->status;
+        if (pass > 0) {   // the R factor so far on top
+          if (gk_cuda_status(cudaMemcpy2DAsync(M, ld * sizeof(T), Rc, kl * sizeof(T),
+                                               kl * sizeof(T), (size_t) cnt * kl,
+                                               cudaMemcpyDeviceToDevice, x.s),
+                             "the H2 compression's stacks", err))
+            return err->status;
+        } else if (kp) {
+          for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
+            int count = (cnt - c + 1) / 2;
+            if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kp, kl, kp,
+                               R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
+                               Eo + t->transfer_ptr[l] + (size_t) (first + c) * kl * kp, kl,
+                               (size_t) 2 * kl * kp, M + (size_t) c * per, ld, 2 * per, count))
+              return err->status;
+          }
+        }
+        int pieces = std::min(STACK_PIECES, nbmax - e_first);
+        if (pieces > 0) {
+          size_t total = (size_t) cnt * pieces * kl * kl;
+          fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(So + t->coupling_ptr[l], row_ptr,
+                                                          row_blocks, first, e_first, pieces, kl,
+                                                          head, ld, M, total);
+          if (x.launched("the H2 compression's stacks")) return err->status;
+        }
+        if (x.qr(M, ld, kl, tau, cnt)) return err->status;
+        size_t total = (size_t) cnt * kl * kl;
+        take_r<T><<<grid_of(total), 256, 0, x.s>>>(M, ld, per, kl, Rc, kl, (size_t) kl * kl,
+                                                   total);
+        if (x.launched("the H2 compression's R factors")) return err->status;
+      }
+      if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
+        return err->status;
+    }
+    for (int i = 0; i < nodes; i++) {
+      int rows = kp + (b->row_ptr[i + 1] - b->row_ptr[i]) * kl;
+      if (rows) x.flops += 2.0 * kp * kp * kl + qr_flops(rows, kl);
+    }
+    x.release(w, M);
+    x.release(w, tau);
+    if (gk_interrupt_pending()) return interrupted(err);
+  }
+  st->seconds_generate = seconds_now() - start;
+  start = seconds_now();
+
+  // Truncation upsweep (the budget as in h2_compress_cpu.c): GPU products, host SVDs.
+  double budget_all = 0.5 * (tol * st->norm_frobenius) * (tol * st->norm_frobenius), carry = 0.0;
+  int levels = q - top + 1;
+  std::vector<double> W, sig;
+  for (int l = q; l >= top; l--) {
+    int nodes = 1 << l, kl = k[l];
+    int rows = l == q ? kl : 2 * rk[l + 1], km = std::min(rows, kl);
+    two[l] = rows;
+    kmax[l] = km;
+    T *Z = NULL;
+    try {
+      W.resize((size_t) nodes * rows * kl);
+      sig.resize((size_t) nodes * km);
+      Q[l].resize((size_t) nodes * rows * km);
+    } catch (...) {
+      return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+    }
+    if (l == q) {   // U is orthonormal: the left singular vectors of U R^T are U times those of R^T
+      if (x.to_host(Q[l].data(), R[q], (size_t) nodes * kl * kl)) return err->status;
+      for (int i = 0; i < nodes; i++) {
+        const double *ri = Q[l].data() + (size_t) i * kl * kl;
+        double *wi = W.data() + (size_t) i * kl * kl;
+        for (int c = 0; c < kl; c++)
+          for (int r = 0; r < kl; r++) wi[r + (size_t) c * kl] = ri[c + (size_t) r * kl];
+      }
+    } else {
+      int kc = rk[l + 1], ko = k[l + 1];
+      Z = x.alloc(w, (size_t) nodes * rows * kl, "the H2 truncation workspace");
+      T *Wd = x.alloc(w, (size_t) nodes * rows * kl, "the H2 truncation workspace");
+      if (!Z || !Wd) return err->status;
+      for (int c = 0; c < 2; c++)
+        if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, kc, kl, ko, Tn[l + 1] + (size_t) c * kc * ko, kc,
+                           (size_t) 2 * kc * ko,
+                           Eo + t->transfer_ptr[l + 1] + (size_t) c * ko * kl, ko,
+                           (size_t) 2 * ko * kl, Z + c * kc, rows, (size_t) rows * kl, nodes))
+          return err->status;
+      if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, rows, kl, kl, Z, rows, (size_t) rows * kl, R[l],
+                         kl, (size_t) kl * kl, Wd, rows, (size_t) rows * kl, nodes) ||
+          x.to_host(W.data(), Wd, (size_t) nodes * rows * kl))
+        return err->status;
+      x.release(w, Wd);
+      x.flops += nodes * (4.0 * kc * ko * kl + 2.0 * rows * kl * kl);
+    }
+    x.release(w, R[l]);
+    int e = h2_svd_left_batch(nodes, rows, kl, W.data(), sig.data(), Q[l].data(), x.threads,
+                              &x.flops);
+    if (e == -1000) return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+    if (e) return gk_fail(err, GK_ERR_INTERNAL, "LAPACK failed in the H2 compression (info = %d)", e);
+    double discarded;
+    int r = h2_choose_rank(sig.data(), nodes, km, budget_all / levels + carry, &discarded);
+    carry += budget_all / levels - discarded;
+    discarded_total += discarded;
+    rk[l] = r;
+    // The projection T_i = Q_i(:, 1:r)^T (old basis), r x k_l.
+    Tn[l] = x.alloc(w, (size_t) nodes * r * kl, "the H2 projection tree");
+    if (!Tn[l]) return err->status;
+    if (l == q) {
+      for (int i = 0; i < nodes; i++) {
+        const double *qi = Q[l].data() + (size_t) i * rows * km;
+        double *ti = W.data() + (size_t) i * r * kl;
+        for (int c = 0; c < kl; c++)
+          for (int a = 0; a < r; a++) ti[a + (size_t) c * r] = qi[c + (size_t) a * rows];
+      }
+      if (x.to_device(Tn[l], W.data(), (size_t) nodes * r * kl)) return err->status;
+    } else {
+      T *Qd = x.alloc(w, (size_t) nodes * rows * km, "the H2 truncation workspace");
+      if (!Qd || x.to_device(Qd, Q[l].data(), (size_t) nodes * rows * km) ||
+          x.gemm_strided(CUBLAS_OP_T, CUBLAS_OP_N, r, kl, rows, Qd, rows, (size_t) rows * km, Z,
+                         rows, (size_t) rows * kl, Tn[l], r, (size_t) r * kl, nodes) ||
+          gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 truncation", err))
+        return err->status;
+      x.release(w, Qd);
+      x.release(w, Z);
+      x.flops += 2.0 * nodes * r * kl * rows;
+    }
+    if (gk_interrupt_pending()) return interrupted(err);
+  }
+  std::vector<double>().swap(W);
+  for (int l = 0; l < top; l++) rk[l] = 1;
+  if (h2_tree_copy(nt, t, err)) return err->status;
+  h2_tree_set_ranks(nt, rk.data());
+  if (h2_gpu_create_sharing_dense(nt, O->single, O, C, err)) return err->status;
+
+  // New leaf bases U Q(:, 1:r) and transfers (the halves of the parents' Q).
+  {
+    int kq = k[q], r = rk[q], nodes = t->n_leaves;
+    T *Qd = x.alloc(w, (size_t) nodes * kq * kmax[q], "the H2 truncation workspace");
+    if (!Qd || x.to_device(Qd, Q[q].data(), (size_t) nodes * kq * kmax[q]) ||
+        x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, m, r, kq, Uo, m, (size_t) m * kq, Qd, kq,
+                       (size_t) kq * kmax[q], (T *) (*C)->U.ptr, m, (size_t) m * r, nodes))
+      return err->status;
+    x.flops += 2.0 * nodes * m * r * kq;
+    std::vector<double> En;
+    try {
+      En.assign(h2_transfer_entries(nt), 0.0);
+    } catch (...) {
+      return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+    }
+    for (int l = q - 1; l >= top; l--) {
+      int kc = rk[l + 1], rp = rk[l], rows = two[l], km = kmax[l];
+      for (int i = 0; i < (1 << l); i++)
+        for (int c = 0; c < 2; c++) {
+          double *en = En.data() + nt->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * rp;
+          const double *qi = Q[l].data() + (size_t) i * rows * km;
+          for (int j = 0; j < rp; j++)
+            memcpy(en + (size_t) j * kc, qi + (size_t) c * kc + (size_t) j * rows, kc * sizeof(double));
+        }
+    }
+    if (x.to_device((T *) (*C)->E.ptr, En.data(), En.size())) return err->status;
+    x.release(w, Qd);
+  }
+  st->seconds_truncate = seconds_now() - start;
+  start = seconds_now();
+  if (x.project(t, nt, Tn.data(), So, (T *) (*C)->S.ptr, w)) return err->status;
+  if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
+  st->seconds_project += seconds_now() - start;
+  st->error_frobenius =
+    st->norm_frobenius > 0 ? sqrt(2.0 * discarded_total) / st->norm_frobenius : 0.0;
+  return GK_OK;
+}
+
+template <typename T>
+static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads, h2_tree *nt,
+                           h2_gpu **out, h2_compress_stats *st, gk_error *err)
+{
+  xform<T> x = {t, in, NULL, (cudaStream_t) in->low_rank, threads, 0.0, err,
+                GK_DEVICE_BUFFER_EMPTY, 0};
+  h2_tree ot;
+  h2_gpu *O = NULL;
+  std::vector<T *> Tl;
+  gk_status status = GK_OK;
+  memset(&ot, 0, sizeof ot);
+  {
+    work_set w;
+    x.ptr_count = H2_MAX_BATCH;
+    if (gk_cublas_handle(GK_BLAS_LANE_0, in->low_rank, &x.h, err) ||
+        gk_buffer_alloc(&x.ptrs, 6 * (size_t) x.ptr_count * sizeof(void *),
+                        "the H2 compression's pointer arrays", err)) {
+      status = err->status;
+    } else {
+      w.bufs.push_back(x.ptrs);
+      status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st);
+      if (!status) status = norm_of<T>(x, &ot, O, &st->norm_frobenius);
+      if (!status && tol > 0 && ot.top_level <= ot.depth) {
+        for (auto *p : Tl) if (p) x.release(w, p);   // the orthogonal form is all that is needed
+        status = compress_gpu<T>(x, w, &ot, O, tol, nt, out, st);
+      } else if (!status) {   // orthogonalization (or nothing to truncate): O is the result
+        *nt = ot;
+        memset(&ot, 0, sizeof ot);
+        *out = O;
+        O = NULL;
+        st->error_frobenius = 0.0;
+      }
+    }
+    if (!status)
+      status = gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err);
+    // A QR or SVD that went wrong shows as a non-finite result: an error, not a silent one.
+    double check = 0.0, basis = 0.0;
+    if (!status && !(status = x.sum_squares((const T *) (*out)->S.ptr, h2_coupling_entries(nt), &check)) &&
+        !(status = x.sum_squares((const T *) (*out)->U.ptr, h2_basis_entries(nt), &basis)) &&
+        !(isfinite(check) && isfinite(basis)))
+      status = gk_fail(err, GK_ERR_INTERNAL, "the H2 %s on the GPU gave non-finite values",
+                       tol > 0 ? "compression" : "orthogonalization");
+  }  // work buffers freed here
+  st->flops = x.flops;
+  h2_gpu_free(O);
+  h2_tree_free(&ot);
+  if (status) {
+    h2_gpu_free(*out);
+    *out = NULL;
+    h2_tree_free(nt);
+  }
+  return status;
+}
+
+extern "C" gk_status h2_transform_gpu(const h2_tree *t, h2_gpu *in, double tol, int threads,
+                                      h2_tree *out_tree, h2_gpu **out, h2_compress_stats *st,
+                                      gk_error *err)
+{
+  *out = NULL;
+  memset(out_tree, 0, sizeof *out_tree);
+  memset(st, 0, sizeof *st);
+  if (tol < 0 || tol != tol)
+    return gk_fail(err, GK_ERR_INPUT, "the compression tolerance must be positive");
+  if (gk_resident_enter(&in->res, err)) return err->status;
+  if (gk_cuda_status(cudaDeviceSynchronize(), "the H2 matrix", err)) return err->status;
+  return in->single ? transform<float>(t, in, tol, threads, out_tree, out, st, err)
+                    : transform<double>(t, in, tol, threads, out_tree, out, st, err);
+}

@@ -1,0 +1,41 @@
+/*
+ * The GPU H2 matrix's layout, shared by the backend (h2_cuda.cu) and the GPU
+ * orthogonalization and compression (h2_compress_cuda.cu); .cu files only.
+ */
+#ifndef GK_H2_CUDA_IMPL_CUH
+#define GK_H2_CUDA_IMPL_CUH
+
+#include "device/gk_cuda.h"
+#include "device/gk_resident.h"
+#include "h2/h2.h"
+
+// cuBLAS grids are limited in the batch dimension; larger batches are chunked.
+#define H2_MAX_BATCH 65535
+
+struct h2_gpu {
+  gk_resident res;   // first: its GPU, kind and bytes held
+  int single;
+  size_t el;
+  h2_data data;
+  gk_device_buffer U, E, S, D;
+  // The dense leaf blocks are the same in a matrix and in its orthogonalized
+  // or compressed form, so those share D: the owners' count (NULL: D is g's alone).
+  int *dense_refs;
+  gk_device_buffer slot_of_point;
+  gk_device_buffer cpl_row, cpl_col, dense_row, dense_col;  // local indices, storage order
+  gk_device_buffer cpl_ptrs, dense_ptrs;                    // marshaled A, B, C pointers
+  gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_ptr, dense_row_blocks;
+  int force_cublas;   // benchmarks: cuBLAS even where the small-block kernels apply
+  int work_nrhs;
+  gk_device_buffer xp, yp, xhat, yhat, xio;
+  gk_stream low_rank, dense;  // high and low priority
+  cudaEvent_t forked, joined;
+};
+
+/* A GPU matrix for the structure t whose U, E and S are allocated but not
+ * filled (the caller writes them) and whose dense blocks are those of
+ * `dense_from` (same tree shape at the leaves), shared. On the device in use. */
+gk_status h2_gpu_create_sharing_dense(const h2_tree *t, int single, h2_gpu *dense_from,
+                                      h2_gpu **out, gk_error *err);
+
+#endif
