@@ -117,7 +117,7 @@ h2_build <- function(A) {
   ptr <- .Call(gk_r_h2_build, A$locs, A$kernel, A$nugget, A$leaf_size, A$order, A$eta,
                A$precision == "single", backend, gk_threads())
   for (tol in .subset2(A, "transforms")) {
-    ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads())[[1L]]
+    ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads(), h2_compress_on_gpu())[[1L]]
   }
   ptr
 }

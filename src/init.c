@@ -53,7 +53,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
-SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads);
+SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu);
 SEXP gk_r_h2_ranks(SEXP ptr);
 SEXP gk_r_h2_orthogonality(SEXP ptr);
 SEXP gk_r_h2_free(SEXP ptr);
@@ -100,7 +100,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
-  {"gk_r_h2_compress", (DL_FUNC) &gk_r_h2_compress, 3},
+  {"gk_r_h2_compress", (DL_FUNC) &gk_r_h2_compress, 4},
   {"gk_r_h2_ranks", (DL_FUNC) &gk_r_h2_ranks, 1},
   {"gk_r_h2_orthogonality", (DL_FUNC) &gk_r_h2_orthogonality, 1},
   {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},

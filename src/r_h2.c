@@ -198,7 +198,7 @@ SEXP gk_r_h2_info(SEXP ptr)
 
 /* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
  * tol, on A's backend (see h2_compress.h). Returns list(ptr, stats). */
-SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
+SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
 {
   h2_handle *h = handle_of(ptr);
   double tolerance = gk_as_double(tol);
@@ -218,7 +218,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
   }
   nh->single = h->single;
   double start = now_seconds();
-  if (h->gpu) {
+  if (h->gpu && gk_as_flag(on_gpu)) {
     // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks;
     // room for at most A's low-rank part is made first, its own bytes counted after.
     int device = ((const gk_resident *) h->gpu)->device;   // an h2_gpu starts with it
@@ -230,15 +230,19 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads)
     if (!err.status)
       gk_memory_register(&nh->mem, device, h2_tree_bytes(&nh->tree), h2_gpu_own_bytes(nh->gpu));
   } else {
-    h2_cpu_export(&h->tree, h->cpu, &in, &err);
+    // On the host with LAPACK; a GPU matrix goes there and back (the path
+    // measured on a GPU; the one above runs when options(gpukernels.experimental_gpu = TRUE)).
+    if (h->gpu) h2_gpu_export(&h->tree, h->gpu, &in, &err);
+    else h2_cpu_export(&h->tree, h->cpu, &in, &err);
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
       else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
     }
     h2_host_data_free(&in);
     if (!err.status) {
-      make_room_and_register(nh, 0);
-      h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
+      make_room_and_register(nh, h->gpu != NULL);
+      if (h->gpu) h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
+      else h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
     }
     h2_host_data_free(&out);
   }

@@ -19,13 +19,15 @@
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3
 # memory <= 1/3 of the uncompressed matrix and HMV <= 7.85 ms (1/2 of 15.7 ms).
 # Arguments: max log2 n (default 20), "nocompress" to skip the second part,
-# "onlycompress" to skip the first, "single" to add float32 compressions.
+# "onlycompress" to skip the first, "single" to add float32 compressions,
+# "hostcompress" to time the host (LAPACK) compression of GPU matrices instead.
 library(gpukernels)
 if (!gk_has_gpu()) stop("this benchmark needs a GPU")
 args <- commandArgs(trailingOnly = TRUE)
 max_log2 <- if (length(args) && !is.na(suppressWarnings(as.integer(args[1])))) as.integer(args[1]) else 20L
 do_hmv <- !"onlycompress" %in% args
 do_compress <- !"nocompress" %in% args
+options(gpukernels.experimental_gpu = !"hostcompress" %in% args)
 peak <- 3.01e12
 
 perturbed_grid <- function(n, d) {
