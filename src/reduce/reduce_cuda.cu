@@ -8,6 +8,7 @@
 #include <string.h>
 #include "reduce/reduce.h"
 #include "reduce/reduce_kernels.cuh"
+#include "reduce/reduce_kmin_large.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
 constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
-constexpr int KMIN_LARGE = 64;
+constexpr int KMIN_LARGE = 64;       // beyond: the sorting strategy (reduce_kmin_large.cuh)
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
@@ -199,7 +200,12 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
   case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_KMIN:
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
-    return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
+    if (a.k <= KMIN_LARGE) return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
+    if (a.pieces)
+      return gk_fail(err, GK_ERR_INPUT, "with block-sparse `ranges` the GPU engine finds at most %d "
+                     "smallest values (k = %d); use backend = \"cpu\" or k <= %d", KMIN_LARGE, a.k,
+                     KMIN_LARGE);
+    return kmin_large<T>(a, err);
   }
   return gk_fail(err, GK_ERR_INTERNAL, "unknown reduction %d", (int) spec->reduction);
 }
@@ -372,9 +378,6 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
                    "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);
   a.tile = (int) (tile < (size_t) BLOCK ? tile : BLOCK);
-  if (spec->reduction == GK_REDUCE_KMIN && spec->k > KMIN_LARGE)
-    return gk_fail(err, GK_ERR_INPUT, "the GPU engine finds at most %d smallest values (k = %d); "
-                   "use backend = \"cpu\" for larger k", KMIN_LARGE, spec->k);
   if (spec->ranges && reduce_ranges_check(spec->ranges, m, n, err)) return err->status;
   if (m == 0) return GK_OK;
   // Block-sparse: the rows per thread follow the kept pairs per row.

@@ -219,13 +219,6 @@ test_that("device matrices round-trip and are accepted wherever a matrix is", {
   expect_error(gk_device_matrix(rbind(x, NA)), "NA")
 })
 
-test_that("the GPU engine says when k is beyond its k-list", {
-  skip_if_no_gpu()
-  y <- matrix(runif(300), 100, 3)
-  expect_error(knn(y, y, k = 65, backend = "gpu"), "at most 64")
-  expect_equal(dim(knn(y, y, k = 65, backend = "cpu")$index), c(100L, 65L))
-})
-
 test_that("device matrices need a GPU", {
   skip_if(gk_has_gpu(), "a GPU is present")
   expect_error(gk_device_matrix(matrix(1, 2, 2)), "no GPU can be used")

@@ -1,0 +1,158 @@
+# gpukernels' side of inst/bench/anchors/run.sh: times the same cases on the
+# arrays that data.R wrote, reads the anchors' times (anchor_times.tsv from
+# anchors.py), and prints one table: case, anchor, both times, the ratio
+# (anchor time / gpukernels time: above 1, gpukernels is faster) and the
+# largest difference between the two results on a sample.
+# Usage: Rscript gpukernels.R DIR PARTS   (writes DIR/table.md too)
+suppressPackageStartupMessages(library(gpukernels))
+args <- commandArgs(trailingOnly = TRUE)
+dir <- if (length(args) >= 1) args[1] else "anchors-data"
+parts <- strsplit(if (length(args) >= 2) args[2] else "keops,masspcf", ",")[[1]]
+reps <- as.integer(Sys.getenv("REPS", "5"))
+RANGE <- 0.5   # the gaussian's range, as in anchors.py
+
+manifest <- utils::read.delim(file.path(dir, "manifest.tsv"), stringsAsFactors = FALSE)
+manifest <- manifest[!duplicated(manifest$name, fromLast = TRUE), ]
+load_array <- function(name) {
+  row <- manifest[manifest$name == name, ]
+  if (nrow(row) != 1) stop(name, " is not in the data (run data.R with its part)")
+  path <- file.path(dir, paste0(name, ".", row$type))
+  count <- row$rows * row$cols
+  x <- if (row$type == "f64") readBin(path, "double", count, size = 8, endian = "little")
+       else readBin(path, "integer", count, size = 4, endian = "little")
+  if (row$cols == 1) x else matrix(x, row$rows, row$cols)
+}
+anchor_sample <- function(case) {
+  path <- file.path(dir, paste0("anchor_", case, ".f64"))
+  if (file.exists(path)) readBin(path, "double", file.size(path) / 8, size = 8) else NULL
+}
+
+# Median wall time of `reps` calls after a warm-up (warm: a cheaper warm-up call).
+timed <- function(f, reps, warm = f) {
+  warm()
+  out <- NULL
+  t <- vapply(seq_len(reps), function(i) {
+    s <- proc.time()[["elapsed"]]
+    out <<- f()
+    proc.time()[["elapsed"]] - s
+  }, 0)
+  list(seconds = stats::median(t), value = out)
+}
+
+rows <- list()
+add <- function(case, seconds, diff = NA_real_, note = "") {
+  rows[[length(rows) + 1L]] <<- data.frame(case = case, gk_s = seconds, diff = diff,
+                                           gk_note = note, stringsAsFactors = FALSE)
+  cat(sprintf("%-24s gpukernels %10.4g s  diff %s\n", case, seconds, format(diff, digits = 3)))
+}
+rel_diff <- function(mine, theirs) {
+  if (is.null(theirs) || length(theirs) != length(mine)) return(NA_real_)
+  max(abs(mine - theirs)) / max(abs(theirs), .Machine$double.xmin)
+}
+gpu <- gk_has_gpu()
+if (!gpu) cat("gpukernels sees no GPU: its GPU cases are skipped\n")
+
+if ("keops" %in% parts && gpu) {
+  x <- load_array("x")
+  y <- load_array("y")
+  b <- load_array("b")
+  kern <- gk_kernel("gaussian", range = RANGE)
+  for (prec in c("single", "double")) for (size in c(1e6, 1e4)) {
+    case <- sprintf("gauss_%s_%s", if (prec == "single") "f32" else "f64",
+                    if (size == 1e6) "1e6" else "1e4")
+    xs <- x[seq_len(size), ]
+    ys <- y[seq_len(size), ]
+    bs <- b[seq_len(size)]
+    r <- timed(function() kernel_matvec(xs, ys, bs, kern, precision = prec),
+               if (size == 1e6 && prec == "double") 3 else reps)
+    add(case, r$seconds, rel_diff(r$value[1:1000], anchor_sample(case)))
+  }
+  # 2D scheme: y and b resident on the GPU as device matrices.
+  dy <- gk_device_matrix(load_array("y_big"), precision = "single")
+  db <- gk_device_matrix(matrix(load_array("b_big")), precision = "single")
+  x3 <- x[1:1000, ]
+  r <- timed(function() kernel_matvec(x3, dy, db, kern, precision = "single"), reps)
+  add("gauss2d_f32", r$seconds, rel_diff(as.vector(r$value), anchor_sample("gauss2d_f32")),
+      "y, b device matrices")
+  gk_free(dy)
+  gk_free(db)
+  for (prec in c("single", "double")) {
+    tag <- if (prec == "single") "f32" else "f64"
+    xs <- x[1:1e5, ]
+    ys <- y[1:1e5, ]
+    r <- timed(function() knn(xs, ys, k = 10, precision = prec), reps)
+    # Compare the anchor's neighbours through exact distances (ties may pick
+    # other indices): the largest difference of the k-th distances, first 100 rows.
+    theirs <- anchor_sample(paste0("knn_", tag, "_1e5"))
+    diff <- NA_real_
+    if (length(theirs) == 1000) {
+      theirs <- matrix(theirs, 100, 10)
+      dist_of <- function(idx) sqrt(rowSums((xs[rep(1:100, 10), ] - ys[as.vector(idx), ])^2))
+      diff <- max(abs(dist_of(r$value$index[1:100, ]) - dist_of(theirs)))
+    }
+    add(paste0("knn_", tag, "_1e5"), r$seconds, diff, "k = 10")
+    r <- timed(function() kernel_reduce(xs, ys, kernel = kern, reduction = "logsumexp",
+                                        precision = prec), reps)
+    add(paste0("lse_", tag, "_1e5"), r$seconds,
+        rel_diff(r$value[1:1000], anchor_sample(paste0("lse_", tag, "_1e5"))))
+  }
+}
+
+if ("masspcf" %in% parts) {
+  counts <- load_array("pcf_counts")
+  tt <- load_array("pcf_t")
+  vv <- load_array("pcf_v")
+  ends <- cumsum(as.numeric(counts))
+  starts <- ends - counts + 1
+  X <- lapply(seq_along(counts), function(i) {
+    s <- starts[i]:ends[i]
+    cbind(t = tt[s], v = vv[s])
+  })
+  warm <- X[1:10]
+  row0 <- function(d, n) c(0, as.vector(d)[seq_len(min(n, 200) - 1)])   # d(1, j), j = 1..200
+  preps <- min(reps, 3L)
+  if (gpu) {
+    r <- timed(function() pcf_pdist(X, p = 1, precision = "single", backend = "gpu"), preps,
+               function() pcf_pdist(warm, precision = "single", backend = "gpu"))
+    add("pdist_l1_f32_5e4", r$seconds, rel_diff(row0(r$value, 5e4), anchor_sample("pdist_l1_f32_5e4")))
+    X2 <- X[1:2e4]
+    r <- timed(function() pcf_pdist(X2, p = 1, precision = "double", backend = "gpu"), preps,
+               function() pcf_pdist(warm, backend = "gpu"))
+    add("pdist_l1_f64_2e4", r$seconds, rel_diff(row0(r$value, 2e4), anchor_sample("pdist_l1_f64_2e4")))
+    r <- timed(function() pcf_kernel(X2, precision = "single", backend = "gpu"), preps,
+               function() pcf_kernel(warm, precision = "single", backend = "gpu"))
+    add("l2_kernel_f32_2e4", r$seconds,
+        rel_diff(r$value[1, 1:200], anchor_sample("l2_kernel_f32_2e4")))
+    rm(X2)
+  }
+  X5 <- X[1:5e3]
+  r <- timed(function() pcf_pdist(X5, p = 1, backend = "cpu"), preps,
+             function() pcf_pdist(warm, backend = "cpu"))
+  add("pdist_cpu_f32_5e3", r$seconds, rel_diff(row0(r$value, 5e3), anchor_sample("pdist_cpu_f32_5e3")),
+      sprintf("CPU (double), %d threads", parallel::detectCores()))
+}
+
+# ---- the merged table
+gk <- if (length(rows)) do.call(rbind, rows) else
+  data.frame(case = character(), gk_s = numeric(), diff = numeric(), gk_note = character())
+times_path <- file.path(dir, "anchor_times.tsv")
+an <- if (file.exists(times_path)) utils::read.delim(times_path, stringsAsFactors = FALSE,
+                                                     na.strings = "NA") else
+  data.frame(case = character(), anchor = character(), seconds = numeric(), note = character())
+tab <- merge(an, gk, by = "case", all = TRUE)
+tab$ratio <- tab$seconds / tab$gk_s
+fmt_s <- function(s) ifelse(is.na(s), "-", ifelse(s < 0.1, sprintf("%.3g ms", 1e3 * s),
+                                                  sprintf("%.3g s", s)))
+notes <- trimws(paste(ifelse(is.na(tab$note), "", tab$note), ifelse(is.na(tab$gk_note), "", tab$gk_note)))
+lines <- c(sprintf("Side by side, %s, gpukernels %s, %s", format(Sys.time(), "%Y-%m-%d %H:%M"),
+                   utils::packageVersion("gpukernels"),
+                   if (gpu) gk_info()$devices$name[1] else "no GPU"),
+           "",
+           "| case | anchor | anchor time | gpukernels time | ratio (anchor / gk) | max diff | notes |",
+           "|---|---|---|---|---|---|---|",
+           sprintf("| %s | %s | %s | %s | %s | %s | %s |", tab$case,
+                   ifelse(is.na(tab$anchor), "-", tab$anchor), fmt_s(tab$seconds), fmt_s(tab$gk_s),
+                   ifelse(is.na(tab$ratio), "-", sprintf("%.2f", tab$ratio)),
+                   ifelse(is.na(tab$diff), "-", format(tab$diff, digits = 2)), notes))
+writeLines(lines)
+writeLines(lines, file.path(dir, "table.md"))
