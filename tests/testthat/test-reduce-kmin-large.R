@@ -2,6 +2,17 @@
 # the CPU engine and brute force, with ties, k = nrow(y), and sizes that are
 # not multiples of the block size.
 
+# The GPU strategy is used on request until it has run on a GPU (R/reduce.R).
+test_that("without the request, the GPU refuses k > 64 clearly", {
+  skip_if_no_gpu()
+  x <- matrix(runif(300), 100, 3)
+  old <- options(gpukernels.experimental_gpu = NULL)
+  on.exit(options(old), add = TRUE)
+  expect_error(knn(x, x, k = 65, backend = "gpu"), "at most 64 for now")
+  expect_equal(dim(knn(x, x, k = 64, backend = "gpu")$index), c(100L, 64L))
+})
+old_experimental <- options(gpukernels.experimental_gpu = TRUE)
+
 # Brute-force k nearest: order() is stable, so ties go to the smaller index.
 ref_knn <- function(x, y, k) {
   d2 <- ref_kernel_values(x, y, gk_kernel("sqdist"))
@@ -104,3 +115,5 @@ test_that("GPU k > 64 works on device matrices, and refuses block-sparse ranges 
   for (r in 1:3) knn(x, y, k = 300, backend = "gpu")
   expect_identical(gk_memory(), held)
 })
+
+options(old_experimental)
