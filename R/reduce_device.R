@@ -16,6 +16,13 @@
 #' `as.matrix()`) with the values stored on the GPU (rounded to single precision
 #' for `precision = "single"`), so that products are the same as before saving.
 #'
+#' A column whose values all lie within a factor 2 of its first value (points
+#' far from the origin, relative to their spread) is stored minus that value,
+#' which is kept in double precision and added back by `as.matrix()` and
+#' reductions: differences of such points keep their digits (in single
+#' precision too, which then rounds the centred values), and the double values
+#' come back exactly.
+#'
 #' @param x A numeric matrix (a vector is one column), finite.
 #' @param precision `"double"` (the default) or `"single"`: how the values are
 #'   stored on the GPU. Either can be used in reductions of either precision.
@@ -62,7 +69,19 @@ as.matrix.gk_device_matrix <- function(x, ...) {
   # The GPU copy when there is one; else the values kept in R, as stored on the GPU.
   if (gk_native_alive(x)) return(.Call(gk_r_device_matrix_download, gk_device_matrix_ptr(x)))
   values <- .subset2(x, "values")
-  if (.subset2(x, "precision") == "single") values[] <- gk_round_to_float(values)
+  if (.subset2(x, "precision") == "single") values <- gk_stored_single(values)
+  values
+}
+
+# The values of a single-precision device matrix as the GPU stores them, in
+# double: columns far from the origin minus their centre (the C rule, so
+# that both agree), rounded to float, the centre added back.
+gk_stored_single <- function(values) {
+  centre <- .Call(gk_r_device_matrix_centre, values)
+  for (k in seq_along(centre)) {
+    values[, k] <- if (centre[k] == 0) gk_round_to_float(values[, k]) else
+      gk_round_to_float(values[, k] - centre[k]) + centre[k]
+  }
   values
 }
 

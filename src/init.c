@@ -65,6 +65,7 @@ SEXP gk_r_reduce_ranges_pairs(SEXP ranges);
 SEXP gk_r_device_matrix(SEXP x, SEXP single);
 SEXP gk_r_device_matrix_download(SEXP ptr);
 SEXP gk_r_device_matrix_free(SEXP ptr);
+SEXP gk_r_device_matrix_centre(SEXP x);
 
 /* memory that R can see (r_memory.c) */
 SEXP gk_r_memory_held(void);
@@ -111,6 +112,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
   {"gk_r_device_matrix_free", (DL_FUNC) &gk_r_device_matrix_free, 1},
+  {"gk_r_device_matrix_centre", (DL_FUNC) &gk_r_device_matrix_centre, 1},
   /* memory that R can see */
   {"gk_r_memory_held", (DL_FUNC) &gk_r_memory_held, 0},
   {"gk_r_ptr_stale", (DL_FUNC) &gk_r_ptr_stale, 1},

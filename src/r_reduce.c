@@ -62,6 +62,18 @@ SEXP gk_r_device_matrix(SEXP x, SEXP single)
   return ptr;
 }
 
+/* The centre a device matrix made from the double matrix x has
+ * (device_matrix.h): R rounds saved single matrices as the GPU stores them. */
+SEXP gk_r_device_matrix_centre(SEXP x)
+{
+  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) gk_stop("x must be a double matrix");
+  int cols = Rf_ncols(x);
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, cols));
+  device_matrix_centre(REAL(x), (size_t) Rf_nrows(x), cols, REAL(out));
+  UNPROTECT(1);
+  return out;
+}
+
 static gk_device_matrix *device_matrix_of(SEXP ptr)
 {
   return (gk_device_matrix *) gk_extptr_address(
@@ -85,11 +97,12 @@ SEXP gk_r_device_matrix_download(SEXP ptr)
  * an operand; `min_value` gets its smallest entry when wanted (NULL: not). */
 static gk_reduce_operand operand_of(SEXP a, double *min_value)
 {
-  gk_reduce_operand op = {NULL, NULL, 0, -1, 0, 0};
+  gk_reduce_operand op = {NULL, NULL, 0, -1, 0, 0, NULL};
   if (TYPEOF(a) == EXTPTRSXP) {
     gk_device_matrix *dm = device_matrix_of(a);
     op.device = dm->buf.ptr;
     op.device_single = dm->single;
+    op.device_centre = dm->centre;
     op.gpu = dm->res.device;
     op.rows = dm->rows;
     op.cols = dm->cols;
@@ -120,7 +133,7 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                  SEXP ranges)
 {
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
-  gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0};
+  gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0, NULL};
   gk_reduction reduction_code = (gk_reduction) gk_as_int(reduction);
   int has_b = !Rf_isNull(b);
   double b_min = 0.0;

@@ -1,5 +1,6 @@
 /* Device matrices in a CPU-only build: none can be made. */
 #ifndef GK_HAVE_CUDA
+#include <stdlib.h>
 #include "device/device_matrix.h"
 
 gk_status device_matrix_upload(gk_device_matrix *dm, const double *x, size_t rows, int cols,
@@ -15,7 +16,11 @@ gk_status device_matrix_download(const gk_device_matrix *dm, double *out, gk_err
   return gk_fail_no_cuda(err);
 }
 
-void device_matrix_free(gk_device_matrix *dm) { (void) dm; }
+void device_matrix_free(gk_device_matrix *dm)
+{
+  free(dm->centre);   /* never set here; for symmetry with the CUDA build */
+  dm->centre = NULL;
+}
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int gk_device_matrix_nocuda_unused;

@@ -89,9 +89,13 @@ typedef struct {
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device
- * matrix from R, stored as double or float, on GPU `gpu`). Column-major
- * rows x cols. The GPU engine runs on the GPU of its device operands (they
- * must share one), else on the active device. */
+ * matrix from R, stored as double or float, on GPU `gpu`, minus its
+ * device_centre: device/device_matrix.h). Column-major rows x cols. The GPU
+ * engine runs on the GPU of its device operands (they must share one), else
+ * on the active device. Far from the origin the engines shift points to a
+ * common point of the data in double before scaling them (device operands
+ * by the difference of their centre and that point), so that differences
+ * keep their digits. */
 typedef struct {
   const double *host;
   const void *device;
@@ -99,6 +103,7 @@ typedef struct {
   int gpu;              /* 0-based; -1 for host operands */
   size_t rows;
   int cols;
+  const double *device_centre;   /* cols values added back, or NULL: none */
 } gk_reduce_operand;
 
 /* Columns of `out` and of `index` for a reduction (e = columns of b). */

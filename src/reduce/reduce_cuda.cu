@@ -275,31 +275,52 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
   a->nchunks = (int) ((n + chunk - 1) / chunk);
 }
 
-// A device-matrix operand in the compute precision, scaled by column.
+// A device-matrix operand in the compute precision, shifted and scaled by
+// column (device pointers; either may be NULL).
 template <typename T>
-gk_status prepare(const gk_reduce_operand *op, const double *scale_dev, T *dst, gk_error *err)
+gk_status prepare(const gk_reduce_operand *op, const double *shift_dev, const double *scale_dev,
+                  T *dst, gk_error *err)
 {
   size_t count = op->rows * (size_t) op->cols;
   if (count == 0) return GK_OK;
   unsigned blocks = (unsigned) ((count + 255) / 256 < 4096 ? (count + 255) / 256 : 4096);
   prepare_operand<T><<<blocks, 256>>>(op->device, op->device_single, op->rows, op->cols,
-                                      scale_dev, dst);
+                                      shift_dev, scale_dev, dst);
   return gk_cuda_check_launch("preparing the operands", err);
 }
 
-// Writes host points into the staging buffer in the compute precision, scaled
-// by column, minus the point origin[0], origin[n], origin[2n]... (a row of a
-// column-major n-row matrix) when given: the same arithmetic as
-// prepare_operand, done on the host so that only T-sized data is uploaded and
-// no conversion kernel is launched (small calls are latency-bound).
+// The common point of a call in dimension d, a point of the data, that x and
+// y are shifted to before they are scaled: y_1 for host y (as the CPU
+// engine), else the centre of a device y (its first row when it is centred),
+// else the same from x; 0 when no operand is far from the origin.
+double common_point(const gk_reduce_operand *x, const gk_reduce_operand *y, int d)
+{
+  if (y->host && y->rows) return y->host[(size_t) d * y->rows];
+  if (y->device_centre && y->device_centre[d] != 0.0) return y->device_centre[d];
+  if (x->host && x->rows) return x->host[(size_t) d * x->rows];
+  return x->device_centre ? x->device_centre[d] : 0.0;
+}
+
+// The shift a device operand's stored values need to be relative to the
+// point origin[] (NULL: the origin), in double: its centre minus origin.
+void device_shift(const gk_reduce_operand *op, const double *origin, double *shift)
+{
+  for (int d = 0; d < op->cols; d++)
+    shift[d] = (op->device_centre ? op->device_centre[d] : 0.0) - (origin ? origin[d] : 0.0);
+}
+
+// Writes host points into the staging buffer in the compute precision, minus
+// the point origin[] (when given, in double), scaled by column: the same
+// arithmetic as prepare_operand, done on the host so that only T-sized data
+// is uploaded and no conversion kernel is launched (small calls are
+// latency-bound).
 template <typename T>
-void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, size_t n,
-                 const double *scale)
+void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const double *scale)
 {
   size_t rows = p->rows;
   for (int d = 0; d < p->cols; d++) {
     const double *src = p->host + (size_t) d * rows;
-    double o = origin ? origin[(size_t) d * n] : 0.0, s = scale ? scale[d] : 1.0;
+    double o = origin ? origin[d] : 0.0, s = scale ? scale[d] : 1.0;
     T *out = dst + (size_t) d * rows;
     for (size_t i = 0; i < rows; i++) out[i] = (T) ((src[i] - o) * s);
   }
@@ -389,11 +410,17 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   if (spec->ranges && pieces.is_dense(spec->ranges, n)) pieces.count = 0;
 
   // Host inputs packed in one upload, already in the compute precision: the
-  // column scales (for device operands), then x, y, b.
+  // column scales and the shifts of device operands (and the common point,
+  // only read on the host), then x, y, b.
   const bool y_is_x = same_operand(x, y);
-  const bool b_direct = has_w && b->device && (b->device_single != 0) == (sizeof(T) == 4);
+  const bool b_direct = has_w && b->device && !b->device_centre &&
+                        (b->device_single != 0) == (sizeof(T) == 4);
   Layout up;
   size_t at_scale = up.take(dim * sizeof(double));
+  size_t at_origin = up.take(dim * sizeof(double));
+  size_t at_xshift = up.take(!x->host ? dim * sizeof(double) : 0);
+  size_t at_yshift = up.take(!y->host && !y_is_x ? dim * sizeof(double) : 0);
+  size_t at_bshift = up.take(has_w && b->device_centre ? e_total * sizeof(double) : 0);
   size_t at_xhost = up.take(x->host ? m * dim * sizeof(T) : 0);
   size_t at_yhost = up.take(y->host && !y_is_x ? n * dim * sizeof(T) : 0);
   size_t at_bhost = up.take(has_w && b->host ? n * e_total * sizeof(T) : 0);
@@ -423,14 +450,19 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   for (int d = 0; d < dim; d++)
     scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
   // Coordinates far from the origin (relative to the range) lose the digits
-  // that distances need when they are scaled first: host points are packed
-  // relative to y_1 (subtracted in double, then scaled) when the kernel
-  // depends on differences only, in both precisions (as the CPU engine does).
-  const bool centre = !a.inner && x->host && y->host && n > 0;
-  if (x->host) pack_points((T *) (host + at_xhost), x, centre ? y->host : NULL, n, scale_host);
-  if (y->host && !y_is_x)
-    pack_points((T *) (host + at_yhost), y, centre ? y->host : NULL, n, scale_host);
-  if (has_w && b->host) pack_points((T *) (host + at_bhost), b, NULL, n, NULL);
+  // that distances need when they are scaled first: points are shifted to a
+  // common point of the data (subtracted in double, then scaled) when the
+  // kernel depends on differences only, in both precisions (as the CPU engine
+  // does); device matrices, stored minus their own centre, are shifted by the
+  // difference of the two. Inner-product kernels see the points themselves.
+  double *origin = a.inner ? NULL : (double *) (host + at_origin);
+  for (int d = 0; origin && d < dim; d++) origin[d] = common_point(x, y, d);
+  if (x->host) pack_points((T *) (host + at_xhost), x, origin, scale_host);
+  if (y->host && !y_is_x) pack_points((T *) (host + at_yhost), y, origin, scale_host);
+  if (has_w && b->host) pack_points((T *) (host + at_bhost), b, NULL, NULL);
+  if (!x->host) device_shift(x, origin, (double *) (host + at_xshift));
+  if (!y->host && !y_is_x) device_shift(y, origin, (double *) (host + at_yshift));
+  if (has_w && b->device_centre) device_shift(b, NULL, (double *) (host + at_bshift));
   if (pieces.count) {
     memcpy(host + at_pieces, pieces.data, pieces.bytes());
     memcpy(host + at_redranges, spec->ranges->redranges_j, pieces.redrange_bytes());
@@ -447,12 +479,15 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const double *scale = (const double *) (base + at_scale);
   T *xp = (T *) (base + at_xp);
   T *yp = (T *) (base + at_yp);
-  if (!x->host && prepare<T>(x, scale, xp, err)) return err->status;
-  if (!y_is_x && !y->host && prepare<T>(y, scale, yp, err)) return err->status;
+  const double *xshift = (const double *) (base + at_xshift);
+  const double *yshift = (const double *) (base + at_yshift);
+  const double *bshift = has_w && b->device_centre ? (const double *) (base + at_bshift) : NULL;
+  if (!x->host && prepare<T>(x, xshift, scale, xp, err)) return err->status;
+  if (!y_is_x && !y->host && prepare<T>(y, yshift, scale, yp, err)) return err->status;
   const T *bp = NULL;
   if (b_direct) bp = (const T *) b->device;
   else if (has_w) {
-    if (!b->host && prepare<T>(b, NULL, (T *) (base + at_bp), err)) return err->status;
+    if (!b->host && prepare<T>(b, bshift, NULL, (T *) (base + at_bp), err)) return err->status;
     bp = (const T *) (base + at_bp);
   }
   a.x = xp;

@@ -224,17 +224,20 @@ __global__ void combine_chunks(Args a)
   else st.finish(a, i);
 }
 
-// dst = src (double or float) with column c multiplied by scale[c] (if given),
-// in the compute precision.
+// dst = src (double or float) with column c shifted by shift[c], then
+// multiplied by scale[c] (each if given), in double, then rounded to the
+// compute precision: a device matrix's centre moved to the common point of
+// the call before scaling (reduce.h), so differences keep their digits.
 template <typename T>
 __global__ void prepare_operand(const void *src, int src_single, size_t rows, int cols,
-                                const double *scale, T *dst)
+                                const double *shift, const double *scale, T *dst)
 {
   size_t count = rows * (size_t) cols;
   for (size_t q = (size_t) blockIdx.x * blockDim.x + threadIdx.x; q < count;
        q += (size_t) gridDim.x * blockDim.x) {
     double v = src_single ? (double) static_cast<const float *>(src)[q]
                           : static_cast<const double *>(src)[q];
+    if (shift) v += shift[q / rows];
     if (scale) v *= scale[q / rows];
     dst[q] = (T) v;
   }

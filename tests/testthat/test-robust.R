@@ -122,6 +122,105 @@ test_that("engines keep their accuracy far from the origin", {
   }
 })
 
+# A single-precision device matrix as readRDS() gives it back (its values and
+# a dead pointer): used on the CPU as the GPU stores it. Works without a GPU.
+saved_single_device_matrix <- function(x) {
+  structure(list(native = gpukernels:::gk_native_new(new("externalptr")), values = x,
+                 dim = dim(x), precision = "single"), class = "gk_device_matrix")
+}
+
+# Points near `offset` in the first column and about the origin in the second
+# (device matrices centre the first and store the second as it is).
+far_points <- function(n, offset) cbind(runif(n) + offset, runif(n) - 0.5)
+
+test_that("single device matrices keep the digits of points far from the origin", {
+  set.seed(171)
+  y <- cbind(far_points(40, 1e6), -runif(40) - 1e6, c(1, 3, runif(38, 1, 2)))
+  stored <- as.matrix(saved_single_device_matrix(y))
+  # Columns within a factor 2 of their first value are stored minus it (then
+  # rounded): 6e-8 from y, not the 0.06 of rounding y itself at 1e6.
+  centre <- c(y[1, 1], 0, y[1, 3], 0)
+  expect_identical(stored, sweep(round_to_float(sweep(y, 2, centre)), 2, centre, "+"))
+  expect_lt(max(abs(stored[, 1:3] - y[, 1:3])), 1e-7)
+  expect_gt(max(abs(round_to_float(y[, 1]) - y[, 1])), 1e-3)   # what centring avoids
+  # Reductions on the CPU use the stored values.
+  x <- cbind(far_points(25, 1e6), -runif(25) - 1e6, runif(25, 1, 2))
+  b <- rnorm(40)
+  k <- gk_kernel("gaussian", range = 0.5)
+  got <- kernel_matvec(x, saved_single_device_matrix(y), b, k, backend = "cpu")
+  expect_lt(max(abs(got - drop(far_reference(x, stored, 0.5) %*% b))), 1e-12 * sum(abs(b)))
+})
+
+test_that("reductions on device matrices keep their accuracy far from the origin", {
+  skip_if_no_gpu()
+  set.seed(172)
+  k <- gk_kernel("gaussian", range = 0.1)
+  for (offset in c(1e6, 1e12)) {
+    for (sizes in list(c(1, 1), c(37, 53), c(300, 517))) {
+      x <- far_points(sizes[1], offset)
+      y <- far_points(sizes[2], offset)
+      b <- rnorm(sizes[2])
+      a <- rnorm(sizes[1])
+      K <- far_reference(x, y, 0.1)
+      ref <- drop(K %*% b)
+      tol <- 1e-12 * max(1, sum(abs(b)))
+      dx <- gk_device_matrix(x)
+      dy <- gk_device_matrix(y)
+      expect_identical(as.matrix(dx), x)   # the centre is added back exactly
+      # Device with device (different centres), and mixed with host operands.
+      for (pair in list(list(dx, dy), list(x, dy), list(dx, y))) {
+        expect_lt(max(abs(kernel_matvec(pair[[1]], pair[[2]], b, k) - ref)), tol)
+        expect_lt(max(abs(kernel_matvec(pair[[1]], pair[[2]], b, k, precision = "single") - ref)),
+                  1e-5 * max(1, sum(abs(b))))
+      }
+      expect_lt(max(abs(kernel_matvec(dx, dy, a, k, axis = 2) - drop(crossprod(K, a)))),
+                1e-12 * max(1, sum(abs(a))))
+      expect_lt(max(abs(kernel_matvec(dy, dy, b, k) - drop(far_reference(y, y, 0.1) %*% b))), tol)
+      # Single storage: the centred values are rounded; GPU and R agree on them.
+      dxs <- gk_device_matrix(x, precision = "single")
+      dys <- gk_device_matrix(y, precision = "single")
+      xs <- as.matrix(dxs)
+      ys <- as.matrix(dys)
+      expect_identical(xs, as.matrix(saved_single_device_matrix(x)))
+      expect_identical(ys, as.matrix(saved_single_device_matrix(y)))
+      expect_lt(max(abs(xs - x)), 1e-7)
+      refs <- drop(far_reference(xs, ys, 0.1) %*% b)
+      expect_lt(max(abs(kernel_matvec(dxs, dys, b, k) - refs)), tol)
+      expect_lt(max(abs(kernel_matvec(x, dys, b, k) - drop(far_reference(x, ys, 0.1) %*% b))), tol)
+      expect_lt(max(abs(kernel_matvec(dxs, dys, b, k, precision = "single") - refs)),
+                1e-5 * max(1, sum(abs(b))))
+      # Nearest neighbours (squared distances, range 1) as on the CPU.
+      kn <- min(3L, sizes[2])
+      nn <- knn(dx, dy, k = kn)
+      nn_cpu <- knn(x, y, k = kn, backend = "cpu")
+      expect_identical(nn$index, nn_cpu$index)
+      expect_lt(max(abs(nn$distance - nn_cpu$distance)), 1e-10)
+      # Weights far from 0 are centred too, and given back exactly.
+      w <- matrix(runif(sizes[2], 1, 1.5))
+      for (precision in c("double", "single")) {
+        dw <- gk_device_matrix(w, precision = precision)
+        wv <- as.matrix(dw)
+        if (precision == "double") expect_identical(wv, w)
+        expect_lt(max(abs(kernel_matvec(dx, dy, dw, k) - K %*% wv)), 1e-12 * sum(wv))
+        expect_lt(max(abs(kernel_matvec(dx, dy, dw, k, precision = "single") - K %*% wv)),
+                  1e-5 * sum(wv))
+        expect_lt(rel_err(kernel_reduce(dx, dy, dw, k, reduction = "logsumexp"),
+                          log(exp(K) %*% wv)), 1e-12)
+      }
+    }
+  }
+  # Inner products see the points themselves (their centres added back).
+  x <- far_points(40, 1e3)
+  y <- far_points(60, 1e3)
+  b <- rnorm(60)
+  lin <- gk_kernel("linear")
+  ref <- kernel_reduce(x, y, b, lin, backend = "cpu")
+  expect_lt(rel_err(kernel_reduce(gk_device_matrix(x), gk_device_matrix(y), b, lin), ref), 1e-10)
+  dys <- gk_device_matrix(y, precision = "single")
+  expect_lt(rel_err(kernel_reduce(x, dys, b, lin),
+                    kernel_reduce(x, as.matrix(dys), b, lin, backend = "cpu")), 1e-10)
+})
+
 test_that("knn works near 1e154 and near 1e-160", {
   set.seed(14)
   for (scale in c(1e154, 1e-160, 1e300)) {
