@@ -3,6 +3,7 @@
 # test suite, the reduction benchmarks and latency, compute-sanitizer. Usage,
 # from the device tool with carry [".device"]:
 #   . .device/setup-r.sh && sh tools/device-check.sh [tests] [latency] [reduce] [sanitize] [kernels] [h2] [pcf]
+#     [blocksparse] [h2compress] [gp] [distributed]
 OUT=${OUT:-/tmp/gk-out}
 mkdir -p "$OUT"
 nvidia-smi -L
@@ -15,6 +16,10 @@ for step in "$@"; do
     reduce)   Rscript inst/bench/reduce.R 2>&1 | tee "$OUT/reduce.log" | tail -30 ;;
     h2)       Rscript inst/bench/h2.R 2>&1 | tee "$OUT/h2.log" | tail -30 ;;
     pcf)      Rscript inst/bench/pcf.R 2>&1 | tee "$OUT/pcf.log" | tail -30 ;;
+    blocksparse) Rscript inst/bench/blocksparse.R 2>&1 | tee "$OUT/blocksparse.log" | tail -30 ;;
+    h2compress) Rscript inst/bench/h2.R 20 onlycompress 2>&1 | tee "$OUT/h2compress.log" | tail -30 ;;
+    gp)       GK_BENCH_BUDGET=400 Rscript inst/bench/gp.R 2>&1 | tee "$OUT/gp.log" | tail -30 ;;
+    distributed) Rscript inst/bench/distributed.R 2>&1 | tee "$OUT/distributed.log" | tail -30 ;;
     sanitize) compute-sanitizer --leak-check full --error-exitcode 3 Rscript tools/sanitize.R \
                 > "$OUT/sanitize.log" 2>&1; echo "sanitizer rc $?"; tail -5 "$OUT/sanitize.log" ;;
     kernels)  # GPU time of each kernel of two small reductions (nsys is not on that machine).
