@@ -6,8 +6,12 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 
 #' Control settings for the Gaussian-process functions
 #'
-#' @param neighbors Neighbours per point in the Vecchia preconditioner (and in
-#'   the Vecchia approximation of [gp_simulate()]).
+#' @param neighbors Neighbours per point in the Vecchia preconditioner, at
+#'   most `gp_max_neighbors` = 64: the candidates come from [knn()], whose GPU
+#'   search finds at most 64 neighbours, and the CPU uses the same cap so that
+#'   both backends build the same preconditioner. Each point keeps the nearest
+#'   of its `min(64, 2 * neighbors + 2)` candidates that precede it, so above
+#'   about 40 some points get fewer than `neighbors`.
 #' @param probes Random (Rademacher) probe vectors for the stochastic
 #'   log-determinant and traces. They are drawn once from `seed`, so repeated
 #'   evaluations use the same probes and the objective is a smooth function of
@@ -19,23 +23,45 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param dense_max Largest `n` for which `method = "auto"` uses the dense
 #'   Cholesky method.
 #' @param h2 A list of arguments for [h2_matrix()] (`eta`, `order`,
-#'   `leaf_size`, `precision`) used by `method = "h2"`.
+#'   `leaf_size`, `precision`, `tol`) used by `method = "h2"`.
+#' @param h2_min Smallest `n` for which `method = "auto"` uses `"h2"` (2
+#'   dimensions).
+#' @param h2_check_rows Rows on which the `"h2"` method compares its products
+#'   with exact ones to estimate what the approximation does to the
+#'   log-likelihood (see [gp_loglik()]).
 #' @return A list of class `gp_control`.
 #' @examples
 #' gp_control(probes = 50)
 #' @export
 gp_control <- function(neighbors = 40L, probes = 50L, tol = 1e-6, maxit = 1000L, seed = 1L,
-                       dense_max = 4000L, h2 = list()) {
-  gk_check_scalar(neighbors, "neighbors", lower = 0, integer = TRUE)
+                       dense_max = 4000L, h2 = list(), h2_min = 50000L, h2_check_rows = 1000L) {
+  gp_check_neighbors(neighbors, lower = 0)
   gk_check_scalar(probes, "probes", lower = 2, integer = TRUE)
   gk_check_scalar(tol, "tol", lower = 0, lower_open = TRUE)
   gk_check_scalar(maxit, "maxit", lower = 1, integer = TRUE)
   gk_check_scalar(seed, "seed", integer = TRUE)
   gk_check_scalar(dense_max, "dense_max", lower = 0, integer = TRUE)
+  gk_check_scalar(h2_min, "h2_min", lower = 0, integer = TRUE)
+  gk_check_scalar(h2_check_rows, "h2_check_rows", lower = 2, integer = TRUE)
   if (!is.list(h2)) stop("`h2` must be a list of h2_matrix() arguments", call. = FALSE)
   structure(list(neighbors = as.integer(neighbors), probes = as.integer(probes), tol = tol,
                  maxit = as.integer(maxit), seed = as.integer(seed),
-                 dense_max = as.integer(dense_max), h2 = h2), class = "gp_control")
+                 dense_max = as.integer(dense_max), h2 = h2, h2_min = as.integer(h2_min),
+                 h2_check_rows = as.integer(h2_check_rows)), class = "gp_control")
+}
+
+# The GPU knn() finds at most 64 neighbours (KMIN_LARGE in reduce_cuda.cu);
+# the neighbour search asks for at most this many candidates on both backends.
+gp_max_neighbors <- 64L
+
+gp_check_neighbors <- function(neighbors, lower) {
+  gk_check_scalar(neighbors, "neighbors", lower = lower, integer = TRUE)
+  if (neighbors > gp_max_neighbors) {
+    stop("`neighbors` must be at most ", gp_max_neighbors, " (the candidates come from ",
+         "knn(), which finds at most ", gp_max_neighbors, " neighbours on the GPU); ",
+         "about 30-40 is usually enough", call. = FALSE)
+  }
+  invisible(neighbors)
 }
 
 # Runs expr with the given seed and puts the user's random stream back.
@@ -108,9 +134,10 @@ gp_dlogrange_kernel <- function(kernel) {
   kernel
 }
 
-gp_kernel_with <- function(kernel, variance, range) {
+gp_kernel_with <- function(kernel, variance, range, smoothness = NULL) {
   kernel$variance <- as.double(variance)
   kernel$range <- as.double(range)
+  if (!is.null(smoothness)) kernel$smoothness <- as.double(smoothness)
   kernel
 }
 
@@ -145,13 +172,14 @@ gp_problem <- function(locs, y, X, method, control, backend) {
 # For each point (in the internal order) up to m nearest points that precede
 # it, by brute-force knn() on growing blocks: the rows start..end search the
 # points 1..end, of which at least two thirds precede them. The GPU knn()
-# finds at most 64 neighbours.
+# finds at most gp_max_neighbors neighbours: the candidates are capped there
+# on both backends, so they agree.
 gp_neighbors <- function(xo, m, backend) {
   n <- nrow(xo)
   nbr <- matrix(0L, n, max(m, 0L))
   duplicates <- 0L
   if (m == 0L || n < 2L) return(list(nbr = nbr, duplicates = duplicates))
-  k_most <- min(64L, 2L * m + 2L)   # the same on both backends, so they agree
+  k_most <- min(gp_max_neighbors, 2L * m + 2L)   # the same on both backends, so they agree
   start <- 1L
   while (start <= n) {
     end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
@@ -173,35 +201,91 @@ gp_check_duplicates <- function(prob, nugget) {
   }
 }
 
-# The covariance operator Sigma = K + nugget I and the derivative operator
-# D = dK / dlog(range), as functions of an n x k matrix.
-gp_operator <- function(prob, kernel, nugget, derivative) {
+# Step in log(smoothness) of the central difference that gives
+# d Sigma / d log(smoothness): truncation error ~ h^2 / 6 ~ 2e-9 (relative),
+# rounding ~ 1e-16 / h ~ 1e-12 (kernels evaluated in double precision).
+gp_smoothness_step <- 1e-4
+
+# The derivatives of Sigma in the log parameters other than the variance and
+# the nugget (those are K and nugget * I), each a weighted sum of kernels:
+# d / dlog(range) is a kernel of its own (families 16 + f); d / dlog(smoothness)
+# of a Matern kernel is a central difference of two Matern kernels. Both
+# vanish on the diagonal (k(0) is the variance for every range and smoothness),
+# which the Vecchia factor's trace(G D G') relies on.
+gp_derivative_terms <- function(kernel, smoothness = FALSE) {
+  terms <- list(log_range = list(kernels = list(gp_dlogrange_kernel(kernel)), weights = 1))
+  if (smoothness) {
+    if (kernel$name != "matern") {
+      stop("the smoothness can be estimated for the matern kernel only", call. = FALSE)
+    }
+    h <- gp_smoothness_step
+    up <- down <- kernel
+    up$smoothness <- kernel$smoothness * exp(h)
+    down$smoothness <- kernel$smoothness * exp(-h)
+    terms$log_smoothness <- list(kernels = list(up, down), weights = c(1, -1) / (2 * h))
+  }
+  terms
+}
+
+gp_param_names <- c("log_variance", "log_range", "log_nugget", "log_smoothness")
+
+# The covariance operator Sigma = K + nugget I (mult) and the derivative
+# operators of `terms` (dmult, a list of functions), as functions of an
+# n x k matrix.
+gp_operator <- function(prob, kernel, nugget, terms = list()) {
+  combine <- function(products, weights) {
+    function(V) {
+      out <- weights[[1L]] * products[[1L]](V)
+      for (i in seq_along(products)[-1L]) out <- out + weights[[i]] * products[[i]](V)
+      out
+    }
+  }
   if (prob$method == "h2") {
     args <- utils::modifyList(list(precision = "double"), prob$control$h2)
     build <- function(k, nug) {
       do.call(h2_matrix, c(list(locs = prob$locs, kernel = k, nugget = nug,
                                 backend = prob$backend), args))
     }
-    A <- build(kernel, nugget)
-    D <- if (derivative) build(gp_dlogrange_kernel(kernel), 0)
-    return(list(mult = function(V) h2_multiply(A, V),
-                dmult = function(V) h2_multiply(D, V)))
+    product <- function(k, nug) {
+      A <- build(k, nug)
+      function(V) h2_multiply(A, V)
+    }
+  } else {
+    pts <- prob$points
+    product <- function(k, nug) {
+      force(k)
+      function(V) {
+        out <- kernel_matvec(pts, pts, V, k, backend = prob$backend)
+        if (nug != 0) out + nug * V else out
+      }
+    }
   }
-  pts <- prob$points
-  dk <- if (derivative) gp_dlogrange_kernel(kernel)
-  list(mult = function(V) kernel_matvec(pts, pts, V, kernel, backend = prob$backend) + nugget * V,
-       dmult = function(V) kernel_matvec(pts, pts, V, dk, backend = prob$backend))
+  dmult <- lapply(terms, function(term) {
+    combine(lapply(term$kernels, product, nug = 0), term$weights)
+  })
+  list(mult = product(kernel, nugget), dmult = dmult)
 }
 
-# The Vecchia preconditioner at these parameters and its products.
-gp_preconditioner <- function(prob, kernel, nugget, derivative) {
-  dk <- if (derivative) gp_dlogrange_kernel(kernel)
-  fac <- .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget, gk_threads())
+# The Vecchia preconditioner at these parameters, its products, and the
+# exact traces trace(G G') and trace(G D G') for each derivative of `terms`
+# (the C core takes one derivative kernel: a term of several kernels costs
+# one more factorization per kernel).
+gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
+  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget,
+                               gk_threads())
+  first <- if (length(terms)) terms[[1L]]$kernels[[1L]]
+  fac <- factor(first)
+  trace_GDG <- vapply(terms, function(term) {
+    parts <- vapply(term$kernels, function(k) {
+      if (identical(k, first)) fac$stats[[3L]] else factor(k)$stats[[3L]]
+    }, numeric(1))
+    sum(term$weights * parts)
+  }, numeric(1))
   nbr <- prob$nbr
   coef <- fac$coef
   list(G = function(V) .Call(gk_r_gp_apply, nbr, coef, V, FALSE, gk_threads()),
        Gt = function(V) .Call(gk_r_gp_apply, nbr, coef, V, TRUE, gk_threads()),
-       logdet = fac$stats[[1L]], trace_GG = fac$stats[[2L]], trace_GDG = fac$stats[[3L]],
+       logdet = fac$stats[[1L]], trace_GG = fac$stats[[2L]], trace_GDG = trace_GDG,
        coef = coef)
 }
 

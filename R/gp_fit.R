@@ -5,7 +5,9 @@
 #'
 #' Maximises the profile log-likelihood of [gp_loglik()] over the log
 #' variance, log range and log nugget (the nugget is the variance added to the
-#' diagonal, not a ratio), with the smoothness of a Matérn kernel fixed, by
+#' diagonal, not a ratio) and, with `estimate_smoothness = TRUE`, the log
+#' smoothness of a Matérn kernel (between 0.1 and 8; its derivative is a
+#' central difference of two kernel operators, see [gp_loglik()]), by
 #' L-BFGS-B with the gradient of [gp_loglik()]. The iterative methods use the
 #' same probes at every step, so the objective is smooth.
 #'
@@ -15,20 +17,27 @@
 #' more than 2000 points these are then refined by a dense fit to a random
 #' subset of 1000 points.
 #'
-#' A progress line is printed (with `message()`) after every evaluation when
-#' `verbose` is `TRUE`. An interrupt (Ctrl-C) stops the optimisation cleanly:
-#' the fit at the best parameters so far is returned, with a warning and
+#' Progress goes through \pkg{progressr} (see [gk_progress]): one step per
+#' likelihood evaluation, shown by the handler you choose (e.g.
+#' `progressr::handlers(global = TRUE)`), with a line per evaluation
+#' (log-likelihood, parameters, CG iterations, time) as the step's message
+#' when `verbose` is `TRUE`. Without \pkg{progressr}, `verbose` lines are
+#' printed with `message()`; `options(gpukernels.progress = FALSE)` turns
+#' both off. An interrupt (Ctrl-C) stops the optimisation cleanly: the fit
+#' at the best parameters so far is returned, with a warning and
 #' `convergence = "interrupted"`.
 #'
 #' @inheritParams gp_loglik
 #' @param kernel Kernel family name: `"matern"`, `"exponential"`,
 #'   `"gaussian"`, `"cauchy"` or `"inverse_multiquadric"`, or a
 #'   [gk_kernel()] whose family (and smoothness) are used.
-#' @param smoothness The Matérn smoothness (fixed), default 1.5.
+#' @param smoothness The Matérn smoothness, default 1.5: fixed, or the
+#'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
-#'   `variance`, `range` and `nugget`.
-#' @param verbose Print a line per likelihood evaluation (default: when
-#'   `n > 5000`).
+#'   `variance`, `range` and `nugget` (and optionally `smoothness`).
+#' @param estimate_smoothness Also estimate the Matérn smoothness.
+#' @param verbose A line per likelihood evaluation (default: when
+#'   `n > 5000`), as the progress message (see Details).
 #' @param optim_control Passed to [stats::optim()]'s `control`.
 #' @return An object of class `gp_fit` with methods [coef()], [logLik()],
 #'   [vcov()] (the inverse Fisher information, for the log parameters),
@@ -42,30 +51,40 @@
 #' predict(fit, matrix(runif(10), ncol = 2), se.fit = TRUE)
 #' @export
 gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start = NULL,
-                   method = "auto", control = gp_control(), verbose = NULL,
-                   optim_control = list(), backend = NULL) {
+                   method = "auto", estimate_smoothness = FALSE, control = gp_control(),
+                   verbose = NULL, optim_control = list(), backend = NULL) {
   locs <- gk_check_points(locs, "locs")
   n <- nrow(locs)
   template <- gp_kernel_template(kernel, smoothness, ncol(locs))
+  estimate_smoothness <- isTRUE(estimate_smoothness)
+  if (estimate_smoothness && template$name != "matern") {
+    stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
+  }
   data <- gp_check_data(y, X, n)
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
   method <- gp_method(method, n, ncol(locs), control)
   if (is.null(verbose)) verbose <- n > 5000
-  start <- gp_start(locs, data, template, start, control, backend)
+  start <- gp_start(locs, data, template, start, control, backend, estimate_smoothness)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend)
   if (isTRUE(prob$duplicates) && start[["nugget"]] == 0) gp_check_duplicates(prob, 0)
 
+  ctl <- utils::modifyList(list(factr = 1e6, pgtol = 0, maxit = 200L), optim_control)
+  report <- gp_fit_progress(verbose, steps = ctl$maxit + 1L)
   evals <- new.env(parent = emptyenv())
   evals$count <- 0L
   evals$best <- NULL
   t_start <- proc.time()[["elapsed"]]
+  make_kernel <- function(theta) {
+    gp_kernel_with(template, theta[[1L]], theta[[2L]],
+                   if (estimate_smoothness) theta[[4L]])
+  }
   evaluate <- function(par) {
     key <- paste(format(par, digits = 17), collapse = ",")
     if (identical(evals$key, key)) return(evals$value)
     theta <- exp(par)
-    res <- gp_evaluate(prob, gp_kernel_with(template, theta[[1L]], theta[[2L]]), theta[[3L]],
-                       gradient = TRUE)
+    res <- gp_evaluate(prob, make_kernel(theta), theta[[3L]], gradient = TRUE,
+                       smoothness = estimate_smoothness)
     evals$count <- evals$count + 1L
     evals$key <- key
     evals$value <- res
@@ -73,23 +92,28 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
       evals$best <- res
       evals$best_par <- par
     }
-    if (verbose) {
-      message(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g  (%s%.1f s)",
-                      evals$count, res$loglik, theta[[1L]], theta[[2L]], theta[[3L]],
-                      if (method == "dense") "" else sprintf("%d CG iterations, ",
-                                                             res$cg_iterations),
-                      proc.time()[["elapsed"]] - t_start))
-    }
+    report(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g%s  (%s%.1f s)",
+                   evals$count, res$loglik, theta[[1L]], theta[[2L]], theta[[3L]],
+                   if (estimate_smoothness) sprintf("  smoothness %.4g", theta[[4L]]) else "",
+                   if (method == "dense") "" else sprintf("%d CG iterations, ",
+                                                          res$cg_iterations),
+                   proc.time()[["elapsed"]] - t_start))
     res
   }
-  par0 <- log(c(start[["variance"]], start[["range"]], start[["nugget"]]))
+  par0 <- log(start)
+  lower <- par0 - 12
+  upper <- par0 + 12
+  if (estimate_smoothness) {
+    lower[[4L]] <- log(gp_smoothness_bounds[[1L]])
+    upper[[4L]] <- log(gp_smoothness_bounds[[2L]])
+    par0[[4L]] <- min(max(par0[[4L]], lower[[4L]]), upper[[4L]])
+  }
   scale <- max(1, abs(evaluate(par0)$loglik))
-  ctl <- utils::modifyList(list(factr = 1e6, pgtol = 0, maxit = 200L), optim_control)
   convergence <- "converged"
   opt <- tryCatch(
     stats::optim(par0, fn = function(p) -evaluate(p)$loglik / scale,
                  gr = function(p) -evaluate(p)$gradient / scale, method = "L-BFGS-B",
-                 lower = par0 - 12, upper = par0 + 12, control = ctl),
+                 lower = lower, upper = upper, control = ctl),
     interrupt = function(e) NULL)
   if (is.null(opt)) {
     warning("gp_fit() was interrupted: returning the best parameters found so far",
@@ -106,21 +130,50 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
     }
   }
   theta <- exp(par)
-  kern <- gp_kernel_with(template, theta[[1L]], theta[[2L]])
-  final <- gp_evaluate(prob, kern, theta[[3L]], gradient = TRUE, fisher = TRUE)
+  kern <- make_kernel(theta)
+  final <- gp_evaluate(prob, kern, theta[[3L]], gradient = TRUE, fisher = TRUE,
+                       smoothness = estimate_smoothness)
   vc <- tryCatch(solve(final$fisher), error = function(e) {
-    matrix(NA_real_, 3L, 3L, dimnames = dimnames(final$fisher))
+    matrix(NA_real_, nrow(final$fisher), ncol(final$fisher), dimnames = dimnames(final$fisher))
   })
-  structure(list(coefficients = c(variance = theta[[1L]], range = theta[[2L]],
-                                  nugget = theta[[3L]]),
+  coefs <- c(variance = theta[[1L]], range = theta[[2L]], nugget = theta[[3L]],
+             if (estimate_smoothness) c(smoothness = theta[[4L]]))
+  structure(list(coefficients = coefs,
                  beta = final$beta, loglik = final$loglik, loglik_se = final$se,
                  gradient = final$gradient, vcov_log = vc, kernel = kern,
-                 nugget = theta[[3L]], method = method, n = n, locs = locs, y = data$y,
+                 nugget = theta[[3L]], estimate_smoothness = estimate_smoothness,
+                 method = method, n = n, locs = locs, y = data$y,
                  X = data$X, X_default = is.null(X), alpha = final$alpha, prob = prob,
                  evaluations = evals$count, cg_iterations = final$cg_iterations,
                  convergence = convergence, start = start, backend = backend,
                  call = match.call()),
             class = "gp_fit")
+}
+
+# Where the optimizer looks for a Matern smoothness (0.5 is the exponential
+# kernel; beyond about 5 the data rarely tell smoothness values apart).
+gp_smoothness_bounds <- c(0.1, 8)
+
+# One progress step per likelihood evaluation through progressr (the user
+# picks the handler, see ?gk_progress), with the evaluation's line as the
+# step's message when `verbose`; without progressr, verbose lines go to
+# message(). The progressor finishes when gp_fit() returns.
+gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
+  p <- gk_progressor(steps, envir = envir)
+  done <- 0L
+  if (is.null(p)) {
+    if (verbose && !identical(getOption("gpukernels.progress"), FALSE)) {
+      return(function(line) message(line))
+    }
+    return(function(line) invisible())
+  }
+  function(line) {
+    # the evaluations can outnumber the iterations (line searches): past the
+    # planned steps only the line is sent
+    amount <- if (done < steps - 1L) 1 else 0
+    done <<- done + amount
+    if (verbose) p(message = line, amount = amount) else p(amount = amount)
+  }
 }
 
 gp_kernel_template <- function(kernel, smoothness, dim) {
@@ -138,28 +191,36 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
   gp_check_kernel(k, dim)
 }
 
-gp_start <- function(locs, data, template, start, control, backend) {
+# Starting values (named, positive): variance, range, nugget and, when it is
+# estimated, smoothness (from `start`, else the kernel's).
+gp_start <- function(locs, data, template, start, control, backend, estimate_smoothness = FALSE) {
+  nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
   if (!is.null(start)) {
     start <- as.list(start)
     if (!all(c("variance", "range", "nugget") %in% names(start))) {
       stop("`start` needs `variance`, `range` and `nugget`", call. = FALSE)
     }
-    for (nm in c("variance", "range", "nugget")) {
+    wanted <- c("variance", "range", "nugget", if (estimate_smoothness) "smoothness")
+    if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
+    for (nm in wanted) {
       gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
     }
-    return(unlist(start[c("variance", "range", "nugget")]))
+    return(vapply(start[wanted], as.double, numeric(1)))
   }
   X <- data$X
   resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
   v <- max(stats::var(resid), .Machine$double.eps)
-  st <- c(variance = 0.9 * v, range = mean(apply(locs, 2L, stats::sd)) / 4, nugget = 0.1 * v)
+  st <- c(variance = 0.9 * v, range = mean(apply(locs, 2L, stats::sd)) / 4, nugget = 0.1 * v, nu)
   n <- nrow(locs)
   if (n > 2000L) {
     sub <- gp_with_seed(control$seed + 2L, sample.int(n, 1000L))
+    old <- options(gpukernels.progress = FALSE)   # the subset fit shows no progress of its own
+    on.exit(options(old), add = TRUE)
     pre <- tryCatch(
       suppressWarnings(gp_fit(locs[sub, , drop = FALSE], data$y[sub], X[sub, , drop = FALSE],
                               kernel = template, start = as.list(st), method = "dense",
-                              verbose = FALSE, backend = backend)),
+                              estimate_smoothness = estimate_smoothness, verbose = FALSE,
+                              backend = backend)),
       error = function(e) NULL)
     if (!is.null(pre) && all(is.finite(pre$coefficients))) {
       st <- pre$coefficients
@@ -175,19 +236,20 @@ coef.gp_fit <- function(object, ...) object$coefficients
 
 #' @export
 logLik.gp_fit <- function(object, ...) {
-  structure(object$loglik, df = 3L + length(object$beta), nobs = object$n, class = "logLik")
+  structure(object$loglik, df = length(object$coefficients) + length(object$beta),
+            nobs = object$n, class = "logLik")
 }
 
 #' Covariance of the estimates of a Gaussian-process fit
 #'
 #' The inverse of the Fisher information of the covariance parameters, on
 #' the scale of the log parameters (`log_variance`, `log_range`,
-#' `log_nugget`), where the normal approximation is better; with
+#' `log_nugget` and, when it was estimated, `log_smoothness`), where the normal approximation is better; with
 #' `log = FALSE`, by the delta method on the original scale.
 #' @param object A [gp_fit()].
 #' @param log Log scale (default) or the original parameters.
 #' @param ... Unused.
-#' @return A 3 x 3 matrix.
+#' @return A 3 x 3 (4 x 4 with the smoothness) matrix.
 #' @export
 vcov.gp_fit <- function(object, log = TRUE, ...) {
   v <- object$vcov_log
@@ -202,7 +264,8 @@ vcov.gp_fit <- function(object, log = TRUE, ...) {
 print.gp_fit <- function(x, ...) {
   k <- x$kernel
   cat(sprintf("Gaussian-process fit: %s kernel%s, n = %d, method \"%s\"\n", k$name,
-              if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
+              if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
+                if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
               x$n, x$method))
   print(signif(x$coefficients, 5))
   if (length(x$beta)) {
@@ -301,8 +364,8 @@ gp_solver <- function(object) {
     R <- chol(S)
     return(function(B) backsolve(R, backsolve(R, B, transpose = TRUE)))
   }
-  pre <- gp_preconditioner(prob, object$kernel, object$nugget, FALSE)
-  op <- gp_operator(prob, object$kernel, object$nugget, FALSE)
+  pre <- gp_preconditioner(prob, object$kernel, object$nugget)
+  op <- gp_operator(prob, object$kernel, object$nugget)
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
   ord <- prob$order
   function(B) {

@@ -28,8 +28,19 @@
 #' standard error over the probes is reported (`logdet_se`; the
 #' log-likelihood's is half of it); `error` is three standard errors. The
 #' probes are fixed by `control$seed`, so the result is a smooth function of
-#' the parameters. The H2 approximation error is not part of `error`.
-#' `"auto"` is `"dense"` up to `control$dense_max` points, then `"tiled"`.
+#' the parameters. For `"h2"`, the first-order effect of the H2
+#' approximation on the log-likelihood is estimated with exact products on
+#' `control$h2_check_rows` sampled rows (`h2_bias`, `h2_bias_se`) and counted
+#' in `error` (\eqn{3\sqrt{se^2 + se_{H2}^2} + |bias|}); the log-likelihood
+#' itself is not corrected. `"auto"` is `"dense"` up to `control$dense_max`
+#' points, then `"h2"` in 2 dimensions from `control$h2_min` points (a
+#' product with the tiled operator is \eqn{O(n^2)} per column: at
+#' \eqn{n = 10^6} about 2 s per column in double precision on an H100),
+#' else `"tiled"`. In 3 dimensions the default H2 matrices (order 4) have
+#' product errors near \eqn{3 \times 10^{-4}}, which can move the
+#' log-likelihood by several nats when the nugget is small (the reported
+#' `error` shows it): `"h2"` there is a choice to make with
+#' `control$h2` (a higher `order`, or `tol`).
 #'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, `log(range)`
@@ -41,6 +52,16 @@
 #' the exact trace of the preconditioner's part plus a stochastic correction
 #' on the same probes.
 #'
+#' With `smoothness_gradient = TRUE` (Matérn kernels), also the derivative
+#' in `log(smoothness)`: the derivative of the kernel in its smoothness has
+#' no closed form, so its operator is the central difference
+#' \eqn{(K_{\nu e^h} - K_{\nu e^{-h}}) / 2h}, \eqn{h = 10^{-4}}, of two kernel
+#' operators (relative error about \eqn{10^{-9}}), which costs two more
+#' products per use and, for the iterative methods, two more factorizations
+#' of the preconditioner. Away from the half-integer smoothness values the
+#' Matérn kernel needs Bessel functions, which makes every kernel
+#' evaluation several times slower.
+#'
 #' @param locs Numeric matrix of locations, one row per observation.
 #' @param y Numeric vector of observations, without NA.
 #' @param X Design matrix of the linear mean (`nrow(locs)` rows); `NULL` is
@@ -50,12 +71,17 @@
 #' @param nugget The variance added to the diagonal (non-negative).
 #' @param method `"auto"`, `"dense"`, `"tiled"` or `"h2"` (see Methods).
 #' @param gradient Also compute the gradient in the log parameters.
+#' @param smoothness_gradient With `gradient`, also the derivative in
+#'   `log(smoothness)` (Matérn kernels; see Gradient).
 #' @param control Settings from [gp_control()].
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
 #'   `quadratic`, `beta`, `gradient` (named, when asked), `gradient_se`,
-#'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`.
+#'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`;
+#'   for the iterative methods `timing` (seconds: total, setup of the
+#'   preconditioner and operators, operator products, preconditioner
+#'   products) and for `"h2"` `h2_bias`, `h2_bias_se`.
 #' @examples
 #' locs <- matrix(runif(400), ncol = 2)
 #' k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
@@ -65,7 +91,7 @@
 #'           backend = "cpu")
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
-                      control = gp_control(), backend = NULL) {
+                      smoothness_gradient = FALSE, control = gp_control(), backend = NULL) {
   locs <- gk_check_points(locs, "locs")
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
@@ -78,28 +104,47 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   method <- gp_method(method, nrow(locs), ncol(locs), control)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend)
   gp_check_duplicates(prob, nugget)
-  gp_evaluate(prob, kernel, nugget, gradient = isTRUE(gradient))
+  if (isTRUE(smoothness_gradient) && kernel$name != "matern") {
+    stop("`smoothness_gradient = TRUE` needs a matern kernel", call. = FALSE)
+  }
+  gp_evaluate(prob, kernel, nugget, gradient = isTRUE(gradient),
+              smoothness = isTRUE(smoothness_gradient))
 }
 
 gp_method <- function(method, n, dim, control) {
   method <- gk_match_choice(method, c("auto", "dense", "tiled", "h2"), "method")
-  if (method == "auto") method <- if (n <= control$dense_max) "dense" else "tiled"
+  if (method == "auto") {
+    method <- if (n <= control$dense_max) "dense" else
+      if (dim == 2L && n >= control$h2_min) "h2" else "tiled"
+  }
   if (method == "h2" && !dim %in% c(2L, 3L)) {
     stop("method = \"h2\" needs locations in 2 or 3 dimensions; use \"tiled\"", call. = FALSE)
   }
   method
 }
 
-gp_evaluate <- function(prob, kernel, nugget, gradient = FALSE, fisher = FALSE) {
-  if (prob$method == "dense") return(gp_evaluate_dense(prob, kernel, nugget, gradient, fisher))
-  gp_evaluate_iterative(prob, kernel, nugget, gradient, fisher)
+# `smoothness`: also the derivative in log(smoothness) (Matern kernels).
+gp_evaluate <- function(prob, kernel, nugget, gradient = FALSE, fisher = FALSE,
+                        smoothness = FALSE) {
+  if (prob$method == "dense") {
+    return(gp_evaluate_dense(prob, kernel, nugget, gradient, fisher, smoothness))
+  }
+  gp_evaluate_iterative(prob, kernel, nugget, gradient, fisher, smoothness)
 }
 
-gp_result <- function(prob, loglik_parts, beta, grad, grad_se, fisher, iterations, extra = list()) {
+gp_result <- function(prob, loglik_parts, beta, grad, grad_se, fisher, iterations, extra = list(),
+                      h2 = NULL) {
   n <- prob$n
   loglik <- -0.5 * (n * log(2 * pi) + loglik_parts$logdet + loglik_parts$quadratic)
   se <- loglik_parts$logdet_se / 2
-  structure(c(list(loglik = loglik, se = se, error = 3 * se, logdet = loglik_parts$logdet,
+  error <- 3 * se
+  if (!is.null(h2)) {
+    # the H2 approximation's effect is not corrected, only counted in the error
+    error <- 3 * sqrt(se^2 + h2$se^2) + abs(h2$bias)
+    extra$h2_bias <- h2$bias
+    extra$h2_bias_se <- h2$se
+  }
+  structure(c(list(loglik = loglik, se = se, error = error, logdet = loglik_parts$logdet,
                    logdet_se = loglik_parts$logdet_se, quadratic = loglik_parts$quadratic,
                    beta = beta, gradient = grad, gradient_se = grad_se, fisher = fisher,
                    cg_iterations = iterations,
@@ -108,9 +153,21 @@ gp_result <- function(prob, loglik_parts, beta, grad, grad_se, fisher, iteration
             class = "gp_loglik")
 }
 
-gp_param_names <- c("log_variance", "log_range", "log_nugget")
+# Sigma and its derivatives in the log parameters, in gp_param_names' order,
+# as dense matrices.
+gp_dense_derivatives <- function(prob, K, nugget, terms) {
+  D <- lapply(terms, function(term) {
+    out <- 0
+    for (i in seq_along(term$kernels)) {
+      out <- out + term$weights[[i]] * kernel_matrix(prob$locs, kernel = term$kernels[[i]],
+                                                     backend = prob$backend)
+    }
+    out
+  })
+  c(list(K, D[[1L]], diag(nugget, prob$n)), D[-1L])
+}
 
-gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher) {
+gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher, smoothness) {
   K <- kernel_matrix(prob$locs, kernel = kernel, backend = prob$backend)
   S <- K
   diag(S) <- diag(S) + nugget
@@ -125,23 +182,23 @@ gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher) {
   resid <- prob$y - if (p) prob$X %*% beta else 0
   parts <- list(logdet = 2 * sum(log(diag(R))), logdet_se = 0,
                 quadratic = sum(resid * alpha))
-  grad <- NULL
-  info <- NULL
+  grad <- grad_se <- info <- NULL
   if (gradient || fisher) {
     Sinv <- chol2inv(R)
-    D <- kernel_matrix(prob$locs, kernel = gp_dlogrange_kernel(kernel), backend = prob$backend)
-    derivs <- list(K, D, diag(nugget, prob$n))
+    derivs <- gp_dense_derivatives(prob, K, nugget, gp_derivative_terms(kernel, smoothness))
+    names <- gp_param_names[seq_along(derivs)]
     grad <- vapply(derivs, function(M) 0.5 * (sum(alpha * (M %*% alpha)) - sum(Sinv * M)),
                    numeric(1))
-    names(grad) <- gp_param_names
+    names(grad) <- names
+    grad_se <- stats::setNames(rep(0, length(grad)), names)
     if (fisher) {
       SM <- lapply(derivs, function(M) Sinv %*% M)
-      info <- outer(1:3, 1:3, Vectorize(function(i, j) 0.5 * sum(SM[[i]] * t(SM[[j]]))))
-      dimnames(info) <- list(gp_param_names, gp_param_names)
+      idx <- seq_along(derivs)
+      info <- outer(idx, idx, Vectorize(function(i, j) 0.5 * sum(SM[[i]] * t(SM[[j]]))))
+      dimnames(info) <- list(names, names)
     }
   }
-  gp_result(prob, parts, beta, grad, if (!is.null(grad)) stats::setNames(rep(0, 3), gp_param_names),
-            info, 0L, list(alpha = drop(alpha)))
+  gp_result(prob, parts, beta, grad, grad_se, info, 0L, list(alpha = drop(alpha)))
 }
 
 # GLS coefficients from Sigma^-1 X and Sigma^-1 y.
@@ -151,11 +208,31 @@ gp_gls_beta <- function(X, SiX, y, Siy) {
   stats::setNames(drop(beta), colnames(X))
 }
 
-gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher) {
+# Wraps f so that its own time (not its arguments', which are evaluated
+# first) accumulates in clock[[name]].
+gp_timed <- function(f, clock, name) {
+  force(f)
+  function(...) {
+    args <- list(...)
+    t0 <- proc.time()[["elapsed"]]
+    on.exit(clock[[name]] <- clock[[name]] + proc.time()[["elapsed"]] - t0)
+    do.call(f, args)
+  }
+}
+
+gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smoothness) {
   ctl <- prob$control
   need_d <- gradient || fisher
-  pre <- gp_preconditioner(prob, kernel, nugget, need_d)
-  op <- gp_operator(prob, kernel, nugget, need_d)
+  clock <- new.env(parent = emptyenv())
+  for (nm in c("setup", "operator", "preconditioner")) clock[[nm]] <- 0
+  t_begin <- proc.time()[["elapsed"]]
+  terms <- if (need_d) gp_derivative_terms(kernel, smoothness) else list()
+  pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
+  op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
+  op$mult <- gp_timed(op$mult, clock, "operator")
+  op$dmult <- lapply(op$dmult, gp_timed, clock = clock, name = "operator")
+  pre$G <- gp_timed(pre$G, clock, "preconditioner")
+  pre$Gt <- gp_timed(pre$Gt, clock, "preconditioner")
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
   Z <- prob$probes
   m <- ncol(Z)
@@ -177,46 +254,83 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher) {
   }, numeric(1))
   parts <- list(logdet = pre$logdet + mean(quads), logdet_se = stats::sd(quads) / sqrt(m),
                 quadratic = sum(resid * alpha))
+  S <- pre$Gt(cg$x[, probe_cols, drop = FALSE])      # Sigma^-1 z, nearly (G' A^-1 z)
+  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S, Z)
   grad <- grad_se <- info <- NULL
   if (need_d) {
     U <- pre$Gt(Z)                                   # G'z
-    S <- pre$Gt(cg$x[, probe_cols, drop = FALSE])    # Sigma^-1 z, nearly (G' A^-1 z)
     V <- S - U                                       # G'(A^-1 - I) z
-    DU <- op$dmult(cbind(alpha, U, if (fisher) S))
-    Dalpha <- DU[, 1L]
+    B <- cbind(alpha, U, if (fisher) S)
+    DB <- lapply(op$dmult, function(f) f(B))
+    DU <- lapply(DB, function(M) M[, 1L + seq_len(m), drop = FALSE])
     # trace(Sigma^-1 M) = trace(G M G') + trace((A^-1 - I) G M G'), the second by probes
     tr_inv <- pre$trace_GG + colSums(V * U)
-    tr_d <- pre$trace_GDG + colSums(V * DU[, 1L + seq_len(m), drop = FALSE])
     aa <- sum(alpha^2)
     quad_k <- sum(alpha * resid) - nugget * aa
     g_var <- 0.5 * (quad_k - (prob$n - nugget * tr_inv))
-    g_range <- 0.5 * (sum(alpha * Dalpha) - tr_d)
     g_nug <- 0.5 * nugget * (aa - tr_inv)
-    samples <- cbind(g_var, g_range, g_nug)
-    grad <- stats::setNames(colMeans(samples), gp_param_names)
-    grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), gp_param_names)
+    g_d <- lapply(seq_along(DB), function(j) {
+      0.5 * (sum(alpha * DB[[j]][, 1L]) - (pre$trace_GDG[[j]] + colSums(V * DU[[j]])))
+    })
+    samples <- do.call(cbind, c(list(g_var, g_d[[1L]], g_nug), g_d[-1L]))
+    names <- gp_param_names[seq_len(ncol(samples))]
+    grad <- stats::setNames(colMeans(samples), names)
+    grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), names)
     if (fisher) {
-      info <- gp_fisher_probes(prob, pre, op, A, U, DU[, 1L + seq_len(m), drop = FALSE], S,
-                               DU[, 1L + m + seq_len(m), drop = FALSE], nugget)
+      DS <- lapply(DB, function(M) M[, 1L + m + seq_len(m), drop = FALSE])
+      info <- gp_fisher_probes(prob, pre, op, A, U, DU, S, DS, nugget, names)
     }
   }
+  timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
+              operator = clock$operator, preconditioner = clock$preconditioner)
   gp_result(prob, parts, beta, grad, grad_se, info, max(cg$iterations),
-            list(alpha = drop(alpha)[order(prob$order)]))
+            list(alpha = drop(alpha)[order(prob$order)], timing = timing), h2 = h2)
+}
+
+# The first-order effect of the H2 approximation on the log-likelihood,
+# l_exact - l_H2 ~ (alpha' E alpha - tr(Sigma^-1 E)) / 2 with E = K - K_H2,
+# estimated with exact products (tiled reductions) on `h2_check_rows` sampled
+# rows (all rows when n is at most that): tr(Sigma^-1 E) by the probes,
+# z' Sigma^-1 E z = (Sigma^-1 z)' (E z). Its standard error covers both the
+# rows and the probes. This is what keeps the reported error of the "h2"
+# method honest; it costs one H2 product and rows x n exact kernel pairs
+# for each of the 1 + probes columns.
+gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
+  n <- prob$n
+  r <- min(n, prob$control$h2_check_rows)
+  rows <- if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
+  B <- cbind(alpha, Z)
+  exact <- kernel_matvec(prob$locs[rows, , drop = FALSE], prob$locs, B, kernel,
+                         backend = prob$backend)
+  approx <- (op$mult(B) - nugget * B)[rows, , drop = FALSE]
+  E <- exact - approx
+  # per sampled row i: alpha_i (E alpha)_i - mean_j S_ij (E z_j)_i
+  per_row <- 0.5 * (alpha[rows] * E[, 1L] - rowMeans(S[rows, , drop = FALSE] * E[, -1L, drop = FALSE]))
+  per_probe <- 0.5 * (n / r) * (sum(alpha[rows] * E[, 1L]) -
+                                  colSums(S[rows, , drop = FALSE] * E[, -1L, drop = FALSE]))
+  var_rows <- if (r < n) n^2 * stats::var(per_row) / r else 0
+  list(bias = mean(per_probe), se = sqrt(var_rows + stats::var(per_probe) / ncol(Z)), rows = r)
 }
 
 # Fisher information 0.5 tr(Sigma^-1 M_i Sigma^-1 M_j) by the probes, in
 # the preconditioned form tr(A^-1 G M_i G' A^-1 G M_j G') with A = G Sigma G':
 # z' (...) z = (M_i S)' (Sigma^-1 M_j U) with S = G' A^-1 z and U = G' z.
-gp_fisher_probes <- function(prob, pre, op, A, U, DU, S, DS, nugget) {
+# DU, DS: the derivative operators (range, then smoothness) applied to U, S.
+gp_fisher_probes <- function(prob, pre, op, A, U, DU, S, DS, nugget, names) {
   ctl <- prob$control
   m <- ncol(U)
-  cg <- gp_block_cg(A, pre$G(cbind(U, DU)), ctl$tol, ctl$maxit)
-  SiU <- pre$Gt(cg$x[, seq_len(m), drop = FALSE])
-  SiDU <- pre$Gt(cg$x[, m + seq_len(m), drop = FALSE])
-  left <- list(op$mult(S) - nugget * S, DS, nugget * S)   # M_i S
-  right <- list(U - nugget * SiU, SiDU, nugget * SiU)     # Sigma^-1 M_j U
-  info <- matrix(0, 3L, 3L, dimnames = list(gp_param_names, gp_param_names))
-  for (i in 1:3) for (j in 1:3) info[i, j] <- 0.5 * mean(colSums(left[[i]] * right[[j]]))
+  cg <- gp_block_cg(A, pre$G(do.call(cbind, c(list(U), DU))), ctl$tol, ctl$maxit)
+  sol <- pre$Gt(cg$x)
+  block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
+  SiU <- block(0L)
+  SiDU <- lapply(seq_along(DU), block)
+  left <- c(list(op$mult(S) - nugget * S, DS[[1L]], nugget * S), DS[-1L])   # M_i S
+  right <- c(list(U - nugget * SiU, SiDU[[1L]], nugget * SiU), SiDU[-1L])  # Sigma^-1 M_j U
+  k <- length(left)
+  info <- matrix(0, k, k, dimnames = list(names, names))
+  for (i in seq_len(k)) for (j in seq_len(k)) {
+    info[i, j] <- 0.5 * mean(colSums(left[[i]] * right[[j]]))
+  }
   (info + t(info)) / 2
 }
 
@@ -225,7 +339,8 @@ print.gp_loglik <- function(x, digits = 6, ...) {
   cat(sprintf("Gaussian-process log-likelihood (%s, n = %d): %s", x$method, x$n,
               format(x$loglik, digits = digits + 4)))
   if (x$method != "dense") {
-    cat(sprintf(" +/- %.3g (3 s.e. over %d probes; %d CG iterations)", x$error, x$probes,
+    cat(sprintf(" +/- %.3g (%s over %d probes; %d CG iterations)", x$error,
+                if (is.null(x$h2_bias)) "3 s.e." else "3 s.e. and the H2 error", x$probes,
                 x$cg_iterations))
   }
   cat("\n")

@@ -16,7 +16,8 @@
 #' @param nugget The variance added to the diagonal (independent noise).
 #' @param nsim Number of samples.
 #' @param method `"auto"`, `"exact"` or `"vecchia"`.
-#' @param neighbors Neighbours per point for `"vecchia"`.
+#' @param neighbors Neighbours per point for `"vecchia"` (at most 64; see
+#'   [gp_control()]).
 #' @return A vector (`nsim = 1`) or an `n` by `nsim` matrix.
 #' @examples
 #' locs <- matrix(runif(1000), ncol = 2)
@@ -29,7 +30,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   kernel <- gp_check_kernel(kernel, ncol(locs))
   nugget <- gp_check_nugget(nugget)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
-  gk_check_scalar(neighbors, "neighbors", lower = 1, integer = TRUE)
+  gp_check_neighbors(neighbors, lower = 1)
   method <- gk_match_choice(method, c("auto", "exact", "vecchia"), "method")
   backend <- gk_backend(backend)
   n <- nrow(locs)

@@ -89,7 +89,105 @@ test_that("range-derivative kernels match numerical derivatives of the kernel", 
   }
 })
 
+test_that("smoothness gradients match finite differences of the independent dense reference", {
+  for (nu in c(1.2, 1.5)) {    # 1.5: closed form at nu, Bessel functions at nu e^(+-h)
+    k <- gk_kernel("matern", range = 0.15, smoothness = nu, variance = 1.3)
+    dat <- sim_data(250, kernel = k, nugget = 0.05, seed = 31)
+    ll <- function(p) {
+      kp <- gk_kernel("matern", range = exp(p[2]), smoothness = exp(p[4]), variance = exp(p[1]))
+      dense_reference(dat$locs, dat$y, dat$X, kp, exp(p[3]))$loglik
+    }
+    p0 <- log(c(1.3, 0.15, 0.05, nu))
+    fd <- vapply(1:4, function(i) {
+      h <- 1e-4 * (seq_along(p0) == i)
+      (ll(p0 + h) - ll(p0 - h)) / 2e-4
+    }, numeric(1))
+    dense <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.05, method = "dense",
+                       gradient = TRUE, smoothness_gradient = TRUE, backend = "cpu")
+    expect_named(dense$gradient, c("log_variance", "log_range", "log_nugget", "log_smoothness"))
+    expect_equal(unname(dense$gradient), fd, tolerance = 1e-5, info = nu)
+    tiled <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.05, method = "tiled",
+                       gradient = TRUE, smoothness_gradient = TRUE, backend = "cpu")
+    expect_true(all(abs(tiled$gradient - dense$gradient) < 4 * tiled$gradient_se + 0.05),
+                info = nu)
+  }
+  locs <- matrix(runif(40), ncol = 2)
+  expect_error(gp_loglik(locs, rnorm(20), kernel = gk_kernel("exponential"), nugget = 0.1,
+                         gradient = TRUE, smoothness_gradient = TRUE), "matern")
+  expect_error(gp_fit(locs, rnorm(20), kernel = "exponential", estimate_smoothness = TRUE),
+               "matern")
+})
+
+test_that("MLE with the smoothness free: dense matches the reference optimum, tiled matches dense", {
+  k <- gk_kernel("matern", range = 0.12, smoothness = 1, variance = 1)
+  dat <- sim_data(250, kernel = k, nugget = 0.05, seed = 33)
+  start <- list(variance = 0.8, range = 0.1, nugget = 0.08, smoothness = 1.3)
+  dense <- gp_fit(dat$locs, dat$y, dat$X, kernel = "matern", start = start,
+                  estimate_smoothness = TRUE, method = "dense", backend = "cpu")
+  nll <- function(p) {
+    kp <- gk_kernel("matern", range = exp(p[2]), smoothness = exp(p[4]), variance = exp(p[1]))
+    -dense_reference(dat$locs, dat$y, dat$X, kp, exp(p[3]))$loglik
+  }
+  ref <- optim(log(unlist(start)), nll, method = "BFGS", control = list(reltol = 1e-12))
+  expect_lt(max(abs(coef(dense) / exp(ref$par) - 1)), 0.01)
+  expect_equal(dense$loglik, -ref$value, tolerance = 1e-6)
+  it <- gp_fit(dat$locs, dat$y, dat$X, kernel = "matern", start = start,
+               estimate_smoothness = TRUE, method = "tiled", backend = "cpu")
+  expect_named(coef(it), c("variance", "range", "nugget", "smoothness"))
+  expect_lt(max(abs(coef(it) / coef(dense) - 1)), 0.02)
+  expect_equal(dim(vcov(it)), c(4L, 4L))
+  expect_equal(sqrt(diag(vcov(it))), sqrt(diag(vcov(dense))), tolerance = 0.15)
+  expect_equal(attr(logLik(it), "df"), 6L)
+  expect_output(print(dense), "smoothness estimated")
+  expect_equal(it$kernel$smoothness, coef(it)[["smoothness"]])
+})
+
+test_that("gp_fit reports one progressr step per evaluation and survives an interrupt", {
+  skip_if_not_installed("progressr")
+  withr_enable <- options(progressr.enable = TRUE)
+  on.exit(options(withr_enable), add = TRUE)
+  set.seed(1)
+  locs <- matrix(runif(400), ncol = 2)
+  y <- gp_simulate(locs, gk_kernel("matern", range = 0.2, smoothness = 1.5), nugget = 0.1)
+  steps <- 0
+  lines <- character()
+  fit <- withCallingHandlers(gp_fit(locs, y, verbose = TRUE, backend = "cpu"),
+    progression = function(p) {
+      if (identical(p$type, "update")) {
+        steps <<- steps + p$amount
+        lines <<- c(lines, p$message)
+      }
+    })
+  expect_equal(steps, fit$evaluations)
+  expect_length(lines, fit$evaluations)
+  expect_match(lines[1], "gp_fit +1: loglik")
+  # Ctrl-C in the 6th evaluation: the best fit of the first 5 comes back
+  calls <- 0
+  lls <- numeric()
+  interrupt_at_6 <- function() {
+    calls <<- calls + 1
+    if (calls == 6) {
+      signalCondition(structure(list(message = "", call = NULL),
+                                class = c("interrupt", "condition")))
+    }
+  }
+  record <- function(value) lls <<- c(lls, value$loglik)
+  suppressMessages(trace("gp_evaluate", where = asNamespace("gpukernels"), print = FALSE,
+                         tracer = bquote(.(interrupt_at_6)()),
+                         exit = bquote(.(record)(returnValue()))))
+  on.exit(suppressMessages(untrace("gp_evaluate", where = asNamespace("gpukernels"))),
+          add = TRUE)
+  expect_warning(stopped <- gp_fit(locs, y, verbose = FALSE, backend = "cpu"), "interrupted")
+  expect_equal(stopped$convergence, "interrupted")
+  expect_equal(stopped$evaluations, 5L)
+  expect_equal(stopped$loglik, max(lls[1:5]), tolerance = 1e-10)
+})
+
 test_that("tiled MLE gives the dense MLE within 2 percent", {
+  # n = 1000, not the issue's 2000: measured on the 2-core development machine
+  # (shared), this test took 45 s at n = 1000 and 188 s at n = 2000 (dense
+  # fit 99 s, tiled 89 s), over the ~60 s a test may cost. At 2000 the
+  # estimates agreed within 1.3% (variance), 0.4% (range), 0.01% (nugget).
   k <- gk_kernel("matern", range = 0.15, smoothness = 1.5, variance = 1)
   dat <- sim_data(1000, kernel = k, nugget = 0.05, seed = 7)
   start <- list(variance = 0.7, range = 0.1, nugget = 0.08)
@@ -186,6 +284,9 @@ test_that("bad inputs give clear errors", {
   expect_error(gp_fit(locs, y, start = list(variance = 1, range = 0)), "range")
   expect_error(gp_simulate(locs, k, nsim = 0), "nsim")
   expect_error(gp_control(probes = 1), "probes")
+  expect_error(gp_control(neighbors = 65), "at most 64")
+  expect_error(gp_simulate(locs, k, method = "vecchia", neighbors = 100), "at most 64")
+  expect_s3_class(gp_control(neighbors = 64), "gp_control")
 })
 
 test_that("h2 log-likelihood agrees with dense (2D)", {
@@ -196,13 +297,36 @@ test_that("h2 log-likelihood agrees with dense (2D)", {
   h2 <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2", gradient = TRUE,
                   backend = "cpu")
   expect_lt(abs(h2$loglik - dense$loglik), 1)
+  expect_lt(abs(h2$loglik - dense$loglik), h2$error)
+  expect_true(is.finite(h2$h2_bias) && h2$h2_bias_se >= 0)
   expect_true(all(is.finite(h2$gradient)))
+  # a coarse H2 matrix: its effect on the log-likelihood is counted in `error`
+  coarse <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
+                      control = gp_control(h2 = list(order = 2L), h2_check_rows = 2000L),
+                      backend = "cpu")
+  expect_lt(abs(coarse$loglik - dense$loglik), coarse$error)
+  expect_gt(abs(coarse$h2_bias), 3 * coarse$h2_bias_se)
+  expect_equal(gpukernels:::gp_method("auto", 60000L, 2L, gp_control()), "h2")
+  expect_equal(gpukernels:::gp_method("auto", 60000L, 3L, gp_control()), "tiled")
+  expect_equal(gpukernels:::gp_method("auto", 3000L, 2L, gp_control()), "dense")
 })
 
 test_that("GPU and CPU give the same likelihood and gradient", {
   skip_if_no_gpu()
   k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
   dat <- sim_data(3000, kernel = k, nugget = 0.01, seed = 12)
+  # the neighbour search asks the GPU knn() for at most 64 candidates (its cap)
+  for (m in c(10L, 40L, 64L)) {
+    expect_identical(gpukernels:::gp_neighbors(dat$locs, m, "gpu"),
+                     gpukernels:::gp_neighbors(dat$locs, m, "cpu"), info = m)
+  }
+  km <- gk_kernel("matern", range = 0.1, smoothness = 1.2)
+  cpu <- gp_loglik(dat$locs, dat$y, dat$X, kernel = km, nugget = 0.01, method = "tiled",
+                   gradient = TRUE, smoothness_gradient = TRUE, backend = "cpu")
+  gpu <- gp_loglik(dat$locs, dat$y, dat$X, kernel = km, nugget = 0.01, method = "tiled",
+                   gradient = TRUE, smoothness_gradient = TRUE, backend = "gpu")
+  expect_equal(gpu$loglik, cpu$loglik, tolerance = 1e-8)
+  expect_equal(gpu$gradient, cpu$gradient, tolerance = 1e-6)
   for (method in c("tiled", "h2")) {
     cpu <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.01, method = method,
                      gradient = TRUE, backend = "cpu")
