@@ -144,8 +144,8 @@ test_that("MLE with the smoothness free: dense matches the reference optimum, ti
 
 test_that("gp_fit reports one progressr step per evaluation and survives an interrupt", {
   skip_if_not_installed("progressr")
-  withr_enable <- options(progressr.enable = TRUE)
-  on.exit(options(withr_enable), add = TRUE)
+  old <- options(progressr.enable = TRUE, gpukernels.progress = NULL)
+  on.exit(options(old), add = TRUE)
   set.seed(1)
   locs <- matrix(runif(400), ncol = 2)
   y <- gp_simulate(locs, gk_kernel("matern", range = 0.2, smoothness = 1.5), nugget = 0.1)
