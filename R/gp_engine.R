@@ -7,10 +7,10 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' Control settings for the Gaussian-process functions
 #'
 #' @param neighbors Neighbours per point in the Vecchia preconditioner, at
-#'   most `gp_max_neighbors` = 64: the candidates come from [knn()], whose GPU
-#'   search finds at most 64 neighbours, and the CPU uses the same cap so that
-#'   both backends build the same preconditioner. Each point keeps the nearest
-#'   of its `min(64, 2 * neighbors + 2)` candidates that precede it, so above
+#'   most 64. The candidates come from [knn()] with at most 64 neighbours per
+#'   point (the GPU's fast in-register path; both backends use the same cap,
+#'   so they build the same preconditioner): each point keeps the nearest of
+#'   its `min(64, 2 * neighbors + 2)` candidates that precede it, so above
 #'   about 40 some points get fewer than `neighbors`.
 #' @param probes Random (Rademacher) probe vectors for the stochastic
 #'   log-determinant and traces. They are drawn once from `seed`, so repeated
@@ -50,16 +50,18 @@ gp_control <- function(neighbors = 40L, probes = 50L, tol = 1e-6, maxit = 1000L,
                  h2_check_rows = as.integer(h2_check_rows)), class = "gp_control")
 }
 
-# The GPU knn() finds at most 64 neighbours (KMIN_LARGE in reduce_cuda.cu);
-# the neighbour search asks for at most this many candidates on both backends.
+# Candidates per point in the neighbour search, on both backends (so they
+# agree): up to 64 the GPU knn() keeps them in registers (KMIN_LARGE in
+# reduce_cuda.cu; larger k takes a slower sorting path, and GPU knn() with
+# block-sparse ranges refuses it). More neighbours than candidates make no sense.
 gp_max_neighbors <- 64L
 
 gp_check_neighbors <- function(neighbors, lower) {
   gk_check_scalar(neighbors, "neighbors", lower = lower, integer = TRUE)
   if (neighbors > gp_max_neighbors) {
-    stop("`neighbors` must be at most ", gp_max_neighbors, " (the candidates come from ",
-         "knn(), which finds at most ", gp_max_neighbors, " neighbours on the GPU); ",
-         "about 30-40 is usually enough", call. = FALSE)
+    stop("`neighbors` must be at most ", gp_max_neighbors, " (the neighbour search ",
+         "looks at ", gp_max_neighbors, " candidates per point, the GPU's fast knn() ",
+         "path); about 30-40 is usually enough", call. = FALSE)
   }
   invisible(neighbors)
 }
@@ -171,9 +173,8 @@ gp_problem <- function(locs, y, X, method, control, backend) {
 
 # For each point (in the internal order) up to m nearest points that precede
 # it, by brute-force knn() on growing blocks: the rows start..end search the
-# points 1..end, of which at least two thirds precede them. The GPU knn()
-# finds at most gp_max_neighbors neighbours: the candidates are capped there
-# on both backends, so they agree.
+# points 1..end, of which at least two thirds precede them. Candidates are
+# capped at gp_max_neighbors on both backends, so they agree.
 gp_neighbors <- function(xo, m, backend) {
   n <- nrow(xo)
   nbr <- matrix(0L, n, max(m, 0L))

@@ -315,7 +315,7 @@ test_that("GPU and CPU give the same likelihood and gradient", {
   skip_if_no_gpu()
   k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
   dat <- sim_data(3000, kernel = k, nugget = 0.01, seed = 12)
-  # the neighbour search asks the GPU knn() for at most 64 candidates (its cap)
+  # the neighbour search asks knn() for at most 64 candidates on both backends
   for (m in c(10L, 40L, 64L)) {
     expect_identical(gpukernels:::gp_neighbors(dat$locs, m, "gpu"),
                      gpukernels:::gp_neighbors(dat$locs, m, "cpu"), info = m)
