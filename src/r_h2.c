@@ -7,6 +7,7 @@
 #include "r_util.h"
 #include "h2/h2.h"
 #include "h2/h2_compress.h"
+#include "h2/h2_otf.h"
 #include "device/gk_device.h"
 #include "device/gk_memory.h"
 #include "device/gk_resident.h"
@@ -18,6 +19,9 @@ typedef struct {
   h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
   h2_gpu *gpu;
   gk_memory_hold mem;   /* the bytes registered with device/gk_memory.h */
+  int on_the_fly, storage_reason;   /* h2_otf.h: which form, and why     */
+  double ms_stored, ms_otf, kernel_pairs;   /* the model's predictions    */
+  size_t otf_bytes;
 } h2_handle;
 
 static void handle_free(h2_handle *h)
@@ -51,6 +55,9 @@ static void make_room_and_register(h2_handle *h, int gpu)
 {
   int device = gpu ? gk_device_current() : GK_MEMORY_HOST;
   size_t data = h2_data_bytes(&h->tree, h->single), host = h2_tree_bytes(&h->tree);
+  if (h->on_the_fly)   // bases, transfers, nodes and ranges (h2_otf.h)
+    data = (h2_basis_entries(&h->tree) + h2_transfer_entries(&h->tree)) * (h->single ? 4 : 8) +
+           h->otf_bytes;
   if (!gpu) host += data;
   gk_r_make_room(GK_MEMORY_HOST, host, 1);
   if (gpu) gk_r_make_room(device, data, 1);
@@ -64,8 +71,36 @@ static double now_seconds(void)
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* storage: 0 stored, 1 on the fly, 2 auto (h2_otf_choose). Sets h's storage
+ * fields; *otf is the on-the-fly data when that form is taken. */
+static gk_status choose_storage(h2_handle *h, int storage, int gpu, h2_otf **otf, gk_error *err)
+{
+  *otf = NULL;
+  h->storage_reason = H2_STORAGE_REQUESTED;
+  if (storage == 0) return GK_OK;
+  if (h2_otf_build(&h->tree, otf, err)) return err->status;
+  double cpl, dense;
+  h2_otf_pairs(*otf, &cpl, &dense);
+  h->kernel_pairs = cpl + dense;
+  double available = gk_memory_available(gpu ? gk_device_current() : GK_MEMORY_HOST);
+  int take = h2_otf_choose(&h->tree, *otf, h->single, gpu, available, &h->ms_stored, &h->ms_otf,
+                           &h->storage_reason);
+  if (storage == 1) {
+    take = 1;
+    h->storage_reason = H2_STORAGE_REQUESTED;
+  }
+  if (!take) {
+    h2_otf_free(*otf);
+    *otf = NULL;
+    return GK_OK;
+  }
+  h->on_the_fly = 1;
+  h->otf_bytes = (*otf)->host_bytes;
+  return GK_OK;
+}
+
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP threads)
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
@@ -94,11 +129,18 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
                     &err) == GK_OK) {
     h->tree_seconds = now_seconds() - start;
     int gpu = gk_backend_is_gpu(backend);
-    make_room_and_register(h, gpu);
-    if (gpu)
-      h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
-    else
-      h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
+    h2_otf *otf = NULL;
+    if (choose_storage(h, gk_as_int(storage), gpu, &otf, &err) == GK_OK) {
+      make_room_and_register(h, gpu);
+      if (otf && gpu)
+        h2_gpu_build_otf(&h->tree, h->single, otf, &h->gpu, &err);
+      else if (otf)
+        h2_cpu_build_otf(&h->tree, h->single, gk_as_int(threads), otf, &h->cpu, &err);
+      else if (gpu)
+        h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
+      else
+        h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
+    }
   }
   h->build_seconds = now_seconds() - start;
   if (err.status) {
@@ -162,7 +204,8 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "dense_entries",
                          "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
                          "nodes",
-                         "max_dense_per_row", ""};
+                         "max_dense_per_row", "on_the_fly", "storage_reason", "ms_stored",
+                         "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   int e = 0;
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n));
@@ -189,6 +232,12 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->on_the_fly));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->storage_reason));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_stored));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_otf));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->kernel_pairs));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h->otf_bytes));
   UNPROTECT(1);
   return out;
 }
