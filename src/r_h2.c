@@ -244,6 +244,29 @@ SEXP gk_r_h2_info(SEXP ptr)
 
 /* ---- orthogonalization and compression (src/h2/h2_compress.h) ---------- */
 
+/* h's matrix data in double on the host. An on-the-fly matrix stores no
+ * couplings nor dense blocks: a stored twin is built for the export (on the
+ * same backend, in h's precision) and freed, so that compression works on
+ * either form (and gives a stored matrix). */
+static gk_status handle_export(h2_handle *h, h2_host_data *d, int threads, gk_error *err)
+{
+  if (!h->on_the_fly) {
+    if (h->gpu) return h2_gpu_export(&h->tree, h->gpu, d, err);
+    return h2_cpu_export(&h->tree, h->cpu, d, err);
+  }
+  if (h->gpu) {
+    h2_gpu *twin = NULL;
+    if (h2_gpu_build(&h->tree, h->single, &twin, err) == GK_OK) h2_gpu_export(&h->tree, twin, d, err);
+    h2_gpu_free(twin);
+  } else {
+    h2_cpu *twin = NULL;
+    if (h2_cpu_build(&h->tree, h->single, threads, &twin, err) == GK_OK)
+      h2_cpu_export(&h->tree, twin, d, err);
+    h2_cpu_free(twin);
+  }
+  return err->status;
+}
+
 
 /* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
  * tol, on A's backend (see h2_compress.h). Returns list(ptr, stats). */
@@ -267,7 +290,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   }
   nh->single = h->single;
   double start = now_seconds();
-  if (h->gpu && gk_as_flag(on_gpu)) {
+  if (h->gpu && gk_as_flag(on_gpu) && !h->on_the_fly) {
     // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks;
     // room for at most A's low-rank part is made first, its own bytes counted after.
     int device = ((const gk_resident *) h->gpu)->device;   // an h2_gpu starts with it
@@ -281,8 +304,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   } else {
     // On the host with LAPACK; a GPU matrix goes there and back (the path
     // measured on a GPU; the one above runs when options(gpukernels.experimental_gpu = TRUE)).
-    if (h->gpu) h2_gpu_export(&h->tree, h->gpu, &in, &err);
-    else h2_cpu_export(&h->tree, h->cpu, &in, &err);
+    handle_export(h, &in, nthreads, &err);   // on the fly: through a stored twin
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
       else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
@@ -338,11 +360,7 @@ SEXP gk_r_h2_orthogonality(SEXP ptr)
   gk_error err;
   gk_error_clear(&err);
   h2_host_data d = {0};
-  if (h->gpu) {
-    h2_gpu_export(t, h->gpu, &d, &err);
-  } else {
-    h2_cpu_export(t, h->cpu, &d, &err);
-  }
+  handle_export(h, &d, 1, &err);
   if (err.status) gk_raise(&err);
   double worst = 0.0;
   int q = t->depth, m = t->leaf_size;
