@@ -68,7 +68,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
 #'   (5e9 on the CPU) against kernel pairs evaluated at 5.3e11/s in double and
 #'   3e12/s in single precision on a GPU (2e8/s on the CPU); `summary()` says
-#'   which, why, and both predictions. An on-the-fly matrix cannot be compressed, so `tol` uses
+#'   which, why, and both predictions. [h2_compress()] of an on-the-fly matrix builds the stored blocks first; `tol` uses
 #'   the stored form.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
