@@ -82,8 +82,11 @@ static gk_status choose_storage(h2_handle *h, int storage, int gpu, h2_otf **otf
   double cpl, dense;
   h2_otf_pairs(*otf, &cpl, &dense);
   h->kernel_pairs = cpl + dense;
-  gk_r_make_room(GK_MEMORY_HOST, 0, 0);   // reads options(gpukernels.host_memory_budget)
-  double available = gk_memory_available(gpu ? gk_device_current() : GK_MEMORY_HOST);
+  // Unreachable matrices do not count against the stored form: collect them
+  // first if it would pass the memory policy (this also reads the host budget option).
+  int where = gpu ? gk_device_current() : GK_MEMORY_HOST;
+  gk_r_make_room(where, h2_data_bytes(&h->tree, h->single), 1);
+  double available = gk_memory_available(where);
   int take = h2_otf_choose(&h->tree, *otf, h->single, gpu, available, &h->ms_stored, &h->ms_otf,
                            &h->storage_reason);
   if (storage == 1) {
