@@ -57,6 +57,19 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   kept and shown by `print()`. When the next order would not fit in GPU
 #'   memory (or the highest order tried is not accurate enough) a warning
 #'   says so and the most accurate matrix built is returned.
+#' @param storage `"auto"` (default), `"stored"` or `"on_the_fly"`: whether the
+#'   coupling and dense blocks are stored, or evaluated in every product as
+#'   block-sparse kernel sums of the reduction engine (see [kernel_reduce()]'s
+#'   `ranges`) over each level's Chebyshev nodes and over the points, keeping
+#'   only the bases and transfers (\eqn{O(nk)} memory). Both give the same
+#'   products up to rounding. `"auto"` takes the on-the-fly form when the
+#'   stored one would not fit in the memory that may still be used (the GPU
+#'   budget, or the host budget of [gk_memory()]), else the one a timing model
+#'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
+#'   (5e9 on the CPU) against kernel pairs evaluated at 5.3e11/s in double and
+#'   3e12/s in single precision on a GPU (2e8/s on the CPU); `summary()` says
+#'   which, why, and both predictions. [h2_compress()] of an on-the-fly matrix builds the stored blocks first; `tol` uses
+#'   the stored form.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
@@ -68,7 +81,9 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' h2_error(A, nsample = 50)
 #' @export
 h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
-                      precision = "double", backend = NULL, tol = NULL) {
+                      precision = "double", backend = NULL, tol = NULL,
+                      storage = c("auto", "stored", "on_the_fly")) {
+  storage <- h2_check_storage(storage, tol)
   locs <- gk_check_points(locs, "locs")
   d <- ncol(locs)
   if (!d %in% c(2L, 3L)) {
@@ -95,12 +110,14 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   precision <- gk_check_precision(precision)
   if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
+  storage <- h2_gpu_storage(storage, backend)
   if (!is.null(tol)) {
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))
   }
   settings <- list(locs = locs, kernel = kernel, nugget = as.double(nugget),
                    leaf_size = as.integer(leaf_size), order = as.integer(order),
-                   eta = as.double(eta), precision = precision, backend = backend)
+                   eta = as.double(eta), precision = precision, backend = backend,
+                   storage = storage)
   # The S4 bit lets `%*%` (an S4-dispatching primitive before R 4.3) reach the
   # method below; the object is otherwise an ordinary S3 list. Its native data
   # live in `native` (R/native.R) and are rebuilt from the settings when needed.
@@ -115,7 +132,8 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
 h2_build <- function(A) {
   backend <- if (A$backend == "gpu" && !gk_has_gpu()) "cpu" else A$backend
   ptr <- .Call(gk_r_h2_build, A$locs, A$kernel, A$nugget, A$leaf_size, A$order, A$eta,
-               A$precision == "single", backend, gk_threads())
+               A$precision == "single", backend, h2_storage_code(.subset2(A, "storage")),
+               gk_threads())
   for (tol in .subset2(A, "transforms")) {
     ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads(), h2_compress_on_gpu())[[1L]]
   }
@@ -220,7 +238,11 @@ as.matrix.h2matrix <- function(x, ...) {
 summary.h2matrix <- function(object, accuracy = FALSE, ...) {
   info <- h2_info(object)
   bytes <- info$bytes_per_entry
-  structure(list(n = info$n, dim = info$dim, levels = info$levels,
+  if (info$on_the_fly) {   # nothing stored but bases, transfers, nodes and ranges
+    info$coupling_entries <- 0
+    info$dense_entries <- 0
+  }
+  structure(list(storage = h2_storage_summary(info),n = info$n, dim = info$dim, levels = info$levels,
                  leaf_size = info$leaf_size, order = info$order, rank = info$rank,
                  eta = info$eta, coupling_blocks = info$coupling_blocks,
                  dense_blocks = info$dense_blocks,
@@ -247,6 +269,7 @@ print.summary.h2matrix <- function(x, ...) {
   cat(sprintf("  blocks: %.0f low-rank, %.0f dense\n", x$coupling_blocks, x$dense_blocks))
   cat(sprintf("  memory: low rank %s, dense %s (a dense matrix: %s)\n", mb(x$low_rank_bytes),
               mb(x$dense_bytes), mb(as.double(x$n)^2 * 8)))
+  h2_print_storage(x$storage)
   cat(sprintf("  build time: %.3f s\n", x$build_seconds))
   if (!is.null(x$compression)) h2_print_compression(x$compression)
   if (!is.null(x$accuracy)) {

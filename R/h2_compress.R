@@ -265,7 +265,8 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
       }
     }
     A <- tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
-                            order = o, precision = precision, backend = backend),
+                            order = o, precision = precision, backend = backend,
+                            storage = "stored"),   # compression needs the stored blocks
                   error = function(e) if (is.null(best)) stop(e) else e)
     if (inherits(A, "error")) {   # too large (memory, or larger than the dense matrix)
       warning(sprintf("h2_matrix(tol = %g): order %d cannot be built (%s); returning order %d with a measured error of %.3g",

@@ -49,7 +49,7 @@ SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
 
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP threads);
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads);
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
@@ -97,7 +97,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 6},
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
-  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 9},
+  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},

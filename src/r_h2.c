@@ -7,6 +7,7 @@
 #include "r_util.h"
 #include "h2/h2.h"
 #include "h2/h2_compress.h"
+#include "h2/h2_otf.h"
 #include "device/gk_device.h"
 #include "device/gk_memory.h"
 #include "device/gk_resident.h"
@@ -18,6 +19,9 @@ typedef struct {
   h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
   h2_gpu *gpu;
   gk_memory_hold mem;   /* the bytes registered with device/gk_memory.h */
+  int on_the_fly, storage_reason;   /* h2_otf.h: which form, and why     */
+  double ms_stored, ms_otf, kernel_pairs;   /* the model's predictions    */
+  size_t otf_bytes;
 } h2_handle;
 
 static void handle_free(h2_handle *h)
@@ -51,6 +55,9 @@ static void make_room_and_register(h2_handle *h, int gpu)
 {
   int device = gpu ? gk_device_current() : GK_MEMORY_HOST;
   size_t data = h2_data_bytes(&h->tree, h->single), host = h2_tree_bytes(&h->tree);
+  if (h->on_the_fly)   // bases, transfers, nodes and ranges (h2_otf.h)
+    data = (h2_basis_entries(&h->tree) + h2_transfer_entries(&h->tree)) * (h->single ? 4 : 8) +
+           h->otf_bytes;
   if (!gpu) host += data;
   gk_r_make_room(GK_MEMORY_HOST, host, 1);
   if (gpu) gk_r_make_room(device, data, 1);
@@ -64,8 +71,40 @@ static double now_seconds(void)
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* storage: 0 stored, 1 on the fly, 2 auto (h2_otf_choose). Sets h's storage
+ * fields; *otf is the on-the-fly data when that form is taken. */
+static gk_status choose_storage(h2_handle *h, int storage, int gpu, h2_otf **otf, gk_error *err)
+{
+  *otf = NULL;
+  h->storage_reason = H2_STORAGE_REQUESTED;
+  if (storage == 0) return GK_OK;
+  if (h2_otf_build(&h->tree, otf, err)) return err->status;
+  double cpl, dense;
+  h2_otf_pairs(*otf, &cpl, &dense);
+  h->kernel_pairs = cpl + dense;
+  // Unreachable matrices do not count against the stored form: collect them
+  // first if it would pass the memory policy (this also reads the host budget option).
+  int where = gpu ? gk_device_current() : GK_MEMORY_HOST;
+  gk_r_make_room(where, h2_data_bytes(&h->tree, h->single), 1);
+  double available = gk_memory_available(where);
+  int take = h2_otf_choose(&h->tree, *otf, h->single, gpu, available, &h->ms_stored, &h->ms_otf,
+                           &h->storage_reason);
+  if (storage == 1) {
+    take = 1;
+    h->storage_reason = H2_STORAGE_REQUESTED;
+  }
+  if (!take) {
+    h2_otf_free(*otf);
+    *otf = NULL;
+    return GK_OK;
+  }
+  h->on_the_fly = 1;
+  h->otf_bytes = (*otf)->host_bytes;
+  return GK_OK;
+}
+
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP threads)
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
@@ -94,11 +133,18 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
                     &err) == GK_OK) {
     h->tree_seconds = now_seconds() - start;
     int gpu = gk_backend_is_gpu(backend);
-    make_room_and_register(h, gpu);
-    if (gpu)
-      h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
-    else
-      h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
+    h2_otf *otf = NULL;
+    if (choose_storage(h, gk_as_int(storage), gpu, &otf, &err) == GK_OK) {
+      make_room_and_register(h, gpu);
+      if (otf && gpu)
+        h2_gpu_build_otf(&h->tree, h->single, otf, &h->gpu, &err);
+      else if (otf)
+        h2_cpu_build_otf(&h->tree, h->single, gk_as_int(threads), otf, &h->cpu, &err);
+      else if (gpu)
+        h2_gpu_build(&h->tree, h->single, &h->gpu, &err);
+      else
+        h2_cpu_build(&h->tree, h->single, gk_as_int(threads), &h->cpu, &err);
+    }
   }
   h->build_seconds = now_seconds() - start;
   if (err.status) {
@@ -162,7 +208,8 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "dense_entries",
                          "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
                          "nodes",
-                         "max_dense_per_row", ""};
+                         "max_dense_per_row", "on_the_fly", "storage_reason", "ms_stored",
+                         "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   int e = 0;
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n));
@@ -189,11 +236,40 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->on_the_fly));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->storage_reason));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_stored));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_otf));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->kernel_pairs));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h->otf_bytes));
   UNPROTECT(1);
   return out;
 }
 
 /* ---- orthogonalization and compression (src/h2/h2_compress.h) ---------- */
+
+/* h's matrix data in double on the host. An on-the-fly matrix stores no
+ * couplings nor dense blocks: a stored twin is built for the export (on the
+ * same backend, in h's precision) and freed, so that compression works on
+ * either form (and gives a stored matrix). */
+static gk_status handle_export(h2_handle *h, h2_host_data *d, int threads, gk_error *err)
+{
+  if (!h->on_the_fly) {
+    if (h->gpu) return h2_gpu_export(&h->tree, h->gpu, d, err);
+    return h2_cpu_export(&h->tree, h->cpu, d, err);
+  }
+  if (h->gpu) {
+    h2_gpu *twin = NULL;
+    if (h2_gpu_build(&h->tree, h->single, &twin, err) == GK_OK) h2_gpu_export(&h->tree, twin, d, err);
+    h2_gpu_free(twin);
+  } else {
+    h2_cpu *twin = NULL;
+    if (h2_cpu_build(&h->tree, h->single, threads, &twin, err) == GK_OK)
+      h2_cpu_export(&h->tree, twin, d, err);
+    h2_cpu_free(twin);
+  }
+  return err->status;
+}
 
 
 /* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
@@ -218,7 +294,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   }
   nh->single = h->single;
   double start = now_seconds();
-  if (h->gpu && gk_as_flag(on_gpu)) {
+  if (h->gpu && gk_as_flag(on_gpu) && !h->on_the_fly) {
     // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks;
     // room for at most A's low-rank part is made first, its own bytes counted after.
     int device = ((const gk_resident *) h->gpu)->device;   // an h2_gpu starts with it
@@ -232,8 +308,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   } else {
     // On the host with LAPACK; a GPU matrix goes there and back (the path
     // measured on a GPU; the one above runs when options(gpukernels.experimental_gpu = TRUE)).
-    if (h->gpu) h2_gpu_export(&h->tree, h->gpu, &in, &err);
-    else h2_cpu_export(&h->tree, h->cpu, &in, &err);
+    handle_export(h, &in, nthreads, &err);   // on the fly: through a stored twin
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
       else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
@@ -289,11 +364,7 @@ SEXP gk_r_h2_orthogonality(SEXP ptr)
   gk_error err;
   gk_error_clear(&err);
   h2_host_data d = {0};
-  if (h->gpu) {
-    h2_gpu_export(t, h->gpu, &d, &err);
-  } else {
-    h2_cpu_export(t, h->cpu, &d, &err);
-  }
+  handle_export(h, &d, 1, &err);
   if (err.status) gk_raise(&err);
   double worst = 0.0;
   int q = t->depth, m = t->leaf_size;

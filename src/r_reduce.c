@@ -1,6 +1,7 @@
 /* .Call glue for the kernel reductions (src/reduce/) and for device matrices
  * (src/device/device_matrix.h). */
 #include <stdlib.h>
+#include <string.h>
 #include "r_util.h"
 #include "reduce/reduce.h"
 #include "device/device_matrix.h"
@@ -144,6 +145,7 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   if (xo.cols != yo.cols) gk_stop("`x` and `y` must have the same number of columns");
   if (has_b && bo.rows != yo.rows) gk_stop("`b` must have one row per point reduced over");
   gk_reduce_spec rs;
+  memset(&rs, 0, sizeof rs);   // fields not set below (device_out) are off
   rs.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
   gk_kernel_range_from_r(spec, xo.cols, range);

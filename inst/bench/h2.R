@@ -18,15 +18,24 @@
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3
 # memory <= 1/3 of the uncompressed matrix and HMV <= 7.85 ms (1/2 of 15.7 ms).
+# Third part (matrix-free, issue 12): 3D exponential at eta = 3 / order 4 and
+# eta = 1.5 / order 4, storage = "on_the_fly", float64 and float32, n = 2^16,
+# 2^18, 2^20: HMV ms (device timing), memory held on the GPU, the model's
+# predictions, and the N(0, 1) error against the exact tiled product.
+# Targets at 2^20: float64 <= 12 ms and float32 <= 3 ms at eta 3; float64 <= 30
+# ms under 4 GB at eta 1.5.
 # Arguments: max log2 n (default 20), "nocompress" to skip the second part,
 # "onlycompress" to skip the first, "single" to add float32 compressions,
-# "hostcompress" to time the host (LAPACK) compression of GPU matrices instead.
+# "hostcompress" to time the host (LAPACK) compression of GPU matrices instead,
+# "onlyotf" to run the third part only, "nootf" to skip it.
 library(gpukernels)
 if (!gk_has_gpu()) stop("this benchmark needs a GPU")
 args <- commandArgs(trailingOnly = TRUE)
 max_log2 <- if (length(args) && !is.na(suppressWarnings(as.integer(args[1])))) as.integer(args[1]) else 20L
-do_hmv <- !"onlycompress" %in% args
-do_compress <- !"nocompress" %in% args
+only_otf <- "onlyotf" %in% args
+do_hmv <- !"onlycompress" %in% args && !only_otf
+do_compress <- !"nocompress" %in% args && !only_otf
+do_otf <- !"nootf" %in% args && !"onlycompress" %in% args
 options(gpukernels.experimental_gpu = !"hostcompress" %in% args)
 peak <- 3.01e12
 
@@ -44,9 +53,10 @@ for (d in if (do_hmv) 2:3 else integer(0)) {
     n <- 2^p
     locs <- perturbed_grid(n, d)
     for (precision in c("double", "single")) {
-      h2_matrix(locs[1:1000, ], kernel, precision = precision, backend = "gpu")  # warm-up
+      h2_matrix(locs[1:1000, ], kernel, precision = precision, backend = "gpu",
+                storage = "stored")  # warm-up
       build <- system.time(A <- h2_matrix(locs, kernel, precision = precision,
-                                          backend = "gpu"))[["elapsed"]]
+                                          backend = "gpu", storage = "stored"))[["elapsed"]]
       info <- gpukernels:::h2_info(A)
       hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
       cublas_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 5L, TRUE)
@@ -87,7 +97,8 @@ gpu_free <- function() {
   gk_info()$devices$free_memory[gk_info()$current_device]
 }
 if (do_compress) {   # warm-up: cuBLAS handles, first kernel loads
-  W <- h2_matrix(perturbed_grid(4096, 3), gk_kernel("exponential", range = 0.2), backend = "gpu")
+  W <- h2_matrix(perturbed_grid(4096, 3), gk_kernel("exponential", range = 0.2), backend = "gpu",
+                 storage = "stored")
   invisible(h2_compress(W, 1e-3))
   rm(W)
 }
@@ -98,7 +109,7 @@ for (d in if (do_compress) 3:2 else integer(0)) for (precision in precisions) {
   for (p in seq(14, max_log2, by = 2)) {
     n <- 2^p
     locs <- perturbed_grid(n, d)
-    A <- h2_matrix(locs, kernel, precision = precision, backend = "gpu")
+    A <- h2_matrix(locs, kernel, precision = precision, backend = "gpu", storage = "stored")
     hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
     err_a <- h2_error(A, probes = 2, iterations = 0, rows = min(n, 16384))$probe
     Q <- h2_orthogonalize(A)
@@ -139,4 +150,48 @@ if (length(crows)) {
              "SVDs on the host); gpu_MB_taken: device memory the compressed matrix holds ",
              "(the dense blocks are shared with the original)\n"))
   print(do.call(rbind, crows), row.names = FALSE)
+}
+
+# ---- matrix-free (on the fly) ----------------------------------------------
+orows <- list()
+if (do_otf) {
+  kernel <- gk_kernel("exponential", range = 0.2)
+  for (p in intersect(c(16L, 18L, 20L), 14:max_log2)) {
+    n <- 2^p
+    locs <- perturbed_grid(n, 3)
+    for (eta in c(3, 1.5)) {
+      for (precision in c("double", "single")) {
+        h2_matrix(locs[1:5000, ], kernel, eta = eta, order = 4, precision = precision,
+                  backend = "gpu", storage = "on_the_fly")  # warm-up
+        before <- gk_memory()[["gpu1"]]
+        build <- system.time(A <- h2_matrix(locs, kernel, eta = eta, order = 4,
+                                            precision = precision, backend = "gpu",
+                                            storage = "on_the_fly"))[["elapsed"]]
+        info <- gpukernels:::h2_info(A)
+        hmv_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
+        hmv4_ms <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 4L, 5L, FALSE)
+        held <- gk_memory()[["gpu1"]] - before
+        err <- h2_error(A, probes = 2, iterations = 0, rows = min(n, 16384))$probe
+        row <- data.frame(n = n, eta = eta, precision = precision, build_s = round(build, 2),
+                          hmv_ms = round(hmv_ms, 3), hmv4_ms = round(hmv4_ms, 3),
+                          model_otf_ms = round(info$ms_on_the_fly, 2),
+                          model_stored_ms = round(info$ms_stored, 2),
+                          gpu_MB = round(held / 2^20),
+                          stored_would_be_MB = round(info$bytes_per_entry *
+                            (info$basis_entries + info$transfer_entries +
+                               info$coupling_entries + info$dense_entries) / 2^20),
+                          pairs_per_s = signif(info$kernel_pairs / (hmv_ms * 1e-3), 3),
+                          rel_error = signif(err, 3))
+        print(row, row.names = FALSE)
+        orows[[length(orows) + 1]] <- row
+        rm(A)
+        invisible(gc())
+      }
+    }
+  }
+}
+if (length(orows)) {
+  cat("\nH2 on the fly (3D exponential, range 0.2, order 4; targets at 2^20: float64 <= 12 ms ",
+      "and float32 <= 3 ms at eta 3, float64 <= 30 ms under 4 GB at eta 1.5)\n", sep = "")
+  print(do.call(rbind, orows), row.names = FALSE)
 }

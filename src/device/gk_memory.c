@@ -93,3 +93,8 @@ void gk_memory_collected(void)
 {
   for (int s = 0; s < SLOTS; s++) live_after_collection[s] = held[s];
 }
+
+double gk_memory_available(int where)
+{
+  return available(where);
+}

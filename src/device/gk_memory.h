@@ -57,6 +57,10 @@ int gk_memory_should_collect(int where, size_t bytes, int persistent);
 /* Records the holdings after a collection. */
 void gk_memory_collected(void);
 
+/* Bytes that can still be allocated at `where` (GK_MEMORY_HOST or a device):
+ * the budget less what live objects hold; 1e300 when unknown. */
+double gk_memory_available(int where);
+
 /* Host budget in bytes (0: half of the physical memory). */
 void gk_memory_set_host_budget(double bytes);
 

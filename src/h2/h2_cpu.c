@@ -9,6 +9,7 @@
 #include <string.h>
 #include "h2/h2.h"
 #include "h2/h2_entries.h"
+#include "h2/h2_otf.h"
 #include "device/gk_blas.h"
 #include "device/gk_omp.h"
 #include "device/gk_hooks.h"
@@ -17,6 +18,7 @@ struct h2_cpu {
   int single, threads;
   h2_data data;
   const h2_tree *tree;
+  h2_otf *otf;   /* owned; set: couplings and dense blocks computed on the fly */
 };
 
 /* C = op(A) B + beta C in float, column-major. */
@@ -80,6 +82,9 @@ static gk_status cpu_bsr(void *ctx, int stream, int which, int level, const void
   (void) stream;
   (void) err;
   h2_cpu *h = (h2_cpu *) ctx;
+  if (h->otf)
+    return h2_otf_cpu_product(h->otf, h->tree, h->single, h->threads, which, level, x, ldx, y,
+                              ldy, nrhs, err);
   const h2_bsr *b = which == H2_DENSE ? &h->tree->dense : &h->tree->coupling[level];
   size_t el = h->single ? sizeof(float) : sizeof(double), bb = (size_t) bs * bs;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(gk_omp_threads(h->threads))
@@ -139,7 +144,7 @@ static int fill_data(const h2_tree *t, h2_cpu *h)
         for (int a = 0; a < k; a++)
           put(h->data.E, c * kk + (size_t) b * k + a, single, h2_transfer_entry(&g, c, a, b));
     }
-    for (int l = t->top_level; l <= t->depth; l++) {
+    for (int l = h->otf ? t->depth + 1 : t->top_level; l <= t->depth; l++) {
       const h2_bsr *bl = &t->coupling[l];
 #pragma omp for schedule(static)
       for (int s = 0; s < bl->n_blocks; s++) {
@@ -152,7 +157,7 @@ static int fill_data(const h2_tree *t, h2_cpu *h)
       }
     }
 #pragma omp for schedule(dynamic, 8)
-    for (int s = 0; s < t->dense.n_blocks; s++) {
+    for (int s = 0; s < (h->otf ? 0 : t->dense.n_blocks); s++) {
       if (gk_stop_requested(&stop)) continue;
       for (int c = 0; c < m; c++)
         for (int r = 0; r < m; r++)
@@ -163,20 +168,24 @@ static int fill_data(const h2_tree *t, h2_cpu *h)
   return stop.stop;
 }
 
-static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_cpu **out,
-                           gk_error *err)
+static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_otf *otf,
+                           h2_cpu **out, gk_error *err)
 {
   *out = NULL;
   h2_cpu *h = (h2_cpu *) calloc(1, sizeof *h);
-  if (!h) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix");
+  if (!h) {
+    h2_otf_free(otf);
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix");
+  }
   h->single = single;
   h->threads = threads;
   h->tree = t;
+  h->otf = otf;
   size_t el = single ? sizeof(float) : sizeof(double);
   h->data.U = malloc(h2_basis_entries(t) * el + 1);
   h->data.E = malloc(h2_transfer_entries(t) * el + 1);
-  h->data.S = malloc(h2_coupling_entries(t) * el + 1);
-  h->data.D = malloc(h2_dense_entries(t) * el + 1);
+  h->data.S = malloc((otf ? 0 : h2_coupling_entries(t)) * el + 1);
+  h->data.D = malloc((otf ? 0 : h2_dense_entries(t)) * el + 1);
   if (!h->data.U || !h->data.E || !h->data.S || !h->data.D) {
     h2_cpu_free(h);
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix data (%.3g GB)",
@@ -189,7 +198,13 @@ static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_cpu **o
 
 gk_status h2_cpu_build(const h2_tree *t, int single, int threads, h2_cpu **out, gk_error *err)
 {
-  if (cpu_alloc(t, single, threads, out, err)) return err->status;
+  return h2_cpu_build_otf(t, single, threads, NULL, out, err);
+}
+
+gk_status h2_cpu_build_otf(const h2_tree *t, int single, int threads, h2_otf *otf, h2_cpu **out,
+                           gk_error *err)
+{
+  if (cpu_alloc(t, single, threads, otf, out, err)) return err->status;
   if (fill_data(t, *out)) {
     h2_cpu_free(*out);
     *out = NULL;
@@ -231,6 +246,7 @@ static void convert(void *dst, int dst_single, const void *src, int src_single, 
 
 gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *h, h2_host_data *d, gk_error *err)
 {
+  if (h->otf) return h2_otf_refuse_export(err);
   if (h2_host_data_alloc(t, d, err)) return err->status;
   convert(d->U, 0, h->data.U, h->single, h2_basis_entries(t));
   convert(d->E, 0, h->data.E, h->single, h2_transfer_entries(t));
@@ -242,7 +258,7 @@ gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *h, h2_host_data *d, gk_e
 gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
                         h2_cpu **out, gk_error *err)
 {
-  if (cpu_alloc(t, single, threads, out, err)) return err->status;
+  if (cpu_alloc(t, single, threads, NULL, out, err)) return err->status;
   h2_cpu *h = *out;
   convert(h->data.U, single, d->U, 0, h2_basis_entries(t));
   convert(h->data.E, single, d->E, 0, h2_transfer_entries(t));
@@ -292,5 +308,6 @@ void h2_cpu_free(h2_cpu *h)
   free(h->data.E);
   free(h->data.S);
   free(h->data.D);
+  h2_otf_free(h->otf);
   free(h);
 }

@@ -8,6 +8,7 @@
 #include "device/gk_cuda.h"
 #include "device/gk_resident.h"
 #include "h2/h2.h"
+#include "h2/h2_otf.h"
 
 // cuBLAS grids are limited in the batch dimension; larger batches are chunked.
 #define H2_MAX_BATCH 65535
@@ -30,6 +31,7 @@ struct h2_gpu {
   gk_device_buffer xp, yp, xhat, yhat, xio;
   gk_stream low_rank, dense;  // high and low priority
   cudaEvent_t forked, joined;
+  h2_otf *otf;   // owned; set: couplings and dense blocks on the fly (h2_otf.h)
 };
 
 /* A GPU matrix for the structure t whose U, E and S are allocated but not

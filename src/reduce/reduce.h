@@ -86,6 +86,11 @@ typedef struct {
   int single;              /* GPU: compute in float32                                */
   gk_reduce_method method; /* GPU only                                               */
   const gk_reduce_ranges *ranges;   /* NULL: dense (every pair)                     */
+  /* reduce_cuda only, NULL for none: the values (M x cols doubles, column-major)
+   * stay in this array on the engine's GPU instead of being downloaded to `out`
+   * (callers whose operands are resident, such as the matrix-free H2 product).
+   * The call still returns with its work finished. */
+  double *device_out;
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device

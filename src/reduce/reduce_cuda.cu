@@ -498,9 +498,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   for (int c0 = 0; c0 < (has_w ? e_total : 1); c0 += WEIGHT_CHUNK) {
     a.e = has_w ? (e_total - c0 < WEIGHT_CHUNK ? e_total - c0 : WEIGHT_CHUNK) : 0;
     a.b = has_w ? bp + (size_t) c0 * n : NULL;
-    a.out = vcols ? (double *) (base + at_out) + (size_t) c0 * m : NULL;
+    double *values = spec->device_out ? spec->device_out : (double *) (base + at_out);
+    a.out = vcols ? values + (size_t) c0 * m : NULL;
     if (launch_reduction<T>(spec, a, gauss2, rows_per_thread, err)) return err->status;
   }
+  // Resident results: nothing to download, but the staging buffer and the
+  // workspace are reused by the next call, so this one finishes first.
+  if (spec->device_out) return gk_stream_sync(NULL, "the reduction", err);
   if (gk_cuda_status(cudaMemcpyAsync(host + up_bytes, base + at_out, vbytes + ibytes,
                                      cudaMemcpyDeviceToHost, 0), "copy from the GPU", err))
     return err->status;

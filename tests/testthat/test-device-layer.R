@@ -83,7 +83,7 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, spec, "gpu", 1L), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_reduce, x, x, rnorm(10), spec, 0L, 1L, FALSE, 0L, "gpu",
                      1L, TRUE, integer(), NULL), no_cuda)
-  expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 1L), no_cuda)
+  expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
@@ -142,7 +142,7 @@ test_that("the H2 entry code refuses kernels an H2 matrix cannot represent", {
   set.seed(7)
   locs <- matrix(runif(200), ncol = 2)
   build <- function(kernel, points = locs) {
-    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 1L)
+    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 0L, 1L)
   }
   expect_error(build(gk_kernel("linear")), "not \"linear\"")
   expect_error(build(gk_kernel("squared_distance")), "not \"squared_distance\"")

@@ -1,0 +1,106 @@
+/*
+ * Matrix-free ("on the fly") H2 products. A Chebyshev H2 matrix as built
+ * (h2_tree_build, before any orthogonalization or compression) has coupling
+ * blocks S_ij = k(nodes_i, nodes_j) and dense blocks D_ij = k(points_i,
+ * points_j) (+ nugget on the diagonal): the coupling multiply of a level is a
+ * block-sparse kernel sum over that level's Chebyshev nodes (cluster pairs of
+ * the admissible list) and the dense multiply one over the points (pairs of
+ * the inadmissible leaf list). Neither is stored: both run through the
+ * reduction engine (reduce/reduce.h, SUM with block-sparse ranges), and only
+ * the bases and transfers are kept. The HMV is h2_hmv() unchanged; a backend
+ * built with an h2_otf sends its block-sparse products (h2_ops.bsr) here.
+ *
+ * The points are the tree's, already divided by the kernel's range: the
+ * reductions use range 1, so both forms evaluate gk_kernel_eval on the same
+ * scaled coordinates. The nugget is added as nugget * x after the dense sum
+ * (the diagonal of the dense phase only; padding rows of x are zero).
+ */
+#ifndef GK_H2_OTF_H
+#define GK_H2_OTF_H
+
+#include <stddef.h>
+#include "h2/h2.h"
+#include "reduce/reduce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One block-sparse kernel sum: `rows` points (rows x dim, column-major,
+ * sorted by cluster) reduced against themselves over `ranges`. */
+typedef struct {
+  size_t rows;
+  const double *points;   /* the level's nodes (owned) or the tree's leaf points */
+  double *owned;          /* the nodes, when this product owns them           */
+  gk_reduce_ranges ranges;
+  int *ranges_storage;
+  double pairs;           /* kernel evaluations per right-hand side            */
+} h2_otf_product;
+
+typedef struct {
+  int depth, dim;
+  h2_otf_product *coupling;   /* depth + 1; rows 0 where a level has no blocks */
+  h2_otf_product dense;       /* over the padded leaf slots                     */
+  size_t host_bytes;          /* nodes and ranges                               */
+  void *device;               /* the GPU mirror (h2_otf_cuda.cu); NULL on the CPU */
+} h2_otf;
+
+/* The products of t (built as a Chebyshev H2 matrix: rank order^dim on every
+ * level). Nodes sorted by cluster and the ranges are made once, here. */
+gk_status h2_otf_build(const h2_tree *t, h2_otf **out, gk_error *err);
+void h2_otf_free(h2_otf *o);   /* the GPU mirror too */
+
+/* Kernel evaluations of one HMV per right-hand side (coupling, dense). */
+void h2_otf_pairs(const h2_otf *o, double *coupling, double *dense);
+
+/* y += A x for the block-sparse product `which` (H2_COUPLING of `level`, or
+ * H2_DENSE) of h2_ops, on the CPU: x, y in the HMV's precision (single:
+ * float), leading dimensions ldx, ldy. */
+gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int threads,
+                             int which, int level, const void *x, int ldx, void *y, int ldy,
+                             int nrhs, gk_error *err);
+
+/* GPU mirror: the nodes and points uploaded to the device in use (called by
+ * the GPU backend after entering its GPU); bytes it holds. */
+gk_status h2_otf_upload(h2_otf *o, gk_error *err);
+size_t h2_otf_device_bytes(const h2_otf *o);
+void h2_otf_device_free(h2_otf *o);
+
+/* The same product on the GPU `gpu`: x and y are device arrays in the HMV's
+ * precision, ordered on `stream` (a cudaStream_t). The reduction runs on the
+ * engine's stream after `stream` has drained; its result stays on the GPU and
+ * is added into y on `stream`. */
+gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu, void *stream,
+                             int which, int level, const void *x, int ldx, void *y, int ldy,
+                             int nrhs, gk_error *err);
+
+/* Backends built with an h2_otf (which they own from then on, freed with
+ * them, also on failure): bases and transfers stored, the block-sparse
+ * products on the fly. Their export (compression) is refused. */
+gk_status h2_cpu_build_otf(const h2_tree *t, int single, int threads, h2_otf *otf, h2_cpu **out,
+                           gk_error *err);
+gk_status h2_gpu_build_otf(const h2_tree *t, int single, h2_otf *otf, h2_gpu **out,
+                           gk_error *err);
+gk_status h2_otf_refuse_export(gk_error *err);
+
+/* ---- the storage choice ("auto") ---------------------------------------- */
+
+/* Why a storage was chosen (h2_matrix(storage = "auto")); codes shown by summary(). */
+enum {
+  H2_STORAGE_REQUESTED = 0,      /* the user asked for it                        */
+  H2_STORAGE_FASTER = 1,         /* the timing model predicts it is faster        */
+  H2_STORAGE_MEMORY = 2,         /* the stored form would not fit the memory budget */
+  H2_STORAGE_UNMEASURED = 3      /* stored: the on-the-fly rates are not measured yet */
+};
+
+/* Predicted HMV times (ms, one right-hand side) of both forms on the GPU or
+ * the CPU, from the rates in h2_otf.c (measured on an H100 / estimated for
+ * the CPU), and the storage "auto" picks: on the fly when the stored data
+ * (stored_bytes) exceed `available` bytes, else the faster prediction. */
+int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double available,
+                  double *ms_stored, double *ms_otf, int *reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,201 @@
+# H2 matrices computed on the fly (storage = "on_the_fly"): the coupling and
+# dense phases run as block-sparse reductions; they must give the stored
+# form's products up to rounding, and the dense matrix's within its error.
+
+rel2 <- function(a, b) sqrt(sum((a - b)^2) / sum(b^2))
+
+otf_kernels <- function() {
+  list(gk_kernel("exponential", range = 0.15),
+       gk_kernel("gaussian", range = 0.1, variance = 2),
+       gk_kernel("matern", range = 0.15, smoothness = 1.5),
+       gk_kernel("matern", range = 0.15, smoothness = 0.8),
+       gk_kernel("cauchy", range = 0.2),
+       gk_kernel("inverse_multiquadric", range = 0.2),
+       gk_kernel("exponential", range = c(0.1, 0.25)))
+}
+
+test_that("on the fly equals stored to rounding, 2D and 3D, every kernel family, 1 and 3 rhs", {
+  set.seed(1201)
+  for (d in 2:3) {
+    n <- if (d == 2) 1109 else 1301   # not multiples of the leaf size
+    locs <- matrix(runif(n * d), ncol = d)
+    X <- matrix(rnorm(n * 3), n, 3)
+    for (k in otf_kernels()) {
+      if (length(k$range) > 1) k <- gk_kernel("exponential", range = rep(0.2, d) * seq_len(d) / 2)
+      stored <- h2_matrix(locs, k, nugget = 0.25, eta = 2, backend = "cpu", storage = "stored")
+      otf <- h2_matrix(locs, k, nugget = 0.25, eta = 2, backend = "cpu", storage = "on_the_fly")
+      expect_true(summary(otf)$storage$on_the_fly)
+      expect_false(summary(stored)$storage$on_the_fly)
+      Ys <- stored %*% X
+      Yo <- otf %*% X
+      expect_lt(max(abs(Yo - Ys)) / max(abs(Ys)), 1e-12)
+      expect_lt(max(abs(otf %*% X[, 2] - Ys[, 2])) / max(abs(Ys)), 1e-12)
+      # Against the dense matrix: as accurate as the stored form.
+      K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.25, n)
+      exact <- K %*% X
+      expect_lt(rel2(Yo, exact), rel2(Ys, exact) * (1 + 1e-6) + 1e-14)
+      expect_lt(rel2(Yo, exact), 1e-2)
+    }
+  }
+})
+
+test_that("on the fly handles one leaf, tiny n and many right-hand sides", {
+  set.seed(1202)
+  k <- gk_kernel("exponential", range = 0.3)
+  for (n in c(1L, 2L, 37L, 200L)) {
+    locs <- matrix(runif(n * 2), ncol = 2)
+    X <- matrix(rnorm(n * 11), n, 11)
+    A <- h2_matrix(locs, k, nugget = 0.1, leaf_size = 16, backend = "cpu", storage = "on_the_fly")
+    S <- h2_matrix(locs, k, nugget = 0.1, leaf_size = 16, backend = "cpu", storage = "stored")
+    K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.1, n)
+    expect_lt(max(abs(A %*% X - S %*% X)) / max(abs(S %*% X)), 1e-12)
+    expect_lt(rel2(A %*% X, K %*% X), 1e-4)
+  }
+})
+
+test_that("single precision on the fly is close to double", {
+  set.seed(1203)
+  n <- 1500
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  x <- rnorm(n)
+  A64 <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "on_the_fly")
+  A32 <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "on_the_fly",
+                   precision = "single")
+  y64 <- A64 %*% x
+  e <- rel2(A32 %*% x, y64)
+  expect_lt(e, 1e-5)
+  expect_gt(e, 0)   # it did compute in float
+})
+
+test_that("storage is checked, kept in the settings and rebuilt after saveRDS and gk_free", {
+  set.seed(1204)
+  n <- 900
+  locs <- matrix(runif(n * 2), ncol = 2)
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  expect_error(h2_matrix(locs, k, backend = "cpu", storage = "disk"), "must be one of")
+  expect_error(h2_matrix(locs, k, backend = "cpu", storage = NA), "must be one of")
+  expect_error(h2_matrix(locs, k, backend = "cpu", storage = c("stored", "on_the_fly")),
+               "must be one of")
+  expect_error(h2_matrix(locs, k, backend = "cpu", storage = "on_the_fly", tol = 1e-4),
+               "needs its blocks stored")
+  A <- h2_matrix(locs, k, nugget = 0.2, backend = "cpu", storage = "on_the_fly")
+  x <- rnorm(n)
+  y <- A %*% x
+  # Compression goes through a stored twin and gives the stored form's result.
+  S <- h2_matrix(locs, k, nugget = 0.2, backend = "cpu", storage = "stored")
+  CA <- h2_compress(A, 1e-5)
+  CS <- h2_compress(S, 1e-5)
+  expect_false(summary(CA)$storage$on_the_fly)
+  expect_equal(CA %*% x, CS %*% x, tolerance = 1e-13)
+  expect_equal(gpukernels:::h2_level_ranks(CA), gpukernels:::h2_level_ranks(CS))
+  expect_lt(rel2(h2_orthogonalize(A) %*% x, y), 1e-12)
+  f <- tempfile(fileext = ".rds")
+  saveRDS(A, f)
+  B <- readRDS(f)
+  unlink(f)
+  expect_identical(B$storage, "on_the_fly")
+  expect_equal(B %*% x, y, tolerance = 1e-14)
+  expect_true(summary(B)$storage$on_the_fly)
+  gk_free(A)
+  expect_equal(A %*% x, y, tolerance = 1e-14)
+  # Objects saved before `storage` existed are stored.
+  C <- A
+  C$storage <- NULL
+  saveRDS(C, f)
+  C <- readRDS(f)
+  unlink(f)
+  expect_false(summary(C)$storage$on_the_fly)
+  expect_equal(C %*% x, y, tolerance = 1e-12)
+})
+
+test_that("auto chooses on the fly when the stored form does not fit, and says why", {
+  set.seed(1205)
+  n <- 2000
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  A <- h2_matrix(locs, k, backend = "cpu")
+  s <- summary(A)$storage
+  expect_false(s$on_the_fly)   # the CPU model prefers stored blocks
+  expect_identical(s$reason, "faster")
+  expect_gt(s$ms_on_the_fly, s$ms_stored)
+  expect_output(print(summary(A)), "storage: stored \\(auto: predicted")
+  old <- options(gpukernels.host_memory_budget = gk_memory()[["host"]] + 2^20)
+  on.exit(options(old))
+  B <- h2_matrix(locs, k, backend = "cpu")
+  expect_true(summary(B)$storage$on_the_fly)
+  expect_identical(summary(B)$storage$reason, "memory")
+  expect_output(print(summary(B)), "storage: on the fly \\(auto: the stored blocks would not fit")
+  x <- rnorm(n)
+  expect_lt(max(abs(B %*% x - A %*% x)) / max(abs(A %*% x)), 1e-12)
+})
+
+test_that("repeated on-the-fly products do not grow memory", {
+  set.seed(1206)
+  n <- 700
+  locs <- matrix(runif(n * 2), ncol = 2)
+  A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "cpu",
+                 storage = "on_the_fly")
+  x <- rnorm(n)
+  y <- A %*% x
+  held <- gk_memory()
+  for (i in 1:20) y2 <- A %*% x
+  expect_identical(gk_memory(), held)
+  expect_identical(y2, y)
+})
+
+# ---- GPU twins (skipped without a GPU) --------------------------------------
+
+test_that("GPU on the fly equals the CPU (double, single, several rhs)", {
+  skip_if_no_gpu()
+  old_experimental <- options(gpukernels.experimental_gpu = TRUE)   # not yet the default
+  on.exit(options(old_experimental), add = TRUE)
+  set.seed(1207)
+  for (d in 2:3) {
+    n <- if (d == 2) 3001 else 2777
+    locs <- matrix(runif(n * d), ncol = d)
+    X <- matrix(rnorm(n * 9), n, 9)   # more columns than the engine's chunk of 8
+    for (k in otf_kernels()[1:6]) {
+      cpu <- h2_matrix(locs, k, nugget = 0.2, eta = 2, backend = "cpu", storage = "on_the_fly")
+      gpu <- h2_matrix(locs, k, nugget = 0.2, eta = 2, backend = "gpu", storage = "on_the_fly")
+      stored <- h2_matrix(locs, k, nugget = 0.2, eta = 2, backend = "gpu", storage = "stored")
+      Yc <- cpu %*% X
+      expect_lt(max(abs(gpu %*% X - Yc)) / max(abs(Yc)), 1e-12)
+      expect_lt(max(abs(gpu %*% X[, 1] - Yc[, 1])) / max(abs(Yc)), 1e-12)
+      expect_lt(max(abs(stored %*% X - Yc)) / max(abs(Yc)), 1e-12)
+      g32 <- h2_matrix(locs, k, nugget = 0.2, eta = 2, backend = "gpu", storage = "on_the_fly",
+                       precision = "single")
+      expect_lt(rel2(g32 %*% X, Yc), 1e-5)
+    }
+  }
+})
+
+test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
+  skip_if_no_gpu()
+  old_experimental <- options(gpukernels.experimental_gpu = TRUE)   # not yet the default
+  on.exit(options(old_experimental), add = TRUE)
+  set.seed(1208)
+  n <- 5000
+  locs <- matrix(runif(n * 3), ncol = 3)
+  A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "gpu",
+                 storage = "on_the_fly")
+  x <- rnorm(n)
+  y <- A %*% x
+  held <- gk_memory()
+  for (i in 1:10) y2 <- A %*% x
+  expect_identical(gk_memory(), held)
+  expect_equal(y2, y, tolerance = 1e-14)
+  gk_free(A)
+  expect_equal(A %*% x, y, tolerance = 1e-13)
+  expect_lt(rel2(h2_compress(A, 1e-6) %*% x, y), 1e-5)
+})
+
+test_that("until it has run on a GPU, the GPU on-the-fly form is used only on request", {
+  skip_if_no_gpu()
+  old <- options(gpukernels.experimental_gpu = NULL)
+  on.exit(options(old), add = TRUE)
+  locs <- matrix(runif(600), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.2)
+  expect_error(h2_matrix(locs, k, backend = "gpu", storage = "on_the_fly"), "experimental_gpu")
+  expect_false(summary(h2_matrix(locs, k, backend = "gpu"))$storage$on_the_fly)
+})
