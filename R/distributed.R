@@ -97,7 +97,7 @@ gk_row_bands <- function(n, count, triangle = FALSE) {
     round(n * seq_len(count) / count)
   ends <- unique(pmin(pmax(ends, 1L), n))
   ends[length(ends)] <- n
-  starts <- c(1L, head(ends, -1L) + 1L)
+  starts <- c(1L, utils::head(ends, -1L) + 1L)
   keep <- starts <= ends
   cbind(start = starts[keep], end = ends[keep])
 }
@@ -135,8 +135,9 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   # The caller asked for the split: its data must travel, whatever their size.
   old <- options(future.globals.maxSize = Inf)
   on.exit(options(old))
+  run <- gk_run_chunk   # sent to the worker as a global (it has no access to our namespace)
   futures <- lapply(tasks, function(task) {
-    future::future(run(task), globals = list(run = gk_run_chunk, task = task),
+    future::future(run(task), globals = list(run = run, task = task),
                    packages = "gpukernels", seed = NULL, lazy = FALSE)
   })
   pending <- seq_along(futures)

@@ -78,7 +78,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "cpu")
 #' A
 #' y <- A %*% rnorm(1000)
-#' h2_error(A, nsample = 50)
+#' h2_error(A)
 #' @export
 h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
                       precision = "double", backend = NULL, tol = NULL,
@@ -231,8 +231,10 @@ as.matrix.h2matrix <- function(x, ...) {
   h2_multiply(x, diag(n))
 }
 
+#' @param object For `summary()`: an `h2matrix`.
 #' @param accuracy For `summary()`: measure the error with [h2_error()]
 #'   (exact products, costly for large `n`) and show it.
+#' @param ... Not used.
 #' @rdname h2_matrix
 #' @export
 summary.h2matrix <- function(object, accuracy = FALSE, ...) {

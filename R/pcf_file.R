@@ -22,6 +22,8 @@
 #' only for a complete matrix.
 #'
 #' @inheritParams pcf_pdist
+#' @param X A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
+#'   matrices (times, values), as for [pcf_pdist()].
 #' @param Y `NULL` for the distances among `X`, or a list of PCFs (columns).
 #' @param file Path of the result without extension.
 #' @param type How values are stored: `"double"` (8 bytes) or `"float"` (4).

@@ -10,6 +10,8 @@
 #' matrix). Among `X` itself, each pair is computed once.
 #'
 #' @inheritParams pcf_pdist
+#' @param X A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
+#'   matrices (times, values), as for [pcf_pdist()].
 #' @param k Number of neighbours: at least 1, at most `length(X) - 1` (or
 #'   `length(Y)`).
 #' @param Y `NULL` (neighbours among `X`), or a list of PCFs to search.
