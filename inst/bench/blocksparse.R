@@ -14,16 +14,9 @@ library(gpukernels)
 ceiling_exp <- c(single = 3.8e12, double = 0.71e12)
 fractions <- c(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
 
-# Median seconds per call: calls are batched so that a batch takes >= 0.2 s.
-time_call <- function(f, min_batch = 0.2, batches = 3) {
-  f()
-  t1 <- system.time(f())[["elapsed"]]
-  reps <- max(1L, ceiling(min_batch / max(t1, 1e-5)))
-  times <- vapply(seq_len(batches), function(i) {
-    system.time(for (r in seq_len(reps)) f())[["elapsed"]] / reps
-  }, numeric(1))
-  stats::median(times)
-}
+# The folder of this script, to source its shared helpers.
+bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1L])))
+source(file.path(bench_dir, "bench_timing.R"))
 
 if (!gk_has_gpu()) stop("this benchmark needs a GPU")
 print(gk_info())
@@ -52,7 +45,7 @@ for (cell in c(0.1, 0.2)) {
   })
   ranges <- lapply(masks, function(keep) ranges_from_mask(cl$ranges, cl$ranges, keep))
   for (precision in c("single", "double")) {
-    dense <- time_call(function() kernel_matvec(s$x, s$x, b, kernel, precision = precision))
+    dense <- time_call(batches = 3, function() kernel_matvec(s$x, s$x, b, kernel, precision = precision))
     rows[[length(rows) + 1L]] <- data.frame(cell = cell, precision = precision, N = "1e6", M = "1e6",
       mask = "dense", fraction = 1, time_ms = 1e3 * dense, pairs_per_s = n^2 / dense,
       ratio = 1, target = "-", fraction_of_ceiling = n^2 / dense / ceiling_exp[[precision]])
@@ -60,7 +53,7 @@ for (cell in c(0.1, 0.2)) {
       r <- ranges[[q]]
       kept <- unclass(r)$kept_pairs
       f <- kept / n^2
-      t <- time_call(function() kernel_matvec(s$x, s$x, b, kernel, precision = precision, ranges = r))
+      t <- time_call(batches = 3, function() kernel_matvec(s$x, s$x, b, kernel, precision = precision, ranges = r))
       ratio <- t / (f * dense)
       target <- if (fractions[q] >= 1) (if (t <= 1.05 * dense) "met" else "missed")
                 else if (f >= 0.05) (if (ratio <= 1.2) "met" else "missed") else "-"

@@ -7,16 +7,9 @@ library(gpukernels)
 
 ceiling_exp <- c(single = 3.8e12, double = 0.71e12)
 
-# Median seconds per call: calls are batched so that a batch takes >= 0.2 s.
-time_call <- function(f, min_batch = 0.2, batches = 5) {
-  f()
-  t1 <- system.time(f())[["elapsed"]]
-  reps <- max(1L, ceiling(min_batch / max(t1, 1e-5)))
-  times <- vapply(seq_len(batches), function(i) {
-    system.time(for (r in seq_len(reps)) f())[["elapsed"]] / reps
-  }, numeric(1))
-  stats::median(times)
-}
+# The folder of this script, to source its shared helpers.
+bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1L])))
+source(file.path(bench_dir, "bench_timing.R"))
 
 row <- function(case, precision, method, m, n, seconds, backend = "gpu") {
   rate <- m * n / seconds

@@ -1,0 +1,11 @@
+# Shared by the benchmark scripts (sourced): median seconds per call of f(),
+# after a warm-up call; calls are batched so that a batch takes >= min_batch s.
+time_call <- function(f, min_batch = 0.2, batches = 5) {
+  f()
+  t1 <- system.time(f())[["elapsed"]]
+  reps <- max(1L, ceiling(min_batch / max(t1, 1e-5)))
+  times <- vapply(seq_len(batches), function(i) {
+    system.time(for (r in seq_len(reps)) f())[["elapsed"]] / reps
+  }, numeric(1))
+  stats::median(times)
+}
