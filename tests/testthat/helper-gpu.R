@@ -13,3 +13,9 @@ rel_err <- function(a, b) {
   scale <- max(abs(b), .Machine$double.xmin)
   max(abs(a - b)) / scale
 }
+
+# Free memory of the current GPU after a full collection (memory-growth tests).
+gpu_free_after_gc <- function() {
+  invisible(gc())
+  gpukernels::gk_info()$devices$free_memory[gpukernels::gk_info()$current_device]
+}

@@ -217,16 +217,12 @@ test_that("GPU compression: the dense blocks are shared and outlive either matri
   locs <- matrix(runif(3 * n), ncol = 3)
   k <- gk_kernel("exponential", range = 0.2)
   x <- rnorm(n)
-  free_now <- function() {
-    invisible(gc())
-    gk_info()$devices$free_memory[gk_info()$current_device]
-  }
   for (precision in c("double", "single")) {
     A <- h2_matrix(locs, k, precision = precision, backend = "gpu")
     ya <- A %*% x
-    before <- free_now()
+    before <- gpu_free_after_gc()
     B <- h2_compress(A, 1e-4)
-    used <- before - free_now()
+    used <- before - gpu_free_after_gc()
     own <- gpukernels:::h2_bytes(B)[["low_rank"]]
     # B holds its bases, transfers and couplings, not a second copy of the dense blocks
     expect_lt(used, own + 16 * 2^20)
@@ -285,17 +281,13 @@ test_that("bad tolerances and arguments give clear errors", {
 test_that("repeated compressions do not grow memory", {
   skip_if_no_gpu()
   set.seed(38)
-  free_now <- function() {
-    invisible(gc())
-    gk_info()$devices$free_memory[gk_info()$current_device]
-  }
   locs <- matrix(runif(3 * 20000), ncol = 3)
   k <- gk_kernel("exponential", range = 0.2)
   A <- h2_matrix(locs, k, backend = "gpu")
   invisible(h2_compress(A, 1e-3) %*% runif(20000))
-  before <- free_now()
+  before <- gpu_free_after_gc()
   for (i in 1:4) invisible(h2_compress(A, 1e-3) %*% runif(20000))
-  expect_lt(before - free_now(), 32 * 2^20)
+  expect_lt(before - gpu_free_after_gc(), 32 * 2^20)
 })
 
 test_that("compressed matrices survive saveRDS() and gk_free(): rebuilt with their compression", {

@@ -183,20 +183,16 @@ test_that("bad input gives clear errors", {
 test_that("GPU memory is released when h2matrix objects are collected", {
   skip_if_no_gpu()
   set.seed(18)
-  free_now <- function() {
-    invisible(gc())
-    gk_info()$devices$free_memory[gk_info()$current_device]
-  }
   locs <- matrix(runif(3 * 20000), ncol = 3)
   k <- gk_kernel("exponential", range = 0.2)
   A <- h2_matrix(locs, k, backend = "gpu")
   invisible(A %*% matrix(runif(20000 * 8), ncol = 8))
   rm(A)
-  before <- free_now()
+  before <- gpu_free_after_gc()
   for (i in 1:5) {
     A <- h2_matrix(locs, k, backend = "gpu")
     for (j in 1:3) invisible(A %*% matrix(runif(20000 * j * 3), ncol = j * 3))
     rm(A)
   }
-  expect_lt(before - free_now(), 32 * 2^20)
+  expect_lt(before - gpu_free_after_gc(), 32 * 2^20)
 })
