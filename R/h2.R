@@ -66,10 +66,12 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   stored one would not fit in the memory that may still be used (the GPU
 #'   budget, or the host budget of [gk_memory()]), else the one a timing model
 #'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
-#'   (5e9 on the CPU) against kernel pairs evaluated at 5.3e11/s in double and
-#'   3e12/s in single precision on a GPU (2e8/s on the CPU); `summary()` says
-#'   which, why, and both predictions. [h2_compress()] of an on-the-fly matrix builds the stored blocks first; `tol` uses
-#'   the stored form.
+#'   (5e9 on the CPU) against kernel pairs evaluated at 9.5e10/s in double and
+#'   1.55e11/s in single precision, plus 0.1 ms per level, on a GPU (rates
+#'   measured on an H100; 2e8/s on the CPU). On the GPU the stored form is
+#'   about 3.5 times faster where it fits. `summary()` says which, why, and
+#'   both predictions. [h2_compress()] of an on-the-fly matrix builds the
+#'   stored blocks first; `tol` uses the stored form.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
@@ -110,7 +112,6 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   precision <- gk_check_precision(precision)
   if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
-  storage <- h2_gpu_storage(storage, backend)
   if (!is.null(tol)) {
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))
   }

@@ -19,17 +19,6 @@ h2_check_storage <- function(storage, tol) {
   storage
 }
 
-# The GPU on-the-fly product (src/h2/h2_otf_cuda.cu) has not yet run on a GPU:
-# until it has, GPU matrices are stored unless the user asks for it.
-h2_gpu_storage <- function(storage, backend) {
-  if (backend != "gpu" || isTRUE(getOption("gpukernels.experimental_gpu"))) return(storage)
-  if (storage == "on_the_fly") {
-    stop("storage = \"on_the_fly\" on the GPU has not been run on a GPU yet: use backend = ",
-         "\"cpu\", or options(gpukernels.experimental_gpu = TRUE) to try it", call. = FALSE)
-  }
-  "stored"
-}
-
 # The code gk_r_h2_build takes (objects saved before `storage` existed: stored).
 h2_storage_code <- function(storage) {
   if (is.null(storage)) return(0L)
@@ -38,7 +27,7 @@ h2_storage_code <- function(storage) {
 
 h2_storage_summary <- function(info) {
   list(on_the_fly = info$on_the_fly,
-       reason = c("requested", "faster", "memory", "unmeasured")[info$storage_reason + 1L],
+       reason = c("requested", "faster", "memory")[info$storage_reason + 1L],
        ms_stored = info$ms_stored, ms_on_the_fly = info$ms_on_the_fly,
        kernel_pairs = info$kernel_pairs, bytes = info$on_the_fly_bytes)
 }
@@ -49,10 +38,7 @@ h2_print_storage <- function(s) {
                 requested = "as requested",
                 faster = sprintf("auto: predicted HMV %.3g ms on the fly, %.3g ms stored",
                                  s$ms_on_the_fly, s$ms_stored),
-                memory = "auto: the stored blocks would not fit in the memory budget",
-                unmeasured = sprintf(paste0("auto: the model predicts %.3g ms on the fly against ",
-                                            "%.3g ms stored, but its rates are not measured yet"),
-                                     s$ms_on_the_fly, s$ms_stored))
+                memory = "auto: the stored blocks would not fit in the memory budget")
   cat(sprintf("  storage: %s (%s)\n", form, why))
   if (s$on_the_fly) {
     cat(sprintf("    %.3g kernel evaluations per product and right-hand side; nodes and ranges %.1f MB\n",

@@ -176,13 +176,6 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
       stop("`k` = ", k, " is larger than the number of points reduced over (", n, ")",
            call. = FALSE)
     }
-    if (backend == "gpu" && k > 64 && !isTRUE(getOption("gpukernels.experimental_gpu"))) {
-      # The sorting strategy for k > 64 (src/reduce/reduce_kmin_large.cuh) has not
-      # yet run on a GPU; until it has, it is used only on request.
-      stop("on the GPU, `k` is at most 64 for now: use backend = \"cpu\" (or ",
-           "options(gpukernels.experimental_gpu = TRUE) for the untested GPU strategy)",
-           call. = FALSE)
-    }
   } else {
     k <- 1L
   }

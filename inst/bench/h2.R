@@ -36,7 +36,7 @@ only_otf <- "onlyotf" %in% args
 do_hmv <- !"onlycompress" %in% args && !only_otf
 do_compress <- !"nocompress" %in% args && !only_otf
 do_otf <- !"nootf" %in% args && !"onlycompress" %in% args
-options(gpukernels.experimental_gpu = !"hostcompress" %in% args)
+options(gpukernels.h2_compress_on_host = "hostcompress" %in% args)
 peak <- 3.01e12
 
 perturbed_grid <- function(n, d) {

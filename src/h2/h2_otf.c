@@ -167,17 +167,19 @@ gk_status h2_otf_refuse_export(gk_error *err)
 
 /* ---- the storage choice -------------------------------------------------- */
 
-/* Rates of the timing model. GPU: an H100's measured rates (RESULTS.md): the
- * stored HMV streams its blocks at about 2.5e12 B/s (40 GB in 15.7 ms at
- * n = 2^20, 3D), and the tiled engine evaluates 5.3e11 kernel pairs/s in
- * float64 and 3e12 in float32 (dense reductions; block-sparse ones with
- * blocks of 64 rows are assumed to reach them too, to be checked by
- * inst/bench/h2.R). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel
- * pair with an exp: 2e8/s), so that the CPU keeps the stored form unless it
- * does not fit. */
+/* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R,
+ * RESULTS.md, 2026-11-23): the stored HMV streams its blocks at about 2.5e12
+ * B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of the
+ * on-the-fly form (clusters of 64 rows) evaluate 9.5e10 kernel pairs/s in
+ * float64 and 1.55e11 in float32 at n = 2^20, far below the dense engine's
+ * 5.3e11 / 3e12, plus about 0.1 ms per product (two per level) of launches
+ * and synchronization. With these rates the stored form wins whenever it fits
+ * (3.5x at 2^20, eta = 3). CPU: estimates for a few cores (stored: 5e9 B/s; a
+ * kernel pair with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
-#define GPU_PAIRS_PER_S_DOUBLE 5.3e11
-#define GPU_PAIRS_PER_S_SINGLE 3.0e12
+#define GPU_PAIRS_PER_S_DOUBLE 9.5e10
+#define GPU_PAIRS_PER_S_SINGLE 1.55e11
+#define GPU_MS_PER_PRODUCT 0.1
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
 
@@ -192,14 +194,13 @@ int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;
   double rate = gpu ? (single ? GPU_PAIRS_PER_S_SINGLE : GPU_PAIRS_PER_S_DOUBLE) : CPU_PAIRS_PER_S;
   *ms_stored = 1e3 * (low + blocks) / bw;
-  *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate);
+  int products = o->dense.rows > 0;
+  for (int l = 0; l <= o->depth; l++) products += o->coupling[l].rows > 0;
+  *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate) + (gpu ? GPU_MS_PER_PRODUCT * products : 0.0);
   if (low + blocks > available) {
     *reason = H2_STORAGE_MEMORY;
     return 1;
   }
-  // The model's rates are estimates, not yet measured for the block-sparse
-  // phases (inst/bench/h2.R onlyotf): until they are, only memory chooses the
-  // on-the-fly form.
-  *reason = *ms_otf < *ms_stored ? H2_STORAGE_UNMEASURED : H2_STORAGE_FASTER;
-  return 0;
+  *reason = H2_STORAGE_FASTER;
+  return *ms_otf < *ms_stored;
 }

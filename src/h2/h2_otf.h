@@ -89,8 +89,7 @@ gk_status h2_otf_refuse_export(gk_error *err);
 enum {
   H2_STORAGE_REQUESTED = 0,      /* the user asked for it                        */
   H2_STORAGE_FASTER = 1,         /* the timing model predicts it is faster        */
-  H2_STORAGE_MEMORY = 2,         /* the stored form would not fit the memory budget */
-  H2_STORAGE_UNMEASURED = 3      /* stored: the on-the-fly rates are not measured yet */
+  H2_STORAGE_MEMORY = 2          /* the stored form would not fit the memory budget */
 };
 
 /* Predicted HMV times (ms, one right-hand side) of both forms on the GPU or

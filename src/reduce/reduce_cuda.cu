@@ -66,14 +66,14 @@ void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_th
                  int blocks_per_sm, Args *a);
 
 // Columns (j) per slice: long reductions run as a sequence of launches of
-// about SLICE_PAIRS pairs each (tens of milliseconds for the gaussian sum),
+// about SLICE_PAIRS gaussian-equivalent pairs each (tens of milliseconds),
 // with an interrupt check between them. GK_REDUCE_SLICE_PAIRS overrides the
 // size (tests use it to exercise slicing on small inputs).
-size_t slice_columns(size_t m, size_t n, int tile)
+size_t slice_columns(const gk_reduce_spec *spec, size_t m, size_t n, int tile)
 {
   const char *env = getenv("GK_REDUCE_SLICE_PAIRS");
   const double forced = env ? atof(env) : 0.0;
-  const double pairs = forced > 0 ? forced : SLICE_PAIRS;
+  const double pairs = forced > 0 ? forced : SLICE_PAIRS / gk_kernel_relative_cost(&spec->kernel);
   const size_t least = env ? (size_t) tile : MIN_SLICE_COLUMNS;
   double want = ceil(pairs / (double) (m > 0 ? m : 1));
   size_t cols = want > (double) n ? n : (size_t) want;
@@ -97,7 +97,7 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   const int per_sm = gk_device_occupancy((const void *) kernel, BLOCK, smem);
   // Block-sparse: slices hold about as many kept pairs as dense ones.
   const size_t m_work = ranged ? (size_t) ceil(a.kept_pairs / (double) (a.n > 0 ? a.n : 1)) : a.m;
-  const size_t slice = slice_columns(m_work, a.n, a.tile);
+  const size_t slice = slice_columns(spec, m_work, a.n, a.tile);
   const size_t nslices = a.n == 0 ? 1 : (a.n + slice - 1) / slice;
   const unsigned row_blocks = ranged ? (unsigned) a.npieces
                                      : (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));

@@ -151,9 +151,6 @@ test_that("h2_matrix(tol =) reaches the tolerance it is asked for", {
 
 test_that("the GPU compresses like the CPU", {
   skip_if_no_gpu()
-  # the GPU path (the other GPU tests go through the host path, the default)
-  old <- options(gpukernels.experimental_gpu = TRUE)
-  on.exit(options(old), add = TRUE)
   set.seed(36)
   cases <- list(list(d = 2, n = 3000, leaf = 64, order = NULL),
                 list(d = 3, n = 3000, leaf = 64, order = NULL),
@@ -209,9 +206,6 @@ test_that("the GPU compresses like the CPU", {
 
 test_that("GPU compression: the dense blocks are shared and outlive either matrix", {
   skip_if_no_gpu()
-  # the GPU path (the other GPU tests go through the host path, the default)
-  old <- options(gpukernels.experimental_gpu = TRUE)
-  on.exit(options(old), add = TRUE)
   set.seed(39)
   n <- 6000
   locs <- matrix(runif(3 * n), ncol = 3)
@@ -240,9 +234,6 @@ test_that("GPU compression: the dense blocks are shared and outlive either matri
 
 test_that("GPU compression: bad inputs leave the matrix unchanged", {
   skip_if_no_gpu()
-  # the GPU path (the other GPU tests go through the host path, the default)
-  old <- options(gpukernels.experimental_gpu = TRUE)
-  on.exit(options(old), add = TRUE)
   set.seed(40)
   locs <- matrix(runif(3 * 2000), ncol = 3)
   A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "gpu")

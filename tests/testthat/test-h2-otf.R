@@ -148,8 +148,6 @@ test_that("repeated on-the-fly products do not grow memory", {
 
 test_that("GPU on the fly equals the CPU (double, single, several rhs)", {
   skip_if_no_gpu()
-  old_experimental <- options(gpukernels.experimental_gpu = TRUE)   # not yet the default
-  on.exit(options(old_experimental), add = TRUE)
   set.seed(1207)
   for (d in 2:3) {
     n <- if (d == 2) 3001 else 2777
@@ -172,8 +170,6 @@ test_that("GPU on the fly equals the CPU (double, single, several rhs)", {
 
 test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   skip_if_no_gpu()
-  old_experimental <- options(gpukernels.experimental_gpu = TRUE)   # not yet the default
-  on.exit(options(old_experimental), add = TRUE)
   set.seed(1208)
   n <- 5000
   locs <- matrix(runif(n * 3), ncol = 3)
@@ -190,12 +186,3 @@ test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   expect_lt(rel2(h2_compress(A, 1e-6) %*% x, y), 1e-5)
 })
 
-test_that("until it has run on a GPU, the GPU on-the-fly form is used only on request", {
-  skip_if_no_gpu()
-  old <- options(gpukernels.experimental_gpu = NULL)
-  on.exit(options(old), add = TRUE)
-  locs <- matrix(runif(600), ncol = 2)
-  k <- gk_kernel("exponential", range = 0.2)
-  expect_error(h2_matrix(locs, k, backend = "gpu", storage = "on_the_fly"), "experimental_gpu")
-  expect_false(summary(h2_matrix(locs, k, backend = "gpu"))$storage$on_the_fly)
-})

@@ -27,7 +27,9 @@ test_that("an h2matrix saved and read back gives the same products", {
         C <- B   # a copy made before first use shares the rebuilt data
         expect_equal(B %*% x, y, tolerance = 1e-13)
         expect_true(gpukernels:::gk_native_alive(C))
-        expect_equal(drop(x[, 1] %*% C), drop(y[, 1]), tolerance = 1e-13)
+        # the transposed product takes its own path (in float32 it rounds apart
+        # from A %*% x): compare it with the same product of the original
+        expect_equal(drop(x[, 1] %*% C), drop(x[, 1] %*% A), tolerance = 1e-13)
         sa <- summary(A)
         sb <- summary(B)
         for (field in c("n", "levels", "leaf_size", "order", "rank", "eta", "coupling_blocks",

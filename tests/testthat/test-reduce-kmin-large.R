@@ -2,16 +2,6 @@
 # the CPU engine and brute force, with ties, k = nrow(y), and sizes that are
 # not multiples of the block size.
 
-# The GPU strategy is used on request until it has run on a GPU (R/reduce.R).
-test_that("without the request, the GPU refuses k > 64 clearly", {
-  skip_if_no_gpu()
-  x <- matrix(runif(300), 100, 3)
-  old <- options(gpukernels.experimental_gpu = NULL)
-  on.exit(options(old), add = TRUE)
-  expect_error(knn(x, x, k = 65, backend = "gpu"), "at most 64 for now")
-  expect_equal(dim(knn(x, x, k = 64, backend = "gpu")$index), c(100L, 64L))
-})
-old_experimental <- options(gpukernels.experimental_gpu = TRUE)
 
 # Brute-force k nearest: order() is stable, so ties go to the smaller index.
 ref_knn <- function(x, y, k) {
@@ -116,4 +106,3 @@ test_that("GPU k > 64 works on device matrices, and refuses block-sparse ranges 
   expect_identical(gk_memory(), held)
 })
 
-options(old_experimental)
