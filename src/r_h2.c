@@ -166,6 +166,20 @@ SEXP gk_r_h2_free(SEXP ptr)
   return R_NilValue;
 }
 
+/* A GPU matrix keeps its product workspace between calls (grown for the most
+ * right-hand sides asked so far): count it with the matrix's bytes, so that
+ * the collection policy sees what the matrix really holds. */
+static void recount_gpu_bytes(h2_handle *h)
+{
+  if (!h->gpu) return;
+  size_t now = h2_gpu_own_bytes(h->gpu);
+  if (now == h->mem.device_bytes || h->mem.device < 0) return;
+  int device = h->mem.device;
+  size_t host = h->mem.host_bytes;
+  gk_memory_unregister(&h->mem);
+  gk_memory_register(&h->mem, device, host, now);
+}
+
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 {
   h2_handle *h = handle_of(ptr);
@@ -179,6 +193,7 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   if (nrhs > 0) {
     if (h->gpu) h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
     else h2_cpu_matmul(&h->tree, h->cpu, REAL(x), nrhs, REAL(out), &err);
+    recount_gpu_bytes(h);
   }
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
@@ -195,9 +210,11 @@ SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only)
   if (!h->gpu) gk_fail(&err, GK_ERR_INPUT, "device timing needs an h2matrix built on the GPU");
   else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps),
                        gk_as_flag(cublas_only), &ms, &err);
+  recount_gpu_bytes(h);
   if (err.status) gk_raise(&err);
   return Rf_ScalarReal(ms);
 }
+
 SEXP gk_r_h2_info(SEXP ptr)
 {
   h2_handle *h = handle_of(ptr);
@@ -306,8 +323,8 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
     if (!err.status)
       gk_memory_register(&nh->mem, device, h2_tree_bytes(&nh->tree), h2_gpu_own_bytes(nh->gpu));
   } else {
-    // On the host with LAPACK; a GPU matrix goes there and back (the path
-    // measured on a GPU; the one above runs when options(gpukernels.experimental_gpu = TRUE)).
+    // On the host with LAPACK; a GPU matrix goes there and back (on the fly,
+    // or with options(gpukernels.h2_compress_on_host = TRUE)).
     handle_export(h, &in, nthreads, &err);   // on the fly: through a stored twin
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);

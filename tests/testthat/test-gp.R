@@ -336,3 +336,62 @@ test_that("GPU and CPU give the same likelihood and gradient", {
     expect_equal(gpu$gradient, cpu$gradient, tolerance = 1e-6, info = method)
   }
 })
+
+# The neighbour search of large problems: grid cells through block-sparse
+# knn(), exact against brute force (forced on small inputs by a pair limit of 0).
+brute_neighbors <- function(x, m, backend) {
+  old <- options(gpukernels.gp_dense_knn_pairs = Inf)
+  on.exit(options(old))
+  gpukernels:::gp_neighbors(x, m, backend)
+}
+
+cell_cases <- function() {
+  set.seed(61)
+  n <- 2503   # not a multiple of any block size
+  spread <- rep(c(0.01, 1), length.out = n)   # dense clumps in a wide cloud: many rows redo
+  list(uniform_2d = matrix(runif(2 * n), n, 2),
+       uniform_3d = matrix(runif(3 * n), n, 3),
+       clumped_2d = matrix(rnorm(2 * n, sd = spread), n, 2),
+       line_in_2d = cbind(runif(n), 0.5),                       # one dimension without extent
+       duplicated = rbind(matrix(runif(2 * 2000), 2000, 2), matrix(runif(2 * 10), 10, 2)[rep(1:10, 50), ]),
+       one_d = matrix(rnorm(n), n, 1))
+}
+
+test_that("the grid-cell neighbour search equals brute force", {
+  old <- options(gpukernels.gp_dense_knn_pairs = 0)
+  on.exit(options(old))
+  for (name in names(cases <- cell_cases())) {
+    x <- cases[[name]]
+    for (m in c(1L, 15L, 40L)) {
+      got <- gpukernels:::gp_neighbors(x, m, "cpu")
+      ref <- brute_neighbors(x, m, "cpu")
+      expect_identical(got$duplicates, ref$duplicates, info = paste(name, m))
+      if (name %in% c("duplicated", "one_d")) {
+        # ties (equal distances) may pick another of the tied points: compare distances
+        dist_to <- function(nbr) {
+          d <- matrix(0, nrow(nbr), ncol(nbr))
+          for (j in seq_len(ncol(nbr))) {
+            ok <- nbr[, j] > 0
+            d[ok, j] <- sqrt(rowSums((x[ok, , drop = FALSE] - x[nbr[ok, j], , drop = FALSE])^2))
+          }
+          d
+        }
+        expect_equal(dist_to(got$nbr), dist_to(ref$nbr), tolerance = 1e-12, info = paste(name, m))
+        expect_identical(got$nbr > 0, ref$nbr > 0, info = paste(name, m))
+      } else {
+        expect_identical(got$nbr, ref$nbr, info = paste(name, m))
+      }
+    }
+  }
+})
+
+test_that("the grid-cell neighbour search on the GPU equals the CPU", {
+  skip_if_no_gpu()
+  old <- options(gpukernels.gp_dense_knn_pairs = 0)
+  on.exit(options(old))
+  cases <- cell_cases()
+  for (name in c("uniform_2d", "uniform_3d", "clumped_2d")) {
+    expect_identical(gpukernels:::gp_neighbors(cases[[name]], 40L, "gpu"),
+                     gpukernels:::gp_neighbors(cases[[name]], 40L, "cpu"), info = name)
+  }
+})

@@ -57,6 +57,26 @@ test_that("the same loop holds about two matrices of GPU memory", {
   expect_gt(gpu_free_bytes(), free0 - 3.5 * r$size)
 })
 
+test_that("a GPU matrix's product workspace is counted with it", {
+  skip_if_no_gpu()
+  set.seed(96)
+  n <- 20000
+  locs <- matrix(runif(2 * n), ncol = 2)
+  invisible(gc())
+  empty <- gk_memory()[["gpu1"]]
+  A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "gpu")
+  before <- gk_memory()[["gpu1"]]
+  X <- matrix(rnorm(n * 40), n, 40)
+  Y <- A %*% X
+  grown <- gk_memory()[["gpu1"]] - before
+  # at least the copies of x and y (n x 40 each, in the matrix's precision)
+  expect_gte(grown, 2 * n * 40 * 8)
+  expect_equal(A %*% X[, 1:3], Y[, 1:3], tolerance = 1e-12)
+  expect_identical(gk_memory()[["gpu1"]] - before, grown)   # kept, not grown again
+  gk_free(A)   # gives back the matrix and its workspace
+  expect_identical(gk_memory()[["gpu1"]], empty)
+})
+
 test_that("a loop of device matrix uploads holds about two on the GPU", {
   skip_if_no_gpu()
   x <- matrix(runif(3 * 4e6), ncol = 3)   # 96 MB in double
