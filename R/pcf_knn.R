@@ -16,8 +16,8 @@
 #'   `length(Y)`).
 #' @param Y `NULL` (neighbours among `X`), or a list of PCFs to search.
 #' @param workers Split the rows of `X` over \pkg{future} workers; see
-#'   [gk_distributed]. (Split, each pair among `X` is computed twice: once for
-#'   each of its rows.)
+#'   [gk_distributed]. Among `X`, each worker takes a band of rows against the
+#'   functions before it, so that each pair is computed once there too.
 #' @return A list with `index` (integer, `length(X)` x `k`, 1-based, nearest
 #'   first, ties to the smaller index) and `distance` (same shape).
 #' @examples
@@ -42,40 +42,83 @@ pcf_knn <- function(X, k = 1L, Y = NULL, p = 1, precision = "double", backend = 
   if (count > 0L) {
     return(pcf_knn_distributed(X, as.integer(k), Y, p, precision, backend, devices, count))
   }
-  pcf_knn_call(X, Y, as.integer(k), p, precision, backend, devices, exclude_offset = -1)
+  pcf_knn_call(X, Y, as.integer(k), p, precision, backend, devices)
 }
 
-pcf_knn_call <- function(X, Y, k, p, precision, backend, devices, exclude_offset) {
+pcf_knn_call <- function(X, Y, k, p, precision, backend, devices, column_lists = FALSE) {
   single <- gk_check_precision(precision) == "single"
   backend <- gk_backend(backend)
   devices <- if (backend == "gpu") pcf_devices(devices) else integer()
   res <- gk_with_engine_progress(
     .Call(gk_r_pcf_knn, unclass(X), if (is.null(Y)) NULL else unclass(Y), k, p, single,
           backend, gk_threads(), pcf_budget(), devices, gk_progress_lines(), pcf_tuning(),
-          as.double(exclude_offset)))
-  list(index = res[[1L]], distance = res[[2L]])
+          column_lists))
+  out <- list(index = res[[1L]], distance = res[[2L]])
+  if (column_lists) out[c("column_index", "column_distance")] <- res[3:4]
+  out
 }
 
-# One chunk: rows [start, end] of X against all of Y (or of X, without i itself).
+# One chunk. Against Y: rows [start, end] of X against all of Y. Among X: the
+# band's own pairs, and the band against the functions before it (`left`),
+# whose nearest of the band come back as column lists (a part with fewer than
+# k candidates leaves NA entries).
 pcf_knn_chunk <- function(task) {
-  pcf_knn_call(task$X, task$Y, task$k, task$p, task$precision, task$backend, task$devices,
-               exclude_offset = if (task$self) task$rows[1L] - 1 else -1)
+  call <- function(X, Y, k, column_lists = FALSE) {
+    pcf_knn_call(X, Y, as.integer(k), task$p, task$precision, task$backend, task$devices,
+                 column_lists = column_lists)
+  }
+  if (!task$self) return(list(rect = call(task$X, task$Y, task$k)))
+  m <- length(task$X)
+  list(tri = if (m >= 2L) call(task$X, NULL, task$k),
+       rect = if (length(task$left)) call(task$X, task$left, task$k, column_lists = TRUE))
 }
 
 pcf_knn_distributed <- function(X, k, Y, p, precision, backend, devices, count) {
   .Call(gk_r_pcf_check, unclass(X), if (is.null(Y)) NULL else unclass(Y), "cdist", p,
         gk_check_precision(precision) == "single")
-  bands <- gk_row_bands(length(X), count)
+  self <- is.null(Y)
+  bands <- gk_row_bands(length(X), count, triangle = self)
   opts <- gk_chunk_options()
   tasks <- lapply(seq_len(nrow(bands)), function(b) {
     rows <- bands[b, ]
-    list(fun = pcf_knn_chunk, rows = rows, X = X[rows[1L]:rows[2L]],
-         Y = if (is.null(Y)) X else Y, self = is.null(Y), k = k, p = p,
+    list(fun = pcf_knn_chunk, rows = rows, X = X[rows[1L]:rows[2L]], Y = Y, self = self,
+         left = if (self && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)], k = k, p = p,
          precision = precision, backend = backend, devices = devices, chunk = b,
          options = opts)
   })
   parts <- vector("list", length(tasks))
   gk_run_tasks(tasks, function(i, value) parts[[i]] <<- value, gk_progressor(length(tasks)))
-  list(index = do.call(rbind, lapply(parts, `[[`, "index")),
-       distance = do.call(rbind, lapply(parts, `[[`, "distance")))
+  if (!self) {
+    return(list(index = do.call(rbind, lapply(parts, function(v) v$rect$index)),
+                distance = do.call(rbind, lapply(parts, function(v) v$rect$distance))))
+  }
+  # Candidates of each function from every part that saw it, then its k
+  # nearest (ties to the smaller index, as in one call).
+  rows <- index <- integer()
+  distance <- numeric()
+  add <- function(first_row, lists, shift, idx = "index", dst = "distance") {
+    if (is.null(lists)) return()
+    ix <- lists[[idx]]
+    keep <- !is.na(ix)
+    rows <<- c(rows, (row(ix) + first_row - 1L)[keep])
+    index <<- c(index, ix[keep] + shift)
+    distance <<- c(distance, lists[[dst]][keep])
+  }
+  for (b in seq_along(parts)) {
+    start <- as.integer(bands[b, 1L])
+    add(start, parts[[b]]$tri, start - 1L)
+    add(start, parts[[b]]$rect, 0L)
+    add(1L, parts[[b]]$rect, start - 1L, "column_index", "column_distance")
+  }
+  o <- order(rows, distance, index)
+  rows <- rows[o]
+  rank <- seq_along(rows) - match(rows, rows) + 1L
+  take <- rank <= k
+  n <- length(X)
+  out_index <- matrix(NA_integer_, n, k)
+  out_distance <- matrix(NA_real_, n, k)
+  at <- cbind(rows[take], rank[take])
+  out_index[at] <- index[o][take]
+  out_distance[at] <- distance[o][take]
+  list(index = out_index, distance = out_distance)
 }

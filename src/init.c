@@ -33,7 +33,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                      SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning);
 SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
-                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP exclude_offset);
+                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP column_lists);
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle);
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);

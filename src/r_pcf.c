@@ -180,35 +180,9 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   return out;
 }
 
-/* The k nearest functions of y (of x itself, never a function to itself, when
- * y is NULL) for each function of x: list(index, distance), n x k matrices.
- * exclude_offset >= 0 (with y): column j == row i + offset is not a neighbour. */
-SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
-                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP exclude_offset)
+/* index 0 (no candidate) as NA in R */
+static void knn_missing_as_na(SEXP index, SEXP distance)
 {
-  pcf_set xs, ys;
-  const pcf_set *yp;
-  pcf_knn_state *state = NULL;
-  gk_error err;
-  gk_error_clear(&err);
-  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
-  pcf_op op = pcf_op_for_p(gk_as_double(p));
-  int kk = gk_as_int(k);
-  sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);
-  if (xs.n > INT_MAX || yp->n > INT_MAX) gk_stop("too many functions for R's index matrices");
-  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs.n, kk));
-  SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, kk));
-  if (pcf_knn_create(xs.n, kk, Rf_isNull(y), (long long) gk_as_double(exclude_offset), &state,
-                     &err) == GK_OK) {
-    gk_block_writer writer = pcf_knn_writer(state, opt.threads);
-    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
-    if (err.status == GK_OK) pcf_knn_result(state, REAL(distance), INTEGER(index));
-  }
-  pcf_knn_destroy(state);
-  if (err.status) {
-    UNPROTECT(2);
-    gk_raise(&err);
-  }
   int *ix = INTEGER(index);
   double *dv = REAL(distance);
   for (R_xlen_t q = 0; q < Rf_xlength(index); q++) {
@@ -217,10 +191,53 @@ SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEX
       dv[q] = NA_REAL;
     }
   }
-  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+}
+
+/* The k nearest functions of y (of x itself, never a function to itself, when
+ * y is NULL) for each function of x: list(index, distance), n x k matrices;
+ * with column_lists (y given), also the k nearest of x for each function of
+ * y, from the same distances (list elements 3 and 4). */
+SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
+                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP column_lists)
+{
+  pcf_set xs, ys;
+  const pcf_set *yp;
+  pcf_knn_state *state = NULL;
+  gk_error err;
+  gk_error_clear(&err);
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
+  pcf_op op = pcf_op_for_p(gk_as_double(p));
+  int kk = gk_as_int(k), both = gk_as_flag(column_lists) && !Rf_isNull(y);
+  sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);
+  if (xs.n > INT_MAX || yp->n > INT_MAX) gk_stop("too many functions for R's index matrices");
+  int n_cols = both ? (int) yp->n : 0;
+  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs.n, kk));
+  SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, kk));
+  SEXP col_index = PROTECT(Rf_allocMatrix(INTSXP, n_cols, kk));
+  SEXP col_distance = PROTECT(Rf_allocMatrix(REALSXP, n_cols, kk));
+  if (pcf_knn_create(xs.n, (size_t) n_cols, kk, Rf_isNull(y), &state, &err) == GK_OK) {
+    gk_block_writer writer = pcf_knn_writer(state, opt.threads);
+    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+    if (err.status == GK_OK) {
+      pcf_knn_result(state, REAL(distance), INTEGER(index));
+      if (both) pcf_knn_column_result(state, REAL(col_distance), INTEGER(col_index));
+    }
+  }
+  pcf_knn_destroy(state);
+  if (err.status) {
+    UNPROTECT(4);
+    gk_raise(&err);
+  }
+  knn_missing_as_na(index, distance);
+  knn_missing_as_na(col_index, col_distance);
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, both ? 4 : 2));
   SET_VECTOR_ELT(out, 0, index);
   SET_VECTOR_ELT(out, 1, distance);
-  UNPROTECT(3);
+  if (both) {
+    SET_VECTOR_ELT(out, 2, col_index);
+    SET_VECTOR_ELT(out, 3, col_distance);
+  }
+  UNPROTECT(5);
   return out;
 }
 

@@ -10,8 +10,10 @@
  * triangle plan (writer kind GK_WRITE_DIST, pairs i > j only); every pair is
  * offered to both rows, and a function is never its own neighbour.
  * Dense mode (rows of X against the functions of Y): every entry is offered
- * to its row; with exclude_offset >= 0, column j == i + exclude_offset is
- * skipped (a band of X against the whole of X, as a distributed chunk).
+ * to its row. With column lists (n_cols > 0, dense mode only), every entry is
+ * also offered to its column's list: one pass over a block of X against
+ * other functions gives the k nearest in both directions (a distributed
+ * chunk of the triangle: its band against the functions before it).
  */
 #ifndef GK_PCF_KNN_H
 #define GK_PCF_KNN_H
@@ -26,7 +28,7 @@ extern "C" {
 
 typedef struct pcf_knn_state pcf_knn_state;
 
-gk_status pcf_knn_create(size_t n_rows, int k, int symmetric, long long exclude_offset,
+gk_status pcf_knn_create(size_t n_rows, size_t n_cols, int k, int symmetric,
                          pcf_knn_state **state, gk_error *err);
 void pcf_knn_destroy(pcf_knn_state *state);
 
@@ -36,6 +38,8 @@ gk_block_writer pcf_knn_writer(pcf_knn_state *state, int threads);
 /* The lists as n_rows x k column-major matrices: distances, and 1-based
  * column numbers (0 where a row has fewer than k candidates). */
 void pcf_knn_result(const pcf_knn_state *state, double *distance, int *index);
+/* The column lists the same way (n_cols x k; candidates are rows). */
+void pcf_knn_column_result(const pcf_knn_state *state, double *distance, int *index);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,25 @@ test_that("workers = k without a plan runs the chunks in this process and agrees
   expect_error(pcf_pdist(X, workers = "a"), "workers")
 })
 
+test_that("pcf_knn split into triangle bands equals one call and brute force", {
+  set.seed(31)
+  X <- draw_pcfs(23)
+  X[c(5, 17, 20)] <- X[9]   # equal functions: ties at distance 0, to the smaller index
+  ref_all <- knn_reference({ D <- as.matrix(pcf_pdist(X, backend = "cpu")); diag(D) <- Inf; D }, 22)
+  for (k in c(1L, 4L, 22L)) {
+    one <- pcf_knn(X, k = k, backend = "cpu")
+    expect_equal(one$index, ref_all$index[, seq_len(k), drop = FALSE], info = k)
+    for (workers in c(2L, 3L, 7L, 23L)) {   # 23: bands of one function
+      expect_identical(pcf_knn(X, k = k, backend = "cpu", workers = workers), one,
+                       info = paste(k, workers))
+    }
+  }
+  # against Y, split by rows
+  Y <- draw_pcfs(6)
+  expect_identical(pcf_knn(X, k = 3, Y = Y, backend = "cpu", workers = 4),
+                   pcf_knn(X, k = 3, Y = Y, backend = "cpu"))
+})
+
 compare_all <- function() {
   set.seed(7)
   X <- draw_pcfs(41)
@@ -77,6 +96,7 @@ compare_all <- function() {
   expect_identical(pcf_kernel(X, Y[1:3], backend = "cpu", workers = 1),
                    pcf_kernel(X, Y[1:3], backend = "cpu"))
   expect_identical(pcf_knn(X, k = 3, backend = "cpu", workers = 1), pcf_knn(X, k = 3, backend = "cpu"))
+  expect_identical(pcf_knn(X, k = 5, backend = "cpu", workers = 3), pcf_knn(X, k = 5, backend = "cpu"))
   x <- matrix(rnorm(3 * 53), 53, 3)
   y <- matrix(rnorm(3 * 20), 20, 3)
   b <- matrix(rnorm(40), 20, 2)
