@@ -75,6 +75,9 @@ bench_loglik <- function(label, n, dim, kernel, nugget, method, limit, reps = 2L
                             gradient = TRUE, backend = backend))
     r <- first$value
     tm <- gr$value$timing
+    # the neighbour search alone (part of every call; outside the timers below)
+    nb <- elapsed(gpukernels:::gp_neighbors(dat$locs[sample.int(n), , drop = FALSE],
+                                            gp_control()$neighbors, backend))
     data.frame(case = label, n = n, dim = dim, method = method,
                first_s = round(first$seconds, 2), loglik_s = round(stats::median(ll), 2),
                loglik_grad_s = round(gr$seconds, 2), cg_iter = r$cg_iterations,
@@ -82,7 +85,10 @@ bench_loglik <- function(label, n, dim, kernel, nugget, method, limit, reps = 2L
                h2_bias = if (is.null(r$h2_bias)) NA else signif(r$h2_bias, 3),
                grad_operator_s = round(tm[["operator"]], 2),
                grad_precond_s = round(tm[["preconditioner"]], 2),
-               grad_setup_s = round(tm[["setup"]], 2))
+               grad_setup_s = round(tm[["setup"]], 2),
+               grad_untimed_s = round(tm[["total"]] - tm[["setup"]] - tm[["operator"]] -
+                                        tm[["preconditioner"]], 2),
+               neighbours_s = round(nb$seconds, 2))
   })
   if (!is.null(row)) {
     rows[[length(rows) + 1L]] <<- row
