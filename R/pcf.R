@@ -103,7 +103,7 @@ print.pcf_list <- function(x, ...) {
 #' set of axes.
 #'
 #' @param x A `pcf` or a `pcf_list`.
-#' @param xlim,ylim Axis limits; by default up to 10\% past the last breakpoint.
+#' @param xlim,ylim Axis limits; by default up to 10% past the last breakpoint.
 #' @param col Colours (recycled over the functions of a list).
 #' @param xlab,ylab,... Passed to [graphics::plot()].
 #' @return `x`, invisibly.

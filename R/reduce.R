@@ -193,7 +193,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 
 #' Kernel matrix times a vector or matrix
 #'
-#' `K(x, y) \%*\% b` for the kernel matrix \eqn{K_{ij} = k(x_i, y_j)}, without
+#' `K(x, y) %*% b` for the kernel matrix \eqn{K_{ij} = k(x_i, y_j)}, without
 #' forming \eqn{K}: the `"sum"` reduction of [kernel_reduce()].
 #'
 #' @inheritParams kernel_reduce
