@@ -185,8 +185,7 @@ gp_neighbors <- function(xo, m, backend) {
   while (start <= n) {
     end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
     k <- min(end, k_most)
-    nn <- gp_knn_cells(xo[start:end, , drop = FALSE], xo[seq_len(end), , drop = FALSE], k,
-                       backend)
+    nn <- gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)
     duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, nn$index, nn$distance,
                                      as.integer(start), nbr)
     start <- end + 1L
@@ -198,17 +197,19 @@ gp_neighbors <- function(xo, m, backend) {
 # gp_neighbors); above this many pairs a block searches grid cells instead.
 gp_dense_knn_pairs <- function() getOption("gpukernels.gp_dense_knn_pairs", 2e7)
 
-# The k nearest candidates `xc` of every row of `xr` (rows inside the
-# candidates' bounding box), as knn() gives them, through a block-sparse
-# knn(): both sets in grid cells of side s, each row's cell searching the 3^d
-# cells around it. A candidate outside those cells is more than s away, so a
-# row whose k-th distance is at most s has its exact answer; the other rows
-# (near corners, or where the points are sparse) are searched in full. s is
-# chosen so that a ball of radius s holds about 4k candidates on average.
-gp_knn_cells <- function(xr, xc, k, backend) {
+# The k nearest of the points `xc` for each of its rows from `first_row` on,
+# as knn() gives them, through a block-sparse knn(): the points in grid cells
+# of side s (grid_cluster()), each row's cell searching the 3^d cells around
+# it. A point outside those cells is more than s away, so a row whose k-th
+# distance is at most s has its exact answer; the other rows (near corners,
+# or where the points are sparse) are searched in full. s is chosen so that a
+# ball of radius s holds about 4k points on average.
+gp_knn_cells <- function(xc, first_row, k, backend) {
+  rows <- first_row:nrow(xc)
+  xr <- xc[rows, , drop = FALSE]
+  dense <- function(r) knn(xr[r, , drop = FALSE], xc, k = k, backend = backend)
+  if (as.double(length(rows)) * nrow(xc) <= gp_dense_knn_pairs()) return(dense(seq_along(rows)))
   d <- ncol(xc)
-  dense <- function(rows) knn(xr[rows, , drop = FALSE], xc, k = k, backend = backend)
-  if (as.double(nrow(xr)) * nrow(xc) <= gp_dense_knn_pairs()) return(dense(seq_len(nrow(xr))))
   low <- apply(xc, 2L, min)
   span <- apply(xc, 2L, max) - low
   live <- span > 0
@@ -216,42 +217,33 @@ gp_knn_cells <- function(xr, xc, k, backend) {
   s <- (4 * k * prod(span[live]) / (nrow(xc) * unit_ball))^(1 / sum(live))
   extent <- floor(span / s) + 1
   if (!all(is.finite(s), s > 0) || sum(extent >= 4) == 0 || prod(extent) >= 2^52) {
-    return(dense(seq_len(nrow(xr))))
+    return(dense(seq_along(rows)))
   }
+  labels <- grid_cluster(xc, s)
+  cand <- sort_clusters(xc, labels)
+  ranges_c <- cluster_ranges_centroids(cand$x, cand$labels)$ranges
+  own <- sort_clusters(xr, labels[rows])
+  ranges_r <- cluster_ranges_centroids(own$x, own$labels, clusters = nrow(ranges_c))$ranges
+  # each cell's grid coordinates (as grid_cluster() computed them), from its first point
+  coords <- floor(sweep(cand$x[ranges_c[, 1L], , drop = FALSE], 2L, low) / s)
   radix <- cumprod(c(1, extent[-d]))
-  cell_of <- function(x) floor(sweep(x, 2L, low) / s)
-  cells_c <- cell_of(xc)
-  cells_r <- cell_of(xr)
-  key_c <- drop(cells_c %*% radix)
-  key_r <- drop(cells_r %*% radix)
-  perm_c <- order(key_c, method = "radix")
-  perm_r <- order(key_r, method = "radix")
-  occupied_c <- unique(key_c[perm_c])
-  occupied_r <- unique(key_r[perm_r])
-  as_ranges <- function(keys_sorted, occupied) {
-    last <- cumsum(tabulate(match(keys_sorted, occupied), length(occupied)))
-    cbind(first = as.integer(c(1L, last[-length(last)] + 1L)), last = as.integer(last))
-  }
-  ranges_c <- as_ranges(key_c[perm_c], occupied_c)
-  ranges_r <- as_ranges(key_r[perm_r], occupied_r)
-  # cluster pairs: each occupied row cell with the occupied candidate cells around it
-  coords_r <- cells_r[perm_r[ranges_r[, 1L]], , drop = FALSE]
+  key <- drop(coords %*% radix)
+  # cluster pairs: each cell holding rows with the cells around it
+  with_rows <- which(ranges_r[, 2L] >= ranges_r[, 1L])
   offsets <- as.matrix(expand.grid(rep(list(-1:1), d)))
   pair_x <- pair_y <- integer()
   for (o in seq_len(nrow(offsets))) {
-    around <- sweep(coords_r, 2L, offsets[o, ], "+")
+    around <- sweep(coords[with_rows, , drop = FALSE], 2L, offsets[o, ], "+")
     inside <- rowSums(around < 0 | sweep(around, 2L, extent, ">=")) == 0
-    hit <- match(drop(around %*% radix), occupied_c)
+    hit <- match(drop(around %*% radix), key)
     keep <- inside & !is.na(hit)
-    pair_x <- c(pair_x, which(keep))
+    pair_x <- c(pair_x, with_rows[keep])
     pair_y <- c(pair_y, hit[keep])
   }
   ranges <- gk_ranges_from_pairs(ranges_r, ranges_c, pair_x, pair_y)
-  nn <- knn(xr[perm_r, , drop = FALSE], xc[perm_c, , drop = FALSE], k = k, backend = backend,
-            ranges = ranges)
-  back <- order(perm_r)
-  index <- matrix(perm_c[nn$index[back, , drop = FALSE]], nrow(xr), k)
-  distance <- nn$distance[back, , drop = FALSE]
+  nn <- knn(own$x, cand$x, k = k, backend = backend, ranges = ranges)
+  index <- matrix(cand$perm[nn$index[own$inverse, , drop = FALSE]], length(rows), k)
+  distance <- nn$distance[own$inverse, , drop = FALSE]
   # exact where the k-th distance is within s (less a rounding margin of the cells)
   redo <- which(!(distance[, k] <= s * (1 - 1e-12)))
   if (length(redo)) {
