@@ -355,9 +355,11 @@ gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
 # coefficients are kept: they give the Lanczos tridiagonal matrices.
 gp_block_cg <- function(mult, B, tol, maxit, track = integer()) {
   n <- nrow(B)
+  # X, R, P and rr are updated in place by gk_r_gp_cg_step (one fused pass per
+  # column, no n x k temporaries): fresh copies here, never shared.
   X <- matrix(0, n, ncol(B))
-  R <- B
-  P <- R
+  R <- B + 0
+  P <- B + 0
   rr <- colSums(R^2)
   bnorm <- sqrt(rr)
   active <- which(bnorm > 0)
@@ -365,21 +367,13 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer()) {
   alpha <- beta <- matrix(NA_real_, maxit, length(track))
   for (it in seq_len(maxit)) {
     if (!length(active)) break
-    Pa <- P[, active, drop = FALSE]
-    Q <- mult(Pa)
-    a <- rr[active] / colSums(Pa * Q)
-    X[, active] <- X[, active, drop = FALSE] + Pa * rep(a, each = n)
-    Ra <- R[, active, drop = FALSE] - Q * rep(a, each = n)
-    rr_new <- colSums(Ra^2)
-    b <- rr_new / rr[active]
+    Q <- mult(P[, active, drop = FALSE])
+    step <- .Call(gk_r_gp_cg_step, X, R, P, Q, active - 1L, rr, gk_threads())
     tracked <- match(active, track)
-    alpha[it, tracked[!is.na(tracked)]] <- a[!is.na(tracked)]
-    beta[it, tracked[!is.na(tracked)]] <- b[!is.na(tracked)]
-    R[, active] <- Ra
-    P[, active] <- Ra + Pa * rep(b, each = n)
-    rr[active] <- rr_new
+    alpha[it, tracked[!is.na(tracked)]] <- step[[1L]][!is.na(tracked)]
+    beta[it, tracked[!is.na(tracked)]] <- step[[2L]][!is.na(tracked)]
     iterations[active] <- it
-    active <- active[sqrt(rr_new) > tol * bnorm[active]]
+    active <- active[sqrt(rr[active]) > tol * bnorm[active]]
   }
   list(x = X, iterations = iterations, converged = !length(active), alpha = alpha, beta = beta)
 }

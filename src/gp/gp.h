@@ -42,4 +42,12 @@ void gp_vecchia_apply(int n, int m, const int *nbr, const double *coef, const do
 void gp_vecchia_solve(int n, int m, const int *nbr, const double *coef, const double *x,
                       int k, int threads, double *out);
 
+/* One step of conjugate gradients on the columns `active` (k of them,
+ * 0-based) of the n-row blocks x, r, p (updated in place), given q = A p for
+ * those columns (n x k, in their order): per column a = rr / <p, q>,
+ * x += a p, r -= a q, rr' = <r, r>, b = rr' / rr, p = r + b p; rr (one per
+ * column of the blocks) becomes rr', and a, b (k each) are returned. */
+void gp_cg_step(size_t n, int k, const int *active, const double *q, double *x, double *r,
+                double *p, double *rr, double *a, double *b, int threads);
+
 #endif

@@ -395,3 +395,23 @@ test_that("the grid-cell neighbour search on the GPU equals the CPU", {
                      gpukernels:::gp_neighbors(cases[[name]], 40L, "cpu"), info = name)
   }
 })
+
+test_that("block conjugate gradients solve each column, zero columns included", {
+  set.seed(62)
+  n <- 203
+  M <- crossprod(matrix(rnorm(n * n), n)) / n + diag(n)
+  B <- cbind(rnorm(n), 0, M %*% rnorm(n), rnorm(n) * 1e-3)   # a zero column stays inactive
+  B_before <- B + 0
+  cg <- gpukernels:::gp_block_cg(function(V) M %*% V, B, tol = 1e-10, maxit = 500,
+                                 track = c(1L, 3L))
+  expect_true(cg$converged)
+  expect_equal(cg$x, solve(M, B), tolerance = 1e-8)
+  expect_identical(cg$iterations[2], 0L)
+  expect_true(all(cg$iterations[-2] > 0))
+  # B is not modified (the engine updates its own copies in place)
+  expect_identical(B, B_before)
+  # the tracked coefficients are the CG ones: alpha > 0, beta > 0 while running
+  used <- seq_len(cg$iterations[1])
+  expect_true(all(cg$alpha[used, 1] > 0) && all(cg$beta[used, 1] > 0))
+  expect_true(all(is.na(cg$alpha[-seq_len(max(cg$iterations)), ])))
+})
