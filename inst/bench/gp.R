@@ -99,9 +99,9 @@ bench_loglik <- function(label, n, dim, kernel, nugget, method, limit, reps = 2L
 exp_k <- gk_kernel("exponential", range = 0.05)
 m32_k <- gk_kernel("matern", range = 0.05, smoothness = 1.5)
 m32_3d <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
-# limits: guesses from the H100 H2 and reduction tables in RESULTS.md (H2
-# products of 52 columns ~10-30 ms at 1e5-1e6; the host's block CG on
-# n x 52 matrices dominates at 1e6)
+# limits: from the first H100 run (RESULTS.md: 9-23 s per call at 1e5, before
+# the grid-cell neighbour search and the fused CG updates); at 1e6 the host's
+# n x 52 copies around each operator call are the expected cost
 bench_loglik("2D exponential", 1e5, 2, exp_k, 0.01, "h2", limit = 40)
 bench_loglik("2D Matern 3/2", 1e5, 2, m32_k, 0.01, "h2", limit = 40)
 bench_loglik("3D Matern 3/2", 1e5, 3, m32_3d, 0.01, "h2", limit = 40)
