@@ -130,6 +130,16 @@ test_that("auto chooses on the fly when the stored form does not fit, and says w
   expect_lt(max(abs(B %*% x - A %*% x)) / max(abs(A %*% x)), 1e-12)
 })
 
+# `times` more products of A after the first hold no more memory than it did;
+# the first and the last product, for the caller to compare.
+repeated_products <- function(A, x, times) {
+  first <- A %*% x
+  held <- gk_memory()
+  for (i in seq_len(times)) last <- A %*% x
+  expect_identical(gk_memory(), held)
+  list(first = first, last = last)
+}
+
 test_that("repeated on-the-fly products do not grow memory", {
   set.seed(1206)
   n <- 700
@@ -137,11 +147,8 @@ test_that("repeated on-the-fly products do not grow memory", {
   A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "cpu",
                  storage = "on_the_fly")
   x <- rnorm(n)
-  y <- A %*% x
-  held <- gk_memory()
-  for (i in 1:20) y2 <- A %*% x
-  expect_identical(gk_memory(), held)
-  expect_identical(y2, y)
+  p <- repeated_products(A, x, 20)
+  expect_identical(p$last, p$first)
 })
 
 # ---- GPU twins (skipped without a GPU) --------------------------------------
@@ -176,11 +183,9 @@ test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "gpu",
                  storage = "on_the_fly")
   x <- rnorm(n)
-  y <- A %*% x
-  held <- gk_memory()
-  for (i in 1:10) y2 <- A %*% x
-  expect_identical(gk_memory(), held)
-  expect_equal(y2, y, tolerance = 1e-14)
+  p <- repeated_products(A, x, 10)
+  y <- p$first
+  expect_equal(p$last, y, tolerance = 1e-14)
   gk_free(A)
   expect_equal(A %*% x, y, tolerance = 1e-13)
   expect_lt(rel2(h2_compress(A, 1e-6) %*% x, y), 1e-5)
