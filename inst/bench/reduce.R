@@ -56,8 +56,10 @@ if (gk_has_gpu()) {
     # Other reductions, for reference (their ceilings differ: not the exp one).
     size <- 1e5
     x <- matrix(runif(3 * size), size, 3)
-    t <- time_call(function() knn(x, x, k = 10, precision = precision), batches = 3)
-    rows[[length(rows) + 1]] <- row("knn k = 10", precision, "auto", size, size, t)
+    for (k in c(1, 10, 32)) {
+      t <- time_call(function() knn(x, x, k = k, precision = precision), batches = 3)
+      rows[[length(rows) + 1]] <- row(sprintf("knn k = %d", k), precision, "auto", size, size, t)
+    }
     t <- time_call(function() kernel_reduce(x, x, kernel = kernel, reduction = "logsumexp",
                                             precision = precision), batches = 3)
     rows[[length(rows) + 1]] <- row("gaussian logsumexp", precision, "auto", size, size, t)

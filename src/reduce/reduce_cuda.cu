@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
+#include <utility>
+#include <vector>
 #include "reduce/reduce.h"
 #include "reduce/reduce_kernels.cuh"
 #include "reduce/reduce_kmin_large.cuh"
@@ -62,8 +65,8 @@ bool weighted(gk_reduction r)
   return r == GK_REDUCE_SUM || r == GK_REDUCE_LOGSUMEXP || r == GK_REDUCE_SOFTMAX_SUM;
 }
 
-void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
-                 int blocks_per_sm, Args *a);
+void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blocks_per_sm,
+                 Args *a);
 
 // Columns (j) per slice: long reductions run as a sequence of launches of
 // about SLICE_PAIRS gaussian-equivalent pairs each (tens of milliseconds),
@@ -73,8 +76,13 @@ size_t slice_columns(const gk_reduce_spec *spec, size_t m, size_t n, int tile)
 {
   const char *env = getenv("GK_REDUCE_SLICE_PAIRS");
   const double forced = env ? atof(env) : 0.0;
-  const double pairs = forced > 0 ? forced : SLICE_PAIRS / gk_kernel_relative_cost(&spec->kernel);
-  const size_t least = env ? (size_t) tile : MIN_SLICE_COLUMNS;
+  const double cost = gk_kernel_relative_cost(&spec->kernel);
+  const double pairs = forced > 0 ? forced : SLICE_PAIRS / cost;
+  // The floor on the columns keeps slices efficient for very many rows; it
+  // scales with the cost too, or a costly kernel over 1e6 rows would go
+  // seconds between interrupt checks.
+  size_t least = env ? (size_t) tile : (size_t) ceil(MIN_SLICE_COLUMNS / cost);
+  if (least < (size_t) tile) least = (size_t) tile;
   double want = ceil(pairs / (double) (m > 0 ? m : 1));
   size_t cols = want > (double) n ? n : (size_t) want;
   cols = (cols + tile - 1) / tile * tile;
@@ -87,14 +95,15 @@ template <typename T, class Op, class Val, int DS, int ROWS>
 gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
   const bool ranged = a.pieces != NULL;
-  if (ranged && a.piece_rows != BLOCK * ROWS)
+  const int threads = ranged ? threads_per_block<true>() : threads_per_block<false>();
+  if (ranged && a.piece_rows != threads * ROWS)
     return gk_fail(err, GK_ERR_INTERNAL, "block-sparse pieces of %d rows for blocks of %d", a.piece_rows,
-                   BLOCK * ROWS);
+                   threads * ROWS);
   auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
   size_t smem = (size_t) a.tile * a.stride * sizeof(T);
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
   // kernel and shared-memory size by the device layer).
-  const int per_sm = gk_device_occupancy((const void *) kernel, BLOCK, smem);
+  const int per_sm = gk_device_occupancy((const void *) kernel, threads, smem);
   // Block-sparse: slices hold about as many kept pairs as dense ones.
   const size_t m_work = ranged ? (size_t) ceil(a.kept_pairs / (double) (a.n > 0 ? a.n : 1)) : a.m;
   const size_t slice = slice_columns(spec, m_work, a.n, a.tile);
@@ -111,12 +120,11 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   // is sized for the larger plan.
   Args first = a, last = a;
   if (ranged) {
-    plan_chunks(spec, (size_t) a.npieces * BLOCK * ROWS, a.list_max < slice ? a.list_max : slice,
-                ROWS, per_sm, &first);
+    plan_chunks(spec, row_blocks, a.list_max < slice ? a.list_max : slice, per_sm, &first);
     last = first;
   } else {
-    plan_chunks(spec, a.m, a.n < slice ? a.n : slice, ROWS, per_sm, &first);
-    plan_chunks(spec, a.m, a.n - (nslices - 1) * slice, ROWS, per_sm, &last);
+    plan_chunks(spec, row_blocks, a.n < slice ? a.n : slice, per_sm, &first);
+    plan_chunks(spec, row_blocks, a.n - (nslices - 1) * slice, per_sm, &last);
   }
   const size_t slots = (size_t) a.chunk0 + (first.nchunks > last.nchunks ? first.nchunks : last.nchunks);
   if (a.sliced || first.nchunks > 1 || last.nchunks > 1) {
@@ -138,7 +146,7 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
     a.nchunks = plan.nchunks;
     a.carry_in = s > 0;
     a.carry_out = s + 1 < nslices;
-    kernel<<<dim3(row_blocks, (unsigned) a.nchunks), BLOCK, smem>>>(a);
+    kernel<<<dim3(row_blocks, (unsigned) a.nchunks), threads, smem>>>(a);
     if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
     if (a.nchunks > 1 || a.sliced) {
       combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
@@ -241,13 +249,12 @@ size_t best_chunks(size_t blocks_1d, size_t wave, size_t from, size_t to)
 //    more when that fills the waves clearly better;
 //  - otherwise, 2 to 16 chunks of >= 4 x MIN_CHUNK_AUTO when that fills the last
 //    wave clearly better (partial results cost m x chunks doubles, little).
-void plan_chunks(const gk_reduce_spec *spec, size_t m, size_t n, int rows_per_thread,
-                 int blocks_per_sm, Args *a)
+void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blocks_per_sm,
+                 Args *a)
 {
   a->nchunks = 1;
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
-  size_t blocks_1d = (m + (size_t) BLOCK * rows_per_thread - 1) / ((size_t) BLOCK * rows_per_thread);
   size_t wave = (size_t) blocks_per_sm * gk_device_sm_count();
   size_t want, min_chunk;
   if (spec->method == GK_REDUCE_2D) {
@@ -336,12 +343,29 @@ struct HostPieces {
   {
     if (reduce_ranges_pieces(r, m, max_rows, &data, &count, err)) return err->status;
     nred = r->count_i > 0 ? (size_t) r->slices_i[r->count_i - 1] : 0;
+    std::vector<std::pair<double, int>> work;   // (pairs, piece)
+    std::vector<int> sorted;
+    try {
+      work.resize((size_t) count);
+      sorted.resize((size_t) count * 4);
+    } catch (...) {
+      return gk_fail(err, GK_ERR_NOMEM, "out of memory for the block-sparse work list");
+    }
     for (int p = 0; p < count; p++) {
       size_t len = 0;
       for (int l = data[4 * p + 2]; l < data[4 * p + 3]; l++)
         len += (size_t) (r->redranges_j[2 * l + 1] - r->redranges_j[2 * l]);
       if (len > list_max) list_max = len;
+      work[p] = std::make_pair((double) len * (data[4 * p + 1] - data[4 * p]), p);
     }
+    // Heaviest pieces first (blocks start in grid order): the last wave then
+    // holds the light ones, instead of a long list starting last.
+    std::stable_sort(work.begin(), work.end(),
+                     [](const std::pair<double, int> &u, const std::pair<double, int> &v) {
+                       return u.first > v.first;
+                     });
+    for (int p = 0; p < count; p++) memcpy(&sorted[4 * (size_t) p], data + 4 * work[p].second, 4 * sizeof(int));
+    if (count) memcpy(data, sorted.data(), sorted.size() * sizeof(int));
     return GK_OK;
   }
   // Every row reduces over all of [0, n): the dense reduction (an all-true
@@ -406,7 +430,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
   const int rows_per_thread = gauss2 ? fast_rows(m, n_work, e_total) : 1;
   HostPieces pieces;
-  if (spec->ranges && pieces.build(spec->ranges, m, BLOCK * rows_per_thread, err)) return err->status;
+  const int piece_rows = threads_per_block<true>() * rows_per_thread;
+  if (spec->ranges && pieces.build(spec->ranges, m, piece_rows, err)) return err->status;
   if (spec->ranges && pieces.is_dense(spec->ranges, n)) pieces.count = 0;
 
   // Host inputs packed in one upload, already in the compute precision: the
@@ -469,7 +494,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     a.pieces = (const int *) (base + at_pieces);
     a.redranges = (const int *) (base + at_redranges);
     a.npieces = pieces.count;
-    a.piece_rows = BLOCK * rows_per_thread;
+    a.piece_rows = piece_rows;
     a.list_max = pieces.list_max;
   }
   if (gk_cuda_status(cudaMemcpyAsync(base, host, up_bytes, cudaMemcpyHostToDevice, 0),

@@ -9,6 +9,15 @@
 namespace gkreduce {
 
 constexpr int BLOCK = 256;   // threads per block, and rows of y per shared tile
+// Threads per block of the block-sparse kernel: its work pieces are clusters,
+// often of a few dozen rows (64 in the matrix-free H2 products), which blocks
+// of 256 threads would leave mostly idle. Blocks of 64 cut pieces of 64 x ROWS
+// rows; more blocks then share a multiprocessor, at the same thread count.
+constexpr int RANGED_BLOCK = 64;
+template <bool RANGED> __host__ __device__ constexpr int threads_per_block()
+{
+  return RANGED ? RANGED_BLOCK : BLOCK;
+}
 
 // Values of the operands per j in the shared tile, padded to 16 bytes so that
 // a point with its weights is read with vector loads.
@@ -105,14 +114,15 @@ __device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const
   return s;
 }
 
-// One block: ROWS x BLOCK output rows against the j chunk blockIdx.y. With one
+// One block: ROWS x NT output rows against the j chunk blockIdx.y. With one
 // chunk the states finish directly (GPU_1D); otherwise they go to the
 // workspace for combine_chunks (GPU_2D). RANGED: the block's rows and j ranges
 // come from its block-sparse piece, each thread holds ROWS consecutive rows,
 // and warps without a row skip the arithmetic.
 template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED>
-__global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
+__global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args a)
 {
+  constexpr int NT = threads_per_block<RANGED>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *tile = reinterpret_cast<T *>(smem_raw);
   const T *x = static_cast<const T *>(a.x);
@@ -136,7 +146,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
     if constexpr (RANGED) rows[r] = (size_t) a.pieces[4 * (size_t) blockIdx.x] + threadIdx.x * ROWS + r;
-    else rows[r] = (size_t) blockIdx.x * (BLOCK * ROWS) + r * BLOCK + threadIdx.x;
+    else rows[r] = (size_t) blockIdx.x * (NT * ROWS) + r * NT + threadIdx.x;
     size_t i = rows[r] < row_end ? rows[r] : row_end - 1;   // idle threads compute on a valid row
     if (DS > 0) {
 #pragma unroll
@@ -154,7 +164,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_tiles(Args a)
       // Cooperative, coalesced load of y_j and b_j for the tile.
       for (int c = 0; c < width; c++) {
         const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
-        for (int q = threadIdx.x; q < len; q += BLOCK) tile[q * stride + c] = src[q];
+        for (int q = threadIdx.x; q < len; q += NT) tile[q * stride + c] = src[q];
       }
       __syncthreads();
       if (busy) {

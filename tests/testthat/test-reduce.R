@@ -126,6 +126,25 @@ test_that("ties go to the smaller index, and knn reports Euclidean distances", {
   }
 })
 
+test_that("GPU knn keeps ties in index order across tiles, chunks and ranges", {
+  skip_if_no_gpu()
+  # Integer points: many exact ties (each distance repeats hundreds of times).
+  y <- matrix(sample(0:3, 3 * 5003, TRUE), ncol = 3)
+  x <- matrix(sample(0:3, 3 * 77, TRUE), ncol = 3)
+  ranges <- ranges_from_mask(cbind(c(1L, 41L), c(40L, 77L)),
+                             cbind(c(1L, 2001L, 4001L), c(2000L, 4000L, 5003L)),
+                             matrix(c(TRUE, FALSE, TRUE, TRUE, TRUE, FALSE), 2))
+  for (k in c(1, 5, 16, 40)) for (method in c("1d", "2d")) for (precision in c("double", "single")) {
+    gpu <- knn(x, y, k = k, precision = precision, method = method, backend = "gpu")
+    cpu <- knn(x, y, k = k, backend = "cpu")
+    expect_identical(gpu$index, cpu$index, info = paste(k, method, precision))
+    expect_equal(gpu$distance, cpu$distance, tolerance = 1e-6)
+    gpu <- knn(x, y, k = k, precision = precision, method = method, backend = "gpu", ranges = ranges)
+    cpu <- knn(x, y, k = k, backend = "cpu", ranges = ranges)
+    expect_identical(gpu$index, cpu$index, info = paste(k, method, precision, "ranges"))
+  }
+})
+
 test_that("knn agrees with brute force on random points", {
   for (backend in test_backends()) for (precision in test_precisions(backend)) {
     x <- matrix(rnorm(400 * 3), 400, 3)
