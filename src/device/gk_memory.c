@@ -20,6 +20,10 @@ static void add(int where, size_t bytes, int sign)
   if (s < 0 || bytes == 0) return;
   if (sign > 0) held[s] += bytes;
   else held[s] = held[s] > bytes ? held[s] - bytes : 0;
+  // What is live now bounds the live set of the last collection: after
+  // gk_free() or a finalizer, the next collection is due at twice what is
+  // left, not at twice a set that no longer exists.
+  if (live_after_collection[s] > held[s]) live_after_collection[s] = held[s];
 }
 
 void gk_memory_register(gk_memory_hold *hold, int device, size_t host_bytes,
