@@ -53,6 +53,51 @@ test_that("on the fly handles one leaf, tiny n and many right-hand sides", {
   }
 })
 
+test_that("on the fly handles levels without coupling blocks between levels with some", {
+  # Two far clumps: the top pair is admissible, then no level has blocks until
+  # the clumps' own halves separate. The couplings of every level are one
+  # block-sparse sum over the nodes of all levels (h2_otf.h): the empty levels'
+  # rows must stay zero and the others offset correctly.
+  set.seed(1209)
+  n <- 300
+  locs <- rbind(matrix(runif(2 * n), ncol = 2) * 0.02,
+                matrix(runif(2 * n), ncol = 2) * 0.02 + 1)
+  k <- gk_kernel("exponential", range = 0.8)
+  X <- matrix(rnorm(2 * n * 4), 2 * n, 4)
+  K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.3, 2 * n)
+  exact <- K %*% X
+  for (precision in c("double", "single")) {
+    args <- list(locs, k, nugget = 0.3, eta = 0.7, leaf_size = 16, backend = "cpu",
+                 precision = precision)
+    otf <- do.call(h2_matrix, c(args, storage = "on_the_fly"))
+    stored <- do.call(h2_matrix, c(args, storage = "stored"))
+    blocks <- gpukernels:::h2_info(otf)$level_coupling_blocks
+    top <- gpukernels:::h2_info(otf)$top_level
+    expect_identical(top, 1L)   # the two clumps
+    used <- which(blocks > 0)
+    expect_true(any(blocks[min(used):max(used)] == 0))   # a gap between levels with blocks
+    Ys <- stored %*% X
+    tol <- if (precision == "double") 1e-12 else 1e-5
+    expect_lt(max(abs(otf %*% X - Ys)) / max(abs(Ys)), tol)
+    expect_lt(max(abs(otf %*% X[, 3] - Ys[, 3])) / max(abs(Ys)), tol)
+    expect_lt(rel2(otf %*% X, exact), 1e-3)
+  }
+})
+
+test_that("on the fly without any coupling block (one leaf), several right-hand sides", {
+  set.seed(1210)
+  k <- gk_kernel("matern", range = 0.4, smoothness = 1.5)
+  # One leaf: no couplings at all, the dense product alone.
+  locs <- matrix(runif(30 * 3), ncol = 3)
+  A <- h2_matrix(locs, k, nugget = 0.2, leaf_size = 32, backend = "cpu", storage = "on_the_fly")
+  info <- gpukernels:::h2_info(A)
+  expect_identical(info$levels, 1L)
+  expect_gt(info$top_level, 0)
+  X <- matrix(rnorm(30 * 2), 30, 2)
+  K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.2, 30)
+  expect_lt(rel2(A %*% X, K %*% X), 1e-13)
+})
+
 test_that("single precision on the fly is close to double", {
   set.seed(1203)
   n <- 1500
