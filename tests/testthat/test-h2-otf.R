@@ -220,6 +220,30 @@ test_that("GPU on the fly equals the CPU (double, single, several rhs)", {
   }
 })
 
+test_that("GPU on the fly equals the CPU with empty levels, couplings from level 1 and one leaf", {
+  skip_if_no_gpu()
+  set.seed(1211)
+  n <- 700
+  clumps <- rbind(matrix(runif(3 * n), ncol = 3) * 0.02,
+                  matrix(runif(3 * n), ncol = 3) * 0.02 + 1)
+  k <- gk_kernel("matern", range = 0.8, smoothness = 1.5)
+  for (locs in list(clumps, clumps[1:20, ])) {
+    X <- matrix(rnorm(nrow(locs) * 5), nrow(locs), 5)
+    args <- list(locs, k, nugget = 0.3, eta = 1.5, leaf_size = 32, storage = "on_the_fly")
+    cpu <- do.call(h2_matrix, c(args, backend = "cpu"))
+    blocks <- gpukernels:::h2_info(cpu)$level_coupling_blocks   # 0 2 0 0 0 6 454; 0
+    if (nrow(locs) > 32) expect_identical(which(blocks > 0)[1:2], c(2L, 6L))
+    else expect_identical(blocks, 0L)
+    Yc <- cpu %*% X
+    g64 <- do.call(h2_matrix, c(args, backend = "gpu"))
+    expect_lt(max(abs(g64 %*% X - Yc)) / max(abs(Yc)), 1e-12)
+    expect_lt(max(abs(g64 %*% X[, 2] - Yc[, 2])) / max(abs(Yc)), 1e-12)
+    g32 <- do.call(h2_matrix, c(args, backend = "gpu", precision = "single"))
+    expect_lt(rel2(g32 %*% X, Yc), 1e-5)
+    expect_lt(rel2(g32 %*% X[, 2], Yc[, 2]), 1e-5)
+  }
+})
+
 test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   skip_if_no_gpu()
   set.seed(1208)
