@@ -226,7 +226,8 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
                          "nodes",
                          "max_dense_per_row", "on_the_fly", "storage_reason", "ms_stored",
-                         "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes", ""};
+                         "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes",
+                         "level_coupling_blocks", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   int e = 0;
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n));
@@ -259,6 +260,9 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_otf));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->kernel_pairs));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal((double) h->otf_bytes));
+  SEXP per_level = Rf_allocVector(INTSXP, t->depth + 1);
+  SET_VECTOR_ELT(out, e++, per_level);
+  for (int l = 0; l <= t->depth; l++) INTEGER(per_level)[l] = t->coupling[l].n_blocks;
   UNPROTECT(1);
   return out;
 }

@@ -123,6 +123,9 @@ typedef struct {
 
 enum { H2_STREAM_LOWRANK = 0, H2_STREAM_DENSE = 1 };
 enum { H2_COUPLING = 0, H2_DENSE = 1 };
+/* The `level` of an h2_ops.bsr call that multiplies the coupling blocks of
+ * every level at once (backends with coupling_all_levels set). */
+enum { H2_ALL_LEVELS = -1 };
 
 /* The batched linear algebra a backend provides to the HMV. */
 typedef struct {
@@ -141,6 +144,12 @@ typedef struct {
   gk_status (*zero)(void *ctx, int stream, void *p, size_t entries, gk_error *err);
   gk_status (*fork)(void *ctx, gk_error *err);   /* dense stream waits for the input  */
   gk_status (*join)(void *ctx, gk_error *err);   /* low-rank stream waits for dense   */
+  /* Nonzero: the tree multiply is one bsr call (H2_COUPLING, level
+   * H2_ALL_LEVELS, values = data->S, bs = 0) over the whole xhat / yhat trees
+   * (x = xhat, y = yhat, ldx = ldy = h2_hat_rows), rows of levels without
+   * blocks left as they are, instead of one call per level (the on-the-fly
+   * backends, h2_otf.h: one kernel sum over the nodes of every level). */
+  int coupling_all_levels;
 } h2_ops;
 
 /* yp = A xp for the padded permuted vectors in `w` (the algorithm of the

@@ -82,9 +82,10 @@ static gk_status cpu_bsr(void *ctx, int stream, int which, int level, const void
   (void) stream;
   (void) err;
   h2_cpu *h = (h2_cpu *) ctx;
+  // On the fly: every level's couplings in one call (coupling_all_levels).
   if (h->otf)
-    return h2_otf_cpu_product(h->otf, h->tree, h->single, h->threads, which, level, x, ldx, y,
-                              ldy, nrhs, err);
+    return h2_otf_cpu_product(h->otf, h->tree, h->single, h->threads, which, x, ldx, y, ldy,
+                              nrhs, err);
   const h2_bsr *b = which == H2_DENSE ? &h->tree->dense : &h->tree->coupling[level];
   size_t el = h->single ? sizeof(float) : sizeof(double), bb = (size_t) bs * bs;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(gk_omp_threads(h->threads))
@@ -285,7 +286,8 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *h, const double *x, int nrhs, 
   for (int j = 0; j < nrhs; j++)
     for (int i = 0; i < t->n; i++)
       put(w.xp, t->slot_of_point[i] + rows * j, h->single, x[i + (size_t) j * t->n]);
-  h2_ops ops = {h, el, cpu_gemm_strided, cpu_bsr, cpu_zero, cpu_nothing, cpu_nothing};
+  h2_ops ops = {h, el, cpu_gemm_strided, cpu_bsr, cpu_zero, cpu_nothing, cpu_nothing,
+                h->otf != NULL};
   status = h2_hmv(t, &ops, &h->data, &w, nrhs, err);
   if (status == GK_OK)
     for (int j = 0; j < nrhs; j++)

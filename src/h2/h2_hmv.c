@@ -3,7 +3,8 @@
  * the batched operations of h2_ops (Section 4 of the paper):
  *   dense:      yp = D xp                                  (low-priority stream)
  *   upsweep:    xhat_leaf = U^T xp, xhat_parent = sum_c E_c^T xhat_c
- *   multiply:   yhat_l = S_l xhat_l, level by level (block-sparse rows)
+ *   multiply:   yhat_l = S_l xhat_l, level by level (block-sparse rows), or
+ *               every level in one call (h2_ops.coupling_all_levels)
  *   downsweep:  yhat_c += E_c yhat_parent, then yp += U yhat_leaf
  * Because the cluster tree is complete, the children of the nodes of a level
  * are every other node of the next level: each transfer phase is two strided
@@ -49,12 +50,19 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
           return err->status;
       }
     }
-    // Tree multiply: every level's coupling blocks.
-    for (int l = top; l <= q; l++) {
-      if (t->coupling[l].n_blocks == 0) continue;
-      if (ops->bsr(ctx, S, H2_COUPLING, l, AT(data->S, t->coupling_ptr[l]), k[l],
-                   AT(w->xhat, t->hat_ptr[l]), ldh, AT(w->yhat, t->hat_ptr[l]), ldh, nrhs, err))
+    // Tree multiply: every level's coupling blocks (top <= q: some level has
+    // blocks), in one call where the backend can.
+    if (ops->coupling_all_levels) {
+      if (ops->bsr(ctx, S, H2_COUPLING, H2_ALL_LEVELS, data->S, 0, w->xhat, ldh, w->yhat, ldh,
+                   nrhs, err))
         return err->status;
+    } else {
+      for (int l = top; l <= q; l++) {
+        if (t->coupling[l].n_blocks == 0) continue;
+        if (ops->bsr(ctx, S, H2_COUPLING, l, AT(data->S, t->coupling_ptr[l]), k[l],
+                     AT(w->xhat, t->hat_ptr[l]), ldh, AT(w->yhat, t->hat_ptr[l]), ldh, nrhs, err))
+          return err->status;
+      }
     }
     // Downsweep: push each level's partial sums to its children.
     for (int l = top + 1; l <= q; l++) {

@@ -2,35 +2,99 @@
  * Matrix-free H2 products (h2_otf.h): the nodes and ranges made once at build,
  * the CPU product through reduce_cpu, and the storage choice. Host C, no R.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "h2/h2_otf.h"
 #include "h2/h2_cheb.h"
 
-/* Ranges of one block-sparse product: cluster c holds rows
- * [c * stride, c * stride + size(c)), pairs (row[b], col[b]) of the level. */
-static gk_status make_ranges(h2_otf_product *p, int clusters, int stride, const int *sizes,
-                             const h2_bsr *blocks, gk_error *err)
+/* The ranges of product p: `clusters` clusters of its rows (cr: start, end
+ * of each, sorted) and the kept cluster pairs (pair_row[b], pair_col[b]). */
+static gk_status make_ranges(h2_otf_product *p, int clusters, const int *cr, size_t npairs,
+                             const int *pair_row, const int *pair_col, gk_error *err)
 {
-  int *cr = (int *) malloc((2 * (size_t) clusters + 1) * sizeof(int));
-  if (!cr) return gk_fail(err, GK_ERR_NOMEM, "out of memory for the H2 block-sparse ranges");
-  for (int c = 0; c < clusters; c++) {
-    cr[2 * c] = c * stride;
-    cr[2 * c + 1] = c * stride + (sizes ? sizes[c] : stride);
-  }
-  gk_status st = reduce_ranges_build(clusters, cr, clusters, cr, (size_t) blocks->n_blocks,
-                                     blocks->row, blocks->col, &p->ranges, &p->ranges_storage,
-                                     err);
-  free(cr);
+  gk_status st = reduce_ranges_build(clusters, cr, clusters, cr, npairs, pair_row, pair_col,
+                                     &p->ranges, &p->ranges_storage, err);
   if (st) return st;
   p->pairs = reduce_ranges_pairs(&p->ranges);
   return GK_OK;
 }
 
-static size_t ranges_bytes(int clusters, const h2_bsr *blocks)
+static size_t ranges_bytes(int clusters, size_t pairs)
 {
-  return (6 * (size_t) clusters + 4 * (size_t) blocks->n_blocks + 2) * sizeof(int);
+  return (6 * (size_t) clusters + 4 * pairs + 2) * sizeof(int);
+}
+
+static gk_status no_memory(gk_error *err)
+{
+  return gk_fail(err, GK_ERR_NOMEM, "out of memory for the on-the-fly H2 matrix");
+}
+
+/* The coupling product of every level: the Chebyshev nodes of all nodes in
+ * the xhat order, one cluster per node, each level's admissible pairs. */
+static gk_status build_coupling(const h2_tree *t, h2_otf_product *p, size_t *bytes,
+                                gk_error *err)
+{
+  int k = t->rank, nodes = t->n_nodes, dim = t->dim;
+  size_t npairs = t->coupling_offset[t->depth + 1];
+  p->rows = h2_hat_rows(t);
+  p->owned = (double *) malloc(p->rows * dim * sizeof(double) + 1);
+  int *cr = (int *) malloc((2 * (size_t) nodes + 1) * sizeof(int));
+  int *pr = (int *) malloc((2 * npairs + 1) * sizeof(int));
+  if (!p->owned || !cr || !pr) {
+    free(cr);
+    free(pr);
+    return no_memory(err);
+  }
+  p->points = p->owned;
+  h2_cheb cheb = h2_cheb_make(t->order);
+  for (int l = 0; l <= t->depth; l++)
+    for (int v = t->level_ptr[l]; v < t->level_ptr[l + 1]; v++) {
+      // Rows of node v: the HMV's xhat rows of it (h2_tree_set_ranks).
+      size_t r0 = t->hat_ptr[l] + (size_t) (v - t->level_ptr[l]) * k;
+      cr[2 * v] = (int) r0;
+      cr[2 * v + 1] = (int) r0 + k;
+      // Row r0 + a: node a of the cluster (h2_coupling_entry's order).
+      for (int a = 0; a < k; a++) {
+        double x[H2_MAX_DIM];
+        h2_box_node(&cheb, a, dim, t->center + v, t->half + v, nodes, x);
+        for (int d = 0; d < dim; d++) p->owned[r0 + a + d * p->rows] = x[d];
+      }
+    }
+  int *pc = pr + npairs;
+  for (int l = t->top_level; l <= t->depth; l++) {
+    const h2_bsr *b = &t->coupling[l];
+    size_t at = t->coupling_offset[l];
+    for (int s = 0; s < b->n_blocks; s++) {
+      pr[at + s] = t->level_ptr[l] + b->row[s];
+      pc[at + s] = t->level_ptr[l] + b->col[s];
+    }
+  }
+  gk_status st = make_ranges(p, nodes, cr, npairs, pr, pc, err);
+  free(cr);
+  free(pr);
+  *bytes += p->rows * dim * sizeof(double) + ranges_bytes(nodes, npairs);
+  return st;
+}
+
+/* The dense product: the padded leaf slots; a leaf's cluster is its filled rows. */
+static gk_status build_dense(const h2_tree *t, h2_otf_product *p, size_t *bytes, gk_error *err)
+{
+  int leaves = t->n_leaves, m = t->leaf_size;
+  int *cr = (int *) malloc((2 * (size_t) leaves + 1) * sizeof(int));
+  if (!cr) return no_memory(err);
+  for (int c = 0; c < leaves; c++) {
+    cr[2 * c] = c * m;
+    cr[2 * c + 1] = c * m + t->leaf_count[c];
+  }
+  p->rows = (size_t) leaves * m;
+  p->points = t->leaf_points;
+  gk_status st = make_ranges(p, leaves, cr, (size_t) t->dense.n_blocks, t->dense.row,
+                             t->dense.col, err);
+  free(cr);
+  *bytes += ranges_bytes(leaves, (size_t) t->dense.n_blocks);
+  return st;
 }
 
 gk_status h2_otf_build(const h2_tree *t, h2_otf **out, gk_error *err)
@@ -42,52 +106,20 @@ gk_status h2_otf_build(const h2_tree *t, h2_otf **out, gk_error *err)
       return gk_fail(err, GK_ERR_INPUT, "an H2 matrix computed on the fly needs the Chebyshev "
                      "bases as built (rank %d on every level), not orthogonalized or compressed ones",
                      k);
+  // The engine's ranges are ints (so are the HMV's leading dimensions).
+  if (h2_hat_rows(t) > INT_MAX || (size_t) t->n_leaves * t->leaf_size > INT_MAX)
+    return gk_fail(err, GK_ERR_INPUT, "this H2 matrix is too large to be computed on the fly "
+                   "(%.0f rows of Chebyshev nodes, at most %d); use a smaller order or larger leaves",
+                   (double) h2_hat_rows(t), INT_MAX);
   h2_otf *o = (h2_otf *) calloc(1, sizeof *o);
-  if (!o) return gk_fail(err, GK_ERR_NOMEM, "out of memory for the on-the-fly H2 matrix");
+  if (!o) return no_memory(err);
   o->depth = t->depth;
   o->dim = t->dim;
-  o->coupling = (h2_otf_product *) calloc((size_t) t->depth + 1, sizeof(h2_otf_product));
-  if (!o->coupling) {
-    free(o);
-    return gk_fail(err, GK_ERR_NOMEM, "out of memory for the on-the-fly H2 matrix");
-  }
-  h2_cheb cheb = h2_cheb_make(t->order);
-  for (int l = t->top_level; l <= t->depth; l++) {
-    const h2_bsr *b = &t->coupling[l];
-    if (b->n_blocks == 0) continue;
-    h2_otf_product *p = &o->coupling[l];
-    int count = t->level_ptr[l + 1] - t->level_ptr[l];
-    p->rows = (size_t) count * k;
-    p->owned = (double *) malloc(p->rows * t->dim * sizeof(double) + 1);
-    if (!p->owned) {
-      h2_otf_free(o);
-      return gk_fail(err, GK_ERR_NOMEM, "out of memory for the Chebyshev nodes of the on-the-fly "
-                     "H2 matrix");
-    }
-    p->points = p->owned;
-    // Row i * k + a: node a of the i-th cluster of the level (h2_coupling_entry's order).
-    for (int i = 0; i < count; i++) {
-      int v = t->level_ptr[l] + i;
-      for (int a = 0; a < k; a++) {
-        double x[H2_MAX_DIM];
-        h2_box_node(&cheb, a, t->dim, t->center + v, t->half + v, t->n_nodes, x);
-        for (int d = 0; d < t->dim; d++) p->owned[(size_t) i * k + a + d * p->rows] = x[d];
-      }
-    }
-    if (make_ranges(p, count, k, NULL, b, err)) {
-      h2_otf_free(o);
-      return err->status;
-    }
-    o->host_bytes += p->rows * t->dim * sizeof(double) + ranges_bytes(count, b);
-  }
-  // Dense: the padded leaf slots; a leaf's cluster is its filled rows.
-  o->dense.rows = (size_t) t->n_leaves * t->leaf_size;
-  o->dense.points = t->leaf_points;
-  if (make_ranges(&o->dense, t->n_leaves, t->leaf_size, t->leaf_count, &t->dense, err)) {
+  if ((t->top_level <= t->depth && build_coupling(t, &o->coupling, &o->host_bytes, err)) ||
+      build_dense(t, &o->dense, &o->host_bytes, err)) {
     h2_otf_free(o);
     return err->status;
   }
-  o->host_bytes += ranges_bytes(t->n_leaves, &t->dense);
   *out = o;
   return GK_OK;
 }
@@ -96,43 +128,40 @@ void h2_otf_free(h2_otf *o)
 {
   if (!o) return;
   h2_otf_device_free(o);
-  if (o->coupling)
-    for (int l = 0; l <= o->depth; l++) {
-      free(o->coupling[l].owned);
-      free(o->coupling[l].ranges_storage);
-    }
-  free(o->coupling);
+  free(o->coupling.owned);
+  free(o->coupling.ranges_storage);
   free(o->dense.ranges_storage);
   free(o);
 }
 
 void h2_otf_pairs(const h2_otf *o, double *coupling, double *dense)
 {
-  double c = 0.0;
-  for (int l = 0; l <= o->depth; l++) c += o->coupling[l].pairs;
-  *coupling = c;
+  *coupling = o->coupling.pairs;
   *dense = o->dense.pairs;
 }
 
 gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int threads,
-                             int which, int level, const void *x, int ldx, void *y, int ldy,
-                             int nrhs, gk_error *err)
+                             int which, const void *x, int ldx, void *y, int ldy, int nrhs,
+                             gk_error *err)
 {
-  const h2_otf_product *p = which == H2_DENSE ? &o->dense : &o->coupling[level];
+  const h2_otf_product *p = which == H2_DENSE ? &o->dense : &o->coupling;
   size_t rows = p->rows;
   if (rows == 0 || nrhs == 0) return GK_OK;
-  // The engine reads host doubles with leading dimension `rows`.
-  double *b = (double *) malloc(rows * nrhs * sizeof(double));
+  // The engine reads host doubles with leading dimension `rows`: x itself
+  // when it is so (the HMV's), else a copy.
+  int direct = !single && (size_t) ldx == rows;
+  double *b = direct ? NULL : (double *) malloc(rows * nrhs * sizeof(double));
   double *sum = (double *) malloc(rows * nrhs * sizeof(double));
-  if (!b || !sum) {
+  if ((!direct && !b) || !sum) {
     free(b);
     free(sum);
     return gk_fail(err, GK_ERR_NOMEM, "out of memory for an on-the-fly H2 product");
   }
-  for (int c = 0; c < nrhs; c++)
+  for (int c = 0; !direct && c < nrhs; c++)
     for (size_t i = 0; i < rows; i++)
       b[i + c * rows] = single ? ((const float *) x)[i + (size_t) c * ldx]
                                : ((const double *) x)[i + (size_t) c * ldx];
+  const double *w_host = direct ? (const double *) x : b;
   const double ones[H2_MAX_DIM] = {1.0, 1.0, 1.0};
   gk_reduce_spec spec;
   memset(&spec, 0, sizeof spec);
@@ -141,13 +170,16 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
   spec.reduction = GK_REDUCE_SUM;
   spec.ranges = &p->ranges;
   gk_reduce_operand pts = {p->points, NULL, 0, -1, rows, t->dim};
-  gk_reduce_operand w = {b, NULL, 0, -1, rows, nrhs};
+  gk_reduce_operand w = {w_host, NULL, 0, -1, rows, nrhs};
   gk_status st = reduce_cpu(&spec, &pts, &pts, &w, sum, NULL, threads, err);
   if (st == GK_OK) {
+    // Only the dense phase has a nugget; the coupling's x has rows the HMV
+    // never fills (levels above the top), so they are not read here.
     double nugget = which == H2_DENSE ? t->nugget : 0.0;
     for (int c = 0; c < nrhs; c++)
       for (size_t i = 0; i < rows; i++) {
-        double v = sum[i + c * rows] + nugget * b[i + c * rows];
+        double v = sum[i + c * rows];
+        if (nugget != 0.0) v += nugget * w_host[i + c * rows];
         size_t at = i + (size_t) c * ldy;
         if (single) ((float *) y)[at] += (float) v;
         else ((double *) y)[at] += v;
@@ -172,8 +204,9 @@ gk_status h2_otf_refuse_export(gk_error *err)
  * B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of the
  * on-the-fly form (clusters of 64 rows) evaluate 9.5e10 kernel pairs/s in
  * float64 and 1.55e11 in float32 at n = 2^20, far below the dense engine's
- * 5.3e11 / 3e12, plus about 0.1 ms per product (two per level) of launches
- * and synchronization. With these rates the stored form wins whenever it fits
+ * 5.3e11 / 3e12, plus about 0.1 ms per engine call of launches and
+ * synchronization (measured when each level made its own call; now one call
+ * for the couplings of every level and one for the dense blocks). With these rates the stored form wins whenever it fits
  * (3.5x at 2^20, eta = 3). CPU: estimates for a few cores (stored: 5e9 B/s; a
  * kernel pair with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
@@ -194,8 +227,7 @@ int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;
   double rate = gpu ? (single ? GPU_PAIRS_PER_S_SINGLE : GPU_PAIRS_PER_S_DOUBLE) : CPU_PAIRS_PER_S;
   *ms_stored = 1e3 * (low + blocks) / bw;
-  int products = o->dense.rows > 0;
-  for (int l = 0; l <= o->depth; l++) products += o->coupling[l].rows > 0;
+  int products = (o->dense.rows > 0) + (o->coupling.rows > 0);   // one engine call each
   *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate) + (gpu ? GPU_MS_PER_PRODUCT * products : 0.0);
   if (low + blocks > available) {
     *reason = H2_STORAGE_MEMORY;

@@ -2,13 +2,24 @@
  * Matrix-free ("on the fly") H2 products. A Chebyshev H2 matrix as built
  * (h2_tree_build, before any orthogonalization or compression) has coupling
  * blocks S_ij = k(nodes_i, nodes_j) and dense blocks D_ij = k(points_i,
- * points_j) (+ nugget on the diagonal): the coupling multiply of a level is a
- * block-sparse kernel sum over that level's Chebyshev nodes (cluster pairs of
- * the admissible list) and the dense multiply one over the points (pairs of
- * the inadmissible leaf list). Neither is stored: both run through the
- * reduction engine (reduce/reduce.h, SUM with block-sparse ranges), and only
- * the bases and transfers are kept. The HMV is h2_hmv() unchanged; a backend
- * built with an h2_otf sends its block-sparse products (h2_ops.bsr) here.
+ * points_j) (+ nugget on the diagonal). Neither is stored: both phases run
+ * through the reduction engine (reduce/reduce.h, SUM with block-sparse
+ * ranges), and only the bases and transfers are kept. Two products:
+ * - coupling: the xhat / yhat trees are one array (h2_hat_rows rows; node i
+ *   of level l at rows hat_ptr[l] + i k .. + k), so the Chebyshev nodes of all
+ *   nodes, concatenated in that order, are one point set and the coupling
+ *   multiply of every level is ONE block-sparse kernel sum over it: clusters
+ *   are the nodes, kept pairs each level's admissible list (node numbers
+ *   level_ptr[l] + row / col). Rows of levels without blocks have empty lists
+ *   (sum 0) and their xhat rows, which the HMV never fills, are not read.
+ *   The HMV makes it in one h2_ops.bsr call (coupling_all_levels), so one
+ *   engine call per HMV instead of one per level (each GPU call costs a
+ *   synchronization and the engine's work list; about 2 ms of 4.9 at n = 2^16).
+ * - dense: one kernel sum over the padded leaf slots (pairs of the
+ *   inadmissible leaf list).
+ * Both operands are then contiguous (leading dimension = rows): they go to
+ * the engine as they are, without a copy, in double (the CPU engine reads
+ * host doubles) or in the GPU's precision.
  *
  * The points are the tree's, already divided by the kernel's range: the
  * reductions use range 1, so both forms evaluate gk_kernel_eval on the same
@@ -30,7 +41,7 @@ extern "C" {
  * sorted by cluster) reduced against themselves over `ranges`. */
 typedef struct {
   size_t rows;
-  const double *points;   /* the level's nodes (owned) or the tree's leaf points */
+  const double *points;   /* the nodes of all levels (owned) or the tree's leaf points */
   double *owned;          /* the nodes, when this product owns them           */
   gk_reduce_ranges ranges;
   int *ranges_storage;
@@ -39,7 +50,7 @@ typedef struct {
 
 typedef struct {
   int depth, dim;
-  h2_otf_product *coupling;   /* depth + 1; rows 0 where a level has no blocks */
+  h2_otf_product coupling;    /* over the hat rows (every level's nodes)        */
   h2_otf_product dense;       /* over the padded leaf slots                     */
   size_t host_bytes;          /* nodes and ranges                               */
   void *device;               /* the GPU mirror (h2_otf_cuda.cu); NULL on the CPU */
@@ -53,12 +64,13 @@ void h2_otf_free(h2_otf *o);   /* the GPU mirror too */
 /* Kernel evaluations of one HMV per right-hand side (coupling, dense). */
 void h2_otf_pairs(const h2_otf *o, double *coupling, double *dense);
 
-/* y += A x for the block-sparse product `which` (H2_COUPLING of `level`, or
- * H2_DENSE) of h2_ops, on the CPU: x, y in the HMV's precision (single:
- * float), leading dimensions ldx, ldy. */
+/* y += A x for the block-sparse product `which` of h2_ops on the CPU:
+ * H2_COUPLING (every level: x, y the whole xhat / yhat trees) or H2_DENSE
+ * (x, y the padded vectors); x, y in the HMV's precision (single: float),
+ * leading dimensions ldx, ldy >= the product's rows. */
 gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int threads,
-                             int which, int level, const void *x, int ldx, void *y, int ldy,
-                             int nrhs, gk_error *err);
+                             int which, const void *x, int ldx, void *y, int ldy, int nrhs,
+                             gk_error *err);
 
 /* GPU mirror: the nodes and points uploaded to the device in use (called by
  * the GPU backend after entering its GPU); bytes it holds. */
@@ -68,15 +80,17 @@ void h2_otf_device_free(h2_otf *o);
 
 /* The same product on the GPU `gpu`: x and y are device arrays in the HMV's
  * precision, ordered on `stream` (a cudaStream_t). The reduction runs on the
- * engine's stream after `stream` has drained; its result stays on the GPU and
- * is added into y on `stream`. */
+ * engine's stream after `stream` has drained, reading x in place when it is
+ * contiguous (ldx = rows, as in the HMV; else a gathered copy); its result
+ * stays on the GPU and is added into y on `stream`. */
 gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu, void *stream,
-                             int which, int level, const void *x, int ldx, void *y, int ldy,
-                             int nrhs, gk_error *err);
+                             int which, const void *x, int ldx, void *y, int ldy, int nrhs,
+                             gk_error *err);
 
 /* Backends built with an h2_otf (which they own from then on, freed with
  * them, also on failure): bases and transfers stored, the block-sparse
- * products on the fly. Their export (compression) is refused. */
+ * products on the fly (their h2_ops set coupling_all_levels). Their export
+ * (compression) is refused. */
 gk_status h2_cpu_build_otf(const h2_tree *t, int single, int threads, h2_otf *otf, h2_cpu **out,
                            gk_error *err);
 gk_status h2_gpu_build_otf(const h2_tree *t, int single, h2_otf *otf, h2_gpu **out,

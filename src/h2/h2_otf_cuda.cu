@@ -1,7 +1,9 @@
 // The GPU side of matrix-free H2 products (h2_otf.h): the nodes and points
-// resident on the H2 matrix's GPU (uploaded once), and each block-sparse
-// product as a reduce_cuda call on those device operands with its result left
-// on the device (spec.device_out). Nothing goes through the host per level but
+// resident on the H2 matrix's GPU (uploaded once), and each of the two
+// block-sparse products (the couplings of every level, the dense blocks) as
+// one reduce_cuda call on those device operands with its result left on the
+// device (spec.device_out). The HMV's right-hand sides are contiguous, so
+// the engine reads them in place; nothing goes through the host per call but
 // the engine's small work list of ranges.
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +13,14 @@
 
 namespace {
 
+enum { COUPLING = 0, DENSE = 1, PRODUCTS = 2 };
+
 struct OtfDevice {
-  gk_device_buffer *nodes;      // depth + 1 levels (empty where no blocks)
-  gk_device_buffer points;      // the padded leaf points
-  // Per product kind (coupling, dense: they run on different H2 streams):
-  // the right-hand sides made contiguous (the engine's leading dimension is
-  // its row count) and the sums.
-  gk_device_buffer rhs[2], sums[2];
-  int depth;
+  // Per product: its points (the nodes of every level; the padded leaf
+  // points), its sums, and a contiguous copy of the right-hand sides for
+  // callers whose x has ldx > rows (never the HMV). The two products run on
+  // different H2 streams, so nothing is shared between them.
+  gk_device_buffer points[PRODUCTS], sums[PRODUCTS], rhs[PRODUCTS];
 };
 
 // b[i + c rows] = x[i + c ldx]
@@ -31,7 +33,8 @@ __global__ void gather_rhs(const T *x, int ldx, size_t rows, int nrhs, T *b)
     b[e] = x[e % rows + (size_t) ldx * (e / rows)];
 }
 
-// y[i + c ldy] += sum[i + c rows] + nugget b[i + c rows]
+// y[i + c ldy] += sum[i + c rows] (+ nugget b[i + c rows]: b is read only
+// with a nugget, as the coupling's x has rows the HMV never fills)
 template <typename T>
 __global__ void add_sums(const double *sum, const T *b, double nugget, size_t rows, int nrhs,
                          T *y, int ldy)
@@ -39,7 +42,8 @@ __global__ void add_sums(const double *sum, const T *b, double nugget, size_t ro
   size_t total = rows * nrhs;
   for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
        e += (size_t) gridDim.x * blockDim.x) {
-    double v = sum[e] + nugget * (double) b[e];
+    double v = sum[e];
+    if (nugget != 0.0) v += nugget * (double) b[e];
     T *at = y + e % rows + (size_t) ldy * (e / rows);
     *at = (T) ((double) *at + v);
   }
@@ -59,18 +63,22 @@ gk_status grow(gk_device_buffer *buf, size_t bytes, gk_error *err)
 }
 
 template <typename T>
-gk_status product(OtfDevice *dev, const h2_otf_product *p, const double *points, int dim,
-                  const gk_kernel *kernel, double nugget, int gpu, cudaStream_t stream, int kind,
+gk_status product(OtfDevice *dev, const h2_otf_product *p, int kind, int dim,
+                  const gk_kernel *kernel, double nugget, int gpu, cudaStream_t stream,
                   const T *x, int ldx, T *y, int ldy, int nrhs, gk_error *err)
 {
   size_t rows = p->rows, total = rows * nrhs;
-  if (grow(&dev->rhs[kind], total * sizeof(T), err) ||
-      grow(&dev->sums[kind], total * sizeof(double), err))
-    return err->status;
-  T *b = (T *) dev->rhs[kind].ptr;
+  if (grow(&dev->sums[kind], total * sizeof(double), err)) return err->status;
   double *sums = (double *) dev->sums[kind].ptr;
-  gather_rhs<T><<<grid_of(total), 256, 0, stream>>>(x, ldx, rows, nrhs, b);
-  if (gk_cuda_check_launch("the on-the-fly H2 right-hand sides", err)) return err->status;
+  // The engine reads weights with leading dimension `rows`.
+  const T *b = x;
+  if ((size_t) ldx != rows) {
+    if (grow(&dev->rhs[kind], total * sizeof(T), err)) return err->status;
+    T *copy = (T *) dev->rhs[kind].ptr;
+    gather_rhs<T><<<grid_of(total), 256, 0, stream>>>(x, ldx, rows, nrhs, copy);
+    if (gk_cuda_check_launch("the on-the-fly H2 right-hand sides", err)) return err->status;
+    b = copy;
+  }
   // The engine runs on its own stream: x must be ready, and y is not touched
   // until the sums are added below (on `stream`, after the engine returns).
   if (gk_stream_sync((gk_stream) stream, "the on-the-fly H2 product", err)) return err->status;
@@ -84,11 +92,16 @@ gk_status product(OtfDevice *dev, const h2_otf_product *p, const double *points,
   spec.method = GK_REDUCE_AUTO;
   spec.ranges = &p->ranges;
   spec.device_out = sums;
-  gk_reduce_operand pts = {NULL, points, 0, gpu, rows, dim};
+  gk_reduce_operand pts = {NULL, dev->points[kind].ptr, 0, gpu, rows, dim};
   gk_reduce_operand w = {NULL, b, sizeof(T) == 4, gpu, rows, nrhs};
   if (reduce_cuda(&spec, &pts, &pts, &w, NULL, NULL, err)) return err->status;
   add_sums<T><<<grid_of(total), 256, 0, stream>>>(sums, b, nugget, rows, nrhs, y, ldy);
   return gk_cuda_check_launch("the on-the-fly H2 sums", err);
+}
+
+const h2_otf_product *product_of(const h2_otf *o, int kind)
+{
+  return kind == DENSE ? &o->dense : &o->coupling;
 }
 
 }  // namespace
@@ -97,22 +110,19 @@ extern "C" gk_status h2_otf_upload(h2_otf *o, gk_error *err)
 {
   OtfDevice *dev = (OtfDevice *) calloc(1, sizeof *dev);
   if (!dev) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the on-the-fly H2 matrix");
-  dev->depth = o->depth;
-  dev->nodes = (gk_device_buffer *) calloc((size_t) o->depth + 1, sizeof(gk_device_buffer));
   o->device = dev;
-  if (!dev->nodes) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the on-the-fly H2 matrix");
-  for (int l = 0; l <= o->depth; l++) {
-    const h2_otf_product *p = &o->coupling[l];
+  const char *what[PRODUCTS] = {"the H2 Chebyshev nodes", "the H2 points"};
+  for (int kind = 0; kind < PRODUCTS; kind++) {
+    const h2_otf_product *p = product_of(o, kind);
     if (p->rows == 0) continue;
     size_t bytes = p->rows * o->dim * sizeof(double);
-    if (gk_buffer_alloc(&dev->nodes[l], bytes, "the H2 Chebyshev nodes", err) ||
-        gk_buffer_upload(&dev->nodes[l], p->points, bytes, NULL, err))
+    // The sums of one right-hand side too, so that a first product allocates nothing.
+    if (gk_buffer_alloc(&dev->points[kind], bytes, what[kind], err) ||
+        gk_buffer_upload(&dev->points[kind], p->points, bytes, NULL, err) ||
+        gk_buffer_alloc(&dev->sums[kind], p->rows * sizeof(double),
+                        "the on-the-fly H2 product workspace", err))
       return err->status;
   }
-  size_t bytes = o->dense.rows * o->dim * sizeof(double);
-  if (gk_buffer_alloc(&dev->points, bytes ? bytes : 1, "the H2 points", err) ||
-      (bytes && gk_buffer_upload(&dev->points, o->dense.points, bytes, NULL, err)))
-    return err->status;
   return GK_OK;
 }
 
@@ -120,10 +130,9 @@ extern "C" size_t h2_otf_device_bytes(const h2_otf *o)
 {
   const OtfDevice *dev = (const OtfDevice *) o->device;
   if (!dev) return 0;
-  size_t total = dev->points.bytes;
-  for (int k = 0; k < 2; k++) total += dev->rhs[k].bytes + dev->sums[k].bytes;
-  if (dev->nodes)
-    for (int l = 0; l <= dev->depth; l++) total += dev->nodes[l].bytes;
+  size_t total = 0;
+  for (int kind = 0; kind < PRODUCTS; kind++)
+    total += dev->points[kind].bytes + dev->sums[kind].bytes + dev->rhs[kind].bytes;
   return total;
 }
 
@@ -132,34 +141,29 @@ extern "C" void h2_otf_device_free(h2_otf *o)
 {
   OtfDevice *dev = (OtfDevice *) o->device;
   if (!dev) return;
-  if (dev->nodes) {
-    for (int l = 0; l <= dev->depth; l++) gk_buffer_free(&dev->nodes[l]);
-    free(dev->nodes);
-  }
-  gk_buffer_free(&dev->points);
-  for (int k = 0; k < 2; k++) {
-    gk_buffer_free(&dev->rhs[k]);
-    gk_buffer_free(&dev->sums[k]);
+  for (int kind = 0; kind < PRODUCTS; kind++) {
+    gk_buffer_free(&dev->points[kind]);
+    gk_buffer_free(&dev->sums[kind]);
+    gk_buffer_free(&dev->rhs[kind]);
   }
   free(dev);
   o->device = NULL;
 }
 
 extern "C" gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu,
-                                        void *stream, int which, int level, const void *x,
-                                        int ldx, void *y, int ldy, int nrhs, gk_error *err)
+                                        void *stream, int which, const void *x, int ldx,
+                                        void *y, int ldy, int nrhs, gk_error *err)
 {
   OtfDevice *dev = (OtfDevice *) o->device;
   if (!dev) return gk_fail(err, GK_ERR_INTERNAL, "the on-the-fly H2 matrix has no GPU data");
-  int kind = which == H2_DENSE ? 1 : 0;
-  const h2_otf_product *p = kind ? &o->dense : &o->coupling[level];
+  int kind = which == H2_DENSE ? DENSE : COUPLING;
+  const h2_otf_product *p = product_of(o, kind);
   if (p->rows == 0 || nrhs == 0) return GK_OK;
-  const double *points = (const double *) (kind ? dev->points.ptr : dev->nodes[level].ptr);
-  double nugget = kind ? t->nugget : 0.0;
+  double nugget = kind == DENSE ? t->nugget : 0.0;
   cudaStream_t s = (cudaStream_t) stream;
   if (single)
-    return product<float>(dev, p, points, t->dim, &t->kernel, nugget, gpu, s, kind,
-                          (const float *) x, ldx, (float *) y, ldy, nrhs, err);
-  return product<double>(dev, p, points, t->dim, &t->kernel, nugget, gpu, s, kind,
-                         (const double *) x, ldx, (double *) y, ldy, nrhs, err);
+    return product<float>(dev, p, kind, t->dim, &t->kernel, nugget, gpu, s, (const float *) x,
+                          ldx, (float *) y, ldy, nrhs, err);
+  return product<double>(dev, p, kind, t->dim, &t->kernel, nugget, gpu, s, (const double *) x,
+                         ldx, (double *) y, ldy, nrhs, err);
 }

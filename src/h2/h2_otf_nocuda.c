@@ -17,10 +17,10 @@ size_t h2_otf_device_bytes(const h2_otf *o)
 void h2_otf_device_free(h2_otf *o) { (void) o; }
 
 gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu, void *stream,
-                             int which, int level, const void *x, int ldx, void *y, int ldy,
-                             int nrhs, gk_error *err)
+                             int which, const void *x, int ldx, void *y, int ldy, int nrhs,
+                             gk_error *err)
 {
-  (void) o; (void) t; (void) single; (void) gpu; (void) stream; (void) which; (void) level;
+  (void) o; (void) t; (void) single; (void) gpu; (void) stream; (void) which;
   (void) x; (void) ldx; (void) y; (void) ldy; (void) nrhs;
   return gk_fail_no_cuda(err);
 }

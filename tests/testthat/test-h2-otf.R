@@ -53,6 +53,51 @@ test_that("on the fly handles one leaf, tiny n and many right-hand sides", {
   }
 })
 
+test_that("on the fly handles levels without coupling blocks between levels with some", {
+  # Two far clumps: the top pair is admissible, then no level has blocks until
+  # the clumps' own halves separate. The couplings of every level are one
+  # block-sparse sum over the nodes of all levels (h2_otf.h): the empty levels'
+  # rows must stay zero and the others offset correctly.
+  set.seed(1209)
+  n <- 300
+  locs <- rbind(matrix(runif(2 * n), ncol = 2) * 0.02,
+                matrix(runif(2 * n), ncol = 2) * 0.02 + 1)
+  k <- gk_kernel("exponential", range = 0.8)
+  X <- matrix(rnorm(2 * n * 4), 2 * n, 4)
+  K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.3, 2 * n)
+  exact <- K %*% X
+  for (precision in c("double", "single")) {
+    args <- list(locs, k, nugget = 0.3, eta = 0.7, leaf_size = 16, backend = "cpu",
+                 precision = precision)
+    otf <- do.call(h2_matrix, c(args, storage = "on_the_fly"))
+    stored <- do.call(h2_matrix, c(args, storage = "stored"))
+    blocks <- gpukernels:::h2_info(otf)$level_coupling_blocks
+    top <- gpukernels:::h2_info(otf)$top_level
+    expect_identical(top, 1L)   # the two clumps
+    used <- which(blocks > 0)
+    expect_true(any(blocks[min(used):max(used)] == 0))   # a gap between levels with blocks
+    Ys <- stored %*% X
+    tol <- if (precision == "double") 1e-12 else 1e-5
+    expect_lt(max(abs(otf %*% X - Ys)) / max(abs(Ys)), tol)
+    expect_lt(max(abs(otf %*% X[, 3] - Ys[, 3])) / max(abs(Ys)), tol)
+    expect_lt(rel2(otf %*% X, exact), 1e-3)
+  }
+})
+
+test_that("on the fly without any coupling block (one leaf), several right-hand sides", {
+  set.seed(1210)
+  k <- gk_kernel("matern", range = 0.4, smoothness = 1.5)
+  # One leaf: no couplings at all, the dense product alone.
+  locs <- matrix(runif(30 * 3), ncol = 3)
+  A <- h2_matrix(locs, k, nugget = 0.2, leaf_size = 32, backend = "cpu", storage = "on_the_fly")
+  info <- gpukernels:::h2_info(A)
+  expect_identical(info$levels, 1L)
+  expect_gt(info$top_level, 0)
+  X <- matrix(rnorm(30 * 2), 30, 2)
+  K <- kernel_matrix(locs, kernel = k, backend = "cpu") + diag(0.2, 30)
+  expect_lt(rel2(A %*% X, K %*% X), 1e-13)
+})
+
 test_that("single precision on the fly is close to double", {
   set.seed(1203)
   n <- 1500
@@ -172,6 +217,30 @@ test_that("GPU on the fly equals the CPU (double, single, several rhs)", {
                        precision = "single")
       expect_lt(rel2(g32 %*% X, Yc), 1e-5)
     }
+  }
+})
+
+test_that("GPU on the fly equals the CPU with empty levels, couplings from level 1 and one leaf", {
+  skip_if_no_gpu()
+  set.seed(1211)
+  n <- 700
+  clumps <- rbind(matrix(runif(3 * n), ncol = 3) * 0.02,
+                  matrix(runif(3 * n), ncol = 3) * 0.02 + 1)
+  k <- gk_kernel("matern", range = 0.8, smoothness = 1.5)
+  for (locs in list(clumps, clumps[1:20, ])) {
+    X <- matrix(rnorm(nrow(locs) * 5), nrow(locs), 5)
+    args <- list(locs, k, nugget = 0.3, eta = 1.5, leaf_size = 32, storage = "on_the_fly")
+    cpu <- do.call(h2_matrix, c(args, backend = "cpu"))
+    blocks <- gpukernels:::h2_info(cpu)$level_coupling_blocks   # 0 2 0 0 0 6 454; 0
+    if (nrow(locs) > 32) expect_identical(which(blocks > 0)[1:2], c(2L, 6L))
+    else expect_identical(blocks, 0L)
+    Yc <- cpu %*% X
+    g64 <- do.call(h2_matrix, c(args, backend = "gpu"))
+    expect_lt(max(abs(g64 %*% X - Yc)) / max(abs(Yc)), 1e-12)
+    expect_lt(max(abs(g64 %*% X[, 2] - Yc[, 2])) / max(abs(Yc)), 1e-12)
+    g32 <- do.call(h2_matrix, c(args, backend = "gpu", precision = "single"))
+    expect_lt(rel2(g32 %*% X, Yc), 1e-5)
+    expect_lt(rel2(g32 %*% X[, 2], Yc[, 2]), 1e-5)
   }
 })
 
