@@ -67,9 +67,11 @@ h2_derived <- function(A, ptr, tol) {
 #' `A` stays valid. On the CPU the computation runs in double precision with
 #' R's LAPACK (single precision is widened and rounded back). On the GPU it runs
 #' in the matrix's precision: batched QR factorizations and products with
-#' cuBLAS, level by level; only the small SVDs of the truncation (one per
-#' cluster, at most \eqn{2k \times k}) run on the host with LAPACK, since
-#' cuSOLVER's batched SVDs stop at \eqn{32 \times 32}. The dense leaf blocks
+#' cuBLAS, level by level; the small SVDs of the truncation (one per cluster,
+#' at most \eqn{2k \times k}) with a batched one-sided Jacobi method in double
+#' on the GPU (cuSOLVER's batched SVDs stop at \eqn{32 \times 32}), on the
+#' host with LAPACK only where one exceeds a GPU block's shared memory (on an
+#' H100 from about \eqn{2k \times k} with \eqn{k = 120}). The dense leaf blocks
 #' do not change, so a GPU result shares them with `A` (they are freed with
 #' the last matrix that uses them): the new matrix needs GPU memory only for
 #' its bases, transfers and coupling matrices, plus workspaces of at most

@@ -147,7 +147,7 @@ for (d in if (do_compress) 3:2 else integer(0)) for (precision in precisions) {
 }
 if (length(crows)) {
   cat(paste0("\nH2 compression on the GPU (cuBLAS batched QR and GEMMs; the truncation's ",
-             "SVDs on the host); gpu_MB_taken: device memory the compressed matrix holds ",
+             "SVDs by batched Jacobi on the GPU); gpu_MB_taken: device memory the compressed matrix holds ",
              "(the dense blocks are shared with the original)\n"))
   print(do.call(rbind, crows), row.names = FALSE)
 }

@@ -46,8 +46,10 @@ gk_status h2_compress_host(const h2_tree *t, const h2_host_data *in, double tol,
 
 /* The same operations on a GPU matrix (h2_compress_cuda.cu): the QR
  * factorizations and products run on the GPU (cuBLAS batched), the small SVDs
- * of the truncation on the host (h2_svd_left_batch; cuSOLVER's batched SVDs
- * stop at 32 x 32, the weighted bases are up to 2k x k with k = 64 in 3D).
+ * of the truncation too (one-sided Jacobi, h2_svd_cuda.cuh; cuSOLVER's
+ * batched SVDs stop at 32 x 32, the weighted bases are up to 2k x k with
+ * k = 64 in 3D), except those too large for a block's shared memory, which
+ * take the host path (h2_svd_left_batch).
  * The result shares the dense leaf blocks with `in`, which stays valid; the
  * structure goes to out_tree, the data to *out (free with h2_gpu_free).
  * tol = 0: orthogonalize only. A CPU-only build fails with GK_ERR_NO_CUDA. */
@@ -66,6 +68,8 @@ size_t h2_gpu_own_bytes(const h2_gpu *g);
  * LAPACK info or -1000 (out of memory) otherwise. */
 int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
                       int threads, double *flops);
+/* The model flop count of one such SVD (LAPACK Working Note 41). */
+double h2_svd_flops(int rows, int cols);
 /* The smallest rank r (1 <= r <= kmax) whose discarded energy, the sum over
  * nodes of sigma_{i,j}^2 for j >= r (sig: kmax per node), stays within
  * budget; *discarded gets that energy. */

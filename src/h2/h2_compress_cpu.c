@@ -74,9 +74,9 @@ static double qr_flops(double m, double n)
 {
   return m >= n ? 2 * m * n * n - 2 * n * n * n / 3 : 2 * n * m * m - 2 * m * m * m / 3;
 }
-static double svd_flops(double m, double n)  /* singular values and left vectors */
+double h2_svd_flops(int rows, int cols)  /* singular values and left vectors */
 {
-  double a = m >= n ? m : n, b = m >= n ? n : m;
+  double a = rows >= cols ? rows : cols, b = rows >= cols ? cols : rows;
   return 4 * a * b * b + 8 * b * b * b;
 }
 
@@ -394,7 +394,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
           }
           int e = svd_left(rows, kl, w, sig[l] + (size_t) i * km, Q[l] + (size_t) i * rows * km);
           if (e) { failed = 1; info = e; }
-          fl += svd_flops(rows, kl);
+          fl += h2_svd_flops(rows, kl);
         }
         free(w);
       }
@@ -491,7 +491,7 @@ int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *si
       memcpy(a, w + (size_t) i * rows * cols, (size_t) rows * cols * sizeof(double));
       int e = svd_left(rows, cols, a, sig + (size_t) i * km, u + (size_t) i * rows * km);
       if (e) { failed = 1; info = e; }
-      fl += svd_flops(rows, cols);
+      fl += h2_svd_flops(rows, cols);
     }
     free(a);
   }

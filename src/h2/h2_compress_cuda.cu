@@ -8,18 +8,25 @@
  *   thread block per matrix; cuBLAS and cuSOLVER have no batched orgqr).
  * - Products: cuBLAS strided-batched GEMMs; the couplings' projections
  *   T_i S T_j^T through pointer arrays (gemmBatched), marshaled per chunk.
- * - The SVDs of the truncation run on the host (h2_svd_left_batch, LAPACK,
- *   OpenMP over the nodes): cuSOLVER's gesvdjBatched and syevjBatched take
- *   matrices up to 32 x 32 only, the weighted bases here are k x k at the
- *   leaves and up to 2k x k above (k = 64 for order 4 in 3D), and
- *   gesvdaStridedBatched (Gram based, rows >= columns) loses the small
- *   singular values that the rank choice sums. Only those matrices (and the
- *   singular vectors) cross the bus.
+ * - The SVDs of the truncation run on the GPU too: a batched one-sided
+ *   Jacobi SVD in double, one thread block per matrix in shared memory
+ *   (h2_svd_cuda.cu), giving what h2_svd_left_batch gives (singular values
+ *   descending, orthonormal left singular vectors). Not cuSOLVER: its
+ *   gesvdjBatched and syevjBatched take matrices up to 32 x 32 only, the
+ *   weighted bases here are k x k at the leaves and up to 2k x k above
+ *   (k = 64 for order 4 in 3D, 125 for order 5), and gesvdaStridedBatched
+ *   (Gram based, rows >= columns) loses the small singular values that the
+ *   rank choice sums. Only the singular values cross the bus (the rank choice
+ *   is on the host); the singular vectors stay on the GPU, where the
+ *   projections T_i, the new leaf bases and the new transfers are formed.
+ *   A level whose matrices do not fit in one block's shared memory (about
+ *   227 KB on an H100: 2k x k beyond k ~ 120) is done on the host
+ *   (h2_svd_left_batch, LAPACK, OpenMP over the nodes) as before.
  * Memory: the result shares the dense leaf blocks with the input (they do not
  * change); the other workspaces are per level (R factors and projections
  * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the stacked
  * blocks of the downsweep, the projection products). The arithmetic is in the
- * matrix's precision; the host SVDs in double.
+ * matrix's precision; the SVDs in double.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,7 @@
 #include <vector>
 #include "h2/h2_cuda_impl.cuh"
 #include "h2/h2_compress.h"
+#include "h2/h2_svd_cuda.cuh"
 #include "device/gk_hooks.h"
 
 // The largest workspace a chunked step allocates at once.
@@ -110,6 +118,19 @@ __global__ void split_halves(const T *q, int kc, int r, T *e, size_t total)
     int a = rr % kc, j = rr / kc;
     e[node * per + (size_t) c * kc * r + a + (size_t) j * kc] =
       q[node * per + (size_t) c * kc + a + (size_t) j * 2 * kc];
+  }
+}
+
+/* b_i = a_i^T for the rows x cols matrices a_i (consecutive; b_i: cols x rows). */
+template <typename T>
+__global__ void transpose_each(const T *a, int rows, int cols, T *b, size_t total)
+{
+  size_t per = (size_t) rows * cols;
+  for (size_t x = blockIdx.x * (size_t) blockDim.x + threadIdx.x; x < total;
+       x += (size_t) gridDim.x * blockDim.x) {
+    size_t node = x / per, rem = x % per;
+    int i = (int) (rem % rows), j = (int) (rem / rows);
+    b[node * per + j + (size_t) i * cols] = a[x];
   }
 }
 
@@ -232,16 +253,17 @@ struct xform {
   gk_device_buffer ptrs;  // 6 pointer arrays of ptr_count entries
   int ptr_count;
 
-  // A device buffer of `count` entries of T (at least one), zeroed when asked.
-  T *alloc(work_set &w, size_t count, const char *what, int zero = 0)
+  // A device buffer of `count` entries of E (at least one), zeroed when asked.
+  template <typename E = T>
+  E *alloc(work_set &w, size_t count, const char *what, int zero = 0)
   {
     gk_device_buffer b = GK_DEVICE_BUFFER_EMPTY;
-    if (gk_buffer_alloc(&b, (count ? count : 1) * sizeof(T), what, err)) return NULL;
+    if (gk_buffer_alloc(&b, (count ? count : 1) * sizeof(E), what, err)) return NULL;
     w.bufs.push_back(b);
-    if (zero && gk_cuda_status(cudaMemsetAsync(b.ptr, 0, (count ? count : 1) * sizeof(T), s),
+    if (zero && gk_cuda_status(cudaMemsetAsync(b.ptr, 0, (count ? count : 1) * sizeof(E), s),
                                what, err))
       return NULL;
-    return (T *) b.ptr;
+    return (E *) b.ptr;
   }
   void release(work_set &w, const void *p)
   {
@@ -308,6 +330,17 @@ struct xform {
       return err->status;
     if (sizeof(T) != sizeof(double))
       for (size_t i = count; i-- > 0;) dst[i] = (double) tmp[i];
+    return GK_OK;
+  }
+
+  // Doubles computed on the GPU (the singular values) to the host.
+  gk_status copy_back(double *dst, const double *src, size_t count)
+  {
+    if (!count) return GK_OK;
+    if (gk_cuda_status(cudaMemcpyAsync(dst, src, count * sizeof(double), cudaMemcpyDeviceToHost, s),
+                       "copying the H2 singular values to the host", err) ||
+        gk_cuda_status(cudaStreamSynchronize(s), "the H2 compression", err))
+      return err->status;
     return GK_OK;
   }
 
@@ -533,8 +566,8 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
   const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
   std::vector<T *> R(q + 1, (T *) NULL), Tn(q + 1, (T *) NULL);
-  std::vector<std::vector<double> > Q(q + 1);
-  std::vector<int> rk(q + 1, 1), kmax(q + 1, 0), two(q + 1, 0);
+  std::vector<T *> Q(q + 1, (T *) NULL);   // left singular vectors of the truncation
+  std::vector<int> rk(q + 1, 1), two(q + 1, 0);
   double start = seconds_now(), discarded_total = 0.0;
 
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed),
@@ -609,35 +642,27 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   st->seconds_generate = seconds_now() - start;
   start = seconds_now();
 
-  // Truncation upsweep (the budget as in h2_compress_cpu.c): GPU products, host SVDs.
+  // Truncation upsweep (the budget as in h2_compress_cpu.c): the weighted bases
+  // W_i and their SVDs on the GPU (h2_svd_cuda.cu), or on the host (LAPACK)
+  // where a W_i does not fit in one block's shared memory; the rank choice on
+  // the host, from the singular values. Q[l] keeps Q_i(:, 1:r) on the GPU.
   double budget_all = 0.5 * (tol * st->norm_frobenius) * (tol * st->norm_frobenius), carry = 0.0;
   int levels = q - top + 1;
-  std::vector<double> W, sig;
+  std::vector<double> sig, Wh, Qh;   // Wh, Qh: the host path only
   for (int l = q; l >= top; l--) {
     int nodes = 1 << l, kl = k[l];
     int rows = l == q ? kl : 2 * rk[l + 1], km = std::min(rows, kl);
     two[l] = rows;
-    kmax[l] = km;
-    T *Z = NULL;
+    T *Z = NULL, *Wd = R[l];   // at the leaves W_i = U_i R_i^T, factored as R_i^T (U orthonormal)
     try {
-      W.resize((size_t) nodes * rows * kl);
       sig.resize((size_t) nodes * km);
-      Q[l].resize((size_t) nodes * rows * km);
     } catch (...) {
       return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
     }
-    if (l == q) {   // U is orthonormal: the left singular vectors of U R^T are U times those of R^T
-      if (x.to_host(Q[l].data(), R[q], (size_t) nodes * kl * kl)) return err->status;
-      for (int i = 0; i < nodes; i++) {
-        const double *ri = Q[l].data() + (size_t) i * kl * kl;
-        double *wi = W.data() + (size_t) i * kl * kl;
-        for (int c = 0; c < kl; c++)
-          for (int r = 0; r < kl; r++) wi[r + (size_t) c * kl] = ri[c + (size_t) r * kl];
-      }
-    } else {
+    if (l < q) {
       int kc = rk[l + 1], ko = k[l + 1];
       Z = x.alloc(w, (size_t) nodes * rows * kl, "the H2 truncation workspace");
-      T *Wd = x.alloc(w, (size_t) nodes * rows * kl, "the H2 truncation workspace");
+      Wd = x.alloc(w, (size_t) nodes * rows * kl, "the H2 truncation workspace");
       if (!Z || !Wd) return err->status;
       for (int c = 0; c < 2; c++)
         if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, kc, kl, ko, Tn[l + 1] + (size_t) c * kc * ko, kc,
@@ -646,47 +671,81 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
                            (size_t) 2 * ko * kl, Z + c * kc, rows, (size_t) rows * kl, nodes))
           return err->status;
       if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, rows, kl, kl, Z, rows, (size_t) rows * kl, R[l],
-                         kl, (size_t) kl * kl, Wd, rows, (size_t) rows * kl, nodes) ||
-          x.to_host(W.data(), Wd, (size_t) nodes * rows * kl))
+                         kl, (size_t) kl * kl, Wd, rows, (size_t) rows * kl, nodes))
         return err->status;
-      x.release(w, Wd);
       x.flops += nodes * (4.0 * kc * ko * kl + 2.0 * rows * kl * kl);
     }
+    T *Qd = x.alloc(w, (size_t) nodes * rows * km, "the H2 truncation workspace");
+    if (!Qd) return err->status;
+    if (h2_svd_gpu_fits(rows, kl)) {
+      double *sd = x.template alloc<double>(w, (size_t) nodes * km, "the H2 truncation workspace");
+      if (!sd || h2_svd_left_gpu(nodes, rows, kl, Wd, l == q, sd, Qd, x.s, err) ||
+          x.copy_back(sig.data(), sd, (size_t) nodes * km))
+        return err->status;
+      x.release(w, sd);
+      x.flops += nodes * h2_svd_flops(rows, kl);
+    } else {
+      try {
+        Wh.resize((size_t) nodes * rows * kl);
+        Qh.resize((size_t) nodes * rows * km);
+      } catch (...) {
+        return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+      }
+      if (l == q) {   // R_i^T
+        if (x.to_host(Qh.data(), R[q], (size_t) nodes * kl * kl)) return err->status;
+        for (int i = 0; i < nodes; i++) {
+          const double *ri = Qh.data() + (size_t) i * kl * kl;
+          double *wi = Wh.data() + (size_t) i * kl * kl;
+          for (int c = 0; c < kl; c++)
+            for (int r = 0; r < kl; r++) wi[r + (size_t) c * kl] = ri[c + (size_t) r * kl];
+        }
+      } else if (x.to_host(Wh.data(), Wd, (size_t) nodes * rows * kl)) {
+        return err->status;
+      }
+      int e = h2_svd_left_batch(nodes, rows, kl, Wh.data(), sig.data(), Qh.data(), x.threads,
+                                &x.flops);
+      if (e == -1000) return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+      if (e) return gk_fail(err, GK_ERR_INTERNAL, "LAPACK failed in the H2 compression (info = %d)", e);
+      if (x.to_device(Qd, Qh.data(), (size_t) nodes * rows * km)) return err->status;
+    }
+    if (l < q) x.release(w, Wd);
     x.release(w, R[l]);
-    int e = h2_svd_left_batch(nodes, rows, kl, W.data(), sig.data(), Q[l].data(), x.threads,
-                              &x.flops);
-    if (e == -1000) return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
-    if (e) return gk_fail(err, GK_ERR_INTERNAL, "LAPACK failed in the H2 compression (info = %d)", e);
     double discarded;
     int r = h2_choose_rank(sig.data(), nodes, km, budget_all / levels + carry, &discarded);
     carry += budget_all / levels - discarded;
     discarded_total += discarded;
     rk[l] = r;
+    if (r < km) {   // only Q_i(:, 1:r) is used from here on
+      Q[l] = x.alloc(w, (size_t) nodes * rows * r, "the H2 truncation's singular vectors");
+      if (!Q[l] ||
+          gk_cuda_status(cudaMemcpy2DAsync(Q[l], (size_t) rows * r * sizeof(T), Qd,
+                                           (size_t) rows * km * sizeof(T),
+                                           (size_t) rows * r * sizeof(T), nodes,
+                                           cudaMemcpyDeviceToDevice, x.s),
+                         "the H2 truncation", err))
+        return err->status;
+      x.release(w, Qd);
+    } else {
+      Q[l] = Qd;
+    }
     // The projection T_i = Q_i(:, 1:r)^T (old basis), r x k_l.
     Tn[l] = x.alloc(w, (size_t) nodes * r * kl, "the H2 projection tree");
     if (!Tn[l]) return err->status;
     if (l == q) {
-      for (int i = 0; i < nodes; i++) {
-        const double *qi = Q[l].data() + (size_t) i * rows * km;
-        double *ti = W.data() + (size_t) i * r * kl;
-        for (int c = 0; c < kl; c++)
-          for (int a = 0; a < r; a++) ti[a + (size_t) c * r] = qi[c + (size_t) a * rows];
-      }
-      if (x.to_device(Tn[l], W.data(), (size_t) nodes * r * kl)) return err->status;
+      size_t total = (size_t) nodes * kl * r;
+      transpose_each<T><<<grid_of(total), 256, 0, x.s>>>(Q[q], kl, r, Tn[q], total);
+      if (x.launched("the H2 truncation")) return err->status;
     } else {
-      T *Qd = x.alloc(w, (size_t) nodes * rows * km, "the H2 truncation workspace");
-      if (!Qd || x.to_device(Qd, Q[l].data(), (size_t) nodes * rows * km) ||
-          x.gemm_strided(CUBLAS_OP_T, CUBLAS_OP_N, r, kl, rows, Qd, rows, (size_t) rows * km, Z,
-                         rows, (size_t) rows * kl, Tn[l], r, (size_t) r * kl, nodes) ||
-          gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 truncation", err))
+      if (x.gemm_strided(CUBLAS_OP_T, CUBLAS_OP_N, r, kl, rows, Q[l], rows, (size_t) rows * r, Z,
+                         rows, (size_t) rows * kl, Tn[l], r, (size_t) r * kl, nodes))
         return err->status;
-      x.release(w, Qd);
       x.release(w, Z);
       x.flops += 2.0 * nodes * r * kl * rows;
     }
     if (gk_interrupt_pending()) return interrupted(err);
   }
-  std::vector<double>().swap(W);
+  std::vector<double>().swap(Wh);
+  std::vector<double>().swap(Qh);
   for (int l = 0; l < top; l++) rk[l] = 1;
   if (h2_tree_copy(nt, t, err)) return err->status;
   h2_tree_set_ranks(nt, rk.data());
@@ -695,30 +754,21 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   // New leaf bases U Q(:, 1:r) and transfers (the halves of the parents' Q).
   {
     int kq = k[q], r = rk[q], nodes = t->n_leaves;
-    T *Qd = x.alloc(w, (size_t) nodes * kq * kmax[q], "the H2 truncation workspace");
-    if (!Qd || x.to_device(Qd, Q[q].data(), (size_t) nodes * kq * kmax[q]) ||
-        x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, m, r, kq, Uo, m, (size_t) m * kq, Qd, kq,
-                       (size_t) kq * kmax[q], (T *) (*C)->U.ptr, m, (size_t) m * r, nodes))
+    T *En = (T *) (*C)->E.ptr;
+    if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, m, r, kq, Uo, m, (size_t) m * kq, Q[q], kq,
+                       (size_t) kq * r, (T *) (*C)->U.ptr, m, (size_t) m * r, nodes) ||
+        gk_cuda_status(cudaMemsetAsync(En, 0, h2_transfer_entries(nt) * sizeof(T), x.s),
+                       "the H2 truncation", err))
       return err->status;
     x.flops += 2.0 * nodes * m * r * kq;
-    std::vector<double> En;
-    try {
-      En.assign(h2_transfer_entries(nt), 0.0);
-    } catch (...) {
-      return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
-    }
     for (int l = q - 1; l >= top; l--) {
-      int kc = rk[l + 1], rp = rk[l], rows = two[l], km = kmax[l];
-      for (int i = 0; i < (1 << l); i++)
-        for (int c = 0; c < 2; c++) {
-          double *en = En.data() + nt->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * rp;
-          const double *qi = Q[l].data() + (size_t) i * rows * km;
-          for (int j = 0; j < rp; j++)
-            memcpy(en + (size_t) j * kc, qi + (size_t) c * kc + (size_t) j * rows, kc * sizeof(double));
-        }
+      size_t total = ((size_t) 1 << l) * two[l] * rk[l];
+      split_halves<T><<<grid_of(total), 256, 0, x.s>>>(Q[l], rk[l + 1], rk[l],
+                                                        En + nt->transfer_ptr[l + 1], total);
+      if (x.launched("the H2 truncation")) return err->status;
     }
-    if (x.to_device((T *) (*C)->E.ptr, En.data(), En.size())) return err->status;
-    x.release(w, Qd);
+    if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 truncation", err)) return err->status;
+    for (int l = top; l <= q; l++) x.release(w, Q[l]);
   }
   st->seconds_truncate = seconds_now() - start;
   start = seconds_now();

@@ -204,6 +204,87 @@ test_that("the GPU compresses like the CPU", {
   }
 })
 
+# h2_compress() of a GPU matrix through the host (LAPACK) path.
+compress_on_host <- function(A, tol) {
+  old <- options(gpukernels.h2_compress_on_host = TRUE)
+  on.exit(options(old))
+  h2_compress(A, tol)
+}
+
+# The GPU truncation (batched Jacobi SVDs, src/h2/h2_svd_cuda.cu) against the
+# host path on the same matrix. Ranks can differ only where a level's discarded
+# energy sits at the budget, which rounding decides, so they may differ by one
+# and the rest is checked against the uncompressed matrix and the estimate.
+check_gpu_truncation <- function(A, tol, eps, X, MA = NULL) {
+  Bg <- h2_compress(A, tol)
+  Bh <- compress_on_host(A, tol)
+  rg <- gpukernels:::h2_level_ranks(Bg)
+  rh <- gpukernels:::h2_level_ranks(Bh)
+  expect_lte(max(abs(rg - rh)), 1)
+  eg <- Bg$compression$error_frobenius
+  expect_lte(eg, tol * 1.0001)
+  if (identical(rg, rh)) {
+    expect_equal(eg, Bh$compression$error_frobenius, tolerance = if (eps < 1e-6) 1e-6 else 1e-2)
+  }
+  ya <- A %*% X
+  expect_lt(rel2(Bg %*% X, ya), 2 * tol + eps)
+  expect_lt(rel2(Bg %*% X, Bh %*% X), 4 * tol + eps)
+  if (!is.null(MA)) {
+    # orthonormal singular vectors: the estimate is not below the true error
+    expect_lte(rel2(as.matrix(Bg), MA), eg * 1.05 + eps)
+  }
+  # the result compresses again (its bases are orthonormalized anew)
+  C <- h2_compress(Bg, 10 * tol)
+  expect_lt(rel2(C %*% X, ya), 20 * tol + 2 * tol + eps)
+  invisible(Bg)
+}
+
+test_that("the GPU truncation SVDs agree with the host's", {
+  skip_if_no_gpu()
+  set.seed(42)
+  cases <- list(list(d = 2, n = 2000, leaf = 64, order = NULL),   # k = 64
+                list(d = 3, n = 2500, leaf = 64, order = NULL),   # k = 64
+                list(d = 3, n = 4100, leaf = 50, order = 4),      # leaves smaller than k
+                list(d = 2, n = 3001, leaf = 40, order = 5),      # k = 25: an odd column count
+                list(d = 3, n = 700, leaf = 16, order = 3))       # k = 27, leaves of 16
+  for (cs in cases) {
+    n <- cs$n
+    locs <- matrix(runif(cs$d * n), ncol = cs$d)
+    k <- gk_kernel("exponential", range = 0.2)
+    X <- matrix(rnorm(2 * n), n, 2)
+    for (precision in c("double", "single")) {
+      A <- h2_matrix(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
+                     precision = precision, backend = "gpu")
+      MA <- as.matrix(A)
+      if (precision == "double") {
+        for (tol in c(1e-3, 1e-6)) check_gpu_truncation(A, tol, 1e-10, X, MA)
+      } else {
+        for (tol in c(1e-2, 1e-4)) check_gpu_truncation(A, tol, 2e-5, X, MA)
+      }
+    }
+  }
+})
+
+test_that("GPU truncation: matrices beyond a block's shared memory take the host path", {
+  skip_if_no_gpu()
+  set.seed(43)
+  # order 14 in 2D: rank 196, leaves of 200 points, so the leaves' 196 x 196
+  # matrices (300 KB in double) exceed every GPU's shared memory per block
+  # (227 KB at most) and are factored on the host, the levels above (2 r x 196
+  # with small r) on the GPU
+  n <- 12000
+  locs <- matrix(runif(2 * n), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  X <- matrix(rnorm(2 * n), n, 2)
+  for (precision in c("double", "single")) {
+    A <- h2_matrix(locs, k, leaf_size = 200, order = 14, precision = precision,
+                   backend = "gpu")
+    expect_equal(tail(gpukernels:::h2_level_ranks(h2_orthogonalize(A)), 1), 196)
+    tol <- if (precision == "double") 1e-5 else 1e-3
+    check_gpu_truncation(A, tol, if (precision == "double") 1e-10 else 2e-5, X)
+  }
+})
+
 test_that("GPU compression: the dense blocks are shared and outlive either matrix", {
   skip_if_no_gpu()
   set.seed(39)
