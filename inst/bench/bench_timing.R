@@ -9,3 +9,12 @@ time_call <- function(f, min_batch = 0.2, batches = 5) {
   }, numeric(1))
   stats::median(times)
 }
+
+# Appends a one-row data frame to the list `rows` and prints it at once, so a
+# run cut short by a time limit still shows what it measured.
+record_row <- function(rows, row) {
+  cat("row:", paste(names(row), vapply(row, function(v) format(v, digits = 4), ""), sep = "=",
+                    collapse = " "), "\n")
+  flush(stdout())
+  c(rows, list(row))
+}

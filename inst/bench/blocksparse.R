@@ -27,7 +27,10 @@ x <- matrix(runif(3 * n), n, 3)
 b <- runif(n)
 kernel <- gk_kernel("gaussian", range = 0.1)
 rows <- list()
-for (cell in c(0.1, 0.2)) {
+# Cell sides from the command line (default both): Rscript blocksparse.R 0.1
+cells <- as.numeric(commandArgs(TRUE))
+if (!length(cells)) cells <- c(0.1, 0.2)
+for (cell in cells) {
   setup <- system.time({
     s <- sort_clusters(x, grid_cluster(x, cell))
     cl <- cluster_ranges_centroids(s$x, s$labels)
@@ -54,9 +57,9 @@ for (cell in c(0.1, 0.2)) {
       xo <- if (operands == "host") s$x else dx
       bo <- if (operands == "host") b else db
       dense <- time_call(batches = 3, function() kernel_matvec(xo, xo, bo, kernel, precision = precision))
-      rows[[length(rows) + 1L]] <- data.frame(cell = cell, precision = precision, operands = operands,
+      rows <- record_row(rows, data.frame(cell = cell, precision = precision, operands = operands,
         mask = "dense", fraction = 1, time_ms = 1e3 * dense, pairs_per_s = n^2 / dense,
-        ratio = 1, target = "-", fraction_of_ceiling = n^2 / dense / ceiling_exp[[precision]])
+        ratio = 1, target = "-", fraction_of_ceiling = n^2 / dense / ceiling_exp[[precision]]))
       for (q in seq_along(fractions)) {
         r <- ranges[[q]]
         kept <- unclass(r)$kept_pairs
@@ -65,10 +68,10 @@ for (cell in c(0.1, 0.2)) {
         ratio <- t / (f * dense)
         target <- if (fractions[q] >= 1) (if (t <= 1.05 * dense) "met" else "missed")
                   else if (f >= 0.05) (if (ratio <= 1.2) "met" else "missed") else "-"
-        rows[[length(rows) + 1L]] <- data.frame(cell = cell, precision = precision, operands = operands,
+        rows <- record_row(rows, data.frame(cell = cell, precision = precision, operands = operands,
           mask = if (fractions[q] >= 1) "all-true" else "distance", fraction = f,
           time_ms = 1e3 * t, pairs_per_s = kept / t, ratio = ratio, target = target,
-          fraction_of_ceiling = kept / t / ceiling_exp[[precision]])
+          fraction_of_ceiling = kept / t / ceiling_exp[[precision]]))
       }
     }
     rm(dx, db)

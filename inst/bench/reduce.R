@@ -23,53 +23,57 @@ row <- function(case, precision, method, m, n, seconds, backend = "gpu") {
 set.seed(1)
 rows <- list()
 kernel <- gk_kernel("gaussian", range = 0.1)
+# `Rscript reduce.R knn`: only the k-smallest rows.
+only_knn <- "knn" %in% commandArgs(TRUE)
 if (gk_has_gpu()) {
   print(gk_info())
   for (precision in c("single", "double")) {
-    for (size in c(1e4, 1e5, 1e6)) {
+    for (size in if (only_knn) numeric(0) else c(1e4, 1e5, 1e6)) {
       x <- matrix(runif(3 * size), size, 3)
       b <- runif(size)
       batches <- if (size >= 1e6) 3 else 5
       t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision),
                      batches = batches)
-      rows[[length(rows) + 1]] <- row("gaussian sum, host data", precision, "auto", size, size, t)
+      rows <- record_row(rows, row("gaussian sum, host data", precision, "auto", size, size, t))
       if (size == 1e4) {
         dx <- gk_device_matrix(x, precision)
         db <- gk_device_matrix(b, precision)
         t <- time_call(function() kernel_matvec(dx, dx, db, kernel, precision = precision))
-        rows[[length(rows) + 1]] <- row("gaussian sum, device data", precision, "auto", size, size, t)
+        rows <- record_row(rows, row("gaussian sum, device data", precision, "auto", size, size, t))
         t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision, method = "1d"))
-        rows[[length(rows) + 1]] <- row("gaussian sum, host data", precision, "1d", size, size, t)
+        rows <- record_row(rows, row("gaussian sum, host data", precision, "1d", size, size, t))
       }
     }
-    m <- 1e3
-    n <- 1e7
-    x <- matrix(runif(3 * m), m, 3)
-    y <- gk_device_matrix(matrix(runif(3 * n), n, 3), precision)
-    b <- gk_device_matrix(runif(n), precision)
-    for (method in c("auto", "1d")) {
-      t <- time_call(function() kernel_matvec(x, y, b, kernel, precision = precision, method = method))
-      rows[[length(rows) + 1]] <- row("gaussian sum, y on device", precision, method, m, n, t)
+    if (!only_knn) {
+      m <- 1e3
+      n <- 1e7
+      x <- matrix(runif(3 * m), m, 3)
+      y <- gk_device_matrix(matrix(runif(3 * n), n, 3), precision)
+      b <- gk_device_matrix(runif(n), precision)
+      for (method in c("auto", "1d")) {
+        t <- time_call(function() kernel_matvec(x, y, b, kernel, precision = precision, method = method))
+        rows <- record_row(rows, row("gaussian sum, y on device", precision, method, m, n, t))
+      }
+      rm(y, b)
+      gc()
     }
-    rm(y, b)
-    gc()
     # Other reductions, for reference (their ceilings differ: not the exp one).
     size <- 1e5
     x <- matrix(runif(3 * size), size, 3)
     for (k in c(1, 10, 32)) {
       t <- time_call(function() knn(x, x, k = k, precision = precision), batches = 3)
-      rows[[length(rows) + 1]] <- row(sprintf("knn k = %d", k), precision, "auto", size, size, t)
+      rows <- record_row(rows, row(sprintf("knn k = %d", k), precision, "auto", size, size, t))
     }
     t <- time_call(function() kernel_reduce(x, x, kernel = kernel, reduction = "logsumexp",
                                             precision = precision), batches = 3)
-    rows[[length(rows) + 1]] <- row("gaussian logsumexp", precision, "auto", size, size, t)
+    rows <- record_row(rows, row("gaussian logsumexp", precision, "auto", size, size, t))
   }
 }
 size <- 1e4
 x <- matrix(runif(3 * size), size, 3)
 b <- runif(size)
 t <- time_call(function() kernel_matvec(x, x, b, kernel, backend = "cpu"), batches = 3)
-rows[[length(rows) + 1]] <- row(sprintf("gaussian sum, %d CPU threads", gpukernels:::gk_cpu_threads()),
-                                "double", "-", size, size, t, backend = "cpu")
+rows <- record_row(rows, row(sprintf("gaussian sum, %d CPU threads", gpukernels:::gk_cpu_threads()),
+                                "double", "-", size, size, t, backend = "cpu"))
 table <- do.call(rbind, rows)
 print(table, row.names = FALSE, right = FALSE)
