@@ -26,11 +26,17 @@ run_in_process <- function(file) {
   system2(file.path(R.home("bin"), "Rscript"), c("-e", shQuote(code)), stdout = log, stderr = log)
   seconds <- as.numeric(difftime(Sys.time(), started, units = "secs"))
   res <- if (file.exists(rds)) readRDS(rds) else NULL
-  if (is.null(res)) {  # the process died: count it as one failure and show its output
-    return(list(file = basename(file), nb = 0, failed = 1, skipped = 0, seconds = seconds, log = log))
+  out <- if (is.null(res)) {  # the process died: count it as one failure and show its output
+    list(file = basename(file), nb = 0, failed = 1, skipped = 0, seconds = seconds, log = log)
+  } else {
+    list(file = basename(file), nb = sum(res$nb), failed = sum(res$failed) + sum(res$error),
+         skipped = sum(res$skipped), seconds = seconds, log = log)
   }
-  list(file = basename(file), nb = sum(res$nb), failed = sum(res$failed) + sum(res$error),
-       skipped = sum(res$skipped), seconds = seconds, log = log)
+  # At once, so that a run stopped by a time limit still shows the finished files.
+  cat(sprintf("finished %-28s %5d tests %3d failed %7.1f s\n", out$file, as.integer(out$nb),
+              as.integer(out$failed), seconds))
+  flush(stdout())
+  out
 }
 
 if (jobs == 1L && !nzchar(Sys.getenv("GK_TEST_FILES"))) {
