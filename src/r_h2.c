@@ -351,7 +351,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   R_SetExternalPtrAddr(np, nh);
   const char *names[] = {"norm_frobenius", "error_frobenius", "seconds_orthogonalize",
                          "seconds_generate", "seconds_truncate", "seconds_project", "flops",
-                         "seconds", ""};
+                         "seconds", "seconds_generate_qr", ""};
   SEXP s = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(s, 0, Rf_ScalarReal(st.norm_frobenius));
   SET_VECTOR_ELT(s, 1, Rf_ScalarReal(ISNA(tolerance) ? 0.0 : st.error_frobenius));
@@ -361,6 +361,8 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   SET_VECTOR_ELT(s, 5, Rf_ScalarReal(st.seconds_project));
   SET_VECTOR_ELT(s, 6, Rf_ScalarReal(st.flops));
   SET_VECTOR_ELT(s, 7, Rf_ScalarReal(nh->build_seconds));
+  // NA where the QRs were not timed apart (the host path, orthogonalization only)
+  SET_VECTOR_ELT(s, 8, Rf_ScalarReal(st.seconds_generate_qr > 0 ? st.seconds_generate_qr : NA_REAL));
   SET_VECTOR_ELT(res, 1, s);
   UNPROTECT(3);
   return res;

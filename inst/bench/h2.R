@@ -13,7 +13,9 @@
 # Second part (compression, issue 11): h2_orthogonalize() and h2_compress() on
 # the GPU (src/h2/h2_compress_cuda.cu) at tol = 1e-3 (3D) / 1e-7 (2D), float64
 # (and float32 with "single"): times (after a warm-up compression; the phases
-# generate / truncate / project of the compression), model GFLOP/s, memory
+# generate / truncate / project of the compression; gen_qr_s: the batched QRs of
+# the generation, by CUDA events; GK_H2_STACK_PIECES=p in the environment sets
+# the coupling blocks per QR pass, default 8), GFLOP/s of the work done, memory
 # of the matrix and GPU memory taken by the compressed one (it shares the
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3
@@ -127,6 +129,7 @@ for (d in if (do_compress) 3:2 else integer(0)) for (precision in precisions) {
                       compress_s = round(cmp$seconds, 3),
                       compress_GFLOPs = round(cmp$flops / cmp$seconds / 1e9, 1),
                       gen_s = round(cmp$seconds_generate, 3),
+                      gen_qr_s = round(cmp$seconds_generate_qr, 3),
                       trunc_s = round(cmp$seconds_truncate, 3),
                       proj_s = round(cmp$seconds_project, 3),
                       ranks = paste(cmp$ranks[cmp$ranks > 1], collapse = "/"),

@@ -30,6 +30,8 @@ typedef struct {
   double error_frobenius;     /* estimated ||A - A'||_F / ||A||_F (compress only):
                                  sqrt(2 * sum of the discarded squared singular values) */
   double seconds_orthogonalize, seconds_generate, seconds_truncate, seconds_project;
+  double seconds_generate_qr; /* of seconds_generate, the batched QRs (GPU only, timed
+                                 by events; 0 where not measured)                     */
   double flops;               /* floating-point operations of the QR, SVD and products */
 } h2_compress_stats;
 

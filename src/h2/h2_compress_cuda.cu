@@ -6,6 +6,9 @@
  *   fewer rows than columns is padded with zero rows, which leaves R and the
  *   used part of Q unchanged). Q is formed from the reflectors by form_q (one
  *   thread block per matrix; cuBLAS and cuSOLVER have no batched orgqr).
+ * - The downsweep's stacks are factored in passes of P blocks (stack_pieces());
+ *   a pass hands geqrfBatched pointer arrays of the nodes that take part, so
+ *   a level costs the QRs of its nodes' blocks, not of its fullest row's.
  * - Products: cuBLAS strided-batched GEMMs; the couplings' projections
  *   T_i S T_j^T through pointer arrays (gemmBatched), marshaled per chunk.
  * - The SVDs of the truncation run on the GPU too: a batched one-sided
@@ -134,24 +137,72 @@ __global__ void transpose_each(const T *a, int rows, int cols, T *b, size_t tota
   }
 }
 
-/* The coupling rows of the downsweep's stacks: for node `first + b` of the
- * chunk, rows head + (e - e_first) kl .. of its stack (leading dimension ld)
- * get S_e^T for the blocks e_first <= e < e_first + pieces of its block row
- * (the rest of the stack is already zero). */
-template <typename T>
-__global__ void fill_stack(const T *S, const int *row_ptr, const int *row_blocks, int first,
-                           int e_first, int pieces, int kl, int head, int ld, T *M, size_t total)
+/* The downsweep factors node i's stack in passes of at most P coupling blocks
+ * (P = the stack pieces): pass 0 takes the first `first_pieces` blocks under
+ * R_parent E_i^T (the remainder, so that every later pass is full), pass
+ * p >= 1 the next P under the R factor of the pass before. A node with no
+ * blocks has one pass of its head alone. */
+__host__ __device__ static inline int stack_passes(int blocks, int P)
 {
-  size_t kk = (size_t) kl * kl, per = pieces * kk;
+  return blocks ? (blocks + P - 1) / P : 1;
+}
+__host__ __device__ static inline int first_pieces(int blocks, int P)
+{
+  return blocks - (stack_passes(blocks, P) - 1) * P;
+}
+
+/* The pointers of the listed stacks (slot list_j - first of the chunk). */
+template <typename T>
+__global__ void stack_ptrs(T **a, T **tau, const int *list, int count, int first, T *M,
+                           size_t per, T *taus, int ntau)
+{
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= count) return;
+  size_t slot = (size_t) (list[j] - first);
+  a[j] = M + slot * per;
+  tau[j] = taus + slot * ntau;
+}
+
+/* Rows head .. rows-1 of the listed stacks (leading dimension ld, slot stride
+ * per): S_e^T for the blocks of the node's block row that pass `pass` takes,
+ * kl rows each, zero below them (a stack padded to kl rows). */
+template <typename T>
+__global__ void fill_stack(const T *S, const int *row_ptr, const int *row_blocks, const int *list,
+                           int first, int pass, int P, int kl, int head, int rows, int ld,
+                           size_t per, T *M, size_t total)
+{
+  size_t kk = (size_t) kl * kl, height = (size_t) (rows - head), each = height * kl;
   for (size_t x = blockIdx.x * (size_t) blockDim.x + threadIdx.x; x < total;
        x += (size_t) gridDim.x * blockDim.x) {
-    size_t b = x / per, rem = x % per;
-    int e = (int) (rem / kk), rr = (int) (rem % kk);
-    int r = rr % kl, c = rr / kl, node = first + (int) b;
-    int begin = row_ptr[node];
-    if (e_first + e >= row_ptr[node + 1] - begin) continue;
-    const T *s = S + (size_t) row_blocks[begin + e_first + e] * kk;
-    M[b * ld * kl + head + (size_t) e * kl + r + (size_t) c * ld] = s[c + (size_t) r * kl];
+    size_t b = x / each, rem = x % each;
+    int r = (int) (rem % height), c = (int) (rem / height), e = r / kl, rr = r % kl;
+    int node = list[b], begin = row_ptr[node], blocks = row_ptr[node + 1] - begin;
+    int lead = first_pieces(blocks, P);
+    int pieces = pass == 0 ? lead : P, e_first = pass == 0 ? 0 : lead + (pass - 1) * P;
+    T v = (T) 0;
+    if (e < pieces) v = S[(size_t) row_blocks[begin + e_first + e] * kk + c + (size_t) rr * kl];
+    M[(size_t) (node - first) * per + head + r + (size_t) c * ld] = v;
+  }
+}
+
+/* After a pass: the R factor (kl x kl, top of each listed stack) stays in
+ * place for the node's next pass (zero below the diagonal) or, after its
+ * last pass, goes to R (kl x kl per node of the level). */
+template <typename T>
+__global__ void finish_pass(T *M, int ld, size_t per, const int *list, int first,
+                            const int *row_ptr, int pass, int P, int kl, T *R, size_t total)
+{
+  size_t kk = (size_t) kl * kl;
+  for (size_t x = blockIdx.x * (size_t) blockDim.x + threadIdx.x; x < total;
+       x += (size_t) gridDim.x * blockDim.x) {
+    size_t b = x / kk, rem = x % kk;
+    int i = (int) (rem % kl), j = (int) (rem / kl), node = list[b];
+    T *a = M + (size_t) (node - first) * per + i + (size_t) j * ld;
+    if (pass + 1 < stack_passes(row_ptr[node + 1] - row_ptr[node], P)) {
+      if (i > j) *a = (T) 0;
+    } else {
+      R[node * kk + i + (size_t) j * kl] = i <= j ? *a : (T) 0;
+    }
   }
 }
 
@@ -232,6 +283,37 @@ static cublasStatus_t nrm2(cublasHandle_t h, int n, const float *x, double *r)
 
 /* ---- the transform ------------------------------------------------------------- */
 
+/* GPU time of stretches of one stream, from pairs of events (read after the
+ * stream is synchronized): a phase's share without synchronizing inside it. */
+struct stream_clock {
+  std::vector<cudaEvent_t> ev;
+  size_t used = 0;
+  ~stream_clock()
+  {
+    for (auto e : ev) cudaEventDestroy(e);
+  }
+  cudaError_t mark(cudaStream_t s)
+  {
+    if (used == ev.size()) {
+      cudaEvent_t e;
+      cudaError_t st = cudaEventCreate(&e);
+      if (st != cudaSuccess) return st;
+      ev.push_back(e);
+    }
+    return cudaEventRecord(ev[used++], s);
+  }
+  double take_seconds()
+  {
+    double ms = 0.0;
+    for (size_t i = 0; i + 1 < used; i += 2) {
+      float d = 0.0f;
+      if (cudaEventElapsedTime(&d, ev[i], ev[i + 1]) == cudaSuccess) ms += d;
+    }
+    used = 0;
+    return 1e-3 * ms;
+  }
+};
+
 /* Device buffers of one transform, freed together. */
 struct work_set {
   std::vector<gk_device_buffer> bufs;
@@ -306,6 +388,29 @@ struct xform {
       if (launched("the H2 QR pointer arrays")) return err->status;
       int info = 0;
       if (blas(geqrf_b(h, ld, n, ap, ld, tp, &info, chunk), "the H2 batched QR"))
+        return err->status;
+      if (info != 0)
+        return gk_fail(err, GK_ERR_INTERNAL, "the H2 batched QR rejected argument %d", -info);
+    }
+    return GK_OK;
+  }
+
+  /* QR of the stacks of the listed nodes (rows x n, leading dimension ld;
+   * node list_j in slot list_j - first, slots `per` apart, tau n per slot):
+   * a pass factors only the nodes that take part in it. */
+  gk_status qr_listed(T *a, int ld, size_t per, int rows, int n, T *tau, const int *list,
+                      int count, int first, stream_clock &clock)
+  {
+    T **ap = (T **) ptrs.ptr, **tp = ap + ptr_count;
+    for (int f = 0; f < count; f += ptr_count) {
+      int chunk = std::min(ptr_count, count - f);
+      stack_ptrs<T><<<(chunk + 255) / 256, 256, 0, s>>>(ap, tp, list + f, chunk, first, a, per,
+                                                        tau, n);
+      if (launched("the H2 QR pointer arrays")) return err->status;
+      int info = 0;
+      if (gk_cuda_status(clock.mark(s), "the H2 compression's timer", err) ||
+          blas(geqrf_b(h, rows, n, ap, ld, tp, &info, chunk), "the H2 batched QR") ||
+          gk_cuda_status(clock.mark(s), "the H2 compression's timer", err))
         return err->status;
       if (info != 0)
         return gk_fail(err, GK_ERR_INTERNAL, "the H2 batched QR rejected argument %d", -info);
@@ -553,6 +658,16 @@ static gk_status norm_of(xform<T> &x, const h2_tree *t, h2_gpu *g, double *norm)
   return GK_OK;
 }
 
+/* Coupling blocks per pass of the downsweep (8: at P = 4 the carried R made a
+ * fifth of the QR work in 3D); GK_H2_STACK_PIECES = 1 .. 64 overrides it, for
+ * measurements and for tests of many passes. */
+static int stack_pieces(void)
+{
+  const char *v = getenv("GK_H2_STACK_PIECES");
+  int p = v ? atoi(v) : 0;
+  return p >= 1 && p <= 64 ? p : 8;
+}
+
 /* Compression of the orthogonal form (ot, O) into (nt, *C). */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
@@ -571,72 +686,98 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   double start = seconds_now(), discarded_total = 0.0;
 
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed),
-  // in pieces of STACK_PIECES blocks: R <- R of [R; next blocks] (stacks of one
-  // height, zero rows where a block row has fewer blocks, >= k_l rows).
-  const int STACK_PIECES = 4;
+  // in passes of at most P blocks: R <- R of [R; next P blocks] (stack_passes()).
+  // A pass factors only the nodes that take part, grouped by stack height (pass
+  // 0: by the number of its blocks; later passes: all (P + 1) kl rows), so no
+  // zero rows are factored. Each pass re-factors the k_l rows of R carried over,
+  // so a larger P does less work but takes more memory per stack.
+  const int P = stack_pieces();
+  stream_clock qr_clock;
   for (int l = top; l <= q; l++) {
     const h2_bsr *b = &t->coupling[l];
-    int kl = k[l], kp = l > top ? k[l - 1] : 0, nodes = 1 << l, nbmax = 0;
-    for (int i = 0; i < nodes; i++) nbmax = std::max(nbmax, b->row_ptr[i + 1] - b->row_ptr[i]);
-    int passes = std::max(1, (nbmax + STACK_PIECES - 1) / STACK_PIECES);
-    int ld = std::max(kp, kl) + STACK_PIECES * kl;
+    int kl = k[l], kp = l > top ? k[l - 1] : 0, nodes = 1 << l, passes = 1;
+    int ld = std::max(kp, kl) + P * kl;
     size_t per = (size_t) ld * kl;
     int chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)), nodes));
     chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
     if (chunk < 1) chunk = 1;
+    // The groups of one height: pass 0 with r = 0 .. P blocks, then passes 1, 2, ...
+    // (ascending node lists, concatenated in `lists`, group g at group_ptr[g]).
+    std::vector<int> lists, group_ptr, group_pass, group_pieces;
+    try {
+      for (int i = 0; i < nodes; i++)
+        passes = std::max(passes, stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P));
+      for (int r = 0; r <= P; r++) {
+        group_ptr.push_back((int) lists.size());
+        group_pass.push_back(0);
+        group_pieces.push_back(r);
+        for (int i = 0; i < nodes; i++)
+          if (first_pieces(b->row_ptr[i + 1] - b->row_ptr[i], P) == r) lists.push_back(i);
+      }
+      for (int p = 1; p < passes; p++) {
+        group_ptr.push_back((int) lists.size());
+        group_pass.push_back(p);
+        group_pieces.push_back(P);
+        for (int i = 0; i < nodes; i++)
+          if (stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P) > p) lists.push_back(i);
+      }
+      group_ptr.push_back((int) lists.size());
+    } catch (...) {
+      return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+    }
     R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
     T *M = x.alloc(w, (size_t) chunk * per, "the H2 compression's stacks");
     T *tau = x.alloc(w, (size_t) chunk * kl, "the H2 compression's stacks");
-    if (!R[l] || !M || !tau) return err->status;
+    int *dlists = x.template alloc<int>(w, lists.size(), "the H2 compression's stack lists");
+    if (!R[l] || !M || !tau || !dlists ||
+        gk_cuda_status(cudaMemcpyAsync(dlists, lists.data(), lists.size() * sizeof(int),
+                                       cudaMemcpyHostToDevice, x.s),
+                       "the H2 compression's stack lists", err))
+      return err->status;
     const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
     const int *row_blocks = row_blocks_all + t->coupling_offset[l];
     for (int first = 0; first < nodes; first += chunk) {
       int cnt = std::min(chunk, nodes - first);
-      T *Rc = R[l] + (size_t) first * kl * kl;
-      for (int pass = 0; pass < passes; pass++) {
-        int head = pass == 0 ? kp : kl, e_first = pass * STACK_PIECES;
-        if (gk_cuda_status(cudaMemsetAsync(M, 0, (size_t) cnt * per * sizeof(T), x.s),
-                           "the H2 compression's stacks", err))
-          return err->status;
-        if (pass > 0) {   // the R factor so far on top
-          if (gk_cuda_status(cudaMemcpy2DAsync(M, ld * sizeof(T), Rc, kl * sizeof(T),
-                                               kl * sizeof(T), (size_t) cnt * kl,
-                                               cudaMemcpyDeviceToDevice, x.s),
-                             "the H2 compression's stacks", err))
+      if (kp) {   // the heads R_parent E_i^T of every node of the chunk
+        for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
+          int count = (cnt - c + 1) / 2;
+          if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kp, kl, kp,
+                             R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
+                             Eo + t->transfer_ptr[l] + (size_t) (first + c) * kl * kp, kl,
+                             (size_t) 2 * kl * kp, M + (size_t) c * per, ld, 2 * per, count))
             return err->status;
-        } else if (kp) {
-          for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
-            int count = (cnt - c + 1) / 2;
-            if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kp, kl, kp,
-                               R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
-                               Eo + t->transfer_ptr[l] + (size_t) (first + c) * kl * kp, kl,
-                               (size_t) 2 * kl * kp, M + (size_t) c * per, ld, 2 * per, count))
-              return err->status;
-          }
         }
-        int pieces = std::min(STACK_PIECES, nbmax - e_first);
-        if (pieces > 0) {
-          size_t total = (size_t) cnt * pieces * kl * kl;
+      }
+      for (size_t g = 0; g + 1 < group_ptr.size(); g++) {
+        const int *gb = lists.data() + group_ptr[g], *ge = lists.data() + group_ptr[g + 1];
+        int lo = (int) (std::lower_bound(gb, ge, first) - lists.data());
+        int count = (int) (std::lower_bound(gb, ge, first + cnt) - lists.data()) - lo;
+        if (count <= 0) continue;
+        int pass = group_pass[g], head = pass == 0 ? kp : kl;
+        int rows = std::max(head + group_pieces[g] * kl, kl);
+        if (rows > head) {
+          size_t total = (size_t) count * (rows - head) * kl;
           fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(So + t->coupling_ptr[l], row_ptr,
-                                                          row_blocks, first, e_first, pieces, kl,
-                                                          head, ld, M, total);
+                                                          row_blocks, dlists + lo, first, pass, P,
+                                                          kl, head, rows, ld, per, M, total);
           if (x.launched("the H2 compression's stacks")) return err->status;
         }
-        if (x.qr(M, ld, kl, tau, cnt)) return err->status;
-        size_t total = (size_t) cnt * kl * kl;
-        take_r<T><<<grid_of(total), 256, 0, x.s>>>(M, ld, per, kl, Rc, kl, (size_t) kl * kl,
-                                                   total);
+        if (x.qr_listed(M, ld, per, rows, kl, tau, dlists + lo, count, first, qr_clock))
+          return err->status;
+        size_t total = (size_t) count * kl * kl;
+        finish_pass<T><<<grid_of(total), 256, 0, x.s>>>(M, ld, per, dlists + lo, first, row_ptr,
+                                                         pass, P, kl, R[l], total);
         if (x.launched("the H2 compression's R factors")) return err->status;
+        // the work done: the carried R factors re-factored included
+        x.flops += count * (qr_flops(rows, kl) + (pass == 0 ? 2.0 * kp * kp * kl : 0.0));
       }
-      if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
-        return err->status;
     }
-    for (int i = 0; i < nodes; i++) {
-      int rows = kp + (b->row_ptr[i + 1] - b->row_ptr[i]) * kl;
-      if (rows) x.flops += 2.0 * kp * kp * kl + qr_flops(rows, kl);
-    }
+    if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
+      return err->status;
+    st->seconds_generate_qr += qr_clock.take_seconds();
     x.release(w, M);
     x.release(w, tau);
+    x.release(w, dlists);
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->seconds_generate = seconds_now() - start;

@@ -58,6 +58,10 @@ test_that("compression meets the tolerance, lowers the ranks and the memory", {
         expect_gte(cmp$error_frobenius * 1.05, true_frob)
         expect_lte(cmp$error_frobenius, tol * 1.0001)
         expect_lt(sum(cmp$bytes), sum(cmp$bytes_before))
+        # the QRs of the basis generation are timed apart on the GPU only
+        if (backend == "cpu") expect_true(is.na(cmp$seconds_generate_qr))
+        else expect_true(cmp$seconds_generate_qr > 0 &&
+                           cmp$seconds_generate_qr <= cmp$seconds_generate)
         expect_lt(max(s$level_ranks), max(cmp$ranks_before))
         expect_output(print(B), "compressed to tol")
         expect_output(print(B), "ranks per level")
@@ -282,6 +286,78 @@ test_that("GPU truncation: matrices beyond a block's shared memory take the host
     expect_equal(tail(gpukernels:::h2_level_ranks(h2_orthogonalize(A)), 1), 196)
     tol <- if (precision == "double") 1e-5 else 1e-3
     check_gpu_truncation(A, tol, if (precision == "double") 1e-10 else 2e-5, X)
+  }
+})
+
+# Two dense clusters far apart plus scattered points: the clusters' nodes have
+# many coupling blocks (up to 54 per leaf below), the scattered ones one or none.
+clumped_points <- function(n, d) {
+  nc <- round(0.4 * n)
+  rbind(matrix(rnorm(nc * d, 0.15, 0.02), ncol = d), matrix(rnorm(nc * d, 0.85, 0.02), ncol = d),
+        matrix(runif((n - 2 * nc) * d), ncol = d))
+}
+
+# h2_compress(A, tol) with the GPU downsweep taking `pieces` coupling blocks per
+# pass (NA: the default).
+compress_with_pieces <- function(A, tol, pieces) {
+  old <- Sys.getenv("GK_H2_STACK_PIECES", unset = NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_STACK_PIECES") else
+    Sys.setenv(GK_H2_STACK_PIECES = old))
+  if (is.na(pieces)) Sys.unsetenv("GK_H2_STACK_PIECES") else
+    Sys.setenv(GK_H2_STACK_PIECES = pieces)
+  h2_compress(A, tol)
+}
+
+test_that("GPU compression: nodes with very different numbers of coupling blocks", {
+  skip_if_no_gpu()
+  set.seed(44)
+  # The downsweep factors each level in passes over the nodes that still have
+  # blocks (src/h2/h2_compress_cuda.cu); 1 and 3 blocks per pass give many
+  # passes and first passes of every height. Leaves of 20 under rank 25 (2D):
+  # the parents' rank is above the leaves'.
+  cases <- list(list(d = 3, n = 3000, leaf = 32, order = 3),
+                list(d = 2, n = 2501, leaf = 20, order = 5))
+  for (cs in cases) {
+    n <- cs$n
+    locs <- clumped_points(n, cs$d)
+    k <- gk_kernel("exponential", range = 0.2)
+    X <- matrix(rnorm(2 * n), n, 2)
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-10 else 2e-5
+      cpu <- h2_matrix(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
+                       precision = precision, backend = "cpu")
+      gpu <- h2_matrix(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
+                       precision = precision, backend = "gpu")
+      ya <- gpu %*% X
+      for (tol in c(1e-2, 1e-4)) {
+        Bc <- h2_compress(cpu, tol)
+        rc <- gpukernels:::h2_level_ranks(Bc)
+        expect_true(is.na(Bc$compression$seconds_generate_qr))   # timed apart on the GPU only
+        ref <- NULL
+        for (pieces in c(NA, 1, 3)) {
+          Bg <- compress_with_pieces(gpu, tol, pieces)
+          rg <- gpukernels:::h2_level_ranks(Bg)
+          cg <- Bg$compression
+          expect_lte(max(abs(rg - rc)), 1)
+          if (identical(rg, rc)) {
+            expect_equal(cg$error_frobenius, Bc$compression$error_frobenius,
+                         tolerance = if (precision == "double") 1e-6 else 1e-2)
+          }
+          expect_lte(cg$error_frobenius, tol * 1.0001)
+          expect_lt(rel2(Bg %*% X, ya), 2 * tol + eps)
+          expect_lt(rel2(Bg %*% X, Bc %*% X), 4 * tol + eps)
+          expect_gt(cg$seconds_generate_qr, 0)
+          expect_lte(cg$seconds_generate_qr, cg$seconds_generate)
+          # the passes change only the rounding of the R factors: the same singular values
+          if (is.null(ref)) {
+            ref <- Bg
+          } else if (identical(rg, gpukernels:::h2_level_ranks(ref))) {
+            expect_equal(cg$error_frobenius, ref$compression$error_frobenius,
+                         tolerance = if (precision == "double") 1e-6 else 1e-2)
+          }
+        }
+      }
+    }
   }
 })
 
