@@ -100,7 +100,8 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
     return gk_fail(err, GK_ERR_INTERNAL, "block-sparse pieces of %d rows for blocks of %d", a.piece_rows,
                    threads * ROWS);
   auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
-  size_t smem = (size_t) a.tile * a.stride * sizeof(T);
+  // The tile (and, block-sparse, the j of each entry: tiles gather ranges).
+  size_t smem = (size_t) a.tile * (a.stride * sizeof(T) + (ranged ? sizeof(int) : 0));
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
   // kernel and shared-memory size by the device layer).
   const int per_sm = gk_device_occupancy((const void *) kernel, threads, smem);
@@ -418,7 +419,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
-  size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T));
+  size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0));
   if (tile == 0)
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
                    "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);

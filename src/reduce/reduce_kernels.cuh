@@ -157,49 +157,83 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   const bool busy = !RANGED || __any_sync(0xffffffffu, rows[0] < row_end);
   const int width = dim + a.e;
 
-  // Reduces the rows over y_j, j in [j0, j1), tile by tile.
-  auto span = [&](size_t j0, size_t j1) {
-    for (size_t jt = j0; jt < j1; jt += a.tile) {
-      const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
-      // Cooperative, coalesced load of y_j and b_j for the tile.
-      for (int c = 0; c < width; c++) {
-        const T *src = c < dim ? y + jt + (size_t) c * a.n : b + jt + (size_t) (c - dim) * a.n;
-        for (int q = threadIdx.x; q < len; q += NT) tile[q * stride + c] = src[q];
-      }
-      __syncthreads();
-      if (busy) {
-#pragma unroll 4
-        for (int q = 0; q < len; q++) {
-          const T *yj = tile + q * stride;
-#pragma unroll
-          for (int r = 0; r < ROWS; r++) {
-            size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-            T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
-            st[r].push(Val::eval(s, a), (int) (jt + q), yj + dim, a);
-          }
-        }
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) st[r].end_tile();
-      }
-      __syncthreads();
+  // Copies y_j and b_j, j in [j0, j0 + len), to the tile's entries [at, at + len)
+  // (cooperative, coalesced).
+  auto load = [&](size_t j0, int len, int at) {
+    for (int c = 0; c < width; c++) {
+      const T *src = c < dim ? y + j0 + (size_t) c * a.n : b + j0 + (size_t) (c - dim) * a.n;
+      for (int q = threadIdx.x; q < len; q += NT) tile[(at + q) * stride + c] = src[q];
     }
+  };
+  // Reduces the rows over the first `len` entries of the loaded tile; entry q
+  // holds y_j for j = j_of(q).
+  auto reduce_tile = [&](int len, auto j_of) {
+    __syncthreads();
+    if (busy) {
+#pragma unroll 4
+      for (int q = 0; q < len; q++) {
+        const T *yj = tile + q * stride;
+        const int j = j_of(q);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+          size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+          T s = pair_stat<T, DS, !Val::GAUSS2>(xr[r], x + i, a.m, yj, dim, inner);
+          st[r].push(Val::eval(s, a), j, yj + dim, a);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) st[r].end_tile();
+    }
+    __syncthreads();
   };
 
   if constexpr (!RANGED) {
     const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
-    span(j0, j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end);
+    const size_t j1 = j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end;
+    for (size_t jt = j0; jt < j1; jt += a.tile) {
+      const int len = (int) (j1 - jt < (size_t) a.tile ? j1 - jt : (size_t) a.tile);
+      load(jt, len, 0);
+      reduce_tile(len, [&](int q) { return (int) (jt + q); });
+    }
   } else {
-    // This chunk's window [v0, v1) of the concatenated ranges (cut to the slice).
+    // This chunk's window [v0, v1) of the concatenation of the list's ranges
+    // (cut to the slice), in tiles filled from consecutive ranges: short ranges
+    // (clusters of 64 points in the H2 products) would otherwise each cost a
+    // mostly empty tile and two barriers. tile_j holds each entry's j.
+    int *tile_j = reinterpret_cast<int *>(tile + (size_t) a.tile * stride);
     const size_t v0 = (size_t) blockIdx.y * a.j_chunk, v1 = v0 + a.j_chunk;
-    size_t pos = 0;
-    for (int l = list0; l < list1 && pos < v1; l++) {
-      size_t lo = (size_t) a.redranges[2 * l], hi = (size_t) a.redranges[2 * l + 1];
+    size_t pos = 0, lo = 0, hi = 0;   // position in the window; the current range's rest
+    auto clip = [&](int l) {
+      lo = (size_t) a.redranges[2 * l];
+      hi = (size_t) a.redranges[2 * l + 1];
       if (lo < a.j_begin) lo = a.j_begin;
       if (hi > a.j_end) hi = a.j_end;
-      if (lo >= hi) continue;
-      const size_t len = hi - lo;
-      if (pos + len > v0) span(lo + (v0 > pos ? v0 - pos : 0), lo + (v1 - pos < len ? v1 - pos : len));
-      pos += len;
+      if (lo > hi) lo = hi;
+    };
+    int l = list0;
+    for (; l < list1; l++) {   // to the range holding v0
+      clip(l);
+      if (pos + (hi - lo) > v0) {
+        lo += v0 - pos;
+        pos = v0;
+        break;
+      }
+      pos += hi - lo;
+    }
+    while (l < list1 && pos < v1) {
+      int filled = 0;
+      while (filled < a.tile && l < list1 && pos < v1) {
+        size_t take = hi - lo;
+        if (take > (size_t) (a.tile - filled)) take = (size_t) (a.tile - filled);
+        if (take > v1 - pos) take = v1 - pos;
+        load(lo, (int) take, filled);
+        for (int q = threadIdx.x; q < (int) take; q += NT) tile_j[filled + q] = (int) (lo + q);
+        filled += (int) take;
+        lo += take;
+        pos += take;
+        if (lo == hi && ++l < list1) clip(l);
+      }
+      reduce_tile(filled, [&](int q) { return tile_j[q]; });
     }
   }
 #pragma unroll
