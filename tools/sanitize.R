@@ -31,6 +31,14 @@ for (rep in 1:3) {
     stopifnot(all.equal(as.matrix(dy), y, tolerance = 1e-6))
     rm(dx, dy, db)
     kernel_matrix(x, y, k, backend = "gpu")
+    # Block-sparse: short ranges with gaps (tiles gathered across ranges).
+    r <- ranges_from_mask(cbind(c(1L, 51L, 121L), c(50L, 120L, 200L)),
+                          cbind(c(1L, 70L, 200L), c(60L, 180L, 333L)),
+                          matrix(c(TRUE, FALSE, TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, TRUE), 3))
+    for (method in c("1d", "2d")) {
+      kernel_matvec(x, y, b, k, precision = precision, method = method, ranges = r)
+      knn(x, y, k = 5, precision = precision, method = method, ranges = r)
+    }
     X <- lapply(1:40, function(i) pcf(c(0, sort(runif(30))), c(rnorm(30), 0)))
     pcf_pdist(X, precision = precision, backend = "gpu")
     pcf_pdist(X, p = Inf, precision = precision, backend = "gpu")
@@ -39,7 +47,12 @@ for (rep in 1:3) {
     A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), order = 4, leaf_size = 32,
                    precision = precision, backend = "gpu")
     A %*% matrix(rnorm(3000), 1500, 2)
-    rm(A)
+    C <- h2_compress(A, tol = 1e-3)   # GPU QR stacks and Jacobi SVDs
+    C %*% matrix(rnorm(3000), 1500, 2)
+    O <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), order = 4, leaf_size = 32,
+                   precision = precision, backend = "gpu", storage = "on_the_fly")
+    O %*% matrix(rnorm(3000), 1500, 2)
+    rm(A, C, O)
   }
 }
 # Bad input on the GPU path leaves nothing behind either.
