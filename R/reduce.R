@@ -247,7 +247,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
   res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
                        k = k, precision = precision, method = method, backend = backend,
                        devices = devices, workers = workers, ranges = ranges)
-  list(index = res$index, distance = sqrt(pmax(res$values, 0)) * scale)
+  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale))
 }
 
 # Squared distances overflow beyond about 1e154 and underflow below 1e-154:

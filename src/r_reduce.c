@@ -201,3 +201,18 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   gk_finish(&err);
   return out;
 }
+
+/* knn's distances (reduce_distances_from_squares) in a new array shaped as
+ * `squares`: one allocation and one pass instead of pmax, sqrt and a product. */
+SEXP gk_r_knn_distances(SEXP squares, SEXP scale)
+{
+  if (!Rf_isReal(squares)) gk_stop("internal: squared distances must be double");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, Rf_xlength(squares)));
+  Rf_copyMostAttrib(squares, out);
+  SEXP dim = Rf_getAttrib(squares, R_DimSymbol);
+  if (!Rf_isNull(dim)) Rf_setAttrib(out, R_DimSymbol, dim);
+  reduce_distances_from_squares(REAL(squares), (size_t) Rf_xlength(squares), Rf_asReal(scale),
+                                REAL(out));
+  UNPROTECT(1);
+  return out;
+}

@@ -115,6 +115,10 @@ typedef struct {
 int reduce_value_columns(gk_reduction r, int e, int k);
 int reduce_index_columns(gk_reduction r, int k);
 
+/* knn's distances from the k smallest squared distances: out = sqrt(max(sq, 0))
+ * times scale (the power of two the points were divided by), in one pass. */
+void reduce_distances_from_squares(const double *squares, size_t n, double scale, double *out);
+
 /* b is NULL for the reductions without weights (MIN ... KMIN); for LOGSUMEXP
  * and SOFTMAX_SUM callers pass a column of ones when the user gave none.
  * reduce_cuda keeps its workspace in the device layer's scratch (kept between

@@ -28,6 +28,11 @@ int reduce_index_columns(gk_reduction r, int k)
   return r == GK_REDUCE_KMIN ? k : 0;
 }
 
+void reduce_distances_from_squares(const double *squares, size_t n, double scale, double *out)
+{
+  for (size_t q = 0; q < n; q++) out[q] = sqrt(squares[q] > 0 ? squares[q] : 0.0) * scale;
+}
+
 /* Point-major copy of a column-major matrix minus the point origin[0],
  * origin[on], origin[2 on], ... (a row of a column-major on-row matrix; NULL
  * for none), divided by the range, so that a point's coordinates are
