@@ -183,7 +183,12 @@ gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2
 {
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
-    if (!gauss2) return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
+    if (!gauss2) {
+      double p1, p2;
+      if (exp_poly_of(spec->kernel, &p1, &p2))
+        return launch_dim<T, SumOp<T, EC>, ValExpPoly, 1, true>(spec, a, err);
+      return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
+    }
     if constexpr (EC == 1)
       if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
     if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
@@ -197,6 +202,8 @@ template <typename T>
 gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                            gk_error *err)
 {
+  // knn's kernel: the squared distance without the generic switch.
+  const bool sqdist = spec->kernel.family == GK_KERNEL_SQUARED_DISTANCE;
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
@@ -204,10 +211,17 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
     return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
                     : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
   case GK_REDUCE_MIN:
-  case GK_REDUCE_ARGMIN: return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_ARGMIN:
+    if (sqdist) return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
+    return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_MAX:
   case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_KMIN:
+    if (a.k == 1 && sqdist)   // the nearest one: argmin with its value, no list
+      return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
+    if (a.k == 1) return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+    if (a.k <= KMIN_SMALL && sqdist)
+      return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
     if (a.k <= KMIN_LARGE) return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
     if (a.pieces)
@@ -417,6 +431,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
   a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
+  exp_poly_of(spec->kernel, &a.poly1, &a.poly2);
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
   size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0));

@@ -30,6 +30,7 @@ struct Args {
   int inner;               // the kernel's statistic is an inner product
   gk_kernel kernel;
   double out_scale;        // multiplies finished sums (the gaussian fast path's variance)
+  double poly1, poly2;     // the exponential family's polynomial (ValExpPoly)
   double *out;             // m x (value columns), or NULL
   int *index;              // m x (index columns), or NULL; 1-based, 0 = none
   double *partial;         // 2D or sliced: (chunk0 + nchunks) x slots x m
