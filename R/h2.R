@@ -60,17 +60,17 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param storage `"auto"` (default), `"stored"` or `"on_the_fly"`: whether the
 #'   coupling and dense blocks are stored, or evaluated in every product as
 #'   block-sparse kernel sums of the reduction engine (see [kernel_reduce()]'s
-#'   `ranges`) over each level's Chebyshev nodes and over the points, keeping
+#'   `ranges`) over the Chebyshev nodes of all levels and over the points, keeping
 #'   only the bases and transfers (\eqn{O(nk)} memory). Both give the same
 #'   products up to rounding. `"auto"` takes the on-the-fly form when the
 #'   stored one would not fit in the memory that may still be used (the GPU
 #'   budget, or the host budget of [gk_memory()]), else the one a timing model
 #'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
-#'   (5e9 on the CPU) against kernel pairs evaluated at 9.5e10/s in double and
-#'   1.55e11/s in single precision, plus 0.1 ms per level, on a GPU (rates
-#'   measured on an H100; 2e8/s on the CPU). On the GPU the stored form is
-#'   about 3.5 times faster where it fits. `summary()` says which, why, and
-#'   both predictions. [h2_compress()] of an on-the-fly matrix builds the
+#'   (5e9 on the CPU) against kernel pairs evaluated at 1.9e11/s in double and
+#'   3e11/s in single precision, plus 0.1 ms per engine call (two per product), on
+#'   a GPU (rates measured on an H100 with the exponential kernel; 2e8/s on the
+#'   CPU). On the GPU the stored form is about 1.7 times faster where it
+#'   fits. `summary()` says which, why, and both predictions. [h2_compress()] of an on-the-fly matrix builds the
 #'   stored blocks first; `tol` uses the stored form.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and

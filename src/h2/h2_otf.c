@@ -200,18 +200,18 @@ gk_status h2_otf_refuse_export(gk_error *err)
 /* ---- the storage choice -------------------------------------------------- */
 
 /* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R,
- * RESULTS.md, 2026-11-23): the stored HMV streams its blocks at about 2.5e12
- * B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of the
- * on-the-fly form (clusters of 64 rows) evaluate 9.5e10 kernel pairs/s in
- * float64 and 1.55e11 in float32 at n = 2^20, far below the dense engine's
- * 5.3e11 / 3e12, plus about 0.1 ms per engine call of launches and
- * synchronization (measured when each level made its own call; now one call
- * for the couplings of every level and one for the dense blocks). With these rates the stored form wins whenever it fits
- * (3.5x at 2^20, eta = 3). CPU: estimates for a few cores (stored: 5e9 B/s; a
- * kernel pair with an exp: 2e8/s). */
+ * RESULTS.md, 2026-11-23, run F): the stored HMV streams its blocks at about
+ * 2.5e12 B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of
+ * the on-the-fly form (clusters of 64 rows, exponential kernel) evaluate
+ * 1.9e11 kernel pairs/s in float64 and 3.0e11 in float32 at n = 2^20, eta = 3
+ * (the dense engine reaches 3.0e11 / 1.1e12 for that kernel), plus about 0.1 ms
+ * per engine call (one for the couplings of every level, one for the dense
+ * blocks). With these rates the stored form wins whenever it fits (1.7x at
+ * 2^20, eta = 3). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel
+ * pair with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
-#define GPU_PAIRS_PER_S_DOUBLE 9.5e10
-#define GPU_PAIRS_PER_S_SINGLE 1.55e11
+#define GPU_PAIRS_PER_S_DOUBLE 1.9e11
+#define GPU_PAIRS_PER_S_SINGLE 3.0e11
 #define GPU_MS_PER_PRODUCT 0.1
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
