@@ -126,6 +126,35 @@ test_that("ties go to the smaller index, and knn reports Euclidean distances", {
   }
 })
 
+test_that("GPU exponential-family sums match the CPU over the whole range, underflow included", {
+  skip_if_no_gpu()
+  # One y at the origin and b = 1: each result is one kernel value, at distances
+  # from 0 to past the underflow of float64 (745) and float32 (104).
+  d <- c(0, sort(runif(3)) * 1e-6, 10^seq(-5, log10(800), length.out = 500))
+  x <- cbind(d, 0, 0)
+  y <- matrix(0, 1, 3)
+  kernels <- list(gk_kernel("exponential", range = 1, variance = 2.5),
+                  gk_kernel("matern", range = 1, smoothness = 0.5),
+                  gk_kernel("matern", range = 1, smoothness = 1.5, variance = 0.7),
+                  gk_kernel("matern", range = 1, smoothness = 2.5))
+  for (kernel in kernels) {
+    cpu <- kernel_matvec(x, y, 1, kernel, backend = "cpu")
+    for (precision in c("double", "single")) {
+      gpu <- kernel_matvec(x, y, 1, kernel, precision = precision, backend = "gpu")
+      label <- paste(kernel$name, kernel$smoothness, precision)
+      # float32: the coordinates' rounding, the approximate square root and
+      # exponential give a relative error growing with d (about 5e-7 (1 + d));
+      # values below about 1e-35 may flush to zero.
+      floor <- if (precision == "double") 1e-290 else 1e-30
+      slope <- if (precision == "double") 1e-14 else 2e-6
+      normal <- cpu > floor
+      expect_true(all(abs(gpu[normal] / cpu[normal] - 1) <= slope * (1 + d[normal])), label = label)
+      expect_lt(max(abs(gpu[!normal] - cpu[!normal])), floor, label = label)
+      expect_true(all(gpu >= 0), label = label)
+    }
+  }
+})
+
 test_that("GPU knn keeps ties in index order across tiles, chunks and ranges", {
   skip_if_no_gpu()
   # Integer points: many exact ties (each distance repeats hundreds of times).
