@@ -79,9 +79,9 @@ size_t h2_otf_device_bytes(const h2_otf *o);
 void h2_otf_device_free(h2_otf *o);
 
 /* The same product on the GPU `gpu`: x and y are device arrays in the HMV's
- * precision, ordered on `stream` (a cudaStream_t). The reduction runs on the
- * engine's stream after `stream` has drained, reading x in place when it is
- * contiguous (ldx = rows, as in the HMV; else a gathered copy); its result
+ * precision, ordered on `stream` (a cudaStream_t), x contiguous (ldx = the
+ * product's rows, as the HMV's vectors are). The reduction runs on the
+ * engine's stream after `stream` has drained, reading x in place; its result
  * stays on the GPU and is added into y on `stream`. */
 gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu, void *stream,
                              int which, const void *x, int ldx, void *y, int ldy, int nrhs,

@@ -4,7 +4,7 @@
 // one reduce_cuda call on those device operands with its result left on the
 // device (spec.device_out). The HMV's right-hand sides are contiguous, so
 // the engine reads them in place; nothing goes through the host per call but
-// the engine's small work list of ranges.
+// the engine's work list of ranges.
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
@@ -17,21 +17,10 @@ enum { COUPLING = 0, DENSE = 1, PRODUCTS = 2 };
 
 struct OtfDevice {
   // Per product: its points (the nodes of every level; the padded leaf
-  // points), its sums, and a contiguous copy of the right-hand sides for
-  // callers whose x has ldx > rows (never the HMV). The two products run on
-  // different H2 streams, so nothing is shared between them.
-  gk_device_buffer points[PRODUCTS], sums[PRODUCTS], rhs[PRODUCTS];
+  // points) and its sums. The two products run on different H2 streams, so
+  // nothing is shared between them.
+  gk_device_buffer points[PRODUCTS], sums[PRODUCTS];
 };
-
-// b[i + c rows] = x[i + c ldx]
-template <typename T>
-__global__ void gather_rhs(const T *x, int ldx, size_t rows, int nrhs, T *b)
-{
-  size_t total = rows * nrhs;
-  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
-       e += (size_t) gridDim.x * blockDim.x)
-    b[e] = x[e % rows + (size_t) ldx * (e / rows)];
-}
 
 // y[i + c ldy] += sum[i + c rows] (+ nugget b[i + c rows]: b is read only
 // with a nugget, as the coupling's x has rows the HMV never fills)
@@ -68,17 +57,12 @@ gk_status product(OtfDevice *dev, const h2_otf_product *p, int kind, int dim,
                   const T *x, int ldx, T *y, int ldy, int nrhs, gk_error *err)
 {
   size_t rows = p->rows, total = rows * nrhs;
+  // The engine reads weights with leading dimension `rows`, as the HMV's
+  // vectors are laid out (h2_otf.h).
+  if ((size_t) ldx != rows)
+    return gk_fail(err, GK_ERR_INTERNAL, "on-the-fly H2 product with ldx %d for %zu rows", ldx, rows);
   if (grow(&dev->sums[kind], total * sizeof(double), err)) return err->status;
   double *sums = (double *) dev->sums[kind].ptr;
-  // The engine reads weights with leading dimension `rows`.
-  const T *b = x;
-  if ((size_t) ldx != rows) {
-    if (grow(&dev->rhs[kind], total * sizeof(T), err)) return err->status;
-    T *copy = (T *) dev->rhs[kind].ptr;
-    gather_rhs<T><<<grid_of(total), 256, 0, stream>>>(x, ldx, rows, nrhs, copy);
-    if (gk_cuda_check_launch("the on-the-fly H2 right-hand sides", err)) return err->status;
-    b = copy;
-  }
   // The engine runs on its own stream: x must be ready, and y is not touched
   // until the sums are added below (on `stream`, after the engine returns).
   if (gk_stream_sync((gk_stream) stream, "the on-the-fly H2 product", err)) return err->status;
@@ -93,9 +77,9 @@ gk_status product(OtfDevice *dev, const h2_otf_product *p, int kind, int dim,
   spec.ranges = &p->ranges;
   spec.device_out = sums;
   gk_reduce_operand pts = {NULL, dev->points[kind].ptr, 0, gpu, rows, dim};
-  gk_reduce_operand w = {NULL, b, sizeof(T) == 4, gpu, rows, nrhs};
+  gk_reduce_operand w = {NULL, x, sizeof(T) == 4, gpu, rows, nrhs};
   if (reduce_cuda(&spec, &pts, &pts, &w, NULL, NULL, err)) return err->status;
-  add_sums<T><<<grid_of(total), 256, 0, stream>>>(sums, b, nugget, rows, nrhs, y, ldy);
+  add_sums<T><<<grid_of(total), 256, 0, stream>>>(sums, x, nugget, rows, nrhs, y, ldy);
   return gk_cuda_check_launch("the on-the-fly H2 sums", err);
 }
 
@@ -132,7 +116,7 @@ extern "C" size_t h2_otf_device_bytes(const h2_otf *o)
   if (!dev) return 0;
   size_t total = 0;
   for (int kind = 0; kind < PRODUCTS; kind++)
-    total += dev->points[kind].bytes + dev->sums[kind].bytes + dev->rhs[kind].bytes;
+    total += dev->points[kind].bytes + dev->sums[kind].bytes;
   return total;
 }
 
@@ -144,7 +128,6 @@ extern "C" void h2_otf_device_free(h2_otf *o)
   for (int kind = 0; kind < PRODUCTS; kind++) {
     gk_buffer_free(&dev->points[kind]);
     gk_buffer_free(&dev->sums[kind]);
-    gk_buffer_free(&dev->rhs[kind]);
   }
   free(dev);
   o->device = NULL;
