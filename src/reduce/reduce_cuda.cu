@@ -204,6 +204,11 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
 {
   // knn's kernel: the squared distance without the generic switch.
   const bool sqdist = spec->kernel.family == GK_KERNEL_SQUARED_DISTANCE;
+  // The smallest value and its j (MIN, ARGMIN, and KMIN with k = 1: no list).
+  auto smallest = [&]() {
+    if (sqdist) return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
+    return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+  };
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
@@ -211,15 +216,11 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
     return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
                     : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
   case GK_REDUCE_MIN:
-  case GK_REDUCE_ARGMIN:
-    if (sqdist) return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
-    return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_ARGMIN: return smallest();
   case GK_REDUCE_MAX:
   case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_KMIN:
-    if (a.k == 1 && sqdist)   // the nearest one: argmin with its value, no list
-      return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
-    if (a.k == 1) return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
+    if (a.k == 1) return smallest();
     if (a.k <= KMIN_SMALL && sqdist)
       return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
