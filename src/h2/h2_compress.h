@@ -70,8 +70,10 @@ size_t h2_gpu_own_bytes(const h2_gpu *g);
  * LAPACK info or -1000 (out of memory) otherwise. */
 int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
                       int threads, double *flops);
-/* The model flop count of one such SVD (LAPACK Working Note 41). */
+/* The model flop counts (LAPACK Working Note 41) of one such SVD and of the
+ * QR factorization of an m x n matrix, for the GFLOP/s figures. */
 double h2_svd_flops(int rows, int cols);
+double h2_qr_flops(double m, double n);
 /* The smallest rank r (1 <= r <= kmax) whose discarded energy, the sum over
  * nodes of sigma_{i,j}^2 for j >= r (sig: kmax per node), stays within
  * budget; *discarded gets that energy. */

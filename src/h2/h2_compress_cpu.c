@@ -70,7 +70,7 @@ static int svd_left(int m, int n, double *a, double *s, double *u)
 }
 
 /* Model flop counts (LAPACK Working Note 41) for the GFLOP/s figures. */
-static double qr_flops(double m, double n)
+double h2_qr_flops(double m, double n)
 {
   return m >= n ? 2 * m * n * n - 2 * n * n * n / 3 : 2 * n * m * m - 2 * m * m * m / 3;
 }
@@ -205,7 +205,7 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
         if (!e) e = qr_form_q(m, r, w, m, tau);
         if (e) { failed = 1; info = e; continue; }
         memcpy(out->U + (size_t) i * m * r, w, (size_t) m * r * sizeof(double));
-        fl += 2 * qr_flops(m, kq);
+        fl += 2 * h2_qr_flops(m, kq);
       }
       free(w);
       free(tau);
@@ -237,7 +237,7 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
           for (int j = 0; j < r; j++)
             memcpy(en + (size_t) j * kc, z + (size_t) c * kc + (size_t) j * rows, kc * sizeof(double));
         }
-        fl += 4.0 * kc * ko * kp + 2 * qr_flops(rows, kp);
+        fl += 4.0 * kc * ko * kp + 2 * h2_qr_flops(rows, kp);
       }
       free(z);
       free(tau);
@@ -336,7 +336,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
       int ei = qr_factor(rows, kl, mt, rows, tau);
       if (ei) { failed = 1; info = ei; }
       else take_r(rows, kl, mt, rows, R[l] + (size_t) i * kl * kl, kl);
-      fl += 2.0 * kp * kp * kl + qr_flops(rows, kl);
+      fl += 2.0 * kp * kp * kl + h2_qr_flops(rows, kl);
       free(mt);
       free(tau);
     }

@@ -529,11 +529,6 @@ struct xform {
   }
 };
 
-static double qr_flops(double m, double n)
-{
-  return m >= n ? 2 * m * n * n - 2 * n * n * n / 3 : 2 * n * m * m - 2 * m * m * m / 3;
-}
-
 static gk_status interrupted(gk_error *err)
 {
   return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
@@ -601,7 +596,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
       form_q<T><<<cnt, 64, 0, x.s>>>(a, ld, (size_t) ld * kq, tau, kq, m, std::min(m, kq), r,
                                     U + (size_t) first * m * r, m, (size_t) m * r);
       if (x.launched("the H2 orthogonalization kernels")) return err->status;
-      x.flops += 2 * qr_flops(m, kq) * cnt;
+      x.flops += 2 * h2_qr_flops(m, kq) * cnt;
     }
     if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
       return err->status;
@@ -632,7 +627,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
     total = (size_t) nodes * rows * r;
     split_halves<T><<<grid_of(total), 256, 0, x.s>>>(qs, kc, r, E + ot->transfer_ptr[l + 1], total);
     if (x.launched("the H2 orthogonalization kernels")) return err->status;
-    x.flops += nodes * (4.0 * kc * ko * kp + 2 * qr_flops(rows, kp));
+    x.flops += nodes * (4.0 * kc * ko * kp + 2 * h2_qr_flops(rows, kp));
     if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
       return err->status;
     x.release(w, z);
@@ -771,7 +766,7 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
                                                          pass, P, kl, R[l], total);
         if (x.launched("the H2 compression's R factors")) return err->status;
         // the work done: the carried R factors re-factored included
-        x.flops += count * (qr_flops(rows, kl) + (pass == 0 ? 2.0 * kp * kp * kl : 0.0));
+        x.flops += count * (h2_qr_flops(rows, kl) + (pass == 0 ? 2.0 * kp * kp * kl : 0.0));
       }
     }
     if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
