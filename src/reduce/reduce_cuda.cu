@@ -101,7 +101,12 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
                    threads * ROWS);
   auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
   // The tile (and, block-sparse, the j of each entry: tiles gather ranges).
-  size_t smem = (size_t) a.tile * (a.stride * sizeof(T) + (ranged ? sizeof(int) : 0));
+  size_t smem = queue_offset(a.tile, a.stride * (int) sizeof(T), ranged);
+  if (Op::QUEUE > 0) smem += queue_bytes<T, Op>(threads, ROWS);
+  if (smem > 48 * 1024 &&
+      gk_cuda_status(cudaFuncSetAttribute((const void *) kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int) smem), "allowing the reduction's shared memory", err))
+    return err->status;
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
   // kernel and shared-memory size by the device layer).
   const int per_sm = gk_device_occupancy((const void *) kernel, threads, smem);
@@ -224,6 +229,8 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
     if (a.k <= KMIN_SMALL && sqdist)
       return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
+    if (a.k <= KMIN_LARGE && sqdist)
+      return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_LARGE) return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
     if (a.pieces)
       return gk_fail(err, GK_ERR_INPUT, "with block-sparse `ranges` the GPU engine finds at most %d "

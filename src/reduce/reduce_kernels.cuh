@@ -19,6 +19,18 @@ template <bool RANGED> __host__ __device__ constexpr int threads_per_block()
   return RANGED ? RANGED_BLOCK : BLOCK;
 }
 
+// Shared memory of a block: the tile (per entry: the values of y_j and b_j,
+// and with block-sparse ranges the entry's j), then, for ops with candidate
+// queues (KMinOp), the queues of every row of the block.
+__host__ __device__ constexpr size_t queue_offset(int tile, int entry_bytes, bool ranged)
+{
+  return ((size_t) tile * (entry_bytes + (ranged ? sizeof(int) : 0)) + 15) / 16 * 16;
+}
+template <typename T, class Op> __host__ __device__ constexpr size_t queue_bytes(int threads, int rows)
+{
+  return (size_t) Op::QUEUE * threads * rows * (sizeof(T) + sizeof(int));
+}
+
 // Values of the operands per j in the shared tile, padded to 16 bytes so that
 // a point with its weights is read with vector loads.
 template <typename T> __host__ __device__ constexpr int padded(int count)
@@ -196,6 +208,15 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     }
     st[r].init(a);
   }
+  if constexpr (Op::QUEUE > 0) {
+    // The candidate queues follow the tile (queue_bytes): entry q of row r of
+    // this thread at [q * NT * ROWS + r * NT + thread], free of bank conflicts.
+    T *queue_val = reinterpret_cast<T *>(smem_raw + queue_offset(a.tile, a.stride * (int) sizeof(T), RANGED));
+    int *queue_j = reinterpret_cast<int *>(queue_val + (size_t) Op::QUEUE * NT * ROWS);
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+      st[r].bind(queue_val + r * NT + threadIdx.x, queue_j + r * NT + threadIdx.x, NT * ROWS);
+  }
   const bool busy = !RANGED || __any_sync(0xffffffffu, rows[0] < row_end);
   const int width = dim + a.e;
 
@@ -210,18 +231,30 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   // Reduces the rows over the first `len` entries of the loaded tile; entry q
   // holds y_j for j = j_of(q).
   auto reduce_tile = [&](int len, auto j_of) {
+    auto pair = [&](int q) {
+      const T *yj = tile + q * stride;
+      const int j = j_of(q);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+        size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+        T s = pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner);
+        st[r].push(Val::eval(s, a), j, yj + dim, a);
+      }
+    };
     __syncthreads();
     if (busy) {
-#pragma unroll 4
-      for (int q = 0; q < len; q++) {
-        const T *yj = tile + q * stride;
-        const int j = j_of(q);
+      if constexpr (Op::QUEUE > 0) {
+        // Candidate queues are emptied by whole warps, between groups of pairs.
+        for (int q0 = 0; q0 < len; q0 += Op::CHECK_EVERY) {
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-          size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-          T s = pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner);
-          st[r].push(Val::eval(s, a), j, yj + dim, a);
+          for (int u = 0; u < Op::CHECK_EVERY; u++)
+            if (q0 + u < len) pair(q0 + u);
+#pragma unroll
+          for (int r = 0; r < ROWS; r++) st[r].checkpoint();
         }
+      } else {
+#pragma unroll 4
+        for (int q = 0; q < len; q++) pair(q);
       }
 #pragma unroll
       for (int r = 0; r < ROWS; r++) st[r].end_tile();

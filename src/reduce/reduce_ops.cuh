@@ -55,6 +55,7 @@ template <> __device__ __forceinline__ double plus_infinity<double>() { return I
 template <typename T, int EC>
 struct SumOp {
   static constexpr int EC_ = EC;
+  static constexpr int QUEUE = 0;   // no candidate queue (see KMinOp)
   T part[EC];
   double total[EC];
   static int slots(int e, int k) { return e; }
@@ -99,6 +100,7 @@ struct SumOp {
 template <typename T, bool IS_MAX>
 struct ExtremeOp {
   static constexpr int EC_ = 1;
+  static constexpr int QUEUE = 0;
   T best;
   int arg;   // -1: nothing seen
   static int slots(int e, int k) { return 1; }
@@ -127,30 +129,58 @@ struct ExtremeOp {
 };
 
 // The k smallest values, sorted, ties kept in order of j (k <= KMAX). The
-// list always holds KMAX entries (its first k are the k smallest), so that
-// every index is a compile-time constant and the list stays in registers: a
-// loop up to the runtime k would put it in local memory (3x slower for k = 10
-// on an H100). The extra entries cost nothing measurable: after the first
-// tiles almost every value fails the test against the last entry.
+// list holds KMAX entries so that every index is a compile-time constant and
+// the list stays in registers (a loop up to the runtime k would put it in
+// local memory, 3x slower for k = 10 on an H100): its first KMAX - k entries
+// are fixed fillers (-Inf, never moved), the last k the k smallest so far, so
+// the last entry is the threshold a new value must beat.
+//
+// A value that beats it is not inserted at once: one lane inserting while the
+// other 31 wait costs the warp a whole insertion (about 5 instructions per
+// entry) for each lane's candidate, and with the 2D split every chunk's list
+// fills up anew. The tile loop pushes candidates into a per-thread queue in
+// shared memory (bind) and calls checkpoint every CHECK_EVERY pairs; when a
+// lane's queue is nearly full the whole warp empties its queues together, so
+// the lanes insert side by side.
 template <typename T, int KMAX>
 struct KMinOp {
   static constexpr int EC_ = 1;
+  static constexpr int QUEUE = 16;        // queued candidates per row
+  static constexpr int CHECK_EVERY = 4;   // pairs between checkpoints
+  static constexpr int EMPTY = -1, FILLER = -2;
   T val[KMAX];
-  int idx[KMAX];   // -1: empty (then val is +Inf)
+  int idx[KMAX];
+  T *queue_val;
+  int *queue_j;
+  int queued, queue_stride;
   static int slots(int e, int k) { return k; }
   static int index_slots(int k) { return k; }
   __device__ void init(const Args &a) {
 #pragma unroll
-    for (int q = 0; q < KMAX; q++) { val[q] = plus_infinity<T>(); idx[q] = -1; }
+    for (int q = 0; q < KMAX; q++) {
+      const bool filler = q < KMAX - a.k;
+      val[q] = filler ? -plus_infinity<T>() : plus_infinity<T>();
+      idx[q] = filler ? FILLER : EMPTY;
+    }
+    queue_val = nullptr;
+    queue_j = nullptr;
+    queued = 0;
+    queue_stride = 0;
+  }
+  // This row's queue: entries q at val_base[q * stride], j_base[q * stride].
+  __device__ void bind(T *val_base, int *j_base, int stride) {
+    queue_val = val_base;
+    queue_j = j_base;
+    queue_stride = stride;
   }
   // Inserts before the first larger (or empty) entry; the entries after it
   // move down one place, the last one drops out.
-  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
-    if (idx[KMAX - 1] >= 0 && !(v < val[KMAX - 1])) return;
+  __device__ __forceinline__ void insert(T v, int j) {
+    if (idx[KMAX - 1] != EMPTY && !(v < val[KMAX - 1])) return;
     bool moving = false;
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
-      if (moving || idx[q] < 0 || v < val[q]) {
+      if (moving || idx[q] == EMPTY || v < val[q]) {
         T tv = val[q];
         int tj = idx[q];
         val[q] = v;
@@ -161,35 +191,59 @@ struct KMinOp {
       }
     }
   }
-  __device__ void end_tile() {}
-  __device__ void save(const Args &a, int chunk, size_t i) const {
+  // <= : an empty list's threshold is +Inf, which an infinite value must reach.
+  __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
+    if (v <= val[KMAX - 1]) {
+      queue_val[queued * queue_stride] = v;
+      queue_j[queued * queue_stride] = j;
+      queued++;
+    }
+  }
+  // Called by all lanes of the warp together (the tile loop is warp-uniform).
+  __device__ __forceinline__ void checkpoint() {
+    if (__any_sync(0xffffffffu, queued > QUEUE - CHECK_EVERY)) flush();
+  }
+  // Queued in increasing j, so inserting in queue order keeps ties in order.
+  __device__ void flush() {
+#pragma unroll 1
+    for (int t = 0; t < queued; t++) insert(queue_val[t * queue_stride], queue_j[t * queue_stride]);
+    queued = 0;
+  }
+  __device__ void end_tile() { checkpoint(); }
+  // The queue must be empty before the list is saved or finished.
+  __device__ void save(const Args &a, int chunk, size_t i) {
+    flush();
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
-      if (q >= a.k) break;
-      a.partial[((size_t) chunk * a.k + q) * a.m + i] = (double) val[q];
-      a.partial_index[((size_t) chunk * a.k + q) * a.m + i] = idx[q];
+      const int p = q - (KMAX - a.k);
+      if (p < 0) continue;
+      a.partial[((size_t) chunk * a.k + p) * a.m + i] = (double) val[q];
+      a.partial_index[((size_t) chunk * a.k + p) * a.m + i] = idx[q];
     }
   }
   __device__ void load(const Args &a, int chunk, size_t i) {
     init(a);
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
-      if (q >= a.k) break;
-      val[q] = (T) a.partial[((size_t) chunk * a.k + q) * a.m + i];
-      idx[q] = a.partial_index[((size_t) chunk * a.k + q) * a.m + i];
+      const int p = q - (KMAX - a.k);
+      if (p < 0) continue;
+      val[q] = (T) a.partial[((size_t) chunk * a.k + p) * a.m + i];
+      idx[q] = a.partial_index[((size_t) chunk * a.k + p) * a.m + i];
     }
   }
   // Once per row (the combining pass): the other list may sit in local memory.
   __device__ void merge(const KMinOp &o, const Args &a) {
 #pragma unroll 1
-    for (int q = 0; q < KMAX && q < a.k && o.idx[q] >= 0; q++) push(o.val[q], o.idx[q], nullptr, a);
+    for (int q = KMAX - a.k; q < KMAX && o.idx[q] != EMPTY; q++) insert(o.val[q], o.idx[q]);
   }
-  __device__ void finish(const Args &a, size_t i) const {
+  __device__ void finish(const Args &a, size_t i) {
+    flush();
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
-      if (q >= a.k) break;
-      a.out[i + (size_t) q * a.m] = (double) val[q];
-      a.index[i + (size_t) q * a.m] = idx[q] + 1;
+      const int p = q - (KMAX - a.k);
+      if (p < 0) continue;
+      a.out[i + (size_t) p * a.m] = (double) val[q];
+      a.index[i + (size_t) p * a.m] = idx[q] + 1;
     }
   }
 };
@@ -199,6 +253,7 @@ struct KMinOp {
 template <typename T, int EC, bool SOFTMAX>
 struct ExpOp {
   static constexpr int EC_ = EC;
+  static constexpr int QUEUE = 0;
   T mx;
   double sum[EC];
   double den;
