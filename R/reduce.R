@@ -247,22 +247,17 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
   res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
                        k = k, precision = precision, method = method, backend = backend,
                        devices = devices, workers = workers, ranges = ranges)
-  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale))
+  # res$values was made by this call and is held by nothing else: the
+  # distances overwrite it (no second m x k array).
+  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale, TRUE))
 }
 
 # Squared distances overflow beyond about 1e154 and underflow below 1e-154:
 # points that span more than 2^400 or less than 2^-400 in some coordinate are
 # divided by a power of two near their spread (exactly, so neighbours do not
-# change) and the distances multiplied back.
-knn_scale <- function(x, y) {
-  if (nrow(x) == 0L || nrow(y) == 0L || ncol(x) != ncol(y)) return(1)
-  spread <- max(vapply(seq_len(ncol(x)), function(j) {
-    r <- range(x[, j], y[, j])
-    r[2L] / 2 - r[1L] / 2   # halves: the difference itself may overflow
-  }, 0))
-  if (spread == 0 || (spread < 2^399 && spread > 2^-401)) return(1)
-  2^round(log2(spread))
-}
+# change) and the distances multiplied back. In C: one pass over the points,
+# no column copies.
+knn_scale <- function(x, y) .Call(gk_r_knn_scale, x, y)
 
 # Points for a reduction: a checked double matrix, or a device matrix (downloaded
 # for the CPU backend). Reductions allow an empty set of points.

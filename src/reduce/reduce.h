@@ -119,6 +119,12 @@ int reduce_index_columns(gk_reduction r, int k);
  * times scale (the power of two the points were divided by), in one pass. */
 void reduce_distances_from_squares(const double *squares, size_t n, double scale, double *out);
 
+/* knn's scale for column-major points x (m x dim) and y (n x dim): 1, or the
+ * power of two near their largest coordinate spread when that spread is
+ * beyond 2^399 or below 2^-401 (squared distances would overflow or
+ * underflow); dividing by it is exact, so neighbours do not change. */
+double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, int dim);
+
 /* b is NULL for the reductions without weights (MIN ... KMIN); for LOGSUMEXP
  * and SOFTMAX_SUM callers pass a column of ones when the user gave none.
  * reduce_cuda keeps its workspace in the device layer's scratch (kept between

@@ -33,6 +33,28 @@ void reduce_distances_from_squares(const double *squares, size_t n, double scale
   for (size_t q = 0; q < n; q++) out[q] = sqrt(squares[q] > 0 ? squares[q] : 0.0) * scale;
 }
 
+double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, int dim)
+{
+  if (m == 0 || n == 0) return 1.0;
+  double spread = 0.0;
+  for (int d = 0; d < dim; d++) {
+    const double *xd = x + (size_t) d * m, *yd = y + (size_t) d * n;
+    double lo = xd[0], hi = xd[0];
+    for (size_t i = 1; i < m; i++) {
+      if (xd[i] < lo) lo = xd[i];
+      if (xd[i] > hi) hi = xd[i];
+    }
+    for (size_t j = 0; j < n; j++) {
+      if (yd[j] < lo) lo = yd[j];
+      if (yd[j] > hi) hi = yd[j];
+    }
+    double s = hi / 2 - lo / 2;   /* halves: the difference itself may overflow */
+    if (s > spread) spread = s;
+  }
+  if (spread == 0 || (spread < 0x1p399 && spread > 0x1p-401)) return 1.0;
+  return ldexp(1.0, (int) nearbyint(log2(spread)));   /* R's round(): half to even */
+}
+
 /* Point-major copy of a column-major matrix minus the point origin[0],
  * origin[on], origin[2 on], ... (a row of a column-major on-row matrix; NULL
  * for none), divided by the range, so that a point's coordinates are

@@ -22,6 +22,7 @@ namespace {
 constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
 constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
 constexpr int KMIN_LARGE = 64;       // beyond: the sorting strategy (reduce_kmin_large.cuh)
+constexpr int KMIN_ROWS_DEFAULT = 1; // rows per thread of the k-smallest kernels (kmin_rows)
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
@@ -203,12 +204,33 @@ gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2
   }
 }
 
+// The squared distance (knn's kernel) without the generic switch and without
+// its variance (ValSqdist): the smallest values and their j do not change
+// (the variance is positive), and finish multiplies them by it (out_scale).
+bool sqdist_values(const gk_reduce_spec *spec)
+{
+  if (spec->kernel.family != GK_KERNEL_SQUARED_DISTANCE) return false;
+  return spec->reduction == GK_REDUCE_MIN || spec->reduction == GK_REDUCE_ARGMIN ||
+         (spec->reduction == GK_REDUCE_KMIN && spec->k <= KMIN_LARGE);
+}
+
+// Rows per thread of the k-smallest kernels: 2 shares each shared-memory
+// read of y_j and the loop's work between two lists (GK_KMIN_ROWS=1 or 2
+// overrides, for tuning). Block-sparse launches keep 1 (their pieces are cut
+// for one row per thread).
+int kmin_rows(const Args &a)
+{
+  if (a.pieces) return 1;
+  const char *env = getenv("GK_KMIN_ROWS");
+  if (env) return atoi(env) == 2 ? 2 : 1;
+  return KMIN_ROWS_DEFAULT;
+}
+
 template <typename T>
 gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                            gk_error *err)
 {
-  // knn's kernel: the squared distance without the generic switch.
-  const bool sqdist = spec->kernel.family == GK_KERNEL_SQUARED_DISTANCE;
+  const bool sqdist = sqdist_values(spec);
   // The smallest value and its j (MIN, ARGMIN, and KMIN with k = 1: no list).
   auto smallest = [&]() {
     if (sqdist) return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
@@ -227,7 +249,8 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
   case GK_REDUCE_KMIN:
     if (a.k == 1) return smallest();
     if (a.k <= KMIN_SMALL && sqdist)
-      return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
+      return kmin_rows(a) == 2 ? launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 2, true>(spec, a, err)
+                               : launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
     if (a.k <= KMIN_LARGE && sqdist)
       return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValSqdist, 1, true>(spec, a, err);
@@ -438,7 +461,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.k = spec->k;
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
-  a.out_scale = gauss2 ? spec->kernel.variance : 1.0;
+  a.out_scale = gauss2 || sqdist_values(spec) ? spec->kernel.variance : 1.0;
   exp_poly_of(spec->kernel, &a.poly1, &a.poly2);
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);

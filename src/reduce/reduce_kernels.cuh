@@ -98,12 +98,13 @@ struct ValGauss2 {
 };
 
 // ...or, without the switch (the generic path costs about 30-45 instructions
-// per pair), the squared distance of knn...
+// per pair), the squared distance of knn, without its variance: the smallest
+// values are the same, and the ops multiply it in at the end (out_scale)...
 struct ValSqdist {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    return (T) a.kernel.variance * stat;
+    return stat;
   }
 };
 
@@ -244,14 +245,16 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     __syncthreads();
     if (busy) {
       if constexpr (Op::QUEUE > 0) {
-        // Candidate queues are emptied by whole warps, between groups of pairs.
-        for (int q0 = 0; q0 < len; q0 += Op::CHECK_EVERY) {
+        // Candidate queues are emptied by whole warps, between groups of
+        // pairs; the rest of the tile is followed by end_tile's checkpoint.
+        int q = 0;
+        for (; q + Op::CHECK_EVERY <= len; q += Op::CHECK_EVERY) {
 #pragma unroll
-          for (int u = 0; u < Op::CHECK_EVERY; u++)
-            if (q0 + u < len) pair(q0 + u);
+          for (int u = 0; u < Op::CHECK_EVERY; u++) pair(q + u);
 #pragma unroll
           for (int r = 0; r < ROWS; r++) st[r].checkpoint();
         }
+        for (; q < len; q++) pair(q);
       } else {
 #pragma unroll 4
         for (int q = 0; q < len; q++) pair(q);

@@ -123,7 +123,7 @@ struct ExtremeOp {
     if (o.arg >= 0) push(o.best, o.arg, nullptr, a);
   }
   __device__ void finish(const Args &a, size_t i) const {
-    if (a.out) a.out[i] = (double) best;
+    if (a.out) a.out[i] = a.out_scale * (double) best;
     if (a.index) a.index[i] = arg + 1;
   }
 };
@@ -152,7 +152,7 @@ struct KMinOp {
   int idx[KMAX];
   T *queue_val;
   int *queue_j;
-  int queued, queue_stride;
+  int queue_end, queue_stride;   // queued entries end at queue_end = count * stride
   static int slots(int e, int k) { return k; }
   static int index_slots(int k) { return k; }
   __device__ void init(const Args &a) {
@@ -164,7 +164,7 @@ struct KMinOp {
     }
     queue_val = nullptr;
     queue_j = nullptr;
-    queued = 0;
+    queue_end = 0;
     queue_stride = 0;
   }
   // This row's queue: entries q at val_base[q * stride], j_base[q * stride].
@@ -192,22 +192,24 @@ struct KMinOp {
     }
   }
   // <= : an empty list's threshold is +Inf, which an infinite value must reach.
+  // The values are F_ij without the kernel's variance (ValSqdist), which
+  // finish applies (out_scale).
   __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
     if (v <= val[KMAX - 1]) {
-      queue_val[queued * queue_stride] = v;
-      queue_j[queued * queue_stride] = j;
-      queued++;
+      queue_val[queue_end] = v;
+      queue_j[queue_end] = j;
+      queue_end += queue_stride;
     }
   }
   // Called by all lanes of the warp together (the tile loop is warp-uniform).
   __device__ __forceinline__ void checkpoint() {
-    if (__any_sync(0xffffffffu, queued > QUEUE - CHECK_EVERY)) flush();
+    if (__any_sync(0xffffffffu, queue_end > (QUEUE - CHECK_EVERY) * queue_stride)) flush();
   }
   // Queued in increasing j, so inserting in queue order keeps ties in order.
   __device__ void flush() {
 #pragma unroll 1
-    for (int t = 0; t < queued; t++) insert(queue_val[t * queue_stride], queue_j[t * queue_stride]);
-    queued = 0;
+    for (int at = 0; at < queue_end; at += queue_stride) insert(queue_val[at], queue_j[at]);
+    queue_end = 0;
   }
   __device__ void end_tile() { checkpoint(); }
   // The queue must be empty before the list is saved or finished.
@@ -242,7 +244,7 @@ struct KMinOp {
     for (int q = 0; q < KMAX; q++) {
       const int p = q - (KMAX - a.k);
       if (p < 0) continue;
-      a.out[i + (size_t) p * a.m] = (double) val[q];
+      a.out[i + (size_t) p * a.m] = a.out_scale * (double) val[q];
       a.index[i + (size_t) p * a.m] = idx[q] + 1;
     }
   }

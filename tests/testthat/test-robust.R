@@ -236,6 +236,41 @@ test_that("knn works near 1e154 and near 1e-160", {
   }
 })
 
+test_that("knn's coordinate scale is the power of two near the spread, only at the extremes", {
+  # The rule, written out in R (as knn() had it before it moved to C).
+  scale_ref <- function(x, y) {
+    spread <- max(vapply(seq_len(ncol(x)), function(j) {
+      r <- range(x[, j], y[, j])
+      r[2L] / 2 - r[1L] / 2
+    }, 0))
+    if (spread == 0 || (spread < 2^399 && spread > 2^-401)) return(1)
+    2^round(log2(spread))
+  }
+  set.seed(15)
+  for (s in c(1, 1e-200, 1e-121, 1e121, 1e200, 1e305, 2^400, 2^-402)) {
+    x <- matrix(rnorm(21), 7, 3) * s
+    y <- matrix(rnorm(12) + 5, 4, 3) * s
+    expect_identical(gpukernels:::knn_scale(x, y), scale_ref(x, y))
+    expect_identical(gpukernels:::knn_scale(x[1, , drop = FALSE], x[1, , drop = FALSE]), 1)
+  }
+  # Spread in one coordinate only; an empty set scales by 1.
+  x <- cbind(c(-1e300, 1e300), c(0, 0))
+  expect_identical(gpukernels:::knn_scale(x, x), scale_ref(x, x))
+  expect_identical(gpukernels:::knn_scale(x[0, , drop = FALSE], x), 1)
+})
+
+test_that("knn's distances do not alias its inputs or earlier results", {
+  set.seed(16)
+  x <- matrix(runif(60), 30, 2)
+  first <- knn(x, x, k = 3, backend = "cpu")
+  kept <- first$distance + 0
+  second <- knn(x, x, k = 3, backend = "cpu")
+  expect_identical(first$distance, kept)
+  expect_identical(second$distance, kept)
+  sq <- kernel_reduce(x, x, kernel = "sqdist", reduction = "kmin", k = 3, backend = "cpu")
+  expect_equal(sqrt(sq$values), first$distance, tolerance = 1e-15)
+})
+
 test_that("extreme ranges: refused below the normal doubles, exact at tiny normal ones", {
   expect_error(gk_kernel("gaussian", range = 1e-320), "smallest normal double")
   x <- matrix(runif(6), 3, 2)

@@ -15,6 +15,8 @@
 # --build    where masspcf is built (default ../anchors-build beside the
 #            checkout: an ignored folder that survives calls on a warm machine).
 # --skip-masspcf-build  use the modules already in the build folder.
+# --build-only  build masspcf and stop (a call that overlaps the build with
+#            other work; a later call on the warm machine times it).
 # Needs Rscript with gpukernels installed; python3 with numpy (and torch for
 # KeOps). Whatever is missing is reported, and its part skipped.
 set -u
@@ -26,6 +28,7 @@ work="${OUT:+$OUT/anchors}"
 work="${work:-/tmp/gk-anchors}"
 build="$repo/../anchors-build"
 skip_build=0
+build_only=0
 reps="${REPS:-5}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --work) work="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --skip-masspcf-build) skip_build=1; shift ;;
+    --build-only) build_only=1; shift ;;
     --reps) reps="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -76,8 +80,15 @@ case ",$parts," in *,masspcf,*)
              -e 's/set(BUILD_TESTER ON)/set(BUILD_TESTER OFF)/' "$build/src/CMakeLists.txt"
       # KeOps' pitfall applies here too: the machine's CXX wrapper links a
       # static libstdc++ into shared objects, which then crash beside torch.
+      # Its CMakeLists.txt also prefers a pip-installed toolkit (torch's
+      # nvidia/cu13, which has no nvcc) unless CUDAToolkit_ROOT is given: name
+      # the toolkit of the nvcc on the PATH.
+      nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+      cuda_root="$(cd "$(dirname "$nvcc_path")/.." && pwd)"
       ( cd "$build" && CXX=/usr/bin/g++ CC=/usr/bin/gcc SKIP_STUBGEN=1 SKIP_BACK_COPY=1 \
+          CUDAToolkit_ROOT="$cuda_root" CUDACXX="$nvcc_path" \
           cmake -S src -B cmake -G Ninja -DCMAKE_BUILD_TYPE=Release \
+            -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$nvcc_path" \
             -DCMAKE_CUDA_ARCHITECTURES=90 -DPython_EXECUTABLE="$(command -v python3)" \
           && cmake --build cmake -j "$(nproc)" ) > "$log/masspcf-build.log" 2>&1 \
         || { say "masspcf build failed (tail of $log/masspcf-build.log):"; tail -30 "$log/masspcf-build.log"; }
@@ -105,6 +116,11 @@ PY
     fi
   fi ;;
 esac
+
+if [ "$build_only" = 1 ]; then
+  say "build only: stopping here"
+  exit 0
+fi
 
 if [ "$have_python" = 1 ]; then
   keops_cache="$(mktemp -d "$work/keops-cache.XXXXXX")"
