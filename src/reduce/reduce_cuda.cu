@@ -183,6 +183,19 @@ gk_status launch_dim(const gk_reduce_spec *spec, const Args &a, gk_error *err)
   return launch<T, Op, Val, 0, ROWS>(spec, a, err);
 }
 
+// logsumexp and softmax: the gaussian on pre-scaled points (exp2_points), the
+// exponential family without the switch over families, any other kernel
+// through it.
+template <typename T, class Op>
+gk_status launch_exp(const gk_reduce_spec *spec, const Args &a, gk_error *err)
+{
+  double p1, p2;
+  if (spec->kernel.family == GK_KERNEL_GAUSSIAN)
+    return launch_dim<T, Op, ValGauss2Variance, 1, false>(spec, a, err);
+  if (exp_poly_of(spec->kernel, &p1, &p2)) return launch_dim<T, Op, ValExpPoly, 1, false>(spec, a, err);
+  return launch_dim<T, Op, ValKernel, 1, false>(spec, a, err);
+}
+
 template <typename T, int EC>
 gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                           gk_error *err)
@@ -199,8 +212,8 @@ gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2
       if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
     if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
     return launch_dim<T, SumOp<T, EC>, ValGauss2, 1, true>(spec, a, err);
-  case GK_REDUCE_LOGSUMEXP: return launch_dim<T, ExpOp<T, EC, false>, ValKernel, 1, false>(spec, a, err);
-  default: return launch_dim<T, ExpOp<T, EC, true>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_LOGSUMEXP: return launch_exp<T, ExpOp<T, EC, false>>(spec, a, err);
+  default: return launch_exp<T, ExpOp<T, EC, true>>(spec, a, err);
   }
 }
 
@@ -449,6 +462,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const int e_chunk = has_w ? (e_total < WEIGHT_CHUNK ? e_total : WEIGHT_CHUNK) : 0;
   const int ec_template = has_w ? (e_total == 1 ? 1 : WEIGHT_CHUNK) : 1;
   const bool gauss2 = spec->reduction == GK_REDUCE_SUM && spec->kernel.family == GK_KERNEL_GAUSSIAN;
+  // Points pre-scaled so that the gaussian is 2^(-stat) (ValGauss2, ValGauss2Variance).
+  const bool exp2_points = spec->kernel.family == GK_KERNEL_GAUSSIAN && has_w;
   const int vcols = reduce_value_columns(spec->reduction, e_total, spec->k);
   const int icols = reduce_index_columns(spec->reduction, spec->k);
   const size_t vbytes = m * vcols * sizeof(double), ibytes = m * icols * sizeof(int);
@@ -520,7 +535,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   // that exp(-d^2/2) becomes 2^(-d'^2)).
   double *scale_host = (double *) (host + at_scale);
   for (int d = 0; d < dim; d++)
-    scale_host[d] = (gauss2 ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
+    scale_host[d] = (exp2_points ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
   // Coordinates far from the origin (relative to the range) lose the digits
   // that distances need when they are scaled first: points are shifted to a
   // common point of the data (subtracted in double, then scaled) when the

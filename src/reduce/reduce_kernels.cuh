@@ -38,40 +38,6 @@ template <typename T> __host__ __device__ constexpr int padded(int count)
   return sizeof(T) == 4 ? (count + 3) / 4 * 4 : (count + 1) / 2 * 2;
 }
 
-// 2^t in one MUFU.EX2 (t <= 0 here; relative error about 2^-22).
-__device__ __forceinline__ float fast_exp2(float t)
-{
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
-  return r;
-}
-
-// 2^t in double for t <= 0 without the library's range checks: t = n + f with
-// |f| <= 1/2, 2^f by its degree-12 Taylor polynomial (relative error < 3e-16),
-// 2^n added to the exponent. Below 2^-1021 it returns 0.
-__device__ __forceinline__ double fast_exp2(double t)
-{
-  if (t < -1021.0) return 0.0;
-  const double magic = 6755399441055744.0;   // 1.5 * 2^52: rounds to an integer
-  double shifted = t + magic;
-  int n = __double2loint(shifted);
-  double f = t - (shifted - magic);
-  double p = 2.5678435993488206e-11;   // Horner on c_q = (ln 2)^q / q!
-  p = fma(p, f, 4.4455382718708116e-10);
-  p = fma(p, f, 7.054911620801123e-09);
-  p = fma(p, f, 1.01780860092397e-07);
-  p = fma(p, f, 1.321548679014431e-06);
-  p = fma(p, f, 1.5252733804059841e-05);
-  p = fma(p, f, 0.0001540353039338161);
-  p = fma(p, f, 0.0013333558146428443);
-  p = fma(p, f, 0.009618129107628477);
-  p = fma(p, f, 0.05550410866482158);
-  p = fma(p, f, 0.24022650695910072);
-  p = fma(p, f, 0.6931471805599453);
-  p = fma(p, f, 1.0);
-  return __hiloint2double(__double2hiint(p) + n * (1 << 20), __double2loint(p));
-}
-
 // The kernel as a function of the pair statistic, from the shared vocabulary.
 __device__ __forceinline__ float kernel_value(const gk_kernel &k, float stat) { return gk_kernel_eval_f(&k, stat); }
 __device__ __forceinline__ double kernel_value(const gk_kernel &k, double stat) { return gk_kernel_eval(&k, stat); }
@@ -88,12 +54,22 @@ struct ValKernel {
 };
 
 // ...or the gaussian on coordinates pre-scaled by sqrt(log2(e) / 2), so that
-// exp(-d^2 / 2) = 2^(-stat); the variance is applied once at the end...
+// exp(-d^2 / 2) = 2^(-stat); the variance is applied once at the end (sums)...
 struct ValGauss2 {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return fast_exp2(-stat);
+  }
+};
+
+// ...or with the variance, for the reductions that exponentiate F itself
+// (logsumexp, softmax) on the same pre-scaled coordinates...
+struct ValGauss2Variance {
+  static constexpr bool INNER = false;
+  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
+  {
+    return (T) a.kernel.variance * fast_exp2(-stat);
   }
 };
 
