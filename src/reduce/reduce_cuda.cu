@@ -22,7 +22,6 @@ namespace {
 constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
 constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
 constexpr int KMIN_LARGE = 64;       // beyond: the sorting strategy (reduce_kmin_large.cuh)
-constexpr int KMIN_ROWS_DEFAULT = 1; // rows per thread of the k-smallest kernels (kmin_rows)
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
@@ -227,18 +226,6 @@ bool sqdist_values(const gk_reduce_spec *spec)
          (spec->reduction == GK_REDUCE_KMIN && spec->k <= KMIN_LARGE);
 }
 
-// Rows per thread of the k-smallest kernels: 2 shares each shared-memory
-// read of y_j and the loop's work between two lists (GK_KMIN_ROWS=1 or 2
-// overrides, for tuning). Block-sparse launches keep 1 (their pieces are cut
-// for one row per thread).
-int kmin_rows(const Args &a)
-{
-  if (a.pieces) return 1;
-  const char *env = getenv("GK_KMIN_ROWS");
-  if (env) return atoi(env) == 2 ? 2 : 1;
-  return KMIN_ROWS_DEFAULT;
-}
-
 template <typename T>
 gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
                            gk_error *err)
@@ -261,9 +248,11 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss
   case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
   case GK_REDUCE_KMIN:
     if (a.k == 1) return smallest();
+    // One row per thread: two (one shared-memory read of y_j for two lists)
+    // measured slower on the H100 (more registers and queue memory, fewer
+    // blocks; run J in inst/bench/RESULTS.md).
     if (a.k <= KMIN_SMALL && sqdist)
-      return kmin_rows(a) == 2 ? launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 2, true>(spec, a, err)
-                               : launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
+      return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
     if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
     if (a.k <= KMIN_LARGE && sqdist)
       return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValSqdist, 1, true>(spec, a, err);
