@@ -20,6 +20,9 @@ struct OtfDevice {
   // points) and its sums. The two products run on different H2 streams, so
   // nothing is shared between them.
   gk_device_buffer points[PRODUCTS], sums[PRODUCTS];
+  // The engine's work plan of each product's ranges (made by the first
+  // product: the HMV reuses the same ranges every time).
+  gk_reduce_plan plans[PRODUCTS];
 };
 
 // y[i + c ldy] += sum[i + c rows] (+ nugget b[i + c rows]: b is read only
@@ -76,6 +79,7 @@ gk_status product(OtfDevice *dev, const h2_otf_product *p, int kind, int dim,
   spec.method = GK_REDUCE_AUTO;
   spec.ranges = &p->ranges;
   spec.device_out = sums;
+  spec.plan = &dev->plans[kind];
   gk_reduce_operand pts = {NULL, dev->points[kind].ptr, 0, gpu, rows, dim};
   gk_reduce_operand w = {NULL, x, sizeof(T) == 4, gpu, rows, nrhs};
   if (reduce_cuda(&spec, &pts, &pts, &w, NULL, NULL, err)) return err->status;
@@ -94,6 +98,7 @@ extern "C" gk_status h2_otf_upload(h2_otf *o, gk_error *err)
 {
   OtfDevice *dev = (OtfDevice *) calloc(1, sizeof *dev);
   if (!dev) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the on-the-fly H2 matrix");
+  for (int kind = 0; kind < PRODUCTS; kind++) dev->plans[kind] = GK_REDUCE_PLAN_EMPTY;
   o->device = dev;
   const char *what[PRODUCTS] = {"the H2 Chebyshev nodes", "the H2 points"};
   for (int kind = 0; kind < PRODUCTS; kind++) {
@@ -116,7 +121,7 @@ extern "C" size_t h2_otf_device_bytes(const h2_otf *o)
   if (!dev) return 0;
   size_t total = 0;
   for (int kind = 0; kind < PRODUCTS; kind++)
-    total += dev->points[kind].bytes + dev->sums[kind].bytes;
+    total += dev->points[kind].bytes + dev->sums[kind].bytes + dev->plans[kind].buf.bytes;
   return total;
 }
 
@@ -128,6 +133,7 @@ extern "C" void h2_otf_device_free(h2_otf *o)
   for (int kind = 0; kind < PRODUCTS; kind++) {
     gk_buffer_free(&dev->points[kind]);
     gk_buffer_free(&dev->sums[kind]);
+    reduce_plan_free(&dev->plans[kind]);
   }
   free(dev);
   o->device = NULL;

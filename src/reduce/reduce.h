@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include "device/gk_error.h"
+#include "device/gk_device.h"
 #include "kernels/gk_kernel.h"
 
 #ifdef __cplusplus
@@ -78,6 +79,26 @@ typedef struct {
   const int *ranges_j, *slices_j, *redranges_i;
 } gk_reduce_ranges;
 
+/* A block-sparse work plan kept between reduce_cuda calls over the same
+ * ranges and sizes (the matrix-free H2 products run one per HMV). The first
+ * call fills it: the ranges checked, their kept pairs, the pieces cut and
+ * sorted, and pieces and reduced ranges resident on the engine's GPU; later
+ * calls use it instead of checking, cutting, sorting and uploading again.
+ * Start from GK_REDUCE_PLAN_EMPTY; the owner frees it with reduce_plan_free on
+ * the same GPU, and must not change the ranges while it holds the plan. */
+typedef struct {
+  gk_device_buffer buf;    /* the pieces (4 ints each), then the reduced ranges */
+  int made;                /* 0 until the first call fills it                */
+  size_t m, n;             /* the sizes it was made for                      */
+  double kept_pairs;
+  int piece_rows, npieces; /* npieces 0: the ranges keep every pair (dense) */
+  size_t list_max;
+} gk_reduce_plan;
+
+#define GK_REDUCE_PLAN_EMPTY {GK_DEVICE_BUFFER_EMPTY, 0, 0, 0, 0.0, 0, 0, 0}
+
+void reduce_plan_free(gk_reduce_plan *plan);
+
 typedef struct {
   gk_kernel kernel;
   const double *range;     /* dim values: coordinates are divided by them          */
@@ -91,6 +112,8 @@ typedef struct {
    * (callers whose operands are resident, such as the matrix-free H2 product).
    * The call still returns with its work finished. */
   double *device_out;
+  /* reduce_cuda only, NULL for none: with `ranges`, the plan to use or fill. */
+  gk_reduce_plan *plan;
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device

@@ -439,6 +439,36 @@ bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
          ((a->host && a->host == b->host) || (a->device && a->device == b->device));
 }
 
+// Fills `plan` with the pieces just cut (sorted, on the host) and the reduced
+// ranges, uploaded once into the plan's own buffer.
+gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, const gk_reduce_ranges *r,
+                    size_t m, size_t n, double kept_pairs, int piece_rows, gk_error *err)
+{
+  reduce_plan_free(plan);
+  const size_t bytes = pieces.bytes() + pieces.redrange_bytes();
+  if (pieces.count) {
+    char *host = (char *) malloc(bytes);
+    if (!host) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the block-sparse plan");
+    memcpy(host, pieces.data, pieces.bytes());
+    memcpy(host + pieces.bytes(), r->redranges_j, pieces.redrange_bytes());
+    gk_status st = gk_buffer_alloc(&plan->buf, bytes, "the block-sparse plan", err);
+    if (st == GK_OK) st = gk_buffer_upload(&plan->buf, host, bytes, NULL, err);
+    free(host);
+    if (st) {
+      reduce_plan_free(plan);
+      return st;
+    }
+  }
+  plan->made = 1;
+  plan->m = m;
+  plan->n = n;
+  plan->kept_pairs = kept_pairs;
+  plan->piece_rows = piece_rows;
+  plan->npieces = pieces.count;
+  plan->list_max = pieces.list_max;
+  return GK_OK;
+}
+
 template <typename T>
 gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                             const gk_reduce_operand *y, const gk_reduce_operand *b,
@@ -474,16 +504,37 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
                    "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);
   a.tile = (int) (tile < (size_t) BLOCK ? tile : BLOCK);
-  if (spec->ranges && reduce_ranges_check(spec->ranges, m, n, err)) return err->status;
+  // A plan made for these sizes stands for checked ranges and their kept pairs.
+  gk_reduce_plan *plan = spec->ranges ? spec->plan : NULL;
+  const bool planned = plan && plan->made && plan->m == m && plan->n == n;
+  if (spec->ranges && !planned && reduce_ranges_check(spec->ranges, m, n, err)) return err->status;
   if (m == 0) return GK_OK;
   // Block-sparse: the rows per thread follow the kept pairs per row.
-  a.kept_pairs = spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
+  a.kept_pairs = planned ? plan->kept_pairs
+                         : spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
   const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
   const int rows_per_thread = gauss2 ? fast_rows(m, n_work, e_total) : 1;
   HostPieces pieces;
   const int piece_rows = threads_per_block<true>() * rows_per_thread;
-  if (spec->ranges && pieces.build(spec->ranges, m, piece_rows, err)) return err->status;
-  if (spec->ranges && pieces.is_dense(spec->ranges, n)) pieces.count = 0;
+  // The plan's pieces serve when they were cut for these rows per thread;
+  // otherwise they are cut here, and kept in the plan for the next call.
+  const bool plan_pieces = planned && plan->piece_rows == piece_rows;
+  if (spec->ranges && !plan_pieces) {
+    if (pieces.build(spec->ranges, m, piece_rows, err)) return err->status;
+    if (pieces.is_dense(spec->ranges, n)) pieces.count = 0;
+    if (plan && keep_plan(plan, pieces, spec->ranges, m, n, a.kept_pairs, piece_rows, err))
+      return err->status;
+  }
+  if (plan) {   // the pieces come from the plan, already on the GPU
+    pieces.count = 0;
+    if (plan->npieces) {
+      a.pieces = (const int *) plan->buf.ptr;
+      a.redranges = a.pieces + 4 * (size_t) plan->npieces;
+      a.npieces = plan->npieces;
+      a.piece_rows = plan->piece_rows;
+      a.list_max = plan->list_max;
+    }
+  }
 
   // Host inputs packed in one upload, already in the compute precision: the
   // column scales and the shifts of device operands (and the common point,
@@ -591,6 +642,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
 }
 
 }  // namespace
+
+extern "C" void reduce_plan_free(gk_reduce_plan *plan)
+{
+  gk_buffer_free(&plan->buf);
+  const gk_reduce_plan empty = GK_REDUCE_PLAN_EMPTY;
+  *plan = empty;
+}
 
 // The GPU of the device operands (which must share one), else the active one.
 static gk_status reduce_device(const gk_reduce_operand *const ops[3], int *device, gk_error *err)

@@ -19,6 +19,12 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
   (void) n_devices;
   return gk_fail_no_cuda(err);
 }
+
+/* A CPU-only build never fills a plan: nothing to free. */
+void reduce_plan_free(gk_reduce_plan *plan)
+{
+  (void) plan;
+}
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int gk_reduce_nocuda_unused;
