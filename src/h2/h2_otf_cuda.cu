@@ -3,8 +3,9 @@
 // block-sparse products (the couplings of every level, the dense blocks) as
 // one reduce_cuda call on those device operands with its result left on the
 // device (spec.device_out). The HMV's right-hand sides are contiguous, so
-// the engine reads them in place; nothing goes through the host per call but
-// the engine's work list of ranges.
+// the engine reads them in place, and the engine's work list of ranges is
+// made once, by the first product (spec.plan): nothing goes through the host
+// per call.
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
