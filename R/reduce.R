@@ -249,7 +249,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
                        devices = devices, workers = workers, ranges = ranges)
   # res$values was made by this call and is held by nothing else: the
   # distances overwrite it (no second m x k array).
-  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale, TRUE))
+  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale))
 }
 
 # Squared distances overflow beyond about 1e154 and underflow below 1e-154:

@@ -20,7 +20,7 @@ SEXP gk_r_omp_threads(void);
 
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
-SEXP gk_r_knn_distances(SEXP squares, SEXP scale, SEXP in_place);
+SEXP gk_r_knn_distances(SEXP squares, SEXP scale);
 SEXP gk_r_knn_scale(SEXP x, SEXP y);
 
 /* the progress sink (r_progress.c) */
@@ -83,7 +83,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
-  {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 3},
+  {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
   {"gk_r_progress_sink", (DL_FUNC) &gk_r_progress_sink, 1},
   /* kernel vocabulary */

@@ -203,27 +203,16 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
 }
 
 /* knn's distances (reduce_distances_from_squares) in one pass instead of
- * pmax, sqrt and a product. in_place: knn() passes the squared distances that
- * kernel_reduce() has just made for it and nothing else holds, and they are
- * overwritten; a fresh m x k array costs as much as the GPU's search at
- * 1e5 x 10 (its pages are touched for the first time). Otherwise a new array
- * shaped as `squares`. */
-SEXP gk_r_knn_distances(SEXP squares, SEXP scale, SEXP in_place)
+ * pmax, sqrt and a product, written over `squares`: knn() passes the squared
+ * distances that kernel_reduce() has just made for it and nothing else holds.
+ * A fresh m x k array would cost as much as the GPU's search at 1e5 x 10 (its
+ * pages are touched for the first time). */
+SEXP gk_r_knn_distances(SEXP squares, SEXP scale)
 {
   if (!Rf_isReal(squares)) gk_stop("internal: squared distances must be double");
-  SEXP out = squares;
-  if (!gk_as_flag(in_place)) {
-    out = PROTECT(Rf_allocVector(REALSXP, Rf_xlength(squares)));
-    Rf_copyMostAttrib(squares, out);
-    SEXP dim = Rf_getAttrib(squares, R_DimSymbol);
-    if (!Rf_isNull(dim)) Rf_setAttrib(out, R_DimSymbol, dim);
-  } else {
-    PROTECT(out);
-  }
   reduce_distances_from_squares(REAL(squares), (size_t) Rf_xlength(squares), Rf_asReal(scale),
-                                REAL(out));
-  UNPROTECT(1);
-  return out;
+                                REAL(squares));
+  return squares;
 }
 
 /* knn's coordinate scale (reduce_knn_scale) of two checked double matrices,
