@@ -66,11 +66,13 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   stored one would not fit in the memory that may still be used (the GPU
 #'   budget, or the host budget of [gk_memory()]), else the one a timing model
 #'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
-#'   (5e9 on the CPU) against kernel pairs evaluated at 1.9e11/s in double and
-#'   3e11/s in single precision, plus 0.1 ms per engine call (two per product), on
+#'   (5e9 on the CPU) against kernel pairs evaluated at 2.8e11/s in double and
+#'   8e11/s in single precision, plus 0.1 ms per engine call (two per product), on
 #'   a GPU (rates measured on an H100 with the exponential kernel; 2e8/s on the
-#'   CPU). On the GPU the stored form is about 1.7 times faster where it
-#'   fits. `summary()` says which, why, and both predictions. [h2_compress()] of an on-the-fly matrix builds the
+#'   CPU). At \eqn{n = 2^{20}} in 3D (eta 3, order 4) that takes the stored form
+#'   in double (15.7 against 18.1 ms per product on an H100) and the on-the-fly
+#'   form in single precision (6.2 against 8.3 ms). `summary()` says which, why,
+#'   and both predictions. [h2_compress()] of an on-the-fly matrix builds the
 #'   stored blocks first; `tol` uses the stored form.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and

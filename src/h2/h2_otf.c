@@ -200,18 +200,19 @@ gk_status h2_otf_refuse_export(gk_error *err)
 /* ---- the storage choice -------------------------------------------------- */
 
 /* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R,
- * RESULTS.md, 2026-11-23, run F): the stored HMV streams its blocks at about
+ * RESULTS.md, 2026-11-23, run L): the stored HMV streams its blocks at about
  * 2.5e12 B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of
- * the on-the-fly form (clusters of 64 rows, exponential kernel) evaluate
- * 1.9e11 kernel pairs/s in float64 and 3.0e11 in float32 at n = 2^20, eta = 3
- * (the dense engine reaches 3.0e11 / 1.1e12 for that kernel), plus about 0.1 ms
- * per engine call (one for the couplings of every level, one for the dense
- * blocks). With these rates the stored form wins whenever it fits (1.7x at
- * 2^20, eta = 3). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel
- * pair with an exp: 2e8/s). */
+ * the on-the-fly form (clusters of 64 rows, exponential kernel, block-sparse
+ * plans kept by the product) evaluate 2.8e11 kernel pairs/s in float64 and
+ * 8.0e11 in float32 at n = 2^20, eta = 3 (whole HMV: 18.1 and 6.2 ms), plus
+ * about 0.1 ms per engine call (one for the couplings of every level, one for
+ * the dense blocks). So at 2^20, eta = 3 the stored form wins in float64
+ * (15.7 against 18.1 ms) and the on-the-fly form in float32 (6.2 against
+ * 8.3 ms). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel pair
+ * with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
-#define GPU_PAIRS_PER_S_DOUBLE 1.9e11
-#define GPU_PAIRS_PER_S_SINGLE 3.0e11
+#define GPU_PAIRS_PER_S_DOUBLE 2.8e11
+#define GPU_PAIRS_PER_S_SINGLE 8.0e11
 #define GPU_MS_PER_PRODUCT 0.1
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
