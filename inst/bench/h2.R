@@ -14,8 +14,9 @@
 # the GPU (src/h2/h2_compress_cuda.cu) at tol = 1e-3 (3D) / 1e-7 (2D), float64
 # (and float32 with "single"): times (after a warm-up compression; the phases
 # generate / truncate / project of the compression; gen_qr_s: the batched QRs of
-# the generation, by CUDA events; GK_H2_STACK_PIECES=p in the environment sets
-# the coupling blocks per QR pass, default 8), GFLOP/s of the work done, memory
+# the generation, by CUDA events; GK_H2_GEN_QR=cublas in the environment takes
+# the geqrfBatched passes instead of the stack QR kernel, GK_H2_STACK_PIECES=p
+# then sets the coupling blocks per pass, default 4), GFLOP/s of the work done, memory
 # of the matrix and GPU memory taken by the compressed one (it shares the
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3

@@ -6,9 +6,14 @@
  *   fewer rows than columns is padded with zero rows, which leaves R and the
  *   used part of Q unchanged). Q is formed from the reflectors by form_q (one
  *   thread block per matrix; cuBLAS and cuSOLVER have no batched orgqr).
- * - The downsweep's stacks are factored in passes of P blocks (stack_pieces());
- *   a pass hands geqrfBatched pointer arrays of the nodes that take part, so
- *   a level costs the QRs of its nodes' blocks, not of its fullest row's.
+ * - The downsweep's stacks [R_parent E_i^T; S_e^T ...] (R only) by
+ *   stack_qr_kernel (h2_stack_qr.cuh): one thread block per node, R in shared
+ *   memory, the rows streamed from the heads and the coupling blocks where
+ *   they lie, so no stack is formed. geqrfBatched reached ~0.5 TFLOP/s there.
+ *   Levels whose rank exceeds the kernel's limit (kl <= 240 in double, 256 in
+ *   float on an H100), or all with GK_H2_GEN_QR=cublas, take the former path:
+ *   passes of P blocks (stack_pieces()), each handing geqrfBatched pointer
+ *   arrays of the nodes that take part.
  * - Products: cuBLAS strided-batched GEMMs; the couplings' projections
  *   T_i S T_j^T through pointer arrays (gemmBatched), marshaled per chunk.
  * - The SVDs of the truncation run on the GPU too: a batched one-sided
@@ -27,9 +32,10 @@
  *   (h2_svd_left_batch, LAPACK, OpenMP over the nodes) as before.
  * Memory: the result shares the dense leaf blocks with the input (they do not
  * change); the other workspaces are per level (R factors and projections
- * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the stacked
- * blocks of the downsweep, the projection products). The arithmetic is in the
- * matrix's precision; the SVDs in double.
+ * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the
+ * downsweep's heads R_parent E_i^T, or its stacks on the fallback path; the
+ * projection products). The arithmetic is in the matrix's precision; the SVDs
+ * in double.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +46,7 @@
 #include "h2/h2_cuda_impl.cuh"
 #include "h2/h2_compress.h"
 #include "h2/h2_svd_cuda.cuh"
+#include "h2/h2_stack_qr.cuh"
 #include "device/gk_hooks.h"
 
 // The largest workspace a chunked step allocates at once.
@@ -665,6 +672,164 @@ static int stack_pieces(void)
   return p >= 1 && p <= 64 ? p : 4;
 }
 
+/* R[l] by geqrfBatched (the fallback; GK_H2_GEN_QR=cublas): node i's stack in
+ * passes of at most P blocks, R <- R of [R; next P blocks] (stack_passes()).
+ * A pass factors only the nodes that take part, grouped by stack height (pass
+ * 0: by the number of its blocks; later passes: all (P + 1) kl rows), so no
+ * zero rows are factored. Each pass re-factors the k_l rows of R carried over,
+ * so a larger P does less work but takes more memory per stack. */
+template <typename T>
+static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
+                                       int l, int P, std::vector<T *> &R, stream_clock &qr_clock)
+{
+  gk_error *err = x.err;
+  const T *Eo = (const T *) O->E.ptr, *So = (const T *) O->S.ptr;
+  const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
+  const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
+  const h2_bsr *b = &t->coupling[l];
+  int top = t->top_level, kl = t->level_rank[l], nodes = 1 << l, passes = 1;
+  int kp = l > top ? t->level_rank[l - 1] : 0;
+  int ld = std::max(kp, kl) + P * kl;
+  size_t per = (size_t) ld * kl;
+  int chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)), nodes));
+  chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
+  if (chunk < 1) chunk = 1;
+  // The groups of one height: pass 0 with r = 0 .. P blocks, then passes 1, 2, ...
+  // (ascending node lists, concatenated in `lists`, group g at group_ptr[g]).
+  std::vector<int> lists, group_ptr, group_pass, group_pieces;
+  try {
+    for (int i = 0; i < nodes; i++)
+      passes = std::max(passes, stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P));
+    for (int r = 0; r <= P; r++) {
+      group_ptr.push_back((int) lists.size());
+      group_pass.push_back(0);
+      group_pieces.push_back(r);
+      for (int i = 0; i < nodes; i++)
+        if (first_pieces(b->row_ptr[i + 1] - b->row_ptr[i], P) == r) lists.push_back(i);
+    }
+    for (int p = 1; p < passes; p++) {
+      group_ptr.push_back((int) lists.size());
+      group_pass.push_back(p);
+      group_pieces.push_back(P);
+      for (int i = 0; i < nodes; i++)
+        if (stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P) > p) lists.push_back(i);
+    }
+    group_ptr.push_back((int) lists.size());
+  } catch (...) {
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+  }
+  R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
+  T *M = x.alloc(w, (size_t) chunk * per, "the H2 compression's stacks");
+  T *tau = x.alloc(w, (size_t) chunk * kl, "the H2 compression's stacks");
+  int *dlists = x.template alloc<int>(w, lists.size(), "the H2 compression's stack lists");
+  if (!R[l] || !M || !tau || !dlists ||
+      gk_cuda_status(cudaMemcpyAsync(dlists, lists.data(), lists.size() * sizeof(int),
+                                     cudaMemcpyHostToDevice, x.s),
+                     "the H2 compression's stack lists", err))
+    return err->status;
+  const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
+  const int *row_blocks = row_blocks_all + t->coupling_offset[l];
+  for (int first = 0; first < nodes; first += chunk) {
+    int cnt = std::min(chunk, nodes - first);
+    if (kp) {   // the heads R_parent E_i^T of every node of the chunk
+      for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
+        int count = (cnt - c + 1) / 2;
+        if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kp, kl, kp,
+                           R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
+                           Eo + t->transfer_ptr[l] + (size_t) (first + c) * kl * kp, kl,
+                           (size_t) 2 * kl * kp, M + (size_t) c * per, ld, 2 * per, count))
+          return err->status;
+      }
+    }
+    for (size_t g = 0; g + 1 < group_ptr.size(); g++) {
+      const int *gb = lists.data() + group_ptr[g], *ge = lists.data() + group_ptr[g + 1];
+      int lo = (int) (std::lower_bound(gb, ge, first) - lists.data());
+      int count = (int) (std::lower_bound(gb, ge, first + cnt) - lists.data()) - lo;
+      if (count <= 0) continue;
+      int pass = group_pass[g], head = pass == 0 ? kp : kl;
+      int rows = std::max(head + group_pieces[g] * kl, kl);
+      if (rows > head) {
+        size_t total = (size_t) count * (rows - head) * kl;
+        fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(So + t->coupling_ptr[l], row_ptr,
+                                                        row_blocks, dlists + lo, first, pass, P,
+                                                        kl, head, rows, ld, per, M, total);
+        if (x.launched("the H2 compression's stacks")) return err->status;
+      }
+      if (x.qr_listed(M, ld, per, rows, kl, tau, dlists + lo, count, first, qr_clock))
+        return err->status;
+      size_t total = (size_t) count * kl * kl;
+      finish_pass<T><<<grid_of(total), 256, 0, x.s>>>(M, ld, per, dlists + lo, first, row_ptr,
+                                                       pass, P, kl, R[l], total);
+      if (x.launched("the H2 compression's R factors")) return err->status;
+      // the work done: the carried R factors re-factored included
+      x.flops += count * (h2_qr_flops(rows, kl) + (pass == 0 ? 2.0 * kp * kp * kl : 0.0));
+    }
+  }
+  if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
+    return err->status;
+  x.release(w, M);
+  x.release(w, tau);
+  x.release(w, dlists);
+  return GK_OK;
+}
+
+/* GK_H2_GEN_QR=cublas: the downsweep through geqrfBatched at every level, for
+ * side-by-side measurements. */
+static bool gen_qr_cublas(void)
+{
+  const char *v = getenv("GK_H2_GEN_QR");
+  return v && !strcmp(v, "cublas");
+}
+
+/* R[l] by stack_qr_kernel: per chunk of nodes the heads as H_i^T = E_i R_parent^T
+ * (kl x kp, so that each of the stack's rows is contiguous, as in S_e), then
+ * one thread block per node reads them and its coupling blocks in place. */
+template <typename T>
+static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O, int l,
+                                std::vector<T *> &R, stream_clock &qr_clock)
+{
+  gk_error *err = x.err;
+  const h2_bsr *b = &t->coupling[l];
+  int top = t->top_level, kl = t->level_rank[l], nodes = 1 << l;
+  int kp = l > top ? t->level_rank[l - 1] : 0;
+  size_t per = (size_t) kl * kp;
+  int chunk = nodes;
+  if (per) {
+    chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
+                                                       nodes));
+    chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
+  }
+  R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
+  T *H = per ? x.alloc(w, (size_t) chunk * per, "the H2 compression's stack heads") : NULL;
+  if (!R[l] || (per && !H)) return err->status;
+  const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
+  const T *S = (const T *) O->S.ptr + t->coupling_ptr[l];
+  const int *row_ptr = (const int *) O->cpl_row_ptr.ptr + t->level_ptr[l] + l;
+  const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
+  for (int first = 0; first < nodes; first += chunk) {
+    int cnt = std::min(chunk, nodes - first);
+    for (int c = 0; per && c < 2; c++)   // nodes first + c + 2j have the parents first/2 + j
+      if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kl, kp, kp, E + (first + c) * per, kl, 2 * per,
+                         R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
+                         H + c * per, kl, 2 * per, (cnt - c + 1) / 2))
+        return err->status;
+    if (gk_cuda_status(qr_clock.mark(x.s), "the H2 compression's timer", err) ||
+        gk_cuda_status(stack_qr_launch<T, STACK_QR_ROWS>(cnt, H, kp, S, row_ptr, row_blocks, kl,
+                                                         first, R[l], x.s),
+                       "the H2 stack QR", err) ||
+        x.launched("the H2 stack QR") ||
+        gk_cuda_status(qr_clock.mark(x.s), "the H2 compression's timer", err))
+      return err->status;
+  }
+  for (int i = 0; i < nodes; i++) {
+    double rows = kp + (double) (b->row_ptr[i + 1] - b->row_ptr[i]) * kl;
+    x.flops += 2.0 * kp * kp * kl + h2_qr_flops(rows, kl);
+  }
+  if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
+  x.release(w, H);
+  return GK_OK;
+}
+
 /* Compression of the orthogonal form (ot, O) into (nt, *C). */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
@@ -675,106 +840,21 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   int q = t->depth, top = t->top_level, m = t->leaf_size;
   const int *k = t->level_rank;
   const T *Eo = (const T *) O->E.ptr, *So = (const T *) O->S.ptr, *Uo = (const T *) O->U.ptr;
-  const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
-  const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
   std::vector<T *> R(q + 1, (T *) NULL), Tn(q + 1, (T *) NULL);
   std::vector<T *> Q(q + 1, (T *) NULL);   // left singular vectors of the truncation
   std::vector<int> rk(q + 1, 1), two(q + 1, 0);
   double start = seconds_now(), discarded_total = 0.0;
 
-  // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed),
-  // in passes of at most P blocks: R <- R of [R; next P blocks] (stack_passes()).
-  // A pass factors only the nodes that take part, grouped by stack height (pass
-  // 0: by the number of its blocks; later passes: all (P + 1) kl rows), so no
-  // zero rows are factored. Each pass re-factors the k_l rows of R carried over,
-  // so a larger P does less work but takes more memory per stack.
+  // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed).
   const int P = stack_pieces();
+  const bool cublas_only = gen_qr_cublas();
   stream_clock qr_clock;
   for (int l = top; l <= q; l++) {
-    const h2_bsr *b = &t->coupling[l];
-    int kl = k[l], kp = l > top ? k[l - 1] : 0, nodes = 1 << l, passes = 1;
-    int ld = std::max(kp, kl) + P * kl;
-    size_t per = (size_t) ld * kl;
-    int chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)), nodes));
-    chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
-    if (chunk < 1) chunk = 1;
-    // The groups of one height: pass 0 with r = 0 .. P blocks, then passes 1, 2, ...
-    // (ascending node lists, concatenated in `lists`, group g at group_ptr[g]).
-    std::vector<int> lists, group_ptr, group_pass, group_pieces;
-    try {
-      for (int i = 0; i < nodes; i++)
-        passes = std::max(passes, stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P));
-      for (int r = 0; r <= P; r++) {
-        group_ptr.push_back((int) lists.size());
-        group_pass.push_back(0);
-        group_pieces.push_back(r);
-        for (int i = 0; i < nodes; i++)
-          if (first_pieces(b->row_ptr[i + 1] - b->row_ptr[i], P) == r) lists.push_back(i);
-      }
-      for (int p = 1; p < passes; p++) {
-        group_ptr.push_back((int) lists.size());
-        group_pass.push_back(p);
-        group_pieces.push_back(P);
-        for (int i = 0; i < nodes; i++)
-          if (stack_passes(b->row_ptr[i + 1] - b->row_ptr[i], P) > p) lists.push_back(i);
-      }
-      group_ptr.push_back((int) lists.size());
-    } catch (...) {
-      return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
-    }
-    R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
-    T *M = x.alloc(w, (size_t) chunk * per, "the H2 compression's stacks");
-    T *tau = x.alloc(w, (size_t) chunk * kl, "the H2 compression's stacks");
-    int *dlists = x.template alloc<int>(w, lists.size(), "the H2 compression's stack lists");
-    if (!R[l] || !M || !tau || !dlists ||
-        gk_cuda_status(cudaMemcpyAsync(dlists, lists.data(), lists.size() * sizeof(int),
-                                       cudaMemcpyHostToDevice, x.s),
-                       "the H2 compression's stack lists", err))
-      return err->status;
-    const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
-    const int *row_blocks = row_blocks_all + t->coupling_offset[l];
-    for (int first = 0; first < nodes; first += chunk) {
-      int cnt = std::min(chunk, nodes - first);
-      if (kp) {   // the heads R_parent E_i^T of every node of the chunk
-        for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
-          int count = (cnt - c + 1) / 2;
-          if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kp, kl, kp,
-                             R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
-                             Eo + t->transfer_ptr[l] + (size_t) (first + c) * kl * kp, kl,
-                             (size_t) 2 * kl * kp, M + (size_t) c * per, ld, 2 * per, count))
-            return err->status;
-        }
-      }
-      for (size_t g = 0; g + 1 < group_ptr.size(); g++) {
-        const int *gb = lists.data() + group_ptr[g], *ge = lists.data() + group_ptr[g + 1];
-        int lo = (int) (std::lower_bound(gb, ge, first) - lists.data());
-        int count = (int) (std::lower_bound(gb, ge, first + cnt) - lists.data()) - lo;
-        if (count <= 0) continue;
-        int pass = group_pass[g], head = pass == 0 ? kp : kl;
-        int rows = std::max(head + group_pieces[g] * kl, kl);
-        if (rows > head) {
-          size_t total = (size_t) count * (rows - head) * kl;
-          fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(So + t->coupling_ptr[l], row_ptr,
-                                                          row_blocks, dlists + lo, first, pass, P,
-                                                          kl, head, rows, ld, per, M, total);
-          if (x.launched("the H2 compression's stacks")) return err->status;
-        }
-        if (x.qr_listed(M, ld, per, rows, kl, tau, dlists + lo, count, first, qr_clock))
-          return err->status;
-        size_t total = (size_t) count * kl * kl;
-        finish_pass<T><<<grid_of(total), 256, 0, x.s>>>(M, ld, per, dlists + lo, first, row_ptr,
-                                                         pass, P, kl, R[l], total);
-        if (x.launched("the H2 compression's R factors")) return err->status;
-        // the work done: the carried R factors re-factored included
-        x.flops += count * (h2_qr_flops(rows, kl) + (pass == 0 ? 2.0 * kp * kp * kl : 0.0));
-      }
-    }
-    if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err))
+    bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
+    if (kernel ? generate_level(x, w, t, O, l, R, qr_clock)
+               : generate_level_passes(x, w, t, O, l, P, R, qr_clock))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
-    x.release(w, M);
-    x.release(w, tau);
-    x.release(w, dlists);
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->seconds_generate = seconds_now() - start;

@@ -297,22 +297,24 @@ clumped_points <- function(n, d) {
         matrix(runif((n - 2 * nc) * d), ncol = d))
 }
 
-# h2_compress(A, tol) with the GPU downsweep taking `pieces` coupling blocks per
-# pass (NA: the default).
+# h2_compress(A, tol) with the GPU downsweep by the stack QR kernel (pieces NA)
+# or by geqrfBatched in passes of `pieces` coupling blocks (the fallback).
 compress_with_pieces <- function(A, tol, pieces) {
-  old <- Sys.getenv("GK_H2_STACK_PIECES", unset = NA)
-  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_STACK_PIECES") else
-    Sys.setenv(GK_H2_STACK_PIECES = old))
-  if (is.na(pieces)) Sys.unsetenv("GK_H2_STACK_PIECES") else
-    Sys.setenv(GK_H2_STACK_PIECES = pieces)
+  vars <- c("GK_H2_STACK_PIECES", "GK_H2_GEN_QR")
+  old <- Sys.getenv(vars, unset = NA, names = TRUE)
+  on.exit(for (v in vars) if (is.na(old[[v]])) Sys.unsetenv(v) else
+    do.call(Sys.setenv, as.list(old[v])))
+  if (is.na(pieces)) Sys.unsetenv(vars) else
+    Sys.setenv(GK_H2_STACK_PIECES = pieces, GK_H2_GEN_QR = "cublas")
   h2_compress(A, tol)
 }
 
 test_that("GPU compression: nodes with very different numbers of coupling blocks", {
   skip_if_no_gpu()
   set.seed(44)
-  # The downsweep factors each level in passes over the nodes that still have
-  # blocks (src/h2/h2_compress_cuda.cu); 1 and 3 blocks per pass give many
+  # The stack QR kernel streams stacks of every height; the geqrfBatched
+  # fallback factors each level in passes over the nodes that still have
+  # blocks (src/h2/h2_compress_cuda.cu): 1 and 3 blocks per pass give many
   # passes and first passes of every height. Leaves of 20 under rank 25 (2D):
   # the parents' rank is above the leaves'.
   cases <- list(list(d = 3, n = 3000, leaf = 32, order = 3),
@@ -348,7 +350,7 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
           expect_lt(rel2(Bg %*% X, Bc %*% X), 4 * tol + eps)
           expect_gt(cg$seconds_generate_qr, 0)
           expect_lte(cg$seconds_generate_qr, cg$seconds_generate)
-          # the passes change only the rounding of the R factors: the same singular values
+          # kernel and passes change only the rounding of the R factors: the same singular values
           if (is.null(ref)) {
             ref <- Bg
           } else if (identical(rg, gpukernels:::h2_level_ranks(ref))) {
