@@ -74,28 +74,37 @@ __device__ __forceinline__ void stack_qr_reflect(const T (&b)[C], T *rjj, T *v, 
     s2 += b[i + 2] * b[i + 2];
     s3 += b[i + 3] * b[i + 3];
   }
-  T s = (s0 + s1) + (s2 + s3), nrm;
+  T s = (s0 + s1) + (s2 + s3);
   if (s >= lim::lo() && s <= lim::hi() && fabs(alpha) <= lim::root_hi()) {
-    nrm = sqrt(alpha * alpha + s);
-  } else {   // rare: tiny, huge or non-finite entries (NaN goes on into R)
-    T mb = 0;
+    T nrm = sqrt(alpha * alpha + s);
+    T beta = alpha >= (T) 0 ? -nrm : nrm;   // |alpha - beta| >= nrm > 0: no cancellation
+    T scale = (T) 1 / (alpha - beta);
 #pragma unroll
-    for (int i = 0; i < C; i++) mb = fmax(mb, fabs(b[i]));
-    if (s == (T) 0 && mb == (T) 0) {
-      *tau = 0;
-      return;
-    }
-    T m = fmax(mb, fabs(alpha)), a = alpha / m, t = a * a;
-#pragma unroll
-    for (int i = 0; i < C; i++) t += (b[i] / m) * (b[i] / m);
-    nrm = m * sqrt(t);
+    for (int i = 0; i < C; i++) v[i] = b[i] * scale;
+    *tau = (beta - alpha) / beta;
+    *rjj = beta;
+    return;
   }
-  T beta = alpha >= (T) 0 ? -nrm : nrm;   // |alpha - beta| >= nrm > 0: no cancellation
-  T scale = (T) 1 / (alpha - beta);
+  // Rare: tiny (denormal), huge or non-finite entries. Everything in units of
+  // m = max |entry|, so that no reciprocal of a denormal norm overflows (as
+  // LAPACK's larfg rescales); NaN goes on into R.
+  T mb = 0;
 #pragma unroll
-  for (int i = 0; i < C; i++) v[i] = b[i] * scale;
-  *tau = (beta - alpha) / beta;
-  *rjj = beta;
+  for (int i = 0; i < C; i++) mb = fmax(mb, fabs(b[i]));
+  if (s == (T) 0 && mb == (T) 0) {   // nothing below the diagonal: H = I (a NaN goes on)
+    *tau = 0;
+    return;
+  }
+  T m = fmax(mb, fabs(alpha)), a = alpha / m, t = a * a;
+#pragma unroll
+  for (int i = 0; i < C; i++) t += (b[i] / m) * (b[i] / m);
+  T nrm = sqrt(t);                         // in units of m: in [1, sqrt(C + 1)]
+  T beta = a >= (T) 0 ? -nrm : nrm;
+  T scale = (T) 1 / (a - beta);            // |a - beta| >= 1
+#pragma unroll
+  for (int i = 0; i < C; i++) v[i] = (b[i] / m) * scale;
+  *tau = (beta - a) / beta;
+  *rjj = beta * m;
 }
 
 /* [R(j,c); b] <- H [R(j,c); b] for the reflector (v, tau) of column j. */
