@@ -12,10 +12,14 @@
 #   GK_BENCH_SCALE   multiplies every n (default 1; e.g. 0.02 to try the
 #                    script on a CPU)
 #   GK_BENCH_BIG=0   skips n = 1e6
+#   GK_BENCH_ONLY    a regular expression: only the cases whose label matches
+#                    (e.g. "3D|n = 1000000|fit|tiled|fields": all but the 2D h2
+#                    log-likelihoods at 1e5)
 suppressPackageStartupMessages(library(gpukernels))
 budget <- as.numeric(Sys.getenv("GK_BENCH_BUDGET", "330"))
 scale <- as.numeric(Sys.getenv("GK_BENCH_SCALE", "1"))
 big <- Sys.getenv("GK_BENCH_BIG", "1") != "0"
+only <- Sys.getenv("GK_BENCH_ONLY", "")
 t_begin <- proc.time()[["elapsed"]]
 left <- function() budget - (proc.time()[["elapsed"]] - t_begin)
 backend <- gk_backend()
@@ -33,6 +37,7 @@ elapsed <- function(expr) {
 # (No setTimeLimit(): the engines check for interrupts at top level, where a
 # time-limit error ends a non-interactive R session.)
 with_limit <- function(label, limit, expr) {
+  if (nzchar(only) && !grepl(only, label)) return(NULL)
   if (left() < limit) {
     cat(sprintf("skipped (%.0f s left, the case reserves %.0f s): %s\n", left(), limit, label))
     return(NULL)
