@@ -352,8 +352,14 @@ gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
 
 # Conjugate gradients on every column of B at once (one operator call per
 # iteration for all unconverged columns). For the columns in `track`, the CG
-# coefficients are kept: they give the Lanczos tridiagonal matrices.
-gp_block_cg <- function(mult, B, tol, maxit, track = integer()) {
+# coefficients are kept: they give the Lanczos tridiagonal matrices. A step
+# with p'Ap <= 0 shows that the operator is not positive definite (an H2
+# approximation whose error exceeds the nugget). CG may still converge on the
+# columns (the effect on the likelihood is then in the reported error), but
+# usually it does not: from then on it gets 4 times the iterations done so far
+# plus 50, and stops with an error that says what to change, not after maxit
+# (`method`: the operator's kind, for the message).
+gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
   n <- nrow(B)
   # X, R, P and rr are updated in place by gk_r_gp_cg_step (one fused pass per
   # column, no n x k temporaries): fresh copies here, never shared.
@@ -365,17 +371,36 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer()) {
   active <- which(bnorm > 0)
   iterations <- integer(ncol(B))
   alpha <- beta <- matrix(NA_real_, maxit, length(track))
+  indefinite_at <- NA_integer_
   for (it in seq_len(maxit)) {
     if (!length(active)) break
     Q <- mult(P[, active, drop = FALSE])
     step <- .Call(gk_r_gp_cg_step, X, R, P, Q, active - 1L, rr, gk_threads())
+    if (is.na(indefinite_at) && !all(is.finite(step[[1L]]) & step[[1L]] > 0)) indefinite_at <- it
     tracked <- match(active, track)
     alpha[it, tracked[!is.na(tracked)]] <- step[[1L]][!is.na(tracked)]
     beta[it, tracked[!is.na(tracked)]] <- step[[2L]][!is.na(tracked)]
     iterations[active] <- it
     active <- active[sqrt(rr[active]) > tol * bnorm[active]]
+    if (length(active) && !is.na(indefinite_at) &&
+        (it >= 5L * indefinite_at + 50L || any(!is.finite(rr[active])))) {
+      gp_stop_indefinite(method, indefinite_at)
+    }
   }
   list(x = X, iterations = iterations, converged = !length(active), alpha = alpha, beta = beta)
+}
+
+gp_stop_indefinite <- function(method, iteration) {
+  hint <- if (identical(method, "h2")) {
+    paste0("the H2 approximation's error is larger than the nugget allows. Use a more ",
+           "accurate H2 matrix (e.g. control = gp_control(h2 = list(order = 6))), a larger ",
+           "nugget, or method = \"tiled\" (exact)")
+  } else {
+    "a larger nugget may help (duplicated or nearly duplicated locations?)"
+  }
+  stop(sprintf(paste0("conjugate gradients do not converge: the covariance operator is not positive ",
+                      "definite (negative curvature at iteration %d); %s"),
+               iteration, hint), call. = FALSE)
 }
 
 # z' log(A) z from the CG coefficients of the solve A x = z (the Lanczos

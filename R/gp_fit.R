@@ -369,7 +369,8 @@ gp_solver <- function(object) {
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
   ord <- prob$order
   function(B) {
-    cg <- gp_block_cg(A, pre$G(B[ord, , drop = FALSE]), prob$control$tol, prob$control$maxit)
+    cg <- gp_block_cg(A, pre$G(B[ord, , drop = FALSE]), prob$control$tol, prob$control$maxit,
+                      method = prob$method)
     out <- B
     out[ord, ] <- pre$Gt(cg$x)
     out

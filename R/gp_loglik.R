@@ -240,7 +240,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
   cg <- gp_block_cg(A, cbind(pre$G(cbind(prob$y, prob$X)), Z), ctl$tol, ctl$maxit,
-                    track = probe_cols)
+                    track = probe_cols, method = prob$method)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -319,7 +319,8 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
 gp_fisher_probes <- function(prob, pre, op, A, U, DU, S, DS, nugget, names) {
   ctl <- prob$control
   m <- ncol(U)
-  cg <- gp_block_cg(A, pre$G(do.call(cbind, c(list(U), DU))), ctl$tol, ctl$maxit)
+  cg <- gp_block_cg(A, pre$G(do.call(cbind, c(list(U), DU))), ctl$tol, ctl$maxit,
+                    method = prob$method)
   sol <- pre$Gt(cg$x)
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)

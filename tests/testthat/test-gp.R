@@ -302,10 +302,14 @@ test_that("h2 log-likelihood agrees with dense (2D)", {
   expect_true(all(is.finite(h2$gradient)))
   # a coarse H2 matrix: its effect on the log-likelihood is counted in `error`
   coarse <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
-                      control = gp_control(h2 = list(order = 2L), h2_check_rows = 2000L),
+                      control = gp_control(h2 = list(order = 4L), h2_check_rows = 2000L),
                       backend = "cpu")
   expect_lt(abs(coarse$loglik - dense$loglik), coarse$error)
   expect_gt(abs(coarse$h2_bias), 3 * coarse$h2_bias_se)
+  # a coarser one is not positive definite at this nugget: a clear error, not a number
+  expect_error(gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
+                         control = gp_control(h2 = list(order = 2L)), backend = "cpu"),
+               "not positive definite.*more accurate H2 matrix")
   expect_equal(gpukernels:::gp_method("auto", 60000L, 2L, gp_control()), "h2")
   expect_equal(gpukernels:::gp_method("auto", 60000L, 3L, gp_control()), "tiled")
   expect_equal(gpukernels:::gp_method("auto", 3000L, 2L, gp_control()), "dense")
@@ -414,4 +418,31 @@ test_that("block conjugate gradients solve each column, zero columns included", 
   used <- seq_len(cg$iterations[1])
   expect_true(all(cg$alpha[used, 1] > 0) && all(cg$beta[used, 1] > 0))
   expect_true(all(is.na(cg$alpha[-seq_len(max(cg$iterations)), ])))
+})
+
+test_that("an operator that is not positive definite stops CG at once with a clear error", {
+  set.seed(63)
+  # an indefinite matrix: after negative curvature CG gets 5 times those
+  # iterations plus 50, not maxit, and says why it stopped
+  n <- 300
+  Q <- qr.Q(qr(matrix(rnorm(n * n), n)))
+  M <- Q %*% diag(c(runif(100, -2, -0.01), runif(n - 100, 0.01, 2))) %*% t(Q)
+  B <- matrix(rnorm(n * 2), n)
+  calls <- 0L
+  expect_error(gpukernels:::gp_block_cg(function(V) { calls <<- calls + 1L; M %*% V }, B,
+                                        tol = 1e-10, maxit = 5000),
+               "not positive definite \\(negative curvature at iteration")
+  expect_lt(calls, 5000)
+  # a positive definite one converges as before (no false alarm)
+  P <- crossprod(M) + diag(n)
+  expect_true(gpukernels:::gp_block_cg(function(V) P %*% V, B, tol = 1e-10, maxit = 5000)$converged)
+  # an H2 operator far less accurate than the nugget (3D, order 1): the error names
+  # what to change, and comes before maxit iterations
+  locs <- matrix(runif(3 * 3000), ncol = 3)
+  k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+  t0 <- proc.time()[["elapsed"]]
+  expect_error(gp_loglik(locs, rnorm(3000), kernel = k, nugget = 1e-4, method = "h2",
+                         backend = "cpu", control = gp_control(h2 = list(order = 1, eta = 1))),
+               "not positive definite.*H2 approximation.*method = \"tiled\"")
+  expect_lt(proc.time()[["elapsed"]] - t0, 60)
 })
