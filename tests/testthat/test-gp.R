@@ -422,8 +422,8 @@ test_that("block conjugate gradients solve each column, zero columns included", 
 
 test_that("an operator that is not positive definite stops CG at once with a clear error", {
   set.seed(63)
-  # an indefinite matrix: after negative curvature CG gets 5 times those
-  # iterations plus 50, not maxit, and says why it stopped
+  # an indefinite matrix: after negative curvature at iteration k, CG runs to iteration 5 k + 50 at most
+  # (not maxit) and says why it stopped
   n <- 300
   Q <- qr.Q(qr(matrix(rnorm(n * n), n)))
   M <- Q %*% diag(c(runif(100, -2, -0.01), runif(n - 100, 0.01, 2))) %*% t(Q)
