@@ -324,6 +324,11 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   dmult <- lapply(terms, function(term) {
     combine(lapply(term$kernels, product, nug = 0), term$weights)
   })
+  if (prob$method == "h2") {
+    # Sigma itself is kept: on the GPU the solver multiplies by it on the device
+    sigma <- build(kernel, nugget)
+    return(list(mult = function(V) h2_multiply(sigma, V), dmult = dmult, sigma = sigma))
+  }
   list(mult = product(kernel, nugget), dmult = dmult)
 }
 
@@ -388,6 +393,32 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
     }
   }
   list(x = X, iterations = iterations, converged = !length(active), alpha = alpha, beta = beta)
+}
+
+# The solver of A x = B for A = G Sigma G' (pre: gp_preconditioner(), op:
+# gp_operator()), as function(B, track): on the GPU with an H2 Sigma, block CG
+# with every vector on the device (gp_cuda.cu; the same iteration as
+# gp_block_cg(), whose result it returns); otherwise gp_block_cg() on the
+# products A(V). `clock` (or NULL): the device solver's time goes to clock$solver.
+gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
+  ctl <- prob$control
+  # (options(gpukernels.gp_device_solver = FALSE): the host loop, for comparison)
+  if (prob$backend == "gpu" && inherits(op$sigma, "h2matrix") &&
+      isTRUE(getOption("gpukernels.gp_device_solver", TRUE))) {
+    return(function(B, track = integer()) {
+      t0 <- proc.time()[["elapsed"]]
+      if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
+      storage.mode(B) <- "double"
+      out <- .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, B, ctl$tol,
+                   ctl$maxit)
+      if (out$gave_up) gp_stop_indefinite(prob$method, out$indefinite_at)
+      list(x = out$x, iterations = out$iterations, converged = out$converged,
+           alpha = out$alpha[, track, drop = FALSE], beta = out$beta[, track, drop = FALSE])
+    })
+  }
+  function(B, track = integer()) {
+    gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track, method = prob$method)
+  }
 }
 
 gp_stop_indefinite <- function(method, iteration) {

@@ -367,10 +367,10 @@ gp_solver <- function(object) {
   pre <- gp_preconditioner(prob, object$kernel, object$nugget)
   op <- gp_operator(prob, object$kernel, object$nugget)
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
+  solve <- gp_cg_solver(prob, op, pre, A)
   ord <- prob$order
   function(B) {
-    cg <- gp_block_cg(A, pre$G(B[ord, , drop = FALSE]), prob$control$tol, prob$control$maxit,
-                      method = prob$method)
+    cg <- solve(pre$G(B[ord, , drop = FALSE]))
     out <- B
     out[ord, ] <- pre$Gt(cg$x)
     out

@@ -81,7 +81,8 @@
 #'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`;
 #'   for the iterative methods `timing` (seconds: total, setup of the
 #'   preconditioner and operators, operator products, preconditioner
-#'   products) and for `"h2"` `h2_bias`, `h2_bias_se`.
+#'   products, and `solver`: conjugate gradients run on the GPU with their
+#'   products, for `"h2"` on a GPU) and for `"h2"` `h2_bias`, `h2_bias_se`.
 #' @examples
 #' locs <- matrix(runif(400), ncol = 2)
 #' k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
@@ -224,7 +225,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   ctl <- prob$control
   need_d <- gradient || fisher
   clock <- new.env(parent = emptyenv())
-  for (nm in c("setup", "operator", "preconditioner")) clock[[nm]] <- 0
+  for (nm in c("setup", "operator", "preconditioner", "solver")) clock[[nm]] <- 0
   t_begin <- proc.time()[["elapsed"]]
   terms <- if (need_d) gp_derivative_terms(kernel, smoothness) else list()
   pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
@@ -234,13 +235,13 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   pre$G <- gp_timed(pre$G, clock, "preconditioner")
   pre$Gt <- gp_timed(pre$Gt, clock, "preconditioner")
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
+  solve <- gp_cg_solver(prob, op, pre, A, clock)
   Z <- prob$probes
   m <- ncol(Z)
   p <- ncol(prob$X)
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
-  cg <- gp_block_cg(A, cbind(pre$G(cbind(prob$y, prob$X)), Z), ctl$tol, ctl$maxit,
-                    track = probe_cols, method = prob$method)
+  cg <- solve(cbind(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -278,11 +279,12 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
     grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), names)
     if (fisher) {
       DS <- lapply(DB, function(M) M[, 1L + m + seq_len(m), drop = FALSE])
-      info <- gp_fisher_probes(prob, pre, op, A, U, DU, S, DS, nugget, names)
+      info <- gp_fisher_probes(prob, pre, op, solve, U, DU, S, DS, nugget, names)
     }
   }
   timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
-              operator = clock$operator, preconditioner = clock$preconditioner)
+              operator = clock$operator, preconditioner = clock$preconditioner,
+              solver = clock$solver)
   gp_result(prob, parts, beta, grad, grad_se, info, max(cg$iterations),
             list(alpha = drop(alpha)[order(prob$order)], timing = timing), h2 = h2)
 }
@@ -316,11 +318,9 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
 # the preconditioned form tr(A^-1 G M_i G' A^-1 G M_j G') with A = G Sigma G':
 # z' (...) z = (M_i S)' (Sigma^-1 M_j U) with S = G' A^-1 z and U = G' z.
 # DU, DS: the derivative operators (range, then smoothness) applied to U, S.
-gp_fisher_probes <- function(prob, pre, op, A, U, DU, S, DS, nugget, names) {
-  ctl <- prob$control
+gp_fisher_probes <- function(prob, pre, op, solve, U, DU, S, DS, nugget, names) {
   m <- ncol(U)
-  cg <- gp_block_cg(A, pre$G(do.call(cbind, c(list(U), DU))), ctl$tol, ctl$maxit,
-                    method = prob$method)
+  cg <- solve(pre$G(do.call(cbind, c(list(U), DU))))
   sol <- pre$Gt(cg$x)
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)

@@ -49,6 +49,7 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr);
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads);
 SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
 SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
+SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit);
 
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
@@ -103,6 +104,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 6},
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
+  {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 6},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},

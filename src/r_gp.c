@@ -2,6 +2,7 @@
  * preconditioner, its products and its triangular solve. */
 #include "r_util.h"
 #include "gp/gp.h"
+#include "r_h2.h"
 
 static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
 {
@@ -102,5 +103,59 @@ SEXP gk_r_gp_cg_step(SEXP x, SEXP r, SEXP p, SEXP q, SEXP active, SEXP rr, SEXP 
   SET_VECTOR_ELT(out, 0, a);
   SET_VECTOR_ELT(out, 1, b);
   UNPROTECT(3);
+  return out;
+}
+
+/* Sigma x on the GPU through an H2 matrix (gp_gpu_operator). */
+typedef struct {
+  const h2_tree *tree;
+  h2_gpu *gpu;
+} h2_sigma;
+
+static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y, gk_error *err)
+{
+  h2_sigma *a = (h2_sigma *) ctx;
+  return h2_gpu_matmul_device(a->tree, a->gpu, x, nrhs, y, err);
+}
+
+/* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
+ * (gp_gpu_block_cg). Returns list(x, iterations, alpha, beta, converged,
+ * indefinite_at, gave_up); alpha and beta are maxit x k. */
+SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit)
+{
+  const h2_tree *tree;
+  h2_sigma op_data;
+  gk_r_h2_parts(sigma, &tree, &op_data.gpu);
+  op_data.tree = tree;
+  if (!op_data.gpu) gk_stop("internal: the GPU solver needs an h2matrix on the GPU");
+  check_factor_args(nbr, coef, b);
+  int n = Rf_nrows(b), k = Rf_ncols(b), iters = gk_as_int(maxit);
+  if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
+  if (iters < 1) gk_stop("internal: maxit must be positive");
+  gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu)};
+  const char *names[] = {"x", "iterations", "alpha", "beta", "converged", "indefinite_at",
+                         "gave_up", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SEXP x = PROTECT(Rf_allocMatrix(REALSXP, n, k));
+  SEXP iterations = PROTECT(Rf_allocVector(INTSXP, k));
+  SEXP alpha = PROTECT(Rf_allocMatrix(REALSXP, iters, k));
+  SEXP beta = PROTECT(Rf_allocMatrix(REALSXP, iters, k));
+  gp_cg_result res = {REAL(x), INTEGER(iterations), REAL(alpha), REAL(beta), 0, 0, 0};
+  gk_error err;
+  gk_error_clear(&err);
+  gp_gpu_block_cg(&op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(b), k,
+                  gk_as_double(tol), iters, &res, &err);
+  if (err.status) {
+    UNPROTECT(5);
+    gk_raise(&err);
+  }
+  SET_VECTOR_ELT(out, 0, x);
+  SET_VECTOR_ELT(out, 1, iterations);
+  SET_VECTOR_ELT(out, 2, alpha);
+  SET_VECTOR_ELT(out, 3, beta);
+  SET_VECTOR_ELT(out, 4, Rf_ScalarLogical(res.converged));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarInteger(res.indefinite_at));
+  SET_VECTOR_ELT(out, 6, Rf_ScalarLogical(res.gave_up));
+  UNPROTECT(5);
   return out;
 }

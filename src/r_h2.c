@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "r_util.h"
-#include "h2/h2.h"
+#include "r_h2.h"
 #include "h2/h2_compress.h"
 #include "h2/h2_otf.h"
 #include "device/gk_device.h"
@@ -46,6 +46,13 @@ static h2_handle *handle_of(SEXP ptr)
       ptr, GK_TAG_H2MATRIX, "h2matrix",
       "this h2matrix is no longer valid (was it saved and reloaded?): build it again with "
       "h2_matrix()");
+}
+
+void gk_r_h2_parts(SEXP ptr, const h2_tree **tree, h2_gpu **gpu)
+{
+  h2_handle *h = handle_of(ptr);
+  *tree = &h->tree;
+  *gpu = h->gpu;
 }
 
 /* Before h's data are built (its tree is): collects unreachable matrices

@@ -20,6 +20,10 @@
 #include "device/gk_error.h"
 #include "kernels/gk_kernel.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Keeps, for rows first_row .. first_row + rows - 1 of the ordered points, the
  * first m candidates (rows x kc, 1-based, nearest first) that come before the
  * row, writing row first_row + r of nbr (n x m; 0 pads). Returns the number of
@@ -50,4 +54,51 @@ void gp_vecchia_solve(int n, int m, const int *nbr, const double *coef, const do
 void gp_cg_step(size_t n, int k, const int *active, const double *q, double *x, double *r,
                 double *p, double *rr, double *a, double *b, int threads);
 
+/* ---- the solver on the GPU (gp_cuda.cu; gp_nocuda.c in a CPU-only build) ----
+ *
+ * Block conjugate gradients on A = G Sigma G' with every vector kept on the GPU
+ * (at n = 1e6 and 50 probes a block is 400 MB: copies through the host would
+ * cost more than the products). The same iteration as gp_block_cg() in R:
+ * each column stops when its residual falls to tol times its start; a step
+ * with p'Ap <= 0 (Sigma is not positive definite: an H2 matrix less accurate
+ * than the nugget) is remembered, and the columns still running then get 5
+ * times the iterations done so far plus 50 before the solver gives up. */
+
+/* Sigma x for n x nrhs column-major doubles on the solver's GPU (x and y do
+ * not overlap). Returns with its work finished. */
+typedef struct {
+  gk_status (*apply)(void *ctx, const double *x, int nrhs, double *y, gk_error *err);
+  void *ctx;
+  int device;   /* the GPU (0-based) that holds the operator's data */
+} gp_gpu_operator;
+
+typedef struct {
+  double *x;            /* n x k (host): the solutions                         */
+  int *iterations;      /* k: iterations each column ran                       */
+  double *alpha, *beta; /* maxit x k (host): CG coefficients, NaN where a column
+                           did not run (they give the Lanczos matrices)         */
+  int converged;        /* 1: every column reached tol                          */
+  int indefinite_at;    /* first iteration with p'Ap <= 0 (0: none)             */
+  int gave_up;          /* 1: stopped early on an operator that is not positive
+                           definite (indefinite_at says when it was seen)       */
+} gp_cg_result;
+
+/* Solves G Sigma G' x = b for the k columns of b (n x k, host); nbr and coef
+ * as for gp_vecchia_apply. The result's arrays are the caller's. Interrupts
+ * are checked between iterations. */
+gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
+                          const double *coef, const double *b, int k, double tol, int maxit,
+                          gp_cg_result *res, gk_error *err);
+
+/* The transpose of G's pattern, for G' x as a gather: for each column j
+ * (0-based), the entries (row i, neighbour slot s) with nbr[i, s] = j + 1,
+ * as ptr (n + 1) and entry = i + n * (s + 1) (the index of the coefficient in
+ * coef). ptr and entry are malloc'd by the caller: n + 1 and the count of
+ * non-zero neighbours (gp_vecchia_nonzeros). */
+size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
+void gp_vecchia_transpose(int n, int m, const int *nbr, size_t *ptr, size_t *entry);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -240,3 +240,29 @@ void gp_vecchia_solve(int n, int m, const int *nbr, const double *coef, const do
     }
   }
 }
+
+size_t gp_vecchia_nonzeros(int n, int m, const int *nbr)
+{
+  size_t count = 0;
+  for (size_t e = 0; e < (size_t) n * m; e++)
+    if (nbr[e] > 0) count++;
+  return count;
+}
+
+void gp_vecchia_transpose(int n, int m, const int *nbr, size_t *ptr, size_t *entry)
+{
+  for (int j = 0; j <= n; j++) ptr[j] = 0;
+  for (size_t e = 0; e < (size_t) n * m; e++)
+    if (nbr[e] > 0) ptr[nbr[e]]++;
+  for (int j = 0; j < n; j++) ptr[j + 1] += ptr[j];
+  /* by rows, so that each column lists its rows in increasing order (the
+   * order in which gp_vecchia_apply adds them up): ptr[j] is column j's next
+   * free place while filling, and is shifted back afterwards */
+  for (int i = 0; i < n; i++)
+    for (int s = 0; s < m; s++) {
+      int j = nbr[i + (size_t) s * n];
+      if (j > 0) entry[ptr[j - 1]++] = (size_t) i + (size_t) n * (s + 1);
+    }
+  for (int j = n; j > 0; j--) ptr[j] = ptr[j - 1];
+  ptr[0] = 0;
+}

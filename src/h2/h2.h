@@ -184,6 +184,13 @@ typedef struct h2_gpu h2_gpu;
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
 gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
                         gk_error *err);
+/* The same product for vectors already on g's GPU (x, y: n x nrhs doubles in
+ * the points' order; they may not overlap). Returns with the work finished.
+ * Callers that keep their vectors on the GPU (the GP solver) use it. */
+gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
+                               double *y, gk_error *err);
+/* The GPU (0-based) that holds g. */
+int h2_gpu_device(const h2_gpu *g);
 /* Device-only timing of the HMV (vectors already resident): median ms of reps;
  * cublas_only skips the small-block kernels (for comparison). */
 gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,

@@ -27,7 +27,7 @@ struct h2_gpu {
   gk_device_buffer cpl_ptrs, dense_ptrs;                    // marshaled A, B, C pointers
   gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_ptr, dense_row_blocks;
   int force_cublas;   // benchmarks: cuBLAS even where the small-block kernels apply
-  int work_nrhs;
+  int work_nrhs, xio_nrhs;   // right-hand sides the workspace / the staging copy hold
   gk_device_buffer xp, yp, xhat, yhat, xio;
   gk_stream low_rank, dense;  // high and low priority
   cudaEvent_t forked, joined;

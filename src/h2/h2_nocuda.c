@@ -16,6 +16,19 @@ gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, 
   return gk_fail_no_cuda(err);
 }
 
+gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
+                               double *y, gk_error *err)
+{
+  (void) t; (void) g; (void) x; (void) nrhs; (void) y;
+  return gk_fail_no_cuda(err);
+}
+
+int h2_gpu_device(const h2_gpu *g)
+{
+  (void) g;
+  return -1;
+}
+
 gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
                           double *ms, gk_error *err)
 {

@@ -341,6 +341,44 @@ test_that("GPU and CPU give the same likelihood and gradient", {
   }
 })
 
+test_that("the GPU solver (vectors on the device) matches block CG on the host", {
+  skip_if_no_gpu()
+  k <- gk_kernel("exponential", range = 0.1)
+  for (n in c(1003L, 2503L)) {   # not multiples of the solver's or the H2 blocks
+    set.seed(n)
+    locs <- matrix(runif(2 * n), ncol = 2)
+    ctl <- gp_control(probes = 3L)
+    prob <- gpukernels:::gp_problem(locs, rnorm(n), matrix(1, n, 1), "h2", ctl, "gpu")
+    pre <- gpukernels:::gp_preconditioner(prob, k, 0.01)
+    op <- gpukernels:::gp_operator(prob, k, 0.01)
+    A <- function(V) pre$G(op$mult(pre$Gt(V)))
+    # mean-zero columns of different scales, a zero column (never active), one column
+    for (B in list(cbind(rnorm(n), 0, matrix(rnorm(n * 9), n) * 10^(0:8 - 4)),
+                   matrix(rnorm(n), n))) {
+      track <- if (ncol(B) > 1) c(1L, 4L) else 1L
+      gpu <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, track = track)
+      host <- gpukernels:::gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track)
+      expect_true(gpu$converged)
+      expect_lte(max(abs(gpu$iterations - host$iterations)), 1)
+      if (ncol(B) > 1) expect_identical(gpu$iterations[2], 0L)
+      expect_equal(gpu$x, host$x, tolerance = 1e-8, info = n)
+      # the residuals reach the tolerance on the operator itself
+      res <- sqrt(colSums((A(gpu$x) - B)^2)) / pmax(sqrt(colSums(B^2)), 1e-300)
+      expect_true(all(res[colSums(B^2) > 0] < 10 * ctl$tol), info = n)
+      used <- seq_len(min(gpu$iterations[1], host$iterations[1]))
+      expect_equal(gpu$alpha[used, ], host$alpha[used, ], tolerance = 1e-8)
+      expect_equal(gpu$beta[used, ], host$beta[used, ], tolerance = 1e-6)
+      expect_true(all(is.na(gpu$alpha[-seq_len(max(gpu$iterations)), ])))
+    }
+  }
+  # an H2 operator less accurate than the nugget: the same clear error as on the host
+  locs <- matrix(runif(3 * 3000), ncol = 3)
+  km <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+  expect_error(gp_loglik(locs, rnorm(3000), kernel = km, nugget = 1e-4, method = "h2",
+                         backend = "gpu", control = gp_control(h2 = list(order = 1, eta = 1))),
+               "not positive definite.*H2 approximation.*method = \"tiled\"")
+})
+
 # The neighbour search of large problems: grid cells through block-sparse
 # knn(), exact against brute force (forced on small inputs by a pair limit of 0).
 brute_neighbors <- function(x, m, backend) {

@@ -1,0 +1,391 @@
+/*
+ * Block conjugate gradients of the GP engine on the GPU (gp.h): the right-hand
+ * sides, iterates and residuals stay on the device; each iteration applies
+ * G' (a gather over the transposed pattern), Sigma (the caller's operator: an
+ * H2 matrix or the tiled reductions) and G, then one fused CG step per column.
+ * Only the step lengths and residual norms (k numbers each) come back to the
+ * host, which decides which columns go on.
+ *
+ * Dot products are summed in a fixed order (per block, then the blocks in
+ * order), so a run repeats to the bit; G and G' add their terms in the same
+ * order as gp_vecchia_apply on the CPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include "gp/gp.h"
+#include "device/gk_cuda.h"
+#include "device/gk_hooks.h"
+
+namespace {
+
+const int kThreads = 256;
+const int kCols = 8;   // columns per thread in the G / G' products
+
+unsigned blocks_for(size_t rows)
+{
+  size_t b = (rows + kThreads - 1) / kThreads;
+  return (unsigned) (b < 1 ? 1 : (b > 65535 ? 65535 : b));
+}
+
+/* out[:, c] = G x[:, c] for the k columns: row i is coef[i] x_i + sum_s
+ * coef[i, s + 1] x_{nbr[i, s] - 1}. A thread takes a row and up to kCols
+ * columns, so the row's neighbours are read once per kCols columns. */
+__global__ void apply_g(int n, int m, const int *nbr, const double *coef, const double *x,
+                        int k, double *out)
+{
+  int c0 = blockIdx.y * kCols;
+  int cols = k - c0 < kCols ? k - c0 : kCols;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < (size_t) n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    double acc[kCols];
+    double d = coef[i];
+#pragma unroll
+    for (int c = 0; c < kCols; c++) acc[c] = c < cols ? d * x[i + (size_t) (c0 + c) * n] : 0.0;
+    for (int s = 0; s < m; s++) {
+      int j = nbr[i + (size_t) s * n];
+      double g = coef[i + (size_t) (s + 1) * n];
+      if (j > 0 && g != 0.0) {
+#pragma unroll
+        for (int c = 0; c < kCols; c++)
+          if (c < cols) acc[c] += g * x[(size_t) (j - 1) + (size_t) (c0 + c) * n];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; c++)
+      if (c < cols) out[i + (size_t) (c0 + c) * n] = acc[c];
+  }
+}
+
+/* out = G' x through the transposed pattern (gp_vecchia_transpose): column j
+ * of G is coef[j] at row j and tval[e] at rows trow[e], e in ptr[j] .. ptr[j + 1]. */
+__global__ void apply_gt(int n, const size_t *ptr, const int *trow, const double *tval,
+                         const double *coef, const double *x, int k, double *out)
+{
+  int c0 = blockIdx.y * kCols;
+  int cols = k - c0 < kCols ? k - c0 : kCols;
+  for (size_t j = blockIdx.x * (size_t) blockDim.x + threadIdx.x; j < (size_t) n;
+       j += (size_t) gridDim.x * blockDim.x) {
+    double acc[kCols];
+    double d = coef[j];
+#pragma unroll
+    for (int c = 0; c < kCols; c++) acc[c] = c < cols ? d * x[j + (size_t) (c0 + c) * n] : 0.0;
+    for (size_t e = ptr[j]; e < ptr[j + 1]; e++) {
+      size_t i = (size_t) trow[e];
+      double g = tval[e];
+      if (g != 0.0) {
+#pragma unroll
+        for (int c = 0; c < kCols; c++)
+          if (c < cols) acc[c] += g * x[i + (size_t) (c0 + c) * n];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; c++)
+      if (c < cols) out[j + (size_t) (c0 + c) * n] = acc[c];
+  }
+}
+
+/* tval[e] = coef[entry[e]]: the transposed pattern's values, once per solve. */
+__global__ void gather_values(size_t count, const size_t *entry, const double *coef, double *tval)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
+       e += (size_t) gridDim.x * blockDim.x)
+    tval[e] = coef[entry[e]];
+}
+
+/* dst[:, c] = src[:, cols[c]] */
+__global__ void gather_columns(size_t n, const double *src, const int *cols, double *dst)
+{
+  const double *s = src + (size_t) cols[blockIdx.y] * n;
+  double *d = dst + (size_t) blockIdx.y * n;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    d[i] = s[i];
+}
+
+/* The block's sum of v, in a fixed order, by thread 0. */
+__device__ double block_sum(double v, double *shared)
+{
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+/* partial[c * gridDim.x + b] = block b's part of <a[:, ja], b[:, c]>, with
+ * ja = cols[c] (a: the n x K state, b: the n x k block of the active columns). */
+__global__ void dot_partials(size_t n, const double *a, const int *cols, const double *bm,
+                             double *partial)
+{
+  __shared__ double shared[kThreads];
+  const double *ac = a + (size_t) cols[blockIdx.y] * n, *bc = bm + (size_t) blockIdx.y * n;
+  double v = 0.0;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    v += ac[i] * bc[i];
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
+}
+
+/* out[c] = the sum of column c's `parts` partials, in order (one block per column). */
+__global__ void sum_partials(const double *partial, int parts, double *out)
+{
+  __shared__ double shared[kThreads];
+  double v = 0.0;
+  for (int p = threadIdx.x; p < parts; p += blockDim.x) v += partial[(size_t) blockIdx.y * parts + p];
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) out[blockIdx.y] = total;
+}
+
+/* For active column c (state column j = cols[c]): step = rr[j] / pq[c],
+ * x_j += step p_j, r_j -= step q_c, and block partials of <r_j, r_j>. */
+__global__ void step_partials(size_t n, const int *cols, const double *rr, const double *pq,
+                              const double *q, double *x, double *r, const double *p,
+                              double *partial)
+{
+  __shared__ double shared[kThreads];
+  size_t j = (size_t) cols[blockIdx.y];
+  double step = rr[j] / pq[blockIdx.y];
+  const double *qc = q + (size_t) blockIdx.y * n, *pj = p + j * n;
+  double *xj = x + j * n, *rj = r + j * n;
+  double v = 0.0;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    xj[i] += step * pj[i];
+    double t = rj[i] - step * qc[i];
+    rj[i] = t;
+    v += t * t;
+  }
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
+}
+
+/* After sum_partials gave next[c] = <r_j, r_j>: the coefficients, and rr. */
+__global__ void finish_step(int k, const int *cols, const double *pq, const double *next,
+                            double *rr, double *coef_a, double *coef_b)
+{
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= k) return;
+  int j = cols[c];
+  coef_a[c] = rr[j] / pq[c];
+  coef_b[c] = next[c] / rr[j];
+  rr[j] = next[c];
+}
+
+/* p_j = r_j + beta_c p_j */
+__global__ void next_direction(size_t n, const int *cols, const double *beta, const double *r,
+                               double *p)
+{
+  size_t j = (size_t) cols[blockIdx.y];
+  double b = beta[blockIdx.y];
+  const double *rj = r + j * n;
+  double *pj = p + j * n;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    pj[i] = rj[i] + b * pj[i];
+}
+
+/* Everything the solver keeps on the GPU, freed together. */
+struct solver_state {
+  gk_device_buffer nbr, coef, tptr, tentry, trow, tval;
+  gk_device_buffer x, r, p, w1, w2;
+  gk_device_buffer cols, partial, small;
+  gk_stream stream;
+};
+
+void state_free(solver_state *s)
+{
+  gk_device_buffer *all[] = {&s->nbr, &s->coef, &s->tptr, &s->tentry, &s->trow, &s->tval,
+                             &s->x, &s->r, &s->p,
+                             &s->w1, &s->w2, &s->cols, &s->partial, &s->small};
+  for (gk_device_buffer *b : all) gk_buffer_free(b);
+  gk_stream_destroy(&s->stream);
+}
+
+}  // namespace
+
+extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
+                                     const double *coef, const double *b, int k, double tol,
+                                     int maxit, gp_cg_result *res, gk_error *err)
+{
+  solver_state st;
+  memset(&st, 0, sizeof st);
+  size_t nn = (size_t) n, block = nn * k * sizeof(double);
+  size_t nnz = gp_vecchia_nonzeros(n, m, nbr);
+  std::vector<size_t> tptr, tentry;
+  std::vector<int> trow;
+  std::vector<int> active, next_active;
+  std::vector<double> host_small;
+  unsigned parts = blocks_for(nn);
+  if (parts > 512) parts = 512;
+  double *bnorm = NULL, *rr = NULL;
+  cudaStream_t s = NULL;
+  int it;
+
+  for (size_t e = 0; e < (size_t) maxit * k; e++) res->alpha[e] = res->beta[e] = NAN;
+  for (int c = 0; c < k; c++) res->iterations[c] = 0;
+  res->converged = 1;
+  res->indefinite_at = 0;
+  res->gave_up = 0;
+  if (n == 0 || k == 0) return GK_OK;
+
+  if (gk_device_enter(op->device, err)) return err->status;
+  {
+    size_t need = 5 * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
+                  (nn + 1 + 2 * nnz) * sizeof(size_t) + nnz * sizeof(int), budget = 0;
+    if (gk_device_memory_budget(&budget, err)) return err->status;
+    if (need > budget)
+      return gk_fail(err, GK_ERR_NOMEM,
+                     "the GPU solver needs %.2f GB for %d vectors of %d rows and the "
+                     "preconditioner, more than the %.2f GB free to use: use fewer probes "
+                     "(gp_control(probes = )) or backend = \"cpu\"",
+                     need / 1e9, k, n, budget / 1e9);
+  }
+  try {
+    tptr.resize(nn + 1);
+    tentry.resize(nnz > 0 ? nnz : 1);
+    trow.resize(tentry.size());
+    host_small.resize(4 * (size_t) k);
+  } catch (...) {
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the GPU solver");
+  }
+  gp_vecchia_transpose(n, m, nbr, tptr.data(), tentry.data());
+  for (size_t e = 0; e < nnz; e++) trow[e] = (int) (tentry[e] % nn);
+  if (!nnz) trow[0] = 0, tentry[0] = 0;
+
+  GK_TRY(gk_stream_create(&st.stream, 0, err));
+  s = (cudaStream_t) st.stream;
+  GK_TRY(gk_buffer_alloc(&st.nbr, nn * m * sizeof(int) + 1, "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.coef, nn * (m + 1) * sizeof(double), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.tptr, (nn + 1) * sizeof(size_t), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.tentry, tentry.size() * sizeof(size_t), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.trow, trow.size() * sizeof(int), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.tval, tentry.size() * sizeof(double), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.x, block, "the solver's vectors", err));
+  GK_TRY(gk_buffer_alloc(&st.r, block, "the solver's vectors", err));
+  GK_TRY(gk_buffer_alloc(&st.p, block, "the solver's vectors", err));
+  GK_TRY(gk_buffer_alloc(&st.w1, block, "the solver's vectors", err));
+  GK_TRY(gk_buffer_alloc(&st.w2, block, "the solver's vectors", err));
+  GK_TRY(gk_buffer_alloc(&st.cols, k * sizeof(int), "the solver's columns", err));
+  GK_TRY(gk_buffer_alloc(&st.partial, (size_t) parts * k * sizeof(double), "the solver's sums", err));
+  // pq, next, alpha, beta, rr (k each)
+  GK_TRY(gk_buffer_alloc(&st.small, 5 * (size_t) k * sizeof(double), "the solver's sums", err));
+  if (nn * m > 0)
+    GK_TRY(gk_buffer_upload(&st.nbr, nbr, nn * m * sizeof(int), st.stream, err));
+  GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
+  GK_TRY(gk_buffer_upload(&st.tptr, tptr.data(), (nn + 1) * sizeof(size_t), st.stream, err));
+  GK_TRY(gk_buffer_upload(&st.tentry, tentry.data(), tentry.size() * sizeof(size_t), st.stream, err));
+  GK_TRY(gk_buffer_upload(&st.trow, trow.data(), trow.size() * sizeof(int), st.stream, err));
+  gather_values<<<blocks_for(nnz), kThreads, 0, s>>>(nnz, (const size_t *) st.tentry.ptr,
+                                                     (const double *) st.coef.ptr,
+                                                     (double *) st.tval.ptr);
+  GK_TRY(gk_cuda_check_launch("the preconditioner's transpose", err));
+  GK_TRY(gk_buffer_upload(&st.r, b, block, st.stream, err));
+  GK_CUDA_TRY(cudaMemcpyAsync(st.p.ptr, st.r.ptr, block, cudaMemcpyDeviceToDevice, s),
+              "the solver's vectors", err);
+  GK_CUDA_TRY(cudaMemsetAsync(st.x.ptr, 0, block, s), "the solver's vectors", err);
+
+  {
+    double *d_small = (double *) st.small.ptr;
+    double *pq = d_small, *next = d_small + k, *ca = d_small + 2 * k, *cb = d_small + 3 * k,
+           *d_rr = d_small + 4 * k;
+    int *d_cols = (int *) st.cols.ptr;
+    double *X = (double *) st.x.ptr, *R = (double *) st.r.ptr, *P = (double *) st.p.ptr;
+    double *W1 = (double *) st.w1.ptr, *W2 = (double *) st.w2.ptr;
+    rr = host_small.data();           // k: <r, r> of every column
+    bnorm = host_small.data() + k;    // k: |b| of every column
+
+    // rr = <r, r> of every column, on the device (the same sums as every step)
+    active.resize(k);
+    for (int c = 0; c < k; c++) active[c] = c;
+    GK_CUDA_TRY(cudaMemcpyAsync(d_cols, active.data(), k * sizeof(int), cudaMemcpyHostToDevice, s),
+                "the solver's columns", err);
+    dot_partials<<<dim3(parts, k), kThreads, 0, s>>>(nn, R, d_cols, R, (double *) st.partial.ptr);
+    sum_partials<<<dim3(1, k), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, d_rr);
+    GK_TRY(gk_cuda_check_launch("the solver's norms", err));
+    GK_CUDA_TRY(cudaMemcpyAsync(rr, d_rr, k * sizeof(double), cudaMemcpyDeviceToHost, s),
+                "the solver's norms", err);
+    GK_TRY(gk_stream_sync(st.stream, "the solver's norms", err));
+    active.clear();
+    for (int c = 0; c < k; c++) {
+      bnorm[c] = sqrt(rr[c]);
+      if (bnorm[c] > 0) active.push_back(c);
+    }
+
+    for (it = 1; it <= maxit && !active.empty(); it++) {
+      int ka = (int) active.size();
+      GK_CUDA_TRY(cudaMemcpyAsync(d_cols, active.data(), ka * sizeof(int),
+                                  cudaMemcpyHostToDevice, s), "the solver's columns", err);
+      unsigned groups = (unsigned) ((ka + kCols - 1) / kCols);
+      // Q = G Sigma G' P[, active]: W1 = P[, active]; W2 = G' W1; W1 = Sigma W2; W2 = G W1
+      gather_columns<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W1);
+      apply_gt<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
+          n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
+          (const double *) st.tval.ptr, (const double *) st.coef.ptr, W1, ka, W2);
+      GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
+      GK_TRY(gk_stream_sync(st.stream, "the preconditioner product", err));
+      GK_TRY(op->apply(op->ctx, W2, ka, W1, err));
+      GK_TRY(gk_device_enter(op->device, err));
+      apply_g<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
+          n, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr, W1, ka, W2);
+      // the CG step on the active columns (Q = W2)
+      dot_partials<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W2,
+                                                        (double *) st.partial.ptr);
+      sum_partials<<<dim3(1, ka), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, pq);
+      step_partials<<<dim3(parts, ka), kThreads, 0, s>>>(nn, d_cols, d_rr, pq, W2, X, R, P,
+                                                         (double *) st.partial.ptr);
+      sum_partials<<<dim3(1, ka), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, next);
+      finish_step<<<(ka + 127) / 128, 128, 0, s>>>(ka, d_cols, pq, next, d_rr, ca, cb);
+      next_direction<<<dim3(parts, ka), kThreads, 0, s>>>(nn, d_cols, cb, R, P);
+      GK_TRY(gk_cuda_check_launch("the conjugate-gradient step", err));
+      double *h_a = host_small.data() + 2 * k, *h_b = host_small.data() + 3 * k;
+      GK_CUDA_TRY(cudaMemcpyAsync(h_a, ca, ka * sizeof(double), cudaMemcpyDeviceToHost, s),
+                  "the conjugate-gradient step", err);
+      GK_CUDA_TRY(cudaMemcpyAsync(h_b, cb, ka * sizeof(double), cudaMemcpyDeviceToHost, s),
+                  "the conjugate-gradient step", err);
+      GK_CUDA_TRY(cudaMemcpyAsync(rr, d_rr, k * sizeof(double), cudaMemcpyDeviceToHost, s),
+                  "the conjugate-gradient step", err);
+      GK_TRY(gk_stream_sync(st.stream, "the conjugate-gradient step", err));
+
+      int bad_step = 0, bad_rr = 0;
+      next_active.clear();
+      for (int c = 0; c < ka; c++) {
+        int j = active[c];
+        if (!(isfinite(h_a[c]) && h_a[c] > 0)) bad_step = 1;
+        res->alpha[(size_t) (it - 1) + (size_t) maxit * j] = h_a[c];
+        res->beta[(size_t) (it - 1) + (size_t) maxit * j] = h_b[c];
+        res->iterations[j] = it;
+        if (sqrt(rr[j]) > tol * bnorm[j]) {
+          next_active.push_back(j);
+          if (!isfinite(rr[j])) bad_rr = 1;
+        }
+      }
+      if (bad_step && !res->indefinite_at) res->indefinite_at = it;
+      active.swap(next_active);
+      if (!active.empty() && res->indefinite_at &&
+          (it >= 5 * res->indefinite_at + 50 || bad_rr)) {
+        res->gave_up = 1;
+        break;
+      }
+      if (!active.empty() && it < maxit && gk_interrupt_pending()) {
+        gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while solving with conjugate gradients");
+        goto fail;
+      }
+    }
+    res->converged = active.empty();
+  }
+  GK_TRY(gk_buffer_download(res->x, &st.x, block, st.stream, err));
+  GK_TRY(gk_stream_sync(st.stream, "the solutions", err));
+  state_free(&st);
+  return GK_OK;
+fail:
+  if (s) cudaStreamSynchronize(s);
+  state_free(&st);
+  return err->status;
+}

@@ -1,0 +1,15 @@
+/* The GPU solver of the GP engine in a CPU-only build: none can run. */
+#ifndef GK_HAVE_CUDA
+#include "gp/gp.h"
+
+gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
+                          const double *coef, const double *b, int k, double tol, int maxit,
+                          gp_cg_result *res, gk_error *err)
+{
+  (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) b; (void) k; (void) tol;
+  (void) maxit; (void) res;
+  return gk_fail_no_cuda(err);
+}
+#else
+typedef int gp_nocuda_unused;   /* ISO C wants a declaration in every file */
+#endif
