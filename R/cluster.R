@@ -120,8 +120,7 @@ cluster_ranges_centroids <- function(x, labels, weights = NULL, clusters = NULL)
   }
   labels <- as.integer(labels)
   counts <- tabulate(labels, clusters)
-  last <- cumsum(counts)
-  ranges <- cbind(first = as.integer(last - counts + 1L), last = as.integer(last))
+  ranges <- gk_label_ranges(labels, clusters)
   total <- numeric(clusters)
   total[sort(unique(labels))] <- rowsum(weights, labels, reorder = TRUE)[, 1L]
   centroids <- matrix(NA_real_, clusters, ncol(x))
@@ -141,4 +140,13 @@ cluster_ranges_centroids <- function(x, labels, weights = NULL, clusters = NULL)
     radii[present] <- sqrt(vapply(split(d2, labels), max, numeric(1)))
   }
   list(ranges = ranges, centroids = centroids, weights = total, radii = radii)
+}
+
+# The K x 2 (first, last) rows of each cluster for non-decreasing integer
+# labels in 1..K (what cluster_ranges_centroids() returns as `ranges`, without
+# its centroids and radii, for callers that need only the ranges).
+gk_label_ranges <- function(labels, clusters) {
+  counts <- tabulate(labels, clusters)
+  last <- cumsum(counts)
+  cbind(first = as.integer(last - counts + 1L), last = as.integer(last))
 }

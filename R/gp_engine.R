@@ -164,12 +164,13 @@ gp_problem <- function(locs, y, X, method, control, backend) {
   nb <- gp_neighbors(prob$locs, control$neighbors, backend)
   prob$nbr <- nb$nbr
   prob$duplicates <- nb$duplicates > 0L
-  prob$probes <- gp_with_seed(control$seed + 1L,
-                              matrix(sample(c(-1, 1), n * control$probes, replace = TRUE),
-                                     n, control$probes))
+  prob$probes <- gp_with_seed(control$seed + 1L, gp_rademacher(n, control$probes))
   prob$points <- if (backend == "gpu" && method == "tiled") gk_device_matrix(prob$locs) else prob$locs
   prob
 }
+
+# n x k Rademacher signs from R's random stream (set the seed first).
+gp_rademacher <- function(n, k) .Call(gk_r_gp_rademacher, as.double(n), as.double(k))
 
 # For each point (in the internal order) up to m nearest points that precede
 # it, by brute-force knn() on growing blocks: the rows start..end search the
@@ -185,9 +186,10 @@ gp_neighbors <- function(xo, m, backend) {
   while (start <= n) {
     end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
     k <- min(end, k_most)
-    nn <- gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)
-    duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, nn$index, nn$distance,
-                                     as.integer(start), nbr)
+    for (part in gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)) {
+      duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, part$index, part$distance,
+                                       as.integer(start), nbr, part$row_of, part$id, part$skip)
+    }
     start <- end + 1L
   }
   list(nbr = nbr, duplicates = duplicates)
@@ -198,16 +200,23 @@ gp_neighbors <- function(xo, m, backend) {
 gp_dense_knn_pairs <- function() getOption("gpukernels.gp_dense_knn_pairs", 2e7)
 
 # The k nearest of the points `xc` for each of its rows from `first_row` on,
-# as knn() gives them, through a block-sparse knn(): the points in grid cells
-# of side s (grid_cluster()), each row's cell searching the 3^d cells around
-# it. A point outside those cells is more than s away, so a row whose k-th
+# as knn() would give them, as a list of parts for gk_r_gp_keep_preceding
+# (index, distance and, where the rows or candidates are in another order,
+# row_of, id and skip: see gp_keep_preceding in gp.h; at n = 1e6 reordering
+# the n x k results in R cost more than the search). Through a block-sparse
+# knn(): the points in grid cells of side s (grid_cluster()), each row's cell
+# searching the 3^d cells around it. A point outside those cells is more than s away, so a row whose k-th
 # distance is at most s has its exact answer; the other rows (near corners,
 # or where the points are sparse) are searched in full. s is chosen so that a
 # ball of radius s holds about 4k points on average.
 gp_knn_cells <- function(xc, first_row, k, backend) {
   rows <- first_row:nrow(xc)
   xr <- xc[rows, , drop = FALSE]
-  dense <- function(r) knn(xr[r, , drop = FALSE], xc, k = k, backend = backend)
+  dense <- function(r) {
+    nn <- knn(xr[r, , drop = FALSE], xc, k = k, backend = backend)
+    list(list(index = nn$index, distance = nn$distance,
+              row_of = if (length(r) < length(rows)) as.integer(r)))
+  }
   if (as.double(length(rows)) * nrow(xc) <= gp_dense_knn_pairs()) return(dense(seq_along(rows)))
   d <- ncol(xc)
   low <- apply(xc, 2L, min)
@@ -221,9 +230,9 @@ gp_knn_cells <- function(xc, first_row, k, backend) {
   }
   labels <- grid_cluster(xc, s)
   cand <- sort_clusters(xc, labels)
-  ranges_c <- cluster_ranges_centroids(cand$x, cand$labels)$ranges
+  ranges_c <- gk_label_ranges(cand$labels, max(cand$labels))
   own <- sort_clusters(xr, labels[rows])
-  ranges_r <- cluster_ranges_centroids(own$x, own$labels, clusters = nrow(ranges_c))$ranges
+  ranges_r <- gk_label_ranges(own$labels, nrow(ranges_c))
   # each cell's grid coordinates (as grid_cluster() computed them), from its first point
   coords <- floor(sweep(cand$x[ranges_c[, 1L], , drop = FALSE], 2L, low) / s)
   radix <- cumprod(c(1, extent[-d]))
@@ -242,16 +251,13 @@ gp_knn_cells <- function(xc, first_row, k, backend) {
   }
   ranges <- gk_ranges_from_pairs(ranges_r, ranges_c, pair_x, pair_y)
   nn <- knn(own$x, cand$x, k = k, backend = backend, ranges = ranges)
-  index <- matrix(cand$perm[nn$index[own$inverse, , drop = FALSE]], length(rows), k)
-  distance <- nn$distance[own$inverse, , drop = FALSE]
-  # exact where the k-th distance is within s (less a rounding margin of the cells)
-  redo <- which(!(distance[, k] <= s * (1 - 1e-12)))
-  if (length(redo)) {
-    full <- dense(redo)
-    index[redo, ] <- full$index
-    distance[redo, ] <- full$distance
-  }
-  list(index = index, distance = distance)
+  # exact where the k-th distance is within s (less a rounding margin of the
+  # cells); the other rows are searched in full
+  redo <- !(nn$distance[, k] <= s * (1 - 1e-12))
+  cells <- list(index = nn$index, distance = nn$distance, row_of = as.integer(own$perm),
+                id = as.integer(cand$perm), skip = as.integer(redo))
+  if (!any(redo)) return(list(cells))
+  c(list(cells), dense(sort(own$perm[redo])))
 }
 
 gp_check_duplicates <- function(prob, nugget) {
@@ -396,28 +402,36 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
 }
 
 # The solver of A x = B for A = G Sigma G' (pre: gp_preconditioner(), op:
-# gp_operator()), as function(B, track): on the GPU with an H2 Sigma, block CG
-# with every vector on the device (gp_cuda.cu; the same iteration as
-# gp_block_cg(), whose result it returns); otherwise gp_block_cg() on the
-# products A(V). `clock` (or NULL): the device solver's time goes to clock$solver.
+# gp_operator()), as function(B, track, gt_b, x): the list of gp_block_cg()
+# plus gt_x = G' x (every caller wants Sigma^-1 G' B ~ G' A^-1 B, not x) and,
+# when gt_b, gt_b = G' B; x itself only when asked. On the GPU with an H2
+# Sigma, block CG with every vector on the device (gp_cuda.cu: the same
+# iteration, and G' applied there too); otherwise gp_block_cg() on the
+# products A(V). `clock` (or NULL): the device solver's time goes to
+# clock$solver. (options(gpukernels.gp_device_solver = FALSE): the host loop,
+# for comparison.)
 gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
   ctl <- prob$control
-  # (options(gpukernels.gp_device_solver = FALSE): the host loop, for comparison)
   if (prob$backend == "gpu" && inherits(op$sigma, "h2matrix") &&
       isTRUE(getOption("gpukernels.gp_device_solver", TRUE))) {
-    return(function(B, track = integer()) {
+    return(function(B, track = integer(), gt_b = FALSE, x = FALSE) {
       t0 <- proc.time()[["elapsed"]]
       if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
       storage.mode(B) <- "double"
       out <- .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, B, ctl$tol,
-                   ctl$maxit)
+                   ctl$maxit, x, gt_b)
       if (out$gave_up) gp_stop_indefinite(prob$method, out$indefinite_at)
-      list(x = out$x, iterations = out$iterations, converged = out$converged,
-           alpha = out$alpha[, track, drop = FALSE], beta = out$beta[, track, drop = FALSE])
+      list(x = out$x, gt_x = out$gt_x, gt_b = out$gt_b, iterations = out$iterations,
+           converged = out$converged, alpha = out$alpha[, track, drop = FALSE],
+           beta = out$beta[, track, drop = FALSE])
     })
   }
-  function(B, track = integer()) {
-    gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track, method = prob$method)
+  function(B, track = integer(), gt_b = FALSE, x = FALSE) {
+    cg <- gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track, method = prob$method)
+    cg$gt_x <- pre$Gt(cg$x)
+    if (gt_b) cg$gt_b <- pre$Gt(B)
+    if (!x) cg$x <- NULL
+    cg
   }
 }
 

@@ -370,9 +370,8 @@ gp_solver <- function(object) {
   solve <- gp_cg_solver(prob, op, pre, A)
   ord <- prob$order
   function(B) {
-    cg <- solve(pre$G(B[ord, , drop = FALSE]))
     out <- B
-    out[ord, ] <- pre$Gt(cg$x)
+    out[ord, ] <- solve(pre$G(B[ord, , drop = FALSE]))$gt_x
     out
   }
 }

@@ -241,12 +241,12 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   p <- ncol(prob$X)
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
-  cg <- solve(cbind(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols)
+  cg <- solve(cbind(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols, gt_b = need_d)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
   }
-  W <- pre$Gt(cg$x[, data_cols, drop = FALSE])            # Sigma^-1 [y X]
+  W <- cg$gt_x[, data_cols, drop = FALSE]                 # Sigma^-1 [y X]
   beta <- gp_gls_beta(prob$X, W[, -1L, drop = FALSE], prob$y, W[, 1L])
   alpha <- W[, 1L] - if (p) W[, -1L, drop = FALSE] %*% beta else 0
   resid <- prob$y - if (p) prob$X %*% beta else 0
@@ -255,11 +255,11 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   }, numeric(1))
   parts <- list(logdet = pre$logdet + mean(quads), logdet_se = stats::sd(quads) / sqrt(m),
                 quadratic = sum(resid * alpha))
-  S <- pre$Gt(cg$x[, probe_cols, drop = FALSE])      # Sigma^-1 z, nearly (G' A^-1 z)
+  S <- cg$gt_x[, probe_cols, drop = FALSE]           # Sigma^-1 z, nearly (G' A^-1 z)
   h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S, Z)
   grad <- grad_se <- info <- NULL
   if (need_d) {
-    U <- pre$Gt(Z)                                   # G'z
+    U <- cg$gt_b[, probe_cols, drop = FALSE]         # G'z
     V <- S - U                                       # G'(A^-1 - I) z
     B <- cbind(alpha, U, if (fisher) S)
     DB <- lapply(op$dmult, function(f) f(B))
@@ -304,7 +304,7 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
   B <- cbind(alpha, Z)
   exact <- kernel_matvec(prob$locs[rows, , drop = FALSE], prob$locs, B, kernel,
                          backend = prob$backend)
-  approx <- (op$mult(B) - nugget * B)[rows, , drop = FALSE]
+  approx <- op$mult(B)[rows, , drop = FALSE] - nugget * B[rows, , drop = FALSE]
   E <- exact - approx
   # per sampled row i: alpha_i (E alpha)_i - mean_j S_ij (E z_j)_i
   per_row <- 0.5 * (alpha[rows] * E[, 1L] - rowMeans(S[rows, , drop = FALSE] * E[, -1L, drop = FALSE]))
@@ -320,8 +320,7 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
 # DU, DS: the derivative operators (range, then smoothness) applied to U, S.
 gp_fisher_probes <- function(prob, pre, op, solve, U, DU, S, DS, nugget, names) {
   m <- ncol(U)
-  cg <- solve(pre$G(do.call(cbind, c(list(U), DU))))
-  sol <- pre$Gt(cg$x)
+  sol <- solve(pre$G(do.call(cbind, c(list(U), DU))))$gt_x
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)
   SiDU <- lapply(seq_along(DU), block)

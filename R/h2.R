@@ -188,9 +188,8 @@ h2_multiply <- function(A, x) {
     stop("non-conformable: the h2matrix is ", n, " x ", n, " but x has ", nrow(x), " rows",
          call. = FALSE)
   }
-  if (anyNA(x) || any(is.infinite(x))) stop("x contains NA, NaN or infinite values", call. = FALSE)
   storage.mode(x) <- "double"
-  .Call(gk_r_h2_matmul, h2_ptr(A), x)
+  .Call(gk_r_h2_matmul, h2_ptr(A), x)   # refuses NA, NaN and infinite values
 }
 
 #' @importFrom methods setOldClass setMethod show

@@ -88,7 +88,7 @@ gk_ranges_from_pairs <- function(ranges_x, ranges_y, pair_x, pair_y) {
                 redranges_j = as_pairs(arrays$redranges_j),
                 ranges_j = as_pairs(arrays$ranges_j), slices_j = arrays$slices_j,
                 redranges_i = as_pairs(arrays$redranges_i))
-  dup <- duplicated(cbind(pair_x, pair_y))
+  dup <- duplicated(as.double(pair_x) * (nrow(ranges_y) + 1) + pair_y)   # exact: < 2^62
   structure(c(keops, list(
     ranges_x = ranges_x, ranges_y = ranges_y,
     pair_x = pair_x[!dup], pair_y = pair_y[!dup],

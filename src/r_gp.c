@@ -3,6 +3,7 @@
 #include "r_util.h"
 #include "gp/gp.h"
 #include "r_h2.h"
+#include <R_ext/Random.h>
 
 static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
 {
@@ -14,17 +15,38 @@ static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
              Rf_nrows(nbr), Rf_nrows(x));
 }
 
+/* An optional integer vector of `len` values in 1..most (NULL when R gave NULL). */
+static const int *optional_index(SEXP v, R_xlen_t len, int most, const char *what)
+{
+  if (Rf_isNull(v)) return NULL;
+  if (!Rf_isInteger(v) || Rf_xlength(v) != len) gk_stop("internal: bad %s", what);
+  const int *p = INTEGER(v);
+  for (R_xlen_t e = 0; e < len; e++)
+    if (p[e] < 0 || p[e] > most) gk_stop("internal: %s out of range", what);
+  return p;
+}
+
 /* Fills rows first_row.. of nbr (n x m, modified in place: R allocated it for
- * this purpose and passes it by reference) from knn() candidates. */
-SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr)
+ * this purpose and passes it by reference) from knn() candidates; row_of, id
+ * and skip as in gp_keep_preceding (NULL for none). */
+SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP row_of,
+                            SEXP id, SEXP skip)
 {
   if (!Rf_isInteger(cand) || !Rf_isReal(dist) || !Rf_isInteger(nbr) ||
       Rf_nrows(cand) != Rf_nrows(dist) || Rf_ncols(cand) != Rf_ncols(dist))
     gk_stop("internal: bad neighbour candidates");
-  int rows = Rf_nrows(cand), first = gk_as_int(first_row) - 1;
-  if (first < 0 || first + rows > Rf_nrows(nbr)) gk_stop("internal: neighbour rows out of range");
-  int dup = gp_keep_preceding(INTEGER(cand), REAL(dist), rows, Rf_ncols(cand), first,
-                              Rf_nrows(nbr), Rf_ncols(nbr), INTEGER(nbr));
+  int rows = Rf_nrows(cand), first = gk_as_int(first_row) - 1, n = Rf_nrows(nbr);
+  if (first < 0 || first + rows > n) gk_stop("internal: neighbour rows out of range");
+  const int *rows_of = optional_index(row_of, rows, n - first, "neighbour rows");
+  const int *ids = optional_index(id, Rf_isNull(id) ? 0 : Rf_xlength(id), n, "neighbour ids");
+  const int *skips = optional_index(skip, rows, 1, "neighbour rows to skip");
+  if (ids) {
+    const int *c = INTEGER(cand);
+    for (R_xlen_t e = 0; e < Rf_xlength(cand); e++)
+      if (c[e] > Rf_xlength(id)) gk_stop("internal: neighbour candidate out of range");
+  }
+  int dup = gp_keep_preceding(INTEGER(cand), REAL(dist), rows, Rf_ncols(cand), first, n,
+                              Rf_ncols(nbr), rows_of, ids, skips, INTEGER(nbr));
   return Rf_ScalarInteger(dup);
 }
 
@@ -119,9 +141,11 @@ static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
 }
 
 /* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
- * (gp_gpu_block_cg). Returns list(x, iterations, alpha, beta, converged,
- * indefinite_at, gave_up); alpha and beta are maxit x k. */
-SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit)
+ * (gp_gpu_block_cg). Returns list(x, gt_x, gt_b, iterations, alpha, beta,
+ * converged, indefinite_at, gave_up): x (when want_x) the solutions, gt_x =
+ * G' x, gt_b = G' b (when want_gt_b, else NULL); alpha and beta are maxit x k. */
+SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
+                         SEXP want_x, SEXP want_gt_b)
 {
   const h2_tree *tree;
   h2_sigma op_data;
@@ -133,29 +157,57 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
   if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
   if (iters < 1) gk_stop("internal: maxit must be positive");
   gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu)};
-  const char *names[] = {"x", "iterations", "alpha", "beta", "converged", "indefinite_at",
-                         "gave_up", ""};
+  const char *names[] = {"x", "gt_x", "gt_b", "iterations", "alpha", "beta", "converged",
+                         "indefinite_at", "gave_up", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
-  SEXP x = PROTECT(Rf_allocMatrix(REALSXP, n, k));
-  SEXP iterations = PROTECT(Rf_allocVector(INTSXP, k));
-  SEXP alpha = PROTECT(Rf_allocMatrix(REALSXP, iters, k));
-  SEXP beta = PROTECT(Rf_allocMatrix(REALSXP, iters, k));
-  gp_cg_result res = {REAL(x), INTEGER(iterations), REAL(alpha), REAL(beta), 0, 0, 0};
+  SEXP x = gk_as_flag(want_x) ? Rf_allocMatrix(REALSXP, n, k) : R_NilValue;
+  SET_VECTOR_ELT(out, 0, x);
+  SEXP gt_x = Rf_allocMatrix(REALSXP, n, k);
+  SET_VECTOR_ELT(out, 1, gt_x);
+  SEXP gt_b = gk_as_flag(want_gt_b) ? Rf_allocMatrix(REALSXP, n, k) : R_NilValue;
+  SET_VECTOR_ELT(out, 2, gt_b);
+  SEXP iterations = Rf_allocVector(INTSXP, k);
+  SET_VECTOR_ELT(out, 3, iterations);
+  SEXP alpha = Rf_allocMatrix(REALSXP, iters, k);
+  SET_VECTOR_ELT(out, 4, alpha);
+  SEXP beta = Rf_allocMatrix(REALSXP, iters, k);
+  SET_VECTOR_ELT(out, 5, beta);
+  gp_cg_result res = {Rf_isNull(x) ? NULL : REAL(x), REAL(gt_x),
+                      Rf_isNull(gt_b) ? NULL : REAL(gt_b), INTEGER(iterations), REAL(alpha),
+                      REAL(beta), 0, 0, 0};
   gk_error err;
   gk_error_clear(&err);
   gp_gpu_block_cg(&op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(b), k,
                   gk_as_double(tol), iters, &res, &err);
   if (err.status) {
-    UNPROTECT(5);
+    UNPROTECT(1);
     gk_raise(&err);
   }
-  SET_VECTOR_ELT(out, 0, x);
-  SET_VECTOR_ELT(out, 1, iterations);
-  SET_VECTOR_ELT(out, 2, alpha);
-  SET_VECTOR_ELT(out, 3, beta);
-  SET_VECTOR_ELT(out, 4, Rf_ScalarLogical(res.converged));
-  SET_VECTOR_ELT(out, 5, Rf_ScalarInteger(res.indefinite_at));
-  SET_VECTOR_ELT(out, 6, Rf_ScalarLogical(res.gave_up));
-  UNPROTECT(5);
+  SET_VECTOR_ELT(out, 6, Rf_ScalarLogical(res.converged));
+  SET_VECTOR_ELT(out, 7, Rf_ScalarInteger(res.indefinite_at));
+  SET_VECTOR_ELT(out, 8, Rf_ScalarLogical(res.gave_up));
+  UNPROTECT(1);
+  return out;
+}
+
+/* An n x k matrix of Rademacher signs (+1 / -1 with probability 1/2 each)
+ * from R's random number stream: 16 signs from each uniform draw (R's
+ * generators give at least 25 random bits per draw), so the probes of a large
+ * problem (5e7 signs at n = 1e6) cost milliseconds instead of seconds of
+ * sample(). Deterministic given the seed, like any draw from R's stream. */
+SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols)
+{
+  double n = gk_as_double(rows), k = gk_as_double(cols);
+  if (!(n >= 0 && k >= 0) || n * k > R_XLEN_T_MAX) gk_stop("internal: bad probe dimensions");
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int) n, (int) k));
+  double *z = REAL(out);
+  R_xlen_t total = Rf_xlength(out);
+  GetRNGstate();
+  for (R_xlen_t e = 0; e < total; e += 16) {
+    unsigned bits = (unsigned) (unif_rand() * 65536.0);
+    for (int b = 0; b < 16 && e + b < total; b++) z[e + b] = (bits >> b) & 1u ? 1.0 : -1.0;
+  }
+  PutRNGstate();
+  UNPROTECT(1);
   return out;
 }

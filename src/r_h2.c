@@ -194,6 +194,11 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   int n = Rf_nrows(x), nrhs = Rf_ncols(x);
   if (n != h->tree.n) gk_stop("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
+  // here rather than in R: anyNA() and is.infinite() on a 1e6 x 50 block cost
+  // a fresh logical copy each (0.3 s), this loop none
+  const double *xv = REAL(x);
+  for (R_xlen_t e = 0; e < Rf_xlength(x); e++)
+    if (!R_FINITE(xv[e])) gk_stop("x contains NA, NaN or infinite values");
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, nrhs));
   gk_error err;
   gk_error_clear(&err);

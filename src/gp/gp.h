@@ -26,10 +26,15 @@ extern "C" {
 
 /* Keeps, for rows first_row .. first_row + rows - 1 of the ordered points, the
  * first m candidates (rows x kc, 1-based, nearest first) that come before the
- * row, writing row first_row + r of nbr (n x m; 0 pads). Returns the number of
- * candidates at distance 0 that come before their row (duplicated locations). */
+ * row, writing the row's line of nbr (n x m; 0 pads). Row r of cand is row
+ * first_row + row_of[r] - 1 (row_of NULL: r), and candidate c stands for the
+ * point id[c - 1] (id NULL: c): the neighbour search works on points sorted
+ * by grid cell and hands its result over as it is, without reordering it in
+ * R. Rows r with skip[r] set are left alone. Returns the number of candidates
+ * at distance 0 that come before their row (duplicated locations). */
 int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
-                      int n, int m, int *nbr);
+                      int n, int m, const int *row_of, const int *id, const int *skip,
+                      int *nbr);
 
 /* Builds coef. xs: n x dim scaled locations (column-major). dkernel (may be
  * NULL) is a derivative kernel D. stats[0] = sum log d_i (= log det of the
@@ -73,7 +78,10 @@ typedef struct {
 } gp_gpu_operator;
 
 typedef struct {
-  double *x;            /* n x k (host): the solutions                         */
+  double *x;            /* n x k (host): the solutions, or NULL: not wanted    */
+  double *gt_x;         /* n x k (host): G' x (what callers use: Sigma^-1 G' b,
+                           nearly), or NULL                                     */
+  double *gt_b;         /* n x k (host): G' b, or NULL                          */
   int *iterations;      /* k: iterations each column ran                       */
   double *alpha, *beta; /* maxit x k (host): CG coefficients, NaN where a column
                            did not run (they give the Lanczos matrices)         */
@@ -90,13 +98,8 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
                           const double *coef, const double *b, int k, double tol, int maxit,
                           gp_cg_result *res, gk_error *err);
 
-/* The transpose of G's pattern, for G' x as a gather: for each column j
- * (0-based), the entries (row i, neighbour slot s) with nbr[i, s] = j + 1,
- * as ptr (n + 1) and entry = i + n * (s + 1) (the index of the coefficient in
- * coef). ptr and entry are malloc'd by the caller: n + 1 and the count of
- * non-zero neighbours (gp_vecchia_nonzeros). */
+/* The count of non-zero neighbour slots of nbr (n x m). */
 size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
-void gp_vecchia_transpose(int n, int m, const int *nbr, size_t *ptr, size_t *entry);
 
 #ifdef __cplusplus
 }

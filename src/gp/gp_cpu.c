@@ -17,14 +17,18 @@ static double pair_stat(const double *xs, int n, int dim, int i, int j)
 }
 
 int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
-                      int n, int m, int *nbr)
+                      int n, int m, const int *row_of, const int *id, const int *skip,
+                      int *nbr)
 {
   int duplicates = 0;
   for (int r = 0; r < rows; r++) {
-    int i = first_row + r, q = 0;   /* 0-based ordered index of the row */
+    if (skip && skip[r]) continue;
+    int i = first_row + (row_of ? row_of[r] - 1 : r), q = 0;   /* 0-based ordered index */
     for (int c = 0; c < kc; c++) {
       int j = cand[r + (size_t) c * rows];
-      if (j < 1 || j - 1 >= i) continue;
+      if (j < 1) continue;
+      if (id) j = id[j - 1];
+      if (j - 1 >= i) continue;
       if (dist[r + (size_t) c * rows] == 0.0) duplicates++;
       if (q < m) nbr[i + (size_t) (q++) * n] = j;
     }
@@ -247,22 +251,4 @@ size_t gp_vecchia_nonzeros(int n, int m, const int *nbr)
   for (size_t e = 0; e < (size_t) n * m; e++)
     if (nbr[e] > 0) count++;
   return count;
-}
-
-void gp_vecchia_transpose(int n, int m, const int *nbr, size_t *ptr, size_t *entry)
-{
-  for (int j = 0; j <= n; j++) ptr[j] = 0;
-  for (size_t e = 0; e < (size_t) n * m; e++)
-    if (nbr[e] > 0) ptr[nbr[e]]++;
-  for (int j = 0; j < n; j++) ptr[j + 1] += ptr[j];
-  /* by rows, so that each column lists its rows in increasing order (the
-   * order in which gp_vecchia_apply adds them up): ptr[j] is column j's next
-   * free place while filling, and is shifted back afterwards */
-  for (int i = 0; i < n; i++)
-    for (int s = 0; s < m; s++) {
-      int j = nbr[i + (size_t) s * n];
-      if (j > 0) entry[ptr[j - 1]++] = (size_t) i + (size_t) n * (s + 1);
-    }
-  for (int j = n; j > 0; j--) ptr[j] = ptr[j - 1];
-  ptr[0] = 0;
 }

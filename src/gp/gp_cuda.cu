@@ -10,13 +10,17 @@
  * order), so a run repeats to the bit; G and G' add their terms in the same
  * order as gp_vecchia_apply on the CPU.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include <cub/cub.cuh>
 #include "gp/gp.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include <stdio.h>
+#include <time.h>
 
 namespace {
 
@@ -58,7 +62,7 @@ __global__ void apply_g(int n, int m, const int *nbr, const double *coef, const 
   }
 }
 
-/* out = G' x through the transposed pattern (gp_vecchia_transpose): column j
+/* out = G' x through the transposed pattern (build_transpose): column j
  * of G is coef[j] at row j and tval[e] at rows trow[e], e in ptr[j] .. ptr[j + 1]. */
 __global__ void apply_gt(int n, const size_t *ptr, const int *trow, const double *tval,
                          const double *coef, const double *x, int k, double *out)
@@ -86,12 +90,39 @@ __global__ void apply_gt(int n, const size_t *ptr, const int *trow, const double
   }
 }
 
-/* tval[e] = coef[entry[e]]: the transposed pattern's values, once per solve. */
-__global__ void gather_values(size_t count, const size_t *entry, const double *coef, double *tval)
+/* The transposed pattern is built on the device, once per solve: every slot
+ * (i, s) of nbr, enumerated row by row, becomes (key = column j, value = its
+ * coefficient's index i + n (s + 1)); empty slots get key n and sort last. A
+ * stable radix sort by key then lists each column's rows in increasing order
+ * (the order gp_vecchia_apply adds them in). */
+__global__ void pattern_pairs(int n, int m, const int *nbr, int *key, long long *value)
 {
-  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
-       e += (size_t) gridDim.x * blockDim.x)
-    tval[e] = coef[entry[e]];
+  size_t total = (size_t) n * m;
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    size_t i = e / m, s = e % m;
+    int j = nbr[i + s * n];
+    key[e] = j > 0 ? j - 1 : n;
+    value[e] = (long long) (i + (size_t) n * (s + 1));
+  }
+}
+
+/* From the sorted keys: ptr[j] = the first entry of column j (ptr[n]: the
+ * count of non-empty slots), trow and tval of each non-empty slot. */
+__global__ void pattern_columns(int n, size_t total, const int *key, const long long *value,
+                                const double *coef, size_t *ptr, int *trow, double *tval)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    int k = key[e], before = e ? key[e - 1] : -1;
+    for (int j = before + 1; j <= k && j <= n; j++) ptr[j] = e;   // columns starting here
+    if (e == total - 1)
+      for (int j = k + 1; j <= n; j++) ptr[j] = total;            // and after the last
+    if (k < n) {
+      trow[e] = (int) (value[e] % n);
+      tval[e] = coef[value[e]];
+    }
+  }
 }
 
 /* dst[:, c] = src[:, cols[c]] */
@@ -191,9 +222,27 @@ __global__ void next_direction(size_t n, const int *cols, const double *beta, co
     pj[i] = rj[i] + b * pj[i];
 }
 
+/* GK_GP_TRACE=1 in the environment: the solver's phases on stderr (seconds
+ * since its start, after synchronizing), to see where a solve spends its time. */
+struct tracer {
+  int on;
+  double start;
+  static double now()
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+  }
+  tracer() : on(getenv("GK_GP_TRACE") != NULL), start(now()) {}
+  void mark(const char *what, int it)
+  {
+    if (on) fprintf(stderr, "gp solver %8.3f s  %s %d\n", now() - start, what, it);
+  }
+};
+
 /* Everything the solver keeps on the GPU, freed together. */
 struct solver_state {
-  gk_device_buffer nbr, coef, tptr, tentry, trow, tval;
+  gk_device_buffer nbr, coef, tptr, trow, tval;
   gk_device_buffer x, r, p, w1, w2;
   gk_device_buffer cols, partial, small;
   gk_stream stream;
@@ -201,11 +250,63 @@ struct solver_state {
 
 void state_free(solver_state *s)
 {
-  gk_device_buffer *all[] = {&s->nbr, &s->coef, &s->tptr, &s->tentry, &s->trow, &s->tval,
+  gk_device_buffer *all[] = {&s->nbr, &s->coef, &s->tptr, &s->trow, &s->tval,
                              &s->x, &s->r, &s->p,
                              &s->w1, &s->w2, &s->cols, &s->partial, &s->small};
   for (gk_device_buffer *b : all) gk_buffer_free(b);
   gk_stream_destroy(&s->stream);
+}
+
+/* G's transposed pattern (ptr, trow, tval) from st->nbr and st->coef, on the
+ * device (the scratch for the sort is freed before returning). */
+gk_status build_transpose(int n, int m, solver_state *st, gk_error *err)
+{
+  cudaStream_t s = (cudaStream_t) st->stream;
+  size_t total = (size_t) n * m, temp_bytes = 0;
+  int end_bit = 1;
+  while (end_bit < 31 && ((size_t) 1 << end_bit) <= (size_t) n) end_bit++;
+  gk_device_buffer keys = GK_DEVICE_BUFFER_EMPTY, values = GK_DEVICE_BUFFER_EMPTY,
+                   temp = GK_DEVICE_BUFFER_EMPTY;
+  if (total > (size_t) INT_MAX)   // the sort counts items in an int
+    return gk_fail(err, GK_ERR_INPUT, "the GPU solver takes at most %d neighbour slots "
+                   "(n x neighbors); use fewer neighbours or backend = \"cpu\"", INT_MAX);
+  if (total == 0) {
+    GK_CUDA_TRY(cudaMemsetAsync(st->tptr.ptr, 0, ((size_t) n + 1) * sizeof(size_t), s),
+                "the preconditioner's transpose", err);
+    return GK_OK;
+  }
+  GK_TRY(gk_buffer_alloc(&keys, 2 * total * sizeof(int), "the preconditioner's transpose", err));
+  GK_TRY(gk_buffer_alloc(&values, 2 * total * sizeof(long long), "the preconditioner's transpose",
+                         err));
+  {
+    int *k0 = (int *) keys.ptr, *k1 = k0 + total;
+    long long *v0 = (long long *) values.ptr, *v1 = v0 + total;
+    cub::DoubleBuffer<int> kb(k0, k1);
+    cub::DoubleBuffer<long long> vb(v0, v1);
+    GK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, kb, vb, (int) total, 0, end_bit, s),
+                "the preconditioner's transpose", err);
+    GK_TRY(gk_buffer_alloc(&temp, temp_bytes + 1, "the preconditioner's transpose", err));
+    pattern_pairs<<<blocks_for(total), kThreads, 0, s>>>(n, m, (const int *) st->nbr.ptr, k0, v0);
+    GK_TRY(gk_cuda_check_launch("the preconditioner's transpose", err));
+    GK_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, kb, vb, (int) total, 0,
+                                                end_bit, s),
+                "the preconditioner's transpose", err);
+    pattern_columns<<<blocks_for(total), kThreads, 0, s>>>(
+        n, total, kb.Current(), vb.Current(), (const double *) st->coef.ptr,
+        (size_t *) st->tptr.ptr, (int *) st->trow.ptr, (double *) st->tval.ptr);
+    GK_TRY(gk_cuda_check_launch("the preconditioner's transpose", err));
+    GK_TRY(gk_stream_sync(st->stream, "the preconditioner's transpose", err));
+  }
+  gk_buffer_free(&keys);
+  gk_buffer_free(&values);
+  gk_buffer_free(&temp);
+  return GK_OK;
+fail:
+  cudaStreamSynchronize(s);
+  gk_buffer_free(&keys);
+  gk_buffer_free(&values);
+  gk_buffer_free(&temp);
+  return err->status;
 }
 
 }  // namespace
@@ -218,10 +319,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   memset(&st, 0, sizeof st);
   size_t nn = (size_t) n, block = nn * k * sizeof(double);
   size_t nnz = gp_vecchia_nonzeros(n, m, nbr);
-  std::vector<size_t> tptr, tentry;
-  std::vector<int> trow;
   std::vector<int> active, next_active;
   std::vector<double> host_small;
+  tracer trace;
   unsigned parts = blocks_for(nn);
   if (parts > 512) parts = 512;
   double *bnorm = NULL, *rr = NULL;
@@ -237,8 +337,10 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
 
   if (gk_device_enter(op->device, err)) return err->status;
   {
+    // the vectors, nbr and coef, the transpose, and the transpose's sort (freed after)
     size_t need = 5 * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
-                  (nn + 1 + 2 * nnz) * sizeof(size_t) + nnz * sizeof(int), budget = 0;
+                  (nn + 1) * sizeof(size_t) + nnz * (sizeof(int) + sizeof(double)) +
+                  3 * nn * m * (sizeof(int) + sizeof(long long)), budget = 0;
     if (gk_device_memory_budget(&budget, err)) return err->status;
     if (need > budget)
       return gk_fail(err, GK_ERR_NOMEM,
@@ -248,25 +350,18 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
                      need / 1e9, k, n, budget / 1e9);
   }
   try {
-    tptr.resize(nn + 1);
-    tentry.resize(nnz > 0 ? nnz : 1);
-    trow.resize(tentry.size());
     host_small.resize(4 * (size_t) k);
   } catch (...) {
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the GPU solver");
   }
-  gp_vecchia_transpose(n, m, nbr, tptr.data(), tentry.data());
-  for (size_t e = 0; e < nnz; e++) trow[e] = (int) (tentry[e] % nn);
-  if (!nnz) trow[0] = 0, tentry[0] = 0;
 
   GK_TRY(gk_stream_create(&st.stream, 0, err));
   s = (cudaStream_t) st.stream;
   GK_TRY(gk_buffer_alloc(&st.nbr, nn * m * sizeof(int) + 1, "the preconditioner", err));
   GK_TRY(gk_buffer_alloc(&st.coef, nn * (m + 1) * sizeof(double), "the preconditioner", err));
   GK_TRY(gk_buffer_alloc(&st.tptr, (nn + 1) * sizeof(size_t), "the preconditioner", err));
-  GK_TRY(gk_buffer_alloc(&st.tentry, tentry.size() * sizeof(size_t), "the preconditioner", err));
-  GK_TRY(gk_buffer_alloc(&st.trow, trow.size() * sizeof(int), "the preconditioner", err));
-  GK_TRY(gk_buffer_alloc(&st.tval, tentry.size() * sizeof(double), "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.trow, nnz * sizeof(int) + 1, "the preconditioner", err));
+  GK_TRY(gk_buffer_alloc(&st.tval, nnz * sizeof(double) + 1, "the preconditioner", err));
   GK_TRY(gk_buffer_alloc(&st.x, block, "the solver's vectors", err));
   GK_TRY(gk_buffer_alloc(&st.r, block, "the solver's vectors", err));
   GK_TRY(gk_buffer_alloc(&st.p, block, "the solver's vectors", err));
@@ -279,17 +374,14 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   if (nn * m > 0)
     GK_TRY(gk_buffer_upload(&st.nbr, nbr, nn * m * sizeof(int), st.stream, err));
   GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
-  GK_TRY(gk_buffer_upload(&st.tptr, tptr.data(), (nn + 1) * sizeof(size_t), st.stream, err));
-  GK_TRY(gk_buffer_upload(&st.tentry, tentry.data(), tentry.size() * sizeof(size_t), st.stream, err));
-  GK_TRY(gk_buffer_upload(&st.trow, trow.data(), trow.size() * sizeof(int), st.stream, err));
-  gather_values<<<blocks_for(nnz), kThreads, 0, s>>>(nnz, (const size_t *) st.tentry.ptr,
-                                                     (const double *) st.coef.ptr,
-                                                     (double *) st.tval.ptr);
-  GK_TRY(gk_cuda_check_launch("the preconditioner's transpose", err));
+  GK_TRY(build_transpose(n, m, &st, err));
+  trace.mark("transposed", 0);
   GK_TRY(gk_buffer_upload(&st.r, b, block, st.stream, err));
   GK_CUDA_TRY(cudaMemcpyAsync(st.p.ptr, st.r.ptr, block, cudaMemcpyDeviceToDevice, s),
               "the solver's vectors", err);
   GK_CUDA_TRY(cudaMemsetAsync(st.x.ptr, 0, block, s), "the solver's vectors", err);
+  GK_TRY(gk_stream_sync(st.stream, "the solver's uploads", err));
+  trace.mark("uploaded", 0);
 
   {
     double *d_small = (double *) st.small.ptr;
@@ -300,6 +392,14 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     double *W1 = (double *) st.w1.ptr, *W2 = (double *) st.w2.ptr;
     rr = host_small.data();           // k: <r, r> of every column
     bnorm = host_small.data() + k;    // k: |b| of every column
+    unsigned all_groups = (unsigned) ((k + kCols - 1) / kCols);
+    if (res->gt_b) {   // G' b, while R still holds b
+      apply_gt<<<dim3(blocks_for(nn), all_groups), kThreads, 0, s>>>(
+          n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
+          (const double *) st.tval.ptr, (const double *) st.coef.ptr, R, k, W1);
+      GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
+      GK_TRY(gk_buffer_download(res->gt_b, &st.w1, block, st.stream, err));
+    }
 
     // rr = <r, r> of every column, on the device (the same sums as every step)
     active.resize(k);
@@ -330,8 +430,10 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
           (const double *) st.tval.ptr, (const double *) st.coef.ptr, W1, ka, W2);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(gk_stream_sync(st.stream, "the preconditioner product", err));
+      trace.mark("iteration: G' done", it);
       GK_TRY(op->apply(op->ctx, W2, ka, W1, err));
       GK_TRY(gk_device_enter(op->device, err));
+      trace.mark("iteration: Sigma done", it);
       apply_g<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
           n, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr, W1, ka, W2);
       // the CG step on the active columns (Q = W2)
@@ -352,6 +454,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       GK_CUDA_TRY(cudaMemcpyAsync(rr, d_rr, k * sizeof(double), cudaMemcpyDeviceToHost, s),
                   "the conjugate-gradient step", err);
       GK_TRY(gk_stream_sync(st.stream, "the conjugate-gradient step", err));
+      trace.mark("iteration: step done", it);
 
       int bad_step = 0, bad_rr = 0;
       next_active.clear();
@@ -380,8 +483,16 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     }
     res->converged = active.empty();
   }
-  GK_TRY(gk_buffer_download(res->x, &st.x, block, st.stream, err));
+  if (res->gt_x) {
+    apply_gt<<<dim3(blocks_for(nn), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
+        n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr, (const double *) st.tval.ptr,
+        (const double *) st.coef.ptr, (const double *) st.x.ptr, k, (double *) st.w1.ptr);
+    GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
+    GK_TRY(gk_buffer_download(res->gt_x, &st.w1, block, st.stream, err));
+  }
+  if (res->x) GK_TRY(gk_buffer_download(res->x, &st.x, block, st.stream, err));
   GK_TRY(gk_stream_sync(st.stream, "the solutions", err));
+  trace.mark("downloaded", 0);
   state_free(&st);
   return GK_OK;
 fail:

@@ -356,12 +356,15 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
     for (B in list(cbind(rnorm(n), 0, matrix(rnorm(n * 9), n) * 10^(0:8 - 4)),
                    matrix(rnorm(n), n))) {
       track <- if (ncol(B) > 1) c(1L, 4L) else 1L
-      gpu <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, track = track)
+      gpu <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, track = track, gt_b = TRUE, x = TRUE)
       host <- gpukernels:::gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track)
       expect_true(gpu$converged)
       expect_lte(max(abs(gpu$iterations - host$iterations)), 1)
       if (ncol(B) > 1) expect_identical(gpu$iterations[2], 0L)
       expect_equal(gpu$x, host$x, tolerance = 1e-8, info = n)
+      # G' x and G' b on the device: as the host's G' (the same sums in the same order)
+      expect_equal(gpu$gt_x, pre$Gt(gpu$x), tolerance = 1e-14)
+      expect_equal(gpu$gt_b, pre$Gt(B), tolerance = 1e-14)
       # the residuals reach the tolerance on the operator itself
       res <- sqrt(colSums((A(gpu$x) - B)^2)) / pmax(sqrt(colSums(B^2)), 1e-300)
       expect_true(all(res[colSums(B^2) > 0] < 10 * ctl$tol), info = n)
@@ -436,6 +439,22 @@ test_that("the grid-cell neighbour search on the GPU equals the CPU", {
     expect_identical(gpukernels:::gp_neighbors(cases[[name]], 40L, "gpu"),
                      gpukernels:::gp_neighbors(cases[[name]], 40L, "cpu"), info = name)
   }
+})
+
+test_that("the probes are Rademacher signs, repeatable from the seed", {
+  for (dims in list(c(1L, 1L), c(17L, 3L), c(1000L, 50L))) {
+    set.seed(5)
+    z <- gpukernels:::gp_rademacher(dims[1], dims[2])
+    expect_identical(dim(z), dims)
+    expect_true(all(z %in% c(-1, 1)))
+    set.seed(5)
+    expect_identical(gpukernels:::gp_rademacher(dims[1], dims[2]), z)
+  }
+  # balanced (5 sigma), not constant across columns or rows, and the stream moves on
+  expect_lt(abs(mean(z)), 5 / sqrt(length(z)))
+  expect_gt(min(apply(z, 2, stats::sd)), 0.8)
+  expect_false(identical(gpukernels:::gp_rademacher(1000, 50), z))
+  expect_identical(dim(gpukernels:::gp_rademacher(0, 3)), c(0L, 3L))
 })
 
 test_that("block conjugate gradients solve each column, zero columns included", {
