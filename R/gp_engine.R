@@ -188,7 +188,8 @@ gp_neighbors <- function(xo, m, backend) {
     k <- min(end, k_most)
     for (part in gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)) {
       duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, part$index, part$distance,
-                                       as.integer(start), nbr, part$row_of, part$id, part$skip)
+                                       as.integer(start), nbr, part$row_of, part$id, part$skip,
+                                       gk_threads())
     }
     start <- end + 1L
   }

@@ -30,7 +30,7 @@ static const int *optional_index(SEXP v, R_xlen_t len, int most, const char *wha
  * this purpose and passes it by reference) from knn() candidates; row_of, id
  * and skip as in gp_keep_preceding (NULL for none). */
 SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP row_of,
-                            SEXP id, SEXP skip)
+                            SEXP id, SEXP skip, SEXP threads)
 {
   if (!Rf_isInteger(cand) || !Rf_isReal(dist) || !Rf_isInteger(nbr) ||
       Rf_nrows(cand) != Rf_nrows(dist) || Rf_ncols(cand) != Rf_ncols(dist))
@@ -46,7 +46,8 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
       if (c[e] > Rf_xlength(id)) gk_stop("internal: neighbour candidate out of range");
   }
   int dup = gp_keep_preceding(INTEGER(cand), REAL(dist), rows, Rf_ncols(cand), first, n,
-                              Rf_ncols(nbr), rows_of, ids, skips, INTEGER(nbr));
+                              Rf_ncols(nbr), rows_of, ids, skips, gk_as_int(threads),
+                              INTEGER(nbr));
   return Rf_ScalarInteger(dup);
 }
 

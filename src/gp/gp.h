@@ -34,7 +34,7 @@ extern "C" {
  * at distance 0 that come before their row (duplicated locations). */
 int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
                       int n, int m, const int *row_of, const int *id, const int *skip,
-                      int *nbr);
+                      int threads, int *nbr);
 
 /* Builds coef. xs: n x dim scaled locations (column-major). dkernel (may be
  * NULL) is a derivative kernel D. stats[0] = sum log d_i (= log det of the

@@ -18,9 +18,14 @@ static double pair_stat(const double *xs, int n, int dim, int i, int j)
 
 int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
                       int n, int m, const int *row_of, const int *id, const int *skip,
-                      int *nbr)
+                      int threads, int *nbr)
 {
   int duplicates = 0;
+  /* rows write distinct lines of nbr; with the ids, every read and write is
+   * random at n = 1e6, so threads pay */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(gk_omp_threads(threads)) schedule(static) reduction(+ : duplicates)
+#endif
   for (int r = 0; r < rows; r++) {
     if (skip && skip[r]) continue;
     int i = first_row + (row_of ? row_of[r] - 1 : r), q = 0;   /* 0-based ordered index */
@@ -34,6 +39,7 @@ int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int
     }
     for (; q < m; q++) nbr[i + (size_t) q * n] = 0;
   }
+  (void) threads;
   return duplicates;
 }
 

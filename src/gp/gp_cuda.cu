@@ -417,6 +417,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       bnorm[c] = sqrt(rr[c]);
       if (bnorm[c] > 0) active.push_back(c);
     }
+    trace.mark("norms", 0);
 
     for (it = 1; it <= maxit && !active.empty(); it++) {
       int ka = (int) active.size();
