@@ -345,7 +345,7 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
 # one more factorization per kernel).
 gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
   factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget,
-                               gk_threads())
+                               gk_threads(), prob$backend == "gpu")
   first <- if (length(terms)) terms[[1L]]$kernels[[1L]]
   fac <- factor(first)
   trace_GDG <- vapply(terms, function(term) {

@@ -52,7 +52,8 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
       stop("`locs` has duplicated locations and the nugget is 0: use a positive nugget",
            call. = FALSE)
     }
-    fac <- .Call(gk_r_gp_factor, xo, nb$nbr, kernel, NULL, nugget, gk_threads())
+    fac <- .Call(gk_r_gp_factor, xo, nb$nbr, kernel, NULL, nugget, gk_threads(),
+                 backend == "gpu")
     out <- matrix(0, n, nsim)
     out[ord, ] <- .Call(gk_r_gp_solve, nb$nbr, fac$coef, z, gk_threads())
   }

@@ -51,7 +51,9 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
   return Rf_ScalarInteger(dup);
 }
 
-SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads)
+/* The Vecchia factor; gpu: on the GPU (gp_gpu_vecchia_factor), else on the CPU. */
+SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads,
+                    SEXP gpu)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
   if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) gk_stop("internal: bad neighbour matrix");
@@ -68,8 +70,12 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   gk_error err;
   gk_error_clear(&err);
-  gp_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
-                    gk_as_double(nugget), gk_as_int(threads), REAL(coef), REAL(stats), &err);
+  if (gk_as_flag(gpu))
+    gp_gpu_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
+                          gk_as_double(nugget), REAL(coef), REAL(stats), &err);
+  else
+    gp_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
+                      gk_as_double(nugget), gk_as_int(threads), REAL(coef), REAL(stats), &err);
   if (err.status) {
     UNPROTECT(2);
     gk_raise(&err);

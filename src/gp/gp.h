@@ -43,6 +43,13 @@ gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, in
                             const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
                             int threads, double *coef, double *stats, gk_error *err);
 
+/* The error of a row whose small system is singular (%d: the row, 1-based),
+ * the same from both backends. */
+#define GP_SINGULAR_MESSAGE                                                     \
+  "the covariance matrix is numerically singular near location %d (in the "    \
+  "internal order): duplicated or nearly duplicated locations need a larger "  \
+  "nugget"
+
 /* out = G x (transpose = 0) or G' x (transpose = 1) for x n x k. */
 void gp_vecchia_apply(int n, int m, const int *nbr, const double *coef, const double *x,
                       int k, int transpose, int threads, double *out);
@@ -100,6 +107,14 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
 
 /* The count of non-zero neighbour slots of nbr (n x m). */
 size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
+
+/* gp_vecchia_factor() on the GPU (gp_factor_cuda.cu; gp_nocuda.c in a CPU-only
+ * build): the same contract, host inputs and outputs, on the active device,
+ * one warp per row; m at most 64. The statistics agree with the CPU's to
+ * rounding (they are summed in another order). */
+gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
+                                const gk_kernel *kernel, const gk_kernel *dkernel,
+                                double nugget, double *coef, double *stats, gk_error *err);
 
 #ifdef __cplusplus
 }

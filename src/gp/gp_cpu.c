@@ -182,10 +182,7 @@ gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, in
   free(work);
   free(cols);
   if (failed)
-    return gk_fail(err, GK_ERR_INPUT,
-                   "the covariance matrix is numerically singular near location %d (in the "
-                   "internal order): duplicated or nearly duplicated locations need a "
-                   "larger nugget", failed);
+    return gk_fail(err, GK_ERR_INPUT, GP_SINGULAR_MESSAGE, failed);
   return GK_OK;
 }
 

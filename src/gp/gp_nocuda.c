@@ -1,4 +1,4 @@
-/* The GPU solver of the GP engine in a CPU-only build: none can run. */
+/* The GPU solver and factor of the GP engine in a CPU-only build: none can run. */
 #ifndef GK_HAVE_CUDA
 #include "gp/gp.h"
 
@@ -8,6 +8,15 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
 {
   (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) b; (void) k; (void) tol;
   (void) maxit; (void) res;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
+                                const gk_kernel *kernel, const gk_kernel *dkernel,
+                                double nugget, double *coef, double *stats, gk_error *err)
+{
+  (void) xs; (void) n; (void) dim; (void) nbr; (void) m; (void) kernel; (void) dkernel;
+  (void) nugget; (void) coef; (void) stats;
   return gk_fail_no_cuda(err);
 }
 #else
