@@ -334,9 +334,16 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   if (prob$method == "h2") {
     # Sigma itself is kept: on the GPU the solver multiplies by it on the device
     sigma <- build(kernel, nugget)
-    return(list(mult = function(V) h2_multiply(sigma, V), dmult = dmult, sigma = sigma))
+    # rows of Sigma [blocks]: on the GPU only those rows come back
+    rows_of <- function(blocks, rows) {
+      .Call(gk_r_h2_matmul_rows, h2_ptr(sigma), blocks, as.integer(rows))
+    }
+    return(list(mult = function(V) h2_multiply(sigma, V), mult_rows = rows_of, dmult = dmult,
+                sigma = sigma))
   }
-  list(mult = product(kernel, nugget), dmult = dmult)
+  mult <- product(kernel, nugget)
+  list(mult = mult, mult_rows = function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE],
+       dmult = dmult)
 }
 
 # The Vecchia preconditioner at these parameters, its products, and the
@@ -403,7 +410,8 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
 }
 
 # The solver of A x = B for A = G Sigma G' (pre: gp_preconditioner(), op:
-# gp_operator()), as function(B, track, gt_b, x): the list of gp_block_cg()
+# gp_operator()), as function(B, track, gt_b, x), B a matrix or a list of
+# matrices side by side (bound only on the host path): the list of gp_block_cg()
 # plus gt_x = G' x (every caller wants Sigma^-1 G' B ~ G' A^-1 B, not x) and,
 # when gt_b, gt_b = G' B; x itself only when asked. On the GPU with an H2
 # Sigma, block CG with every vector on the device (gp_cuda.cu: the same
@@ -418,8 +426,11 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
     return(function(B, track = integer(), gt_b = FALSE, x = FALSE) {
       t0 <- proc.time()[["elapsed"]]
       if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
-      storage.mode(B) <- "double"
-      out <- .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, B, ctl$tol,
+      blocks <- lapply(if (is.list(B)) B else list(B), function(b) {
+        if (!is.double(b) || !is.matrix(b)) b <- matrix(as.double(b), nrow = prob$n)
+        b
+      })
+      out <- .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, blocks, ctl$tol,
                    ctl$maxit, x, gt_b)
       if (out$gave_up) gp_stop_indefinite(prob$method, out$indefinite_at)
       list(x = out$x, gt_x = out$gt_x, gt_b = out$gt_b, iterations = out$iterations,
@@ -428,6 +439,7 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
     })
   }
   function(B, track = integer(), gt_b = FALSE, x = FALSE) {
+    if (is.list(B)) B <- do.call(cbind, B)
     cg <- gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track, method = prob$method)
     cg$gt_x <- pre$Gt(cg$x)
     if (gt_b) cg$gt_b <- pre$Gt(B)

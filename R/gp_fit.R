@@ -367,11 +367,11 @@ gp_solver <- function(object) {
   pre <- gp_preconditioner(prob, object$kernel, object$nugget)
   op <- gp_operator(prob, object$kernel, object$nugget)
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
-  solve <- gp_cg_solver(prob, op, pre, A)
+  cg_solve <- gp_cg_solver(prob, op, pre, A)
   ord <- prob$order
   function(B) {
     out <- B
-    out[ord, ] <- solve(pre$G(B[ord, , drop = FALSE]))$gt_x
+    out[ord, ] <- cg_solve(pre$G(B[ord, , drop = FALSE]))$gt_x
     out
   }
 }

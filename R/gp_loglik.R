@@ -231,17 +231,18 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
   op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
   op$mult <- gp_timed(op$mult, clock, "operator")
+  op$mult_rows <- gp_timed(op$mult_rows, clock, "operator")
   op$dmult <- lapply(op$dmult, gp_timed, clock = clock, name = "operator")
   pre$G <- gp_timed(pre$G, clock, "preconditioner")
   pre$Gt <- gp_timed(pre$Gt, clock, "preconditioner")
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
-  solve <- gp_cg_solver(prob, op, pre, A, clock)
+  cg_solve <- gp_cg_solver(prob, op, pre, A, clock)
   Z <- prob$probes
   m <- ncol(Z)
   p <- ncol(prob$X)
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
-  cg <- solve(cbind(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols, gt_b = need_d)
+  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols, gt_b = need_d)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -255,10 +256,12 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   }, numeric(1))
   parts <- list(logdet = pre$logdet + mean(quads), logdet_se = stats::sd(quads) / sqrt(m),
                 quadratic = sum(resid * alpha))
-  S <- cg$gt_x[, probe_cols, drop = FALSE]           # Sigma^-1 z, nearly (G' A^-1 z)
-  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S, Z)
+  # S = G' A^-1 Z ~ Sigma^-1 Z, formed only where all of it is needed
+  S_rows <- function(rows) cg$gt_x[rows, probe_cols, drop = FALSE]
+  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S_rows, Z)
   grad <- grad_se <- info <- NULL
   if (need_d) {
+    S <- cg$gt_x[, probe_cols, drop = FALSE]
     U <- cg$gt_b[, probe_cols, drop = FALSE]         # G'z
     V <- S - U                                       # G'(A^-1 - I) z
     B <- cbind(alpha, U, if (fisher) S)
@@ -279,7 +282,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
     grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), names)
     if (fisher) {
       DS <- lapply(DB, function(M) M[, 1L + m + seq_len(m), drop = FALSE])
-      info <- gp_fisher_probes(prob, pre, op, solve, U, DU, S, DS, nugget, names)
+      info <- gp_fisher_probes(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names)
     }
   }
   timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
@@ -297,19 +300,22 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
 # rows and the probes. This is what keeps the reported error of the "h2"
 # method honest; it costs one H2 product and rows x n exact kernel pairs
 # for each of the 1 + probes columns.
-gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
+# (S_rows(rows): those rows of S = G' A^-1 Z; the n x 51 blocks are never
+# copied or bound together here: at n = 1e6 each copy costs 0.3 s.)
+gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows, Z) {
   n <- prob$n
   r <- min(n, prob$control$h2_check_rows)
   rows <- if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
-  B <- cbind(alpha, Z)
-  exact <- kernel_matvec(prob$locs[rows, , drop = FALSE], prob$locs, B, kernel,
-                         backend = prob$backend)
-  approx <- op$mult(B)[rows, , drop = FALSE] - nugget * B[rows, , drop = FALSE]
+  at <- prob$locs[rows, , drop = FALSE]
+  exact <- cbind(kernel_matvec(at, prob$locs, alpha, kernel, backend = prob$backend),
+                 kernel_matvec(at, prob$locs, Z, kernel, backend = prob$backend))
+  approx <- op$mult_rows(list(matrix(alpha), Z), rows) -
+    nugget * cbind(alpha[rows], Z[rows, , drop = FALSE])
   E <- exact - approx
+  S <- S_rows(rows)
   # per sampled row i: alpha_i (E alpha)_i - mean_j S_ij (E z_j)_i
-  per_row <- 0.5 * (alpha[rows] * E[, 1L] - rowMeans(S[rows, , drop = FALSE] * E[, -1L, drop = FALSE]))
-  per_probe <- 0.5 * (n / r) * (sum(alpha[rows] * E[, 1L]) -
-                                  colSums(S[rows, , drop = FALSE] * E[, -1L, drop = FALSE]))
+  per_row <- 0.5 * (alpha[rows] * E[, 1L] - rowMeans(S * E[, -1L, drop = FALSE]))
+  per_probe <- 0.5 * (n / r) * (sum(alpha[rows] * E[, 1L]) - colSums(S * E[, -1L, drop = FALSE]))
   var_rows <- if (r < n) n^2 * stats::var(per_row) / r else 0
   list(bias = mean(per_probe), se = sqrt(var_rows + stats::var(per_probe) / ncol(Z)), rows = r)
 }
@@ -318,9 +324,9 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S, Z) {
 # the preconditioned form tr(A^-1 G M_i G' A^-1 G M_j G') with A = G Sigma G':
 # z' (...) z = (M_i S)' (Sigma^-1 M_j U) with S = G' A^-1 z and U = G' z.
 # DU, DS: the derivative operators (range, then smoothness) applied to U, S.
-gp_fisher_probes <- function(prob, pre, op, solve, U, DU, S, DS, nugget, names) {
+gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names) {
   m <- ncol(U)
-  sol <- solve(pre$G(do.call(cbind, c(list(U), DU))))$gt_x
+  sol <- cg_solve(c(list(pre$G(U)), lapply(DU, pre$G)))$gt_x
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)
   SiDU <- lapply(seq_along(DU), block)

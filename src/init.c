@@ -59,6 +59,7 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
                    SEXP single, SEXP backend, SEXP storage, SEXP threads);
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
+SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows);
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only);
 SEXP gk_r_h2_info(SEXP ptr);
 SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu);
@@ -112,6 +113,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 8},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
+  {"gk_r_h2_matmul_rows", (DL_FUNC) &gk_r_h2_matmul_rows, 3},
   {"gk_r_h2_time", (DL_FUNC) &gk_r_h2_time, 4},
   {"gk_r_h2_info", (DL_FUNC) &gk_r_h2_info, 1},
   {"gk_r_h2_compress", (DL_FUNC) &gk_r_h2_compress, 4},

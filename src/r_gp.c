@@ -148,7 +148,7 @@ static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
 }
 
 /* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
- * (gp_gpu_block_cg). Returns list(x, gt_x, gt_b, iterations, alpha, beta,
+ * (gp_gpu_block_cg); b is a list of blocks of right-hand sides. Returns list(x, gt_x, gt_b, iterations, alpha, beta,
  * converged, indefinite_at, gave_up): x (when want_x) the solutions, gt_x =
  * G' x, gt_b = G' b (when want_gt_b, else NULL); alpha and beta are maxit x k. */
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
@@ -159,8 +159,18 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
   gk_r_h2_parts(sigma, &tree, &op_data.gpu);
   op_data.tree = tree;
   if (!op_data.gpu) gk_stop("internal: the GPU solver needs an h2matrix on the GPU");
-  check_factor_args(nbr, coef, b);
-  int n = Rf_nrows(b), k = Rf_ncols(b), iters = gk_as_int(maxit);
+  // b: a list of double matrices with n rows, the right-hand sides side by side
+  if (TYPEOF(b) != VECSXP || Rf_length(b) > 64) gk_stop("internal: bad right-hand sides");
+  int nblocks = Rf_length(b), k = 0, n = Rf_nrows(nbr), iters = gk_as_int(maxit);
+  const double *blocks[64];
+  int cols[64];
+  for (int i = 0; i < nblocks; i++) {
+    SEXP v = VECTOR_ELT(b, i);
+    check_factor_args(nbr, coef, v);
+    blocks[i] = REAL(v);
+    cols[i] = Rf_ncols(v);
+    k += cols[i];
+  }
   if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
   if (iters < 1) gk_stop("internal: maxit must be positive");
   gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu)};
@@ -184,7 +194,7 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
                       REAL(beta), 0, 0, 0};
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_block_cg(&op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(b), k,
+  gp_gpu_block_cg(&op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), nblocks, blocks, cols,
                   gk_as_double(tol), iters, &res, &err);
   if (err.status) {
     UNPROTECT(1);

@@ -187,6 +187,61 @@ static void recount_gpu_bytes(h2_handle *h)
   gk_memory_register(&h->mem, device, host, now);
 }
 
+static void check_finite(SEXP x)
+{
+  // here rather than in R: anyNA() and is.infinite() on a 1e6 x 50 block cost
+  // a fresh logical copy each (0.3 s), this loop none
+  const double *xv = REAL(x);
+  for (R_xlen_t e = 0; e < Rf_xlength(x); e++)
+    if (!R_FINITE(xv[e])) gk_stop("x contains NA, NaN or infinite values");
+}
+
+/* Rows `rows` (1-based) of A [blocks[[1]] blocks[[2]] ...] for a list of double
+ * matrices with n rows (h2_gpu_matmul_rows; a CPU matrix multiplies whole). */
+SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
+{
+  h2_handle *h = handle_of(ptr);
+  if (TYPEOF(blocks) != VECSXP || !Rf_isInteger(rows)) gk_stop("internal: bad row product");
+  int nblocks = Rf_length(blocks), nrows = Rf_length(rows), nrhs = 0, n = h->tree.n;
+  if (nblocks > 64) gk_stop("internal: at most 64 blocks");
+  const double *x[64];
+  int cols[64];
+  for (int b = 0; b < nblocks; b++) {
+    SEXP v = VECTOR_ELT(blocks, b);
+    if (TYPEOF(v) != REALSXP || !Rf_isMatrix(v) || Rf_nrows(v) != n)
+      gk_stop("internal: the row product's blocks must be double matrices with %d rows", n);
+    check_finite(v);
+    x[b] = REAL(v);
+    cols[b] = Rf_ncols(v);
+    nrhs += cols[b];
+  }
+  const int *r1 = INTEGER(rows);
+  int *r0 = (int *) R_alloc((size_t) nrows + 1, sizeof(int));
+  for (int r = 0; r < nrows; r++) {
+    if (r1[r] < 1 || r1[r] > n) gk_stop("internal: row %d out of range", r1[r]);
+    r0[r] = r1[r] - 1;
+  }
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, nrows, nrhs));
+  gk_error err;
+  gk_error_clear(&err);
+  if (h->gpu) {
+    h2_gpu_matmul_rows(&h->tree, h->gpu, nblocks, x, cols, r0, nrows, REAL(out), &err);
+    recount_gpu_bytes(h);
+  } else if (nrhs > 0) {
+    double *whole_x = (double *) R_alloc((size_t) n * nrhs + 1, sizeof(double));
+    double *whole_y = (double *) R_alloc((size_t) n * nrhs + 1, sizeof(double));
+    for (int b = 0, at = 0; b < nblocks; at += cols[b], b++)
+      memcpy(whole_x + (size_t) n * at, x[b], (size_t) n * cols[b] * sizeof(double));
+    if (h2_cpu_matmul(&h->tree, h->cpu, whole_x, nrhs, whole_y, &err) == GK_OK)
+      for (int c = 0; c < nrhs; c++)
+        for (int r = 0; r < nrows; r++)
+          REAL(out)[r + (size_t) nrows * c] = whole_y[r0[r] + (size_t) n * c];
+  }
+  UNPROTECT(1);
+  if (err.status) gk_raise(&err);
+  return out;
+}
+
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 {
   h2_handle *h = handle_of(ptr);
@@ -194,11 +249,7 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   int n = Rf_nrows(x), nrhs = Rf_ncols(x);
   if (n != h->tree.n) gk_stop("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
-  // here rather than in R: anyNA() and is.infinite() on a 1e6 x 50 block cost
-  // a fresh logical copy each (0.3 s), this loop none
-  const double *xv = REAL(x);
-  for (R_xlen_t e = 0; e < Rf_xlength(x); e++)
-    if (!R_FINITE(xv[e])) gk_stop("x contains NA, NaN or infinite values");
+  check_finite(x);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, nrhs));
   gk_error err;
   gk_error_clear(&err);

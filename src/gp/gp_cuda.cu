@@ -312,9 +312,12 @@ fail:
 }  // namespace
 
 extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
-                                     const double *coef, const double *b, int k, double tol,
+                                     const double *coef, int nblocks, const double *const *b,
+                          const int *b_cols, double tol,
                                      int maxit, gp_cg_result *res, gk_error *err)
 {
+  int k = 0;
+  for (int i = 0; i < nblocks; i++) k += b_cols[i];
   solver_state st;
   memset(&st, 0, sizeof st);
   size_t nn = (size_t) n, block = nn * k * sizeof(double);
@@ -376,7 +379,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
   GK_TRY(build_transpose(n, m, &st, err));
   trace.mark("transposed", 0);
-  GK_TRY(gk_buffer_upload(&st.r, b, block, st.stream, err));
+  for (int i = 0, at = 0; i < nblocks; at += b_cols[i], i++)
+    GK_CUDA_TRY(cudaMemcpyAsync((double *) st.r.ptr + nn * at, b[i], nn * b_cols[i] * sizeof(double),
+                                cudaMemcpyHostToDevice, s), "uploading the right-hand sides", err);
   GK_CUDA_TRY(cudaMemcpyAsync(st.p.ptr, st.r.ptr, block, cudaMemcpyDeviceToDevice, s),
               "the solver's vectors", err);
   GK_CUDA_TRY(cudaMemsetAsync(st.x.ptr, 0, block, s), "the solver's vectors", err);

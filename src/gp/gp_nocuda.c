@@ -3,10 +3,11 @@
 #include "gp/gp.h"
 
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
-                          const double *coef, const double *b, int k, double tol, int maxit,
+                          const double *coef, int nblocks, const double *const *b,
+                          const int *b_cols, double tol, int maxit,
                           gp_cg_result *res, gk_error *err)
 {
-  (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) b; (void) k; (void) tol;
+  (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) nblocks; (void) b; (void) b_cols; (void) tol;
   (void) maxit; (void) res;
   return gk_fail_no_cuda(err);
 }

@@ -189,6 +189,13 @@ gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, 
  * Callers that keep their vectors on the GPU (the GP solver) use it. */
 gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
                                double *y, gk_error *err);
+/* Rows `rows` (nrows, 0-based) of A [x_1 ... x_nblocks] for host column
+ * blocks x_b (n x cols[b] each): the product runs whole on the GPU and only
+ * the rows come back (y: nrows x sum(cols)). For callers that check a sample
+ * of rows (the GP engine's H2 error estimate). */
+gk_status h2_gpu_matmul_rows(const h2_tree *t, h2_gpu *g, int nblocks, const double *const *x,
+                             const int *cols, const int *rows, int nrows, double *y,
+                             gk_error *err);
 /* The GPU (0-based) that holds g. */
 int h2_gpu_device(const h2_gpu *g);
 /* Device-only timing of the HMV (vectors already resident): median ms of reps;

@@ -23,6 +23,14 @@ gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int
   return gk_fail_no_cuda(err);
 }
 
+gk_status h2_gpu_matmul_rows(const h2_tree *t, h2_gpu *g, int nblocks, const double *const *x,
+                             const int *cols, const int *rows, int nrows, double *y,
+                             gk_error *err)
+{
+  (void) t; (void) g; (void) nblocks; (void) x; (void) cols; (void) rows; (void) nrows; (void) y;
+  return gk_fail_no_cuda(err);
+}
+
 int h2_gpu_device(const h2_gpu *g)
 {
   (void) g;

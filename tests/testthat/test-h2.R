@@ -199,3 +199,23 @@ test_that("GPU memory is released when h2matrix objects are collected", {
   }
   expect_lt(before - gpu_free_after_gc(), 32 * 2^20)
 })
+
+test_that("rows of an H2 product equal those rows of the whole product", {
+  set.seed(71)
+  n <- 1111L
+  locs <- matrix(runif(2 * n), ncol = 2)
+  k <- gk_kernel("exponential", range = 0.1)
+  backends <- c("cpu", if (gk_has_gpu()) "gpu")
+  for (b in backends) {
+    A <- h2_matrix(locs, k, nugget = 0.01, backend = b)
+    blocks <- list(matrix(rnorm(n)), matrix(rnorm(3 * n), n))
+    whole <- A %*% do.call(cbind, blocks)
+    for (rows in list(sort(sample(n, 37)), 1L, n, integer())) {
+      got <- .Call(gpukernels:::gk_r_h2_matmul_rows, gpukernels:::h2_ptr(A), blocks, rows)
+      expect_equal(got, whole[rows, , drop = FALSE], tolerance = 1e-13, info = b)
+    }
+    bad <- blocks
+    bad[[2]][5, 2] <- NaN
+    expect_error(.Call(gpukernels:::gk_r_h2_matmul_rows, gpukernels:::h2_ptr(A), bad, 1:3), "NaN")
+  }
+})
