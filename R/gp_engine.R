@@ -316,13 +316,17 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
     }
     product <- function(k, nug) {
       A <- build(k, nug)
-      function(V) h2_multiply(A, V)
+      # V: a matrix, or a list of matrices side by side (not bound into one copy)
+      function(V) {
+        if (is.list(V)) .Call(gk_r_h2_matmul_rows, h2_ptr(A), V, NULL) else h2_multiply(A, V)
+      }
     }
   } else {
     pts <- prob$points
     product <- function(k, nug) {
       force(k)
       function(V) {
+        if (is.list(V)) V <- do.call(cbind, V)
         out <- kernel_matvec(pts, pts, V, k, backend = prob$backend)
         if (nug != 0) out + nug * V else out
       }
@@ -344,6 +348,11 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   mult <- product(kernel, nugget)
   list(mult = mult, mult_rows = function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE],
        dmult = dmult)
+}
+
+# colSums(a[, ca] * b[, cb]) without the n x k temporaries.
+gp_col_dots <- function(a, ca, b, cb) {
+  .Call(gk_r_gp_col_dots, a, as.integer(ca), b, as.integer(cb), gk_threads())
 }
 
 # The Vecchia preconditioner at these parameters, its products, and the

@@ -52,6 +52,7 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
 SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
 SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
 SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols);
+SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads);
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
                          SEXP want_x, SEXP want_gt_b);
 
@@ -110,6 +111,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
   {"gk_r_gp_rademacher", (DL_FUNC) &gk_r_gp_rademacher, 2},
+  {"gk_r_gp_col_dots", (DL_FUNC) &gk_r_gp_col_dots, 5},
   {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 8},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},

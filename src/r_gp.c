@@ -144,7 +144,7 @@ typedef struct {
 static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y, gk_error *err)
 {
   h2_sigma *a = (h2_sigma *) ctx;
-  return h2_gpu_matmul_device(a->tree, a->gpu, x, nrhs, y, err);
+  return h2_gpu_matmul_device(a->tree, a->gpu, x, nrhs, y, 1, err);   // the tree's order
 }
 
 /* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
@@ -173,7 +173,11 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
   }
   if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
   if (iters < 1) gk_stop("internal: maxit must be positive");
-  gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu)};
+  // the solver's vectors in the tree's point order (h2_sigma_apply): near
+  // points near in memory, for the H2 permutations and G's gathers alike
+  int *order = (int *) R_alloc((size_t) n + 1, sizeof(int));
+  if (h2_tree_point_order(tree, order)) gk_stop("out of host memory for the H2 point order");
+  gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu), order};
   const char *names[] = {"x", "gt_x", "gt_b", "iterations", "alpha", "beta", "converged",
                          "indefinite_at", "gave_up", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -225,6 +229,28 @@ SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols)
     for (int b = 0; b < 16 && e + b < total; b++) z[e + b] = (bits >> b) & 1u ? 1.0 : -1.0;
   }
   PutRNGstate();
+  UNPROTECT(1);
+  return out;
+}
+
+/* colSums(a[, ca] * b[, cb]) for double matrices with the same rows (ca, cb:
+ * 1-based columns of equal length), without the n x k product. */
+SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
+{
+  if (!Rf_isReal(a) || !Rf_isReal(b) || !Rf_isMatrix(a) || !Rf_isMatrix(b) ||
+      Rf_nrows(a) != Rf_nrows(b) || !Rf_isInteger(ca) || !Rf_isInteger(cb) ||
+      Rf_length(ca) != Rf_length(cb))
+    gk_stop("internal: bad column products");
+  int k = Rf_length(ca);
+  int *c0a = (int *) R_alloc((size_t) k + 1, sizeof(int)), *c0b = (int *) R_alloc((size_t) k + 1, sizeof(int));
+  for (int c = 0; c < k; c++) {
+    c0a[c] = INTEGER(ca)[c] - 1;
+    c0b[c] = INTEGER(cb)[c] - 1;
+    if (c0a[c] < 0 || c0a[c] >= Rf_ncols(a) || c0b[c] < 0 || c0b[c] >= Rf_ncols(b))
+      gk_stop("internal: column out of range");
+  }
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, k));
+  gp_col_dots((size_t) Rf_nrows(a), k, REAL(a), c0a, REAL(b), c0b, gk_as_int(threads), REAL(out));
   UNPROTECT(1);
   return out;
 }

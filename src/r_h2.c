@@ -196,13 +196,16 @@ static void check_finite(SEXP x)
     if (!R_FINITE(xv[e])) gk_stop("x contains NA, NaN or infinite values");
 }
 
-/* Rows `rows` (1-based) of A [blocks[[1]] blocks[[2]] ...] for a list of double
- * matrices with n rows (h2_gpu_matmul_rows; a CPU matrix multiplies whole). */
+/* Rows `rows` (1-based; NULL: all) of A [blocks[[1]] blocks[[2]] ...] for a
+ * list of double matrices with n rows, which are not bound into one copy
+ * (h2_gpu_matmul_rows; a CPU matrix multiplies whole). */
 SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
 {
   h2_handle *h = handle_of(ptr);
-  if (TYPEOF(blocks) != VECSXP || !Rf_isInteger(rows)) gk_stop("internal: bad row product");
-  int nblocks = Rf_length(blocks), nrows = Rf_length(rows), nrhs = 0, n = h->tree.n;
+  if (TYPEOF(blocks) != VECSXP || !(Rf_isNull(rows) || Rf_isInteger(rows)))
+    gk_stop("internal: bad row product");
+  int all = Rf_isNull(rows), n = h->tree.n;
+  int nblocks = Rf_length(blocks), nrows = all ? n : Rf_length(rows), nrhs = 0;
   if (nblocks > 64) gk_stop("internal: at most 64 blocks");
   const double *x[64];
   int cols[64];
@@ -215,11 +218,11 @@ SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
     cols[b] = Rf_ncols(v);
     nrhs += cols[b];
   }
-  const int *r1 = INTEGER(rows);
   int *r0 = (int *) R_alloc((size_t) nrows + 1, sizeof(int));
   for (int r = 0; r < nrows; r++) {
-    if (r1[r] < 1 || r1[r] > n) gk_stop("internal: row %d out of range", r1[r]);
-    r0[r] = r1[r] - 1;
+    int r1 = all ? r + 1 : INTEGER(rows)[r];
+    if (r1 < 1 || r1 > n) gk_stop("internal: row %d out of range", r1);
+    r0[r] = r1 - 1;
   }
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, nrows, nrhs));
   gk_error err;

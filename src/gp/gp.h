@@ -77,11 +77,16 @@ void gp_cg_step(size_t n, int k, const int *active, const double *q, double *x, 
  * times the iterations done so far plus 50 before the solver gives up. */
 
 /* Sigma x for n x nrhs column-major doubles on the solver's GPU (x and y do
- * not overlap). Returns with its work finished. */
+ * not overlap). Returns with its work finished. The operator may want its
+ * vectors' rows in an order of its own (an H2 matrix: its tree's, where near
+ * points are near in memory); the solver then keeps every vector, and G, in
+ * that order, which also makes G's gathers local. */
 typedef struct {
   gk_status (*apply)(void *ctx, const double *x, int nrhs, double *y, gk_error *err);
   void *ctx;
-  int device;   /* the GPU (0-based) that holds the operator's data */
+  int device;          /* the GPU (0-based) that holds the operator's data        */
+  const int *order;    /* host, n: the point (0-based) at each row of the vectors
+                          apply() takes and gives; NULL: the points' order         */
 } gp_gpu_operator;
 
 typedef struct {
@@ -106,6 +111,12 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
                           const double *coef, int nblocks, const double *const *b,
                           const int *b_cols, double tol, int maxit,
                           gp_cg_result *res, gk_error *err);
+
+/* out[c] = sum_i a[i, ca[c]] b[i, cb[c]] for c < k (0-based columns of the
+ * n-row blocks a and b): the probe sums of the gradient without R's n x k
+ * temporaries. */
+void gp_col_dots(size_t n, int k, const double *a, const int *ca, const double *b,
+                 const int *cb, int threads, double *out);
 
 /* The count of non-zero neighbour slots of nbr (n x m). */
 size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);

@@ -33,3 +33,18 @@ void gp_cg_step(size_t n, int k, const int *active, const double *q, double *x, 
   }
   (void) nthreads;
 }
+
+void gp_col_dots(size_t n, int k, const double *a, const int *ca, const double *b,
+                 const int *cb, int threads, double *out)
+{
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(gk_omp_threads(threads)) schedule(static)
+#endif
+  for (int c = 0; c < k; c++) {
+    const double *ac = a + (size_t) ca[c] * n, *bc = b + (size_t) cb[c] * n;
+    double t = 0.0;
+    for (size_t i = 0; i < n; i++) t += ac[i] * bc[i];
+    out[c] = t;
+  }
+  (void) threads;
+}

@@ -90,6 +90,47 @@ __global__ void apply_gt(int n, const size_t *ptr, const int *trow, const double
   }
 }
 
+/* Storage order (the operator's, gp_gpu_operator.order): row e of the
+ * solver's vectors is the point order[e]; pos is the inverse. */
+__global__ void invert_order(int n, const int *order, int *pos)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < (size_t) n;
+       e += (size_t) gridDim.x * blockDim.x)
+    pos[order[e]] = (int) e;
+}
+
+/* G in storage order: row e is the point's row order[e], its neighbours
+ * renumbered (pos) and its coefficients moved along; the terms keep their
+ * order, so G x is the same sum. */
+__global__ void relabel_factor(int n, int m, const int *order, const int *pos, const int *nbr_in,
+                               const double *coef_in, int *nbr, double *coef)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < (size_t) n;
+       e += (size_t) gridDim.x * blockDim.x) {
+    size_t i = (size_t) order[e];
+    coef[e] = coef_in[i];
+    for (int s = 0; s < m; s++) {
+      int j = nbr_in[i + (size_t) s * n];
+      nbr[e + (size_t) s * n] = j > 0 ? pos[j - 1] + 1 : 0;
+      coef[e + (size_t) (s + 1) * n] = coef_in[i + (size_t) (s + 1) * n];
+    }
+  }
+}
+
+/* dst[e, c] = src[order[e], c] (to storage order); with back, dst[order[e], c]
+ * = src[e, c] (back to the points' order). */
+__global__ void permute_rows(size_t n, int k, const int *order, int back, const double *src,
+                             double *dst)
+{
+  size_t total = n * k;
+  for (size_t t = blockIdx.x * (size_t) blockDim.x + threadIdx.x; t < total;
+       t += (size_t) gridDim.x * blockDim.x) {
+    size_t e = t % n, c = t / n, i = (size_t) order[e];
+    if (back) dst[i + c * n] = src[t];
+    else dst[t] = src[i + c * n];
+  }
+}
+
 /* The transposed pattern is built on the device, once per solve: every slot
  * (i, s) of nbr, enumerated row by row, becomes (key = column j, value = its
  * coefficient's index i + n (s + 1)); empty slots get key n and sort last. A
@@ -244,6 +285,7 @@ struct tracer {
 struct solver_state {
   gk_device_buffer nbr, coef, tptr, trow, tval;
   gk_device_buffer x, r, p, w1, w2;
+  gk_device_buffer order, pos;   // the operator's row order and its inverse
   gk_device_buffer cols, partial, small;
   gk_stream stream;
 };
@@ -251,10 +293,27 @@ struct solver_state {
 void state_free(solver_state *s)
 {
   gk_device_buffer *all[] = {&s->nbr, &s->coef, &s->tptr, &s->trow, &s->tval,
-                             &s->x, &s->r, &s->p,
+                             &s->x, &s->r, &s->p, &s->order, &s->pos,
                              &s->w1, &s->w2, &s->cols, &s->partial, &s->small};
   for (gk_device_buffer *b : all) gk_buffer_free(b);
   gk_stream_destroy(&s->stream);
+}
+
+/* Downloads the n x k block `from` (storage order) to host `to` in the points'
+ * order, through `spare` when there is an order (NULL: none). Synchronous. */
+gk_status download_rows(double *to, double *from, double *spare, size_t n, int k,
+                        const int *order, solver_state *st, gk_error *err)
+{
+  cudaStream_t s = (cudaStream_t) st->stream;
+  if (order) {
+    permute_rows<<<blocks_for(n * k), kThreads, 0, s>>>(n, k, order, 1, from, spare);
+    if (gk_cuda_check_launch("the solutions' order", err)) return err->status;
+    from = spare;
+  }
+  if (gk_cuda_status(cudaMemcpyAsync(to, from, n * k * sizeof(double), cudaMemcpyDeviceToHost, s),
+                     "downloading the solutions", err))
+    return err->status;
+  return gk_stream_sync(st->stream, "downloading the solutions", err);
 }
 
 /* G's transposed pattern (ptr, trow, tval) from st->nbr and st->coef, on the
@@ -374,14 +433,49 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   GK_TRY(gk_buffer_alloc(&st.partial, (size_t) parts * k * sizeof(double), "the solver's sums", err));
   // pq, next, alpha, beta, rr (k each)
   GK_TRY(gk_buffer_alloc(&st.small, 5 * (size_t) k * sizeof(double), "the solver's sums", err));
-  if (nn * m > 0)
-    GK_TRY(gk_buffer_upload(&st.nbr, nbr, nn * m * sizeof(int), st.stream, err));
-  GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
+  if (!op->order) {
+    if (nn * m > 0)
+      GK_TRY(gk_buffer_upload(&st.nbr, nbr, nn * m * sizeof(int), st.stream, err));
+    GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
+  } else {
+    // G into the operator's order, through the buffers the vectors use later
+    GK_TRY(gk_buffer_alloc(&st.order, nn * sizeof(int), "the operator's order", err));
+    GK_TRY(gk_buffer_alloc(&st.pos, nn * sizeof(int), "the operator's order", err));
+    GK_TRY(gk_buffer_upload(&st.order, op->order, nn * sizeof(int), st.stream, err));
+    invert_order<<<blocks_for(nn), kThreads, 0, s>>>(n, (const int *) st.order.ptr,
+                                                     (int *) st.pos.ptr);
+    gk_device_buffer nbr_in = GK_DEVICE_BUFFER_EMPTY, coef_in = GK_DEVICE_BUFFER_EMPTY;
+    gk_status up = gk_buffer_alloc(&nbr_in, nn * m * sizeof(int) + 1, "the preconditioner", err);
+    if (up == GK_OK)
+      up = gk_buffer_alloc(&coef_in, nn * (m + 1) * sizeof(double), "the preconditioner", err);
+    if (up == GK_OK && nn * m > 0)
+      up = gk_buffer_upload(&nbr_in, nbr, nn * m * sizeof(int), st.stream, err);
+    if (up == GK_OK)
+      up = gk_buffer_upload(&coef_in, coef, nn * (m + 1) * sizeof(double), st.stream, err);
+    if (up == GK_OK) {
+      relabel_factor<<<blocks_for(nn), kThreads, 0, s>>>(
+          n, m, (const int *) st.order.ptr, (const int *) st.pos.ptr, (const int *) nbr_in.ptr,
+          (const double *) coef_in.ptr, (int *) st.nbr.ptr, (double *) st.coef.ptr);
+      up = gk_cuda_check_launch("the preconditioner's order", err);
+    }
+    if (up == GK_OK) up = gk_stream_sync(st.stream, "the preconditioner's order", err);
+    gk_buffer_free(&nbr_in);
+    gk_buffer_free(&coef_in);
+    if (up) goto fail;
+  }
   GK_TRY(build_transpose(n, m, &st, err));
   trace.mark("transposed", 0);
-  for (int i = 0, at = 0; i < nblocks; at += b_cols[i], i++)
-    GK_CUDA_TRY(cudaMemcpyAsync((double *) st.r.ptr + nn * at, b[i], nn * b_cols[i] * sizeof(double),
-                                cudaMemcpyHostToDevice, s), "uploading the right-hand sides", err);
+  {
+    double *into = (double *) (op->order ? st.w1.ptr : st.r.ptr);
+    for (int i = 0, at = 0; i < nblocks; at += b_cols[i], i++)
+      GK_CUDA_TRY(cudaMemcpyAsync(into + nn * at, b[i], nn * b_cols[i] * sizeof(double),
+                                  cudaMemcpyHostToDevice, s), "uploading the right-hand sides", err);
+    if (op->order) {
+      permute_rows<<<blocks_for(nn * k), kThreads, 0, s>>>(nn, k, (const int *) st.order.ptr, 0,
+                                                           into, (double *) st.r.ptr);
+      GK_TRY(gk_cuda_check_launch("the right-hand sides' order", err));
+    }
+  }
   GK_CUDA_TRY(cudaMemcpyAsync(st.p.ptr, st.r.ptr, block, cudaMemcpyDeviceToDevice, s),
               "the solver's vectors", err);
   GK_CUDA_TRY(cudaMemsetAsync(st.x.ptr, 0, block, s), "the solver's vectors", err);
@@ -403,7 +497,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
           n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
           (const double *) st.tval.ptr, (const double *) st.coef.ptr, R, k, W1);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
-      GK_TRY(gk_buffer_download(res->gt_b, &st.w1, block, st.stream, err));
+      GK_TRY(download_rows(res->gt_b, W1, W2, nn, k, (const int *) st.order.ptr, &st, err));
     }
 
     // rr = <r, r> of every column, on the device (the same sums as every step)
@@ -494,9 +588,12 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
         n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr, (const double *) st.tval.ptr,
         (const double *) st.coef.ptr, (const double *) st.x.ptr, k, (double *) st.w1.ptr);
     GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
-    GK_TRY(gk_buffer_download(res->gt_x, &st.w1, block, st.stream, err));
+    GK_TRY(download_rows(res->gt_x, (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
+                         (const int *) st.order.ptr, &st, err));
   }
-  if (res->x) GK_TRY(gk_buffer_download(res->x, &st.x, block, st.stream, err));
+  if (res->x)
+    GK_TRY(download_rows(res->x, (double *) st.x.ptr, (double *) st.w2.ptr, nn, k,
+                         (const int *) st.order.ptr, &st, err));
   GK_TRY(gk_stream_sync(st.stream, "the solutions", err));
   trace.mark("downloaded", 0);
   state_free(&st);

@@ -184,11 +184,17 @@ typedef struct h2_gpu h2_gpu;
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
 gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
                         gk_error *err);
-/* The same product for vectors already on g's GPU (x, y: n x nrhs doubles in
- * the points' order; they may not overlap). Returns with the work finished.
- * Callers that keep their vectors on the GPU (the GP solver) use it. */
+/* The same product for vectors already on g's GPU (x, y: n x nrhs doubles;
+ * they may not overlap), in the points' order, or with tree_order in the order
+ * of h2_tree_point_order (the permutations into the leaves then read and write
+ * memory in order). Returns with the work finished. Callers that keep their
+ * vectors on the GPU (the GP solver) use it. */
 gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
-                               double *y, gk_error *err);
+                               double *y, int tree_order, gk_error *err);
+/* The points in the order of the tree's leaves (order[e]: the point, 0-based,
+ * at row e; clusters contiguous): an order in which near points are near in
+ * memory. Returns nonzero when out of host memory. */
+int h2_tree_point_order(const h2_tree *t, int *order);
 /* Rows `rows` (nrows, 0-based) of A [x_1 ... x_nblocks] for host column
  * blocks x_b (n x cols[b] each): the product runs whole on the GPU and only
  * the rows come back (y: nrows x sum(cols)). For callers that check a sample

@@ -17,9 +17,9 @@ gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, 
 }
 
 gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
-                               double *y, gk_error *err)
+                               double *y, int tree_order, gk_error *err)
 {
-  (void) t; (void) g; (void) x; (void) nrhs; (void) y;
+  (void) t; (void) g; (void) x; (void) nrhs; (void) y; (void) tree_order;
   return gk_fail_no_cuda(err);
 }
 

@@ -552,3 +552,18 @@ size_t h2_data_bytes(const h2_tree *t, int single)
   return (h2_basis_entries(t) + h2_transfer_entries(t) + h2_coupling_entries(t) +
           h2_dense_entries(t)) * (single ? sizeof(float) : sizeof(double));
 }
+
+int h2_tree_point_order(const h2_tree *t, int *order)
+{
+  /* slots are distinct: the points sorted by slot, by one pass over the slots */
+  size_t slots = (size_t) t->n_leaves * t->leaf_size;
+  int *at = (int *) malloc(slots * sizeof(int) + 1);
+  if (!at) return 1;
+  for (size_t q = 0; q < slots; q++) at[q] = -1;
+  for (int p = 0; p < t->n; p++) at[t->slot_of_point[p]] = p;
+  int e = 0;
+  for (size_t q = 0; q < slots; q++)
+    if (at[q] >= 0) order[e++] = at[q];
+  free(at);
+  return 0;
+}
