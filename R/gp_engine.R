@@ -347,7 +347,11 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   }
   mult <- product(kernel, nugget)
   list(mult = mult, mult_rows = function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE],
-       dmult = dmult)
+       dmult = dmult,
+       # points on the GPU: the solver reduces over them with its vectors on the device
+       tiled = if (inherits(prob$points, "gk_device_matrix")) {
+         list(points = prob$points, kernel = kernel, nugget = nugget)
+       })
 }
 
 # colSums(a[, ca] * b[, cb]) without the n x k temporaries.
@@ -422,16 +426,27 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
 # gp_operator()), as function(B, track, gt_b, x), B a matrix or a list of
 # matrices side by side (bound only on the host path): the list of gp_block_cg()
 # plus gt_x = G' x (every caller wants Sigma^-1 G' B ~ G' A^-1 B, not x) and,
-# when gt_b, gt_b = G' B; x itself only when asked. On the GPU with an H2
-# Sigma, block CG with every vector on the device (gp_cuda.cu: the same
-# iteration, and G' applied there too); otherwise gp_block_cg() on the
-# products A(V). `clock` (or NULL): the device solver's time goes to
+# when gt_b, gt_b = G' B; x itself only when asked. On the GPU (an H2 Sigma,
+# or the tiled reductions over points on the device), block CG with every
+# vector on the device (gp_cuda.cu: the same iteration, and G' applied there
+# too); otherwise gp_block_cg() on the products A(V). `clock` (or NULL): the device solver's time goes to
 # clock$solver. (options(gpukernels.gp_device_solver = FALSE): the host loop,
 # for comparison.)
 gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
   ctl <- prob$control
-  if (prob$backend == "gpu" && inherits(op$sigma, "h2matrix") &&
-      isTRUE(getOption("gpukernels.gp_device_solver", TRUE))) {
+  on_device <- prob$backend == "gpu" && isTRUE(getOption("gpukernels.gp_device_solver", TRUE))
+  device_solve <- if (on_device && inherits(op$sigma, "h2matrix")) {
+    function(blocks, x, gt_b) {
+      .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, blocks, ctl$tol,
+            ctl$maxit, x, gt_b)
+    }
+  } else if (on_device && !is.null(op$tiled)) {
+    function(blocks, x, gt_b) {
+      .Call(gk_r_gp_block_cg_tiled, gk_operand(op$tiled$points), op$tiled$kernel,
+            op$tiled$nugget, prob$nbr, pre$coef, blocks, ctl$tol, ctl$maxit, x, gt_b)
+    }
+  }
+  if (!is.null(device_solve)) {
     return(function(B, track = integer(), gt_b = FALSE, x = FALSE) {
       t0 <- proc.time()[["elapsed"]]
       if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
@@ -439,8 +454,7 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
         if (!is.double(b) || !is.matrix(b)) b <- matrix(as.double(b), nrow = prob$n)
         b
       })
-      out <- .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, blocks, ctl$tol,
-                   ctl$maxit, x, gt_b)
+      out <- device_solve(blocks, x, gt_b)
       if (out$gave_up) gp_stop_indefinite(prob$method, out$indefinite_at)
       list(x = out$x, gt_x = out$gt_x, gt_b = out$gt_b, iterations = out$iterations,
            converged = out$converged, alpha = out$alpha[, track, drop = FALSE],

@@ -42,6 +42,12 @@
 #' `error` shows it): `"h2"` there is a choice to make with
 #' `control$h2` (a higher `order`, or `tol`).
 #'
+#' On a GPU the Vecchia factor is computed there, and the conjugate-gradient
+#' iterations run there with every vector on the device (the H2 or tiled
+#' products included): at \eqn{n = 10^6} in 2D an evaluation at new
+#' parameters takes about 2 s (exponential) to 4 s (Matérn 3/2) on an H100;
+#' a first call also finds the neighbours (about 3 s there).
+#'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, `log(range)`
 #' and `log(nugget)` (isotropic range only):
@@ -82,7 +88,7 @@
 #'   for the iterative methods `timing` (seconds: total, setup of the
 #'   preconditioner and operators, operator products, preconditioner
 #'   products, and `solver`: conjugate gradients run on the GPU with their
-#'   products, for `"h2"` on a GPU) and for `"h2"` `h2_bias`, `h2_bias_se`.
+#'   products) and for `"h2"` `h2_bias`, `h2_bias_se`.
 #' @examples
 #' locs <- matrix(runif(400), ncol = 2)
 #' k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)

@@ -55,6 +55,8 @@ SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols);
 SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads);
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
                          SEXP want_x, SEXP want_gt_b);
+SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP coef, SEXP b,
+                            SEXP tol, SEXP maxit, SEXP want_x, SEXP want_gt_b);
 
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
@@ -113,6 +115,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_rademacher", (DL_FUNC) &gk_r_gp_rademacher, 2},
   {"gk_r_gp_col_dots", (DL_FUNC) &gk_r_gp_col_dots, 5},
   {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 8},
+  {"gk_r_gp_block_cg_tiled", (DL_FUNC) &gk_r_gp_block_cg_tiled, 10},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_matmul_rows", (DL_FUNC) &gk_r_h2_matmul_rows, 3},

@@ -3,6 +3,8 @@
 #include "r_util.h"
 #include "gp/gp.h"
 #include "r_h2.h"
+#include "r_reduce.h"
+#include <string.h>
 #include <R_ext/Random.h>
 
 static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
@@ -147,19 +149,14 @@ static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
   return h2_gpu_matmul_device(a->tree, a->gpu, x, nrhs, y, 1, err);   // the tree's order
 }
 
-/* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
- * (gp_gpu_block_cg); b is a list of blocks of right-hand sides. Returns list(x, gt_x, gt_b, iterations, alpha, beta,
- * converged, indefinite_at, gave_up): x (when want_x) the solutions, gt_x =
- * G' x, gt_b = G' b (when want_gt_b, else NULL); alpha and beta are maxit x k. */
-SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
-                         SEXP want_x, SEXP want_gt_b)
+/* Runs gp_gpu_block_cg with `op` on the right-hand sides b (a list of double
+ * matrices with n rows, side by side) and returns list(x, gt_x, gt_b,
+ * iterations, alpha, beta, converged, indefinite_at, gave_up): x (when want_x)
+ * the solutions, gt_x = G' x, gt_b = G' b (when want_gt_b, else NULL); alpha
+ * and beta are maxit x k. */
+static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, SEXP tol,
+                       SEXP maxit, SEXP want_x, SEXP want_gt_b)
 {
-  const h2_tree *tree;
-  h2_sigma op_data;
-  gk_r_h2_parts(sigma, &tree, &op_data.gpu);
-  op_data.tree = tree;
-  if (!op_data.gpu) gk_stop("internal: the GPU solver needs an h2matrix on the GPU");
-  // b: a list of double matrices with n rows, the right-hand sides side by side
   if (TYPEOF(b) != VECSXP || Rf_length(b) > 64) gk_stop("internal: bad right-hand sides");
   int nblocks = Rf_length(b), k = 0, n = Rf_nrows(nbr), iters = gk_as_int(maxit);
   const double *blocks[64];
@@ -171,13 +168,7 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
     cols[i] = Rf_ncols(v);
     k += cols[i];
   }
-  if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
   if (iters < 1) gk_stop("internal: maxit must be positive");
-  // the solver's vectors in the tree's point order (h2_sigma_apply): near
-  // points near in memory, for the H2 permutations and G's gathers alike
-  int *order = (int *) R_alloc((size_t) n + 1, sizeof(int));
-  if (h2_tree_point_order(tree, order)) gk_stop("out of host memory for the H2 point order");
-  gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu), order};
   const char *names[] = {"x", "gt_x", "gt_b", "iterations", "alpha", "beta", "converged",
                          "indefinite_at", "gave_up", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -198,7 +189,7 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
                       REAL(beta), 0, 0, 0};
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_block_cg(&op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), nblocks, blocks, cols,
+  gp_gpu_block_cg(op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), nblocks, blocks, cols,
                   gk_as_double(tol), iters, &res, &err);
   if (err.status) {
     UNPROTECT(1);
@@ -209,6 +200,47 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
   SET_VECTOR_ELT(out, 8, Rf_ScalarLogical(res.gave_up));
   UNPROTECT(1);
   return out;
+}
+
+/* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
+ * (run_solver). */
+SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
+                         SEXP want_x, SEXP want_gt_b)
+{
+  const h2_tree *tree;
+  h2_sigma op_data;
+  gk_r_h2_parts(sigma, &tree, &op_data.gpu);
+  op_data.tree = tree;
+  if (!op_data.gpu) gk_stop("internal: the GPU solver needs an h2matrix on the GPU");
+  int n = Rf_nrows(nbr);
+  if (n != tree->n) gk_stop("internal: the h2matrix has %d rows, the solver %d", tree->n, n);
+  // the solver's vectors in the tree's point order (h2_sigma_apply): near
+  // points near in memory, for the H2 permutations and G's gathers alike
+  int *order = (int *) R_alloc((size_t) n + 1, sizeof(int));
+  if (h2_tree_point_order(tree, order)) gk_stop("out of host memory for the H2 point order");
+  gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu), order};
+  return run_solver(&op, nbr, coef, b, tol, maxit, want_x, want_gt_b);
+}
+
+/* The same with Sigma = K + nugget I through the tiled reductions, K of the
+ * kernel `spec` over `points`, a device matrix (gp_tiled_sigma). */
+SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP coef, SEXP b,
+                            SEXP tol, SEXP maxit, SEXP want_x, SEXP want_gt_b)
+{
+  gp_tiled_sigma sigma;
+  memset(&sigma, 0, sizeof sigma);
+  sigma.points = gk_r_reduce_operand(points);
+  if (!sigma.points.device) gk_stop("internal: the GPU solver needs the points on the GPU");
+  if ((int) sigma.points.rows != Rf_nrows(nbr))
+    gk_stop("internal: %d points, the solver %d", (int) sigma.points.rows, Rf_nrows(nbr));
+  sigma.spec.kernel = gk_kernel_from_r(spec);
+  double *range = (double *) R_alloc(sigma.points.cols > 0 ? sigma.points.cols : 1, sizeof(double));
+  gk_kernel_range_from_r(spec, sigma.points.cols, range);
+  sigma.spec.range = range;
+  sigma.spec.method = GK_REDUCE_AUTO;
+  sigma.nugget = gk_as_double(nugget);
+  gp_gpu_operator op = {gp_tiled_sigma_apply, &sigma, sigma.points.gpu, NULL};
+  return run_solver(&op, nbr, coef, b, tol, maxit, want_x, want_gt_b);
 }
 
 /* An n x k matrix of Rademacher signs (+1 / -1 with probability 1/2 each)

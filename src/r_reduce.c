@@ -7,6 +7,7 @@
 #include "device/device_matrix.h"
 #include "device/gk_memory.h"
 #include "r_reduce_ranges.h"
+#include "r_reduce.h"
 
 /* A device matrix and the bytes it registered (device/gk_memory.h); the
  * matrix comes first, so the address is also a gk_device_matrix *. */
@@ -122,6 +123,11 @@ static gk_reduce_operand operand_of(SEXP a, double *min_value)
     }
   }
   return op;
+}
+
+gk_reduce_operand gk_r_reduce_operand(SEXP a)
+{
+  return operand_of(a, NULL);
 }
 
 /* Returns list(values, index): M x value-columns doubles and M x index-columns

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include "device/gk_error.h"
 #include "kernels/gk_kernel.h"
+#include "reduce/reduce.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +118,18 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
  * temporaries. */
 void gp_col_dots(size_t n, int k, const double *a, const int *ca, const double *b,
                  const int *cb, int threads, double *out);
+
+/* Sigma = K + nugget I through the tiled reductions (reduce.h): K x as a sum
+ * reduction over `points` (a device operand: its GPU is the solver's) with
+ * the weights and the result on the device. Fill `spec` (kernel, range) and
+ * `points`, then pass gp_tiled_sigma_apply and the struct as the operator. */
+typedef struct {
+  gk_reduce_spec spec;
+  gk_reduce_operand points;
+  double nugget;
+} gp_tiled_sigma;
+
+gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y, gk_error *err);
 
 /* The count of non-zero neighbour slots of nbr (n x m). */
 size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);

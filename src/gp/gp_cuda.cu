@@ -370,6 +370,34 @@ fail:
 
 }  // namespace
 
+namespace {
+/* y += a x */
+__global__ void add_scaled(size_t count, double a, const double *x, double *y)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
+       e += (size_t) gridDim.x * blockDim.x)
+    y[e] += a * x[e];
+}
+}  // namespace
+
+extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
+                                          gk_error *err)
+{
+  gp_tiled_sigma *a = (gp_tiled_sigma *) ctx;
+  size_t n = a->points.rows, count = n * nrhs;
+  gk_reduce_spec spec = a->spec;
+  spec.reduction = GK_REDUCE_SUM;
+  spec.device_out = y;
+  gk_reduce_operand b = {NULL, x, 0, a->points.gpu, n, nrhs, NULL};
+  if (reduce_cuda(&spec, &a->points, &a->points, &b, NULL, NULL, err)) return err->status;
+  if (a->nugget != 0.0 && count > 0) {
+    add_scaled<<<blocks_for(count), kThreads>>>(count, a->nugget, x, y);
+    if (gk_cuda_check_launch("the nugget", err)) return err->status;
+    return gk_stream_sync(NULL, "the nugget", err);
+  }
+  return GK_OK;
+}
+
 extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                                      const double *coef, int nblocks, const double *const *b,
                           const int *b_cols, double tol,

@@ -344,13 +344,17 @@ test_that("GPU and CPU give the same likelihood and gradient", {
 test_that("the GPU solver (vectors on the device) matches block CG on the host", {
   skip_if_no_gpu()
   k <- gk_kernel("exponential", range = 0.1)
-  for (n in c(1003L, 2503L)) {   # not multiples of the solver's or the H2 blocks
+  cases <- list(c(n = 1003, method = "h2"), c(n = 2503, method = "h2"),
+                c(n = 1003, method = "tiled"), c(n = 777, method = "tiled"))
+  for (case in cases) {   # sizes not multiples of the solver's, the H2 or the reduction blocks
+    n <- as.integer(case[["n"]])
     set.seed(n)
     locs <- matrix(runif(2 * n), ncol = 2)
     ctl <- gp_control(probes = 3L)
-    prob <- gpukernels:::gp_problem(locs, rnorm(n), matrix(1, n, 1), "h2", ctl, "gpu")
+    prob <- gpukernels:::gp_problem(locs, rnorm(n), matrix(1, n, 1), case[["method"]], ctl, "gpu")
     pre <- gpukernels:::gp_preconditioner(prob, k, 0.01)
     op <- gpukernels:::gp_operator(prob, k, 0.01)
+    expect_true(inherits(op$sigma, "h2matrix") || !is.null(op$tiled))   # the device path runs
     A <- function(V) pre$G(op$mult(pre$Gt(V)))
     # mean-zero columns of different scales, a zero column (never active), one column
     for (B in list(cbind(rnorm(n), 0, matrix(rnorm(n * 9), n) * 10^(0:8 - 4)),
