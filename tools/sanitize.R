@@ -55,6 +55,15 @@ for (rep in 1:3) {
     rm(A, C, O)
   }
 }
+# The GP engine on the GPU: the Vecchia factor, the solver with an H2 and with a
+# tiled operator (gradients: G'b, derivative products), and the H2 rows product.
+gl <- matrix(runif(2 * 1203), ncol = 2)
+gy <- rnorm(1203)
+for (method in c("h2", "tiled")) {
+  gp_loglik(gl, gy, kernel = gk_kernel("matern", range = 0.1, smoothness = 1.5), nugget = 0.05,
+            method = method, gradient = TRUE, backend = "gpu",
+            control = gp_control(probes = 5L, h2_check_rows = 50L))
+}
 # Bad input on the GPU path leaves nothing behind either.
 try(knn(x, y, k = 400, backend = "gpu"), silent = TRUE)
 gc()
