@@ -33,62 +33,69 @@ unsigned blocks_for(size_t rows)
   return (unsigned) (b < 1 ? 1 : (b > 65535 ? 65535 : b));
 }
 
-/* out[:, c] = G x[:, c] for the k columns: row i is coef[i] x_i + sum_s
- * coef[i, s + 1] x_{nbr[i, s] - 1}. A thread takes a row and up to kCols
- * columns, so the row's neighbours are read once per kCols columns. */
-__global__ void apply_g(int n, int m, const int *nbr, const double *coef, const double *x,
-                        int k, double *out)
+/* out[:, c] = M x[:, c] for the k columns, M = G or G': row r of M is coef[r]
+ * at r plus the terms (row j, value g) that `Terms` lists for r. A thread
+ * takes a row and up to kCols columns, so the row's terms are read once per
+ * kCols columns. */
+template <typename Terms>
+__global__ void apply_rows(size_t n, Terms terms, const double *coef, const double *x, int k,
+                           double *out)
 {
   int c0 = blockIdx.y * kCols;
   int cols = k - c0 < kCols ? k - c0 : kCols;
-  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < (size_t) n;
-       i += (size_t) gridDim.x * blockDim.x) {
+  for (size_t r = blockIdx.x * (size_t) blockDim.x + threadIdx.x; r < n;
+       r += (size_t) gridDim.x * blockDim.x) {
     double acc[kCols];
-    double d = coef[i];
+    double d = coef[r];
 #pragma unroll
-    for (int c = 0; c < kCols; c++) acc[c] = c < cols ? d * x[i + (size_t) (c0 + c) * n] : 0.0;
-    for (int s = 0; s < m; s++) {
-      int j = nbr[i + (size_t) s * n];
-      double g = coef[i + (size_t) (s + 1) * n];
-      if (j > 0 && g != 0.0) {
+    for (int c = 0; c < kCols; c++) acc[c] = c < cols ? d * x[r + (size_t) (c0 + c) * n] : 0.0;
+    for (size_t t = terms.begin(r); t < terms.end(r); t++) {
+      size_t j;
+      double g;
+      if (terms.get(r, t, &j, &g)) {
 #pragma unroll
         for (int c = 0; c < kCols; c++)
-          if (c < cols) acc[c] += g * x[(size_t) (j - 1) + (size_t) (c0 + c) * n];
+          if (c < cols) acc[c] += g * x[j + (size_t) (c0 + c) * n];
       }
     }
 #pragma unroll
     for (int c = 0; c < kCols; c++)
-      if (c < cols) out[i + (size_t) (c0 + c) * n] = acc[c];
+      if (c < cols) out[r + (size_t) (c0 + c) * n] = acc[c];
   }
 }
 
-/* out = G' x through the transposed pattern (build_transpose): column j
- * of G is coef[j] at row j and tval[e] at rows trow[e], e in ptr[j] .. ptr[j + 1]. */
-__global__ void apply_gt(int n, const size_t *ptr, const int *trow, const double *tval,
-                         const double *coef, const double *x, int k, double *out)
-{
-  int c0 = blockIdx.y * kCols;
-  int cols = k - c0 < kCols ? k - c0 : kCols;
-  for (size_t j = blockIdx.x * (size_t) blockDim.x + threadIdx.x; j < (size_t) n;
-       j += (size_t) gridDim.x * blockDim.x) {
-    double acc[kCols];
-    double d = coef[j];
-#pragma unroll
-    for (int c = 0; c < kCols; c++) acc[c] = c < cols ? d * x[j + (size_t) (c0 + c) * n] : 0.0;
-    for (size_t e = ptr[j]; e < ptr[j + 1]; e++) {
-      size_t i = (size_t) trow[e];
-      double g = tval[e];
-      if (g != 0.0) {
-#pragma unroll
-        for (int c = 0; c < kCols; c++)
-          if (c < cols) acc[c] += g * x[i + (size_t) (c0 + c) * n];
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < kCols; c++)
-      if (c < cols) out[j + (size_t) (c0 + c) * n] = acc[c];
+/* G by rows: row i's neighbours nbr[i, s] (1-based, 0 = none) with coef[i, s + 1]. */
+struct g_terms {
+  size_t n;
+  int m;
+  const int *nbr;
+  const double *coef;
+  __device__ size_t begin(size_t) const { return 0; }
+  __device__ size_t end(size_t) const { return (size_t) m; }
+  __device__ bool get(size_t i, size_t s, size_t *j, double *g) const
+  {
+    int q = nbr[i + s * n];
+    *g = coef[i + (s + 1) * n];
+    *j = (size_t) (q - 1);
+    return q > 0 && *g != 0.0;
   }
-}
+};
+
+/* G' by rows, through the transposed pattern (build_transpose): column j of G
+ * is tval[e] at rows trow[e], e in ptr[j] .. ptr[j + 1]. */
+struct gt_terms {
+  const size_t *ptr;
+  const int *trow;
+  const double *tval;
+  __device__ size_t begin(size_t j) const { return ptr[j]; }
+  __device__ size_t end(size_t j) const { return ptr[j + 1]; }
+  __device__ bool get(size_t, size_t e, size_t *i, double *g) const
+  {
+    *i = (size_t) trow[e];
+    *g = tval[e];
+    return *g != 0.0;
+  }
+};
 
 /* Storage order (the operator's, gp_gpu_operator.order): row e of the
  * solver's vectors is the point order[e]; pos is the inverse. */
@@ -520,10 +527,12 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     rr = host_small.data();           // k: <r, r> of every column
     bnorm = host_small.data() + k;    // k: |b| of every column
     unsigned all_groups = (unsigned) ((k + kCols - 1) / kCols);
+    const gt_terms gt = {(const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
+                         (const double *) st.tval.ptr};
+    const g_terms g_rows = {nn, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr};
     if (res->gt_b) {   // G' b, while R still holds b
-      apply_gt<<<dim3(blocks_for(nn), all_groups), kThreads, 0, s>>>(
-          n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
-          (const double *) st.tval.ptr, (const double *) st.coef.ptr, R, k, W1);
+      apply_rows<<<dim3(blocks_for(nn), all_groups), kThreads, 0, s>>>(
+          nn, gt, (const double *) st.coef.ptr, R, k, W1);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(download_rows(res->gt_b, W1, W2, nn, k, (const int *) st.order.ptr, &st, err));
     }
@@ -553,17 +562,16 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       unsigned groups = (unsigned) ((ka + kCols - 1) / kCols);
       // Q = G Sigma G' P[, active]: W1 = P[, active]; W2 = G' W1; W1 = Sigma W2; W2 = G W1
       gather_columns<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W1);
-      apply_gt<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
-          n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
-          (const double *) st.tval.ptr, (const double *) st.coef.ptr, W1, ka, W2);
+      apply_rows<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
+          nn, gt, (const double *) st.coef.ptr, W1, ka, W2);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(gk_stream_sync(st.stream, "the preconditioner product", err));
       trace.mark("iteration: G' done", it);
       GK_TRY(op->apply(op->ctx, W2, ka, W1, err));
       GK_TRY(gk_device_enter(op->device, err));
       trace.mark("iteration: Sigma done", it);
-      apply_g<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
-          n, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr, W1, ka, W2);
+      apply_rows<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
+          nn, g_rows, (const double *) st.coef.ptr, W1, ka, W2);
       // the CG step on the active columns (Q = W2)
       dot_partials<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W2,
                                                         (double *) st.partial.ptr);
@@ -612,9 +620,10 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     res->converged = active.empty();
   }
   if (res->gt_x) {
-    apply_gt<<<dim3(blocks_for(nn), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
-        n, (const size_t *) st.tptr.ptr, (const int *) st.trow.ptr, (const double *) st.tval.ptr,
-        (const double *) st.coef.ptr, (const double *) st.x.ptr, k, (double *) st.w1.ptr);
+    gt_terms gt = {(const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
+                   (const double *) st.tval.ptr};
+    apply_rows<<<dim3(blocks_for(nn), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
+        nn, gt, (const double *) st.coef.ptr, (const double *) st.x.ptr, k, (double *) st.w1.ptr);
     GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
     GK_TRY(download_rows(res->gt_x, (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
                          (const int *) st.order.ptr, &st, err));
