@@ -206,10 +206,10 @@ gp_dense_knn_pairs <- function() getOption("gpukernels.gp_dense_knn_pairs", 2e7)
 # row_of, id and skip: see gp_keep_preceding in gp.h; at n = 1e6 reordering
 # the n x k results in R cost more than the search). Through a block-sparse
 # knn(): the points in grid cells of side s (grid_cluster()), each row's cell
-# searching the 3^d cells around it. A point outside those cells is more than s away, so a row whose k-th
-# distance is at most s has its exact answer; the other rows (near corners,
-# or where the points are sparse) are searched in full. s is chosen so that a
-# ball of radius s holds about 4k points on average.
+# searching the 3^d cells around it. A point outside those cells is more than
+# s away, so a row whose k-th distance is at most s has its exact answer; the
+# other rows (near corners, or where the points are sparse) are searched in
+# full. s is chosen so that a ball of radius s holds about 4k points on average.
 gp_knn_cells <- function(xc, first_row, k, backend) {
   rows <- first_row:nrow(xc)
   xr <- xc[rows, , drop = FALSE]
@@ -346,8 +346,8 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
                 sigma = sigma))
   }
   mult <- product(kernel, nugget)
-  list(mult = mult, mult_rows = function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE],
-       dmult = dmult,
+  rows_of <- function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE]
+  list(mult = mult, mult_rows = rows_of, dmult = dmult,
        # points on the GPU: the solver reduces over them with its vectors on the device
        tiled = if (inherits(prob$points, "gk_device_matrix")) {
          list(points = prob$points, kernel = kernel, nugget = nugget)
@@ -429,9 +429,9 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
 # when gt_b, gt_b = G' B; x itself only when asked. On the GPU (an H2 Sigma,
 # or the tiled reductions over points on the device), block CG with every
 # vector on the device (gp_cuda.cu: the same iteration, and G' applied there
-# too); otherwise gp_block_cg() on the products A(V). `clock` (or NULL): the device solver's time goes to
-# clock$solver. (options(gpukernels.gp_device_solver = FALSE): the host loop,
-# for comparison.)
+# too); otherwise gp_block_cg() on the products A(V). `clock` (or NULL): the
+# device solver's time goes to clock$solver.
+# (options(gpukernels.gp_device_solver = FALSE): the host loop, for comparison.)
 gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
   ctl <- prob$control
   on_device <- prob$backend == "gpu" && isTRUE(getOption("gpukernels.gp_device_solver", TRUE))
