@@ -24,7 +24,8 @@ int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int
   /* rows write distinct lines of nbr; with the ids, every read and write is
    * random at n = 1e6, so threads pay */
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(gk_omp_threads(threads)) schedule(static) reduction(+ : duplicates)
+#pragma omp parallel for num_threads(gk_omp_threads(threads)) schedule(static) \
+    reduction(+ : duplicates)
 #endif
   for (int r = 0; r < rows; r++) {
     if (skip && skip[r]) continue;

@@ -7,20 +7,22 @@
  * host, which decides which columns go on.
  *
  * Dot products are summed in a fixed order (per block, then the blocks in
- * order), so a run repeats to the bit; G and G' add their terms in the same
- * order as gp_vecchia_apply on the CPU.
+ * order), so a run repeats to the bit. The vectors and G may be kept in the
+ * operator's row order (gp_gpu_operator.order): G's rows then add their terms
+ * as gp_vecchia_apply does, G' its terms in that order's row order, which
+ * differs from the CPU's only by rounding.
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <vector>
 #include <cub/cub.cuh>
 #include "gp/gp.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
-#include <stdio.h>
-#include <time.h>
 
 namespace {
 
@@ -142,7 +144,7 @@ __global__ void permute_rows(size_t n, int k, const int *order, int back, const 
  * (i, s) of nbr, enumerated row by row, becomes (key = column j, value = its
  * coefficient's index i + n (s + 1)); empty slots get key n and sort last. A
  * stable radix sort by key then lists each column's rows in increasing order
- * (the order gp_vecchia_apply adds them in). */
+ * (with the points' order, the order gp_vecchia_apply adds them in). */
 __global__ void pattern_pairs(int n, int m, const int *nbr, int *key, long long *value)
 {
   size_t total = (size_t) n * m;
@@ -306,6 +308,22 @@ void state_free(solver_state *s)
   gk_stream_destroy(&s->stream);
 }
 
+/* G' by rows over the transposed pattern that build_transpose made in st. */
+gt_terms transpose_terms(const solver_state *st)
+{
+  gt_terms t = {(const size_t *) st->tptr.ptr, (const int *) st->trow.ptr,
+                (const double *) st->tval.ptr};
+  return t;
+}
+
+/* y += a x */
+__global__ void add_scaled(size_t count, double a, const double *x, double *y)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
+       e += (size_t) gridDim.x * blockDim.x)
+    y[e] += a * x[e];
+}
+
 /* Downloads the n x k block `from` (storage order) to host `to` in the points'
  * order, through `spare` when there is an order (NULL: none). Synchronous. */
 gk_status download_rows(double *to, double *from, double *spare, size_t n, int k,
@@ -377,16 +395,6 @@ fail:
 
 }  // namespace
 
-namespace {
-/* y += a x */
-__global__ void add_scaled(size_t count, double a, const double *x, double *y)
-{
-  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
-       e += (size_t) gridDim.x * blockDim.x)
-    y[e] += a * x[e];
-}
-}  // namespace
-
 extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
                                           gk_error *err)
 {
@@ -407,8 +415,8 @@ extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, 
 
 extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                                      const double *coef, int nblocks, const double *const *b,
-                          const int *b_cols, double tol,
-                                     int maxit, gp_cg_result *res, gk_error *err)
+                                     const int *b_cols, double tol, int maxit,
+                                     gp_cg_result *res, gk_error *err)
 {
   int k = 0;
   for (int i = 0; i < nblocks; i++) k += b_cols[i];
@@ -434,7 +442,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
 
   if (gk_device_enter(op->device, err)) return err->status;
   {
-    // the vectors, nbr and coef, the transpose, and the transpose's sort (freed after)
+    // the vectors, nbr and coef, the transpose, and the transpose's sort (freed
+    // after; it is larger than the copy of nbr and coef that the operator's
+    // order needs, and freed before)
     size_t need = 5 * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
                   (nn + 1) * sizeof(size_t) + nnz * (sizeof(int) + sizeof(double)) +
                   3 * nn * m * (sizeof(int) + sizeof(long long)), budget = 0;
@@ -527,8 +537,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     rr = host_small.data();           // k: <r, r> of every column
     bnorm = host_small.data() + k;    // k: |b| of every column
     unsigned all_groups = (unsigned) ((k + kCols - 1) / kCols);
-    const gt_terms gt = {(const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
-                         (const double *) st.tval.ptr};
+    const gt_terms gt = transpose_terms(&st);
     const g_terms g_rows = {nn, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr};
     if (res->gt_b) {   // G' b, while R still holds b
       apply_rows<<<dim3(blocks_for(nn), all_groups), kThreads, 0, s>>>(
@@ -620,10 +629,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     res->converged = active.empty();
   }
   if (res->gt_x) {
-    gt_terms gt = {(const size_t *) st.tptr.ptr, (const int *) st.trow.ptr,
-                   (const double *) st.tval.ptr};
     apply_rows<<<dim3(blocks_for(nn), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
-        nn, gt, (const double *) st.coef.ptr, (const double *) st.x.ptr, k, (double *) st.w1.ptr);
+        nn, transpose_terms(&st), (const double *) st.coef.ptr, (const double *) st.x.ptr, k,
+        (double *) st.w1.ptr);
     GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
     GK_TRY(download_rows(res->gt_x, (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
                          (const int *) st.order.ptr, &st, err));
