@@ -1,5 +1,5 @@
 # Sourced at the start of a device call (see ../shared/device/README.md), after
-# preparing .device/ here:
+# preparing .device/ here (tools/device-pack.sh does these steps):
 #   ../shared/device/bundle-r.sh
 #   MAKEFLAGS=-j2 GK_CUDA_ARCHS=90 GK_CUDA_PTX=no R CMD INSTALL --preclean -l .device/rlib .
 #   xz -c .device/rlib/gpukernels/libs/gpukernels.so > .device/gk-so.xz   # 24 MB -> 15 MB
@@ -17,5 +17,12 @@
 . .device/setup-r.sh
 xz -dc .device/gk-so.xz > .device/rlib/gpukernels/libs/gpukernels.so
 for t in .device/extra-*.tar.xz; do [ -f "$t" ] && tar -xJf "$t" -C .device/rlib; done
+# Debian's OpenBLAS in place of the reference BLAS (tools/device-pack.sh openblas), for
+# the comparisons with packages that lean on R's BLAS (fields); the package's own
+# tests run with the reference BLAS, as CI does.
+if [ "${GK_DEVICE_OPENBLAS:-0}" = 1 ] && [ -f .device/openblas.tar.xz ]; then
+  mkdir -p /opt/openblas && tar -xJf .device/openblas.tar.xz -C /opt/openblas
+  export LD_LIBRARY_PATH="/opt/openblas:$LD_LIBRARY_PATH" OPENBLAS_NUM_THREADS=16
+fi
 nvidia-smi -L
 export OMP_NUM_THREADS=16
