@@ -21,7 +21,10 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param seed Seed for the point order and the probes (the user's random
 #'   stream is left as it was).
 #' @param dense_max Largest `n` for which `method = "auto"` uses the dense
-#'   Cholesky method.
+#'   Cholesky method; `NULL` (the default) chooses by backend:
+#'   `gp_dense_max_gpu` (20000) on a GPU, where the factorization runs in
+#'   cuSOLVER and the exact likelihood is the fastest method at that size,
+#'   and 4000 on the CPU.
 #' @param h2 A list of arguments for [h2_matrix()] (`eta`, `order`,
 #'   `leaf_size`, `precision`, `tol`) used by `method = "h2"`.
 #' @param h2_min Smallest `n` for which `method = "auto"` uses `"h2"` (2
@@ -34,20 +37,31 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' gp_control(probes = 50)
 #' @export
 gp_control <- function(neighbors = 40L, probes = 50L, tol = 1e-6, maxit = 1000L, seed = 1L,
-                       dense_max = 4000L, h2 = list(), h2_min = 50000L, h2_check_rows = 1000L) {
+                       dense_max = NULL, h2 = list(), h2_min = 50000L, h2_check_rows = 1000L) {
   gp_check_neighbors(neighbors, lower = 0)
   gk_check_scalar(probes, "probes", lower = 2, integer = TRUE)
   gk_check_scalar(tol, "tol", lower = 0, lower_open = TRUE)
   gk_check_scalar(maxit, "maxit", lower = 1, integer = TRUE)
   gk_check_scalar(seed, "seed", integer = TRUE)
-  gk_check_scalar(dense_max, "dense_max", lower = 0, integer = TRUE)
+  if (!is.null(dense_max)) gk_check_scalar(dense_max, "dense_max", lower = 0, integer = TRUE)
   gk_check_scalar(h2_min, "h2_min", lower = 0, integer = TRUE)
   gk_check_scalar(h2_check_rows, "h2_check_rows", lower = 2, integer = TRUE)
   if (!is.list(h2)) stop("`h2` must be a list of h2_matrix() arguments", call. = FALSE)
   structure(list(neighbors = as.integer(neighbors), probes = as.integer(probes), tol = tol,
                  maxit = as.integer(maxit), seed = as.integer(seed),
-                 dense_max = as.integer(dense_max), h2 = h2, h2_min = as.integer(h2_min),
+                 dense_max = if (!is.null(dense_max)) as.integer(dense_max), h2 = h2, h2_min = as.integer(h2_min),
                  h2_check_rows = as.integer(h2_check_rows)), class = "gp_control")
+}
+
+# The dense method's default size limits for method = "auto" (gp_control()):
+# on the GPU the Cholesky factorization and the gradient's inverse run in
+# cuSOLVER (inst/bench/gp.R measures them against the iterative methods).
+gp_dense_max_gpu <- 20000L
+gp_dense_max_cpu <- 4000L
+
+gp_dense_max <- function(control, backend) {
+  if (!is.null(control$dense_max)) return(control$dense_max)
+  if (backend == "gpu") gp_dense_max_gpu else gp_dense_max_cpu
 }
 
 # Candidates per point in the neighbour search, on both backends (so they

@@ -63,7 +63,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   data <- gp_check_data(y, X, n)
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
-  method <- gp_method(method, n, ncol(locs), control)
+  method <- gp_method(method, n, ncol(locs), control, backend)
   if (is.null(verbose)) verbose <- n > 5000
   start <- gp_start(locs, data, template, start, control, backend, estimate_smoothness)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend)
@@ -336,6 +336,18 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE, ...) {
   mean <- drop(kernel_matvec(newlocs, object$locs, object$alpha, k, backend = object$backend))
   if (p) mean <- mean + drop(newX %*% object$beta)
   if (!se.fit) return(mean)
+  if (object$prob$method == "dense" && object$backend == "gpu") {
+    # Sigma's factor stays on the GPU: only C' Sigma^-1 C's diagonal and
+    # X' Sigma^-1 C come back
+    kp <- .Call(gk_r_gp_dense_krige, object$locs, newlocs, k, as.double(object$nugget),
+                object$X)
+    var <- k$variance - kp$vq
+    if (p) {
+      U <- t(newX) - kp$xsc
+      var <- var + colSums(U * solve(kp$xsx, U))
+    }
+    return(list(fit = mean, se.fit = sqrt(pmax(var, 0))))
+  }
   solve_cov <- gp_solver(object)
   SiX <- if (p) solve_cov(object$X) else NULL
   XSiX_inv <- if (p) solve(crossprod(object$X, SiX)) else NULL

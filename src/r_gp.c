@@ -286,3 +286,100 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
   UNPROTECT(1);
   return out;
 }
+
+/* The locations scaled by the kernel's range around their centre (with the
+ * new points `more`, when given, on the same scale), in R's transient memory. */
+static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(locs) || dim < 1 || dim > 64) gk_stop("internal: bad locations");
+  double range[64], centre[64];
+  gk_kernel_range_from_r(spec, dim, range);
+  int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
+  if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
+  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, centre);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  if (more_scaled) {
+    *more_scaled = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
+    gk_scale_points(REAL(more), m, dim, centre, range, *more_scaled);
+  }
+  return xs;
+}
+
+/* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: a list of
+ * list(kernels = list of kernel specs with the range of `spec`, weights,
+ * identity); returns list(logdet, solved, trace, quad (q x q x nterms),
+ * info (NULL unless want_info)). */
+SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
+    gk_stop("internal: bad right-hand sides");
+  if (TYPEOF(terms) != VECSXP) gk_stop("internal: bad derivative terms");
+  int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  double range[64], term_range[64];
+  gk_kernel_range_from_r(spec, dim, range);
+  gp_dense_term *dterms = (gp_dense_term *) R_alloc((size_t) nterms + 1, sizeof(gp_dense_term));
+  for (int t = 0; t < nterms; t++) {
+    SEXP term = VECTOR_ELT(terms, t);
+    SEXP kernels = VECTOR_ELT(term, 0), weights = VECTOR_ELT(term, 1);
+    if (TYPEOF(kernels) != VECSXP || !Rf_isReal(weights) ||
+        Rf_length(weights) != Rf_length(kernels))
+      gk_stop("internal: bad derivative term");
+    int nk = Rf_length(kernels);
+    gk_kernel *ks = (gk_kernel *) R_alloc((size_t) nk + 1, sizeof(gk_kernel));
+    for (int k = 0; k < nk; k++) {
+      ks[k] = gk_kernel_from_r(VECTOR_ELT(kernels, k));
+      gk_kernel_range_from_r(VECTOR_ELT(kernels, k), dim, term_range);
+      for (int d = 0; d < dim; d++)
+        if (term_range[d] != range[d]) gk_stop("internal: a derivative kernel has another range");
+    }
+    dterms[t].nkernels = nk;
+    dterms[t].kernels = ks;
+    dterms[t].weights = REAL(weights);
+    dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
+  }
+  const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SEXP solved = gk_list_put(out, 1, Rf_allocMatrix(REALSXP, n, q));
+  SEXP trace = gk_list_put(out, 2, Rf_allocVector(REALSXP, nterms));
+  SEXP quad = gk_list_put(out, 3, Rf_alloc3DArray(REALSXP, q, q, nterms));
+  SEXP fisher = gk_list_put(out, 4, info ? Rf_allocMatrix(REALSXP, nterms, nterms) : R_NilValue);
+  gp_dense_result res = {0.0, REAL(solved), REAL(trace), REAL(quad),
+                         info ? REAL(fisher) : NULL};
+  gk_error err;
+  gk_error_clear(&err);
+  gp_gpu_dense(xs, n, dim, &kernel, gk_as_double(nugget), REAL(rhs), q, nterms, dterms, info,
+               &res, &err);
+  SET_VECTOR_ELT(out, 0, Rf_ScalarReal(res.logdet));
+  UNPROTECT(1);
+  gk_finish(&err);
+  return out;
+}
+
+/* Kriging variances' pieces on the GPU (gp_gpu_dense_krige): list(vq, xsc
+ * (p x m), xsx (p x p)) for the design matrix X (n x p) at the locations. */
+SEXP gk_r_gp_dense_krige(SEXP locs, SEXP newlocs, SEXP spec, SEXP nugget, SEXP X)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_nrows(newlocs);
+  if (!Rf_isReal(X) || !Rf_isMatrix(X) || Rf_nrows(X) != n) gk_stop("internal: bad design matrix");
+  int p = Rf_ncols(X);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  double *xnew = NULL;
+  double *xs = scaled_points(locs, newlocs, spec, &xnew);
+  const char *names[] = {"vq", "xsc", "xsx", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SEXP vq = gk_list_put(out, 0, Rf_allocVector(REALSXP, m));
+  SEXP xsc = gk_list_put(out, 1, Rf_allocMatrix(REALSXP, p, m));
+  SEXP xsx = gk_list_put(out, 2, Rf_allocMatrix(REALSXP, p, p));
+  gk_error err;
+  gk_error_clear(&err);
+  gp_gpu_dense_krige(xs, n, dim, &kernel, gk_as_double(nugget), REAL(X), p, xnew, m, REAL(vq),
+                     REAL(xsc), REAL(xsx), &err);
+  UNPROTECT(1);
+  gk_finish(&err);
+  return out;
+}

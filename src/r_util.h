@@ -42,6 +42,14 @@ int gk_r_progress_stop_requested(void);
 /* TRUE when `backend` (a string the R code has already resolved) is "gpu". */
 int gk_backend_is_gpu(SEXP backend);
 
+/* Puts `value` at position i of the list `list` (protected by it from then
+ * on) and returns it: results are allocated straight into their list. */
+static inline SEXP gk_list_put(SEXP list, int i, SEXP value)
+{
+  SET_VECTOR_ELT(list, i, value);
+  return value;
+}
+
 /* A single logical / integer / double argument (the R side has checked them). */
 int gk_as_flag(SEXP x);
 int gk_as_int(SEXP x);

@@ -22,7 +22,8 @@ pack_packages() {   # name, packages...: their folders without help, docs and te
     cp -a "$src" "$tmp/"
   done
   find "$tmp" -mindepth 2 -maxdepth 2 -type d \( -name help -o -name html -o -name doc \
-    -o -name tests -o -name data -o -name demo -o -name po -o -name extdata \) -exec rm -rf {} +
+    -o -name tests -o -name data -o -name demo -o -name po -o -name extdata \
+    -o -name mapdata -o -name cvdemulator \) -exec rm -rf {} +
   tar -C "$tmp" -cf - . | xz -9e > "$dev/extra-$name.tar.xz"
   rm -rf "$tmp"
   ls -la "$dev/extra-$name.tar.xz"

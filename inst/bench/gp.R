@@ -1,6 +1,6 @@
 # Gaussian-process benchmark (issue 13): time per log-likelihood and per
 # log-likelihood + gradient (gp_loglik), CG iterations and probes, where the
-# time goes, a whole gp_fit at 1e5, and fields at 1e4.
+# time goes, a whole gp_fit at 1e5, the dense method by size, and fields at 1e4.
 #   Rscript inst/bench/gp.R            (GPU when present, else CPU)
 # Made for one device run of at most 8 minutes including the build: the cases
 # run in the order of the issue's table, each with a reservation of seconds;
@@ -144,7 +144,45 @@ fit <- with_limit("gp_fit at 1e5", 90, {
 # the exact tiled operator at 1e5 for comparison (O(n^2) per column)
 bench_loglik("2D Matern 3/2", 1e5, 2, m32_k, 0.01, "tiled", limit = 60, reps = 1L)
 
-# fields at 1e4 on the same data, if installed (dense, on the host's CPUs)
+# The exact (dense) method by size: one evaluation at new parameters of a
+# problem made once (what gp_fit() pays per step), without and with the
+# gradient, and the final evaluation's Fisher information. On the GPU the
+# Cholesky factorization (n^3 / 3 flops) dominates the plain evaluation; its
+# rate is given against the H100's measured FP64 FMA ceiling (33.3 TFLOP/s;
+# cuSOLVER's factorization also uses the FP64 tensor cores).
+dense_rows <- list()
+for (n0 in c(5e3, 1e4, 2e4, 4e4)) {
+  row <- with_limit(sprintf("dense n = %d", as.integer(n0 * scale)), 30, {
+    n <- as.integer(round(n0 * scale))
+    dat <- simulate_case(n, 2, m32_k, 0.01, seed = 4)
+    prob <- gpukernels:::gp_problem(dat$locs, dat$y, matrix(1, n, 1), "dense", gp_control(),
+                                    backend)
+    gpukernels:::gp_evaluate(prob, m32_k, 0.01)        # warm-up (handles, workspace)
+    ev <- replicate(3, elapsed(gpukernels:::gp_evaluate(prob, m32_k, 0.01))$seconds)
+    evg <- replicate(3, elapsed(gpukernels:::gp_evaluate(prob, m32_k, 0.01,
+                                                         gradient = TRUE))$seconds)
+    fi <- elapsed(gpukernels:::gp_evaluate(prob, m32_k, 0.01, gradient = TRUE, fisher = TRUE))
+    t_ll <- stats::median(ev)
+    data.frame(n = n, loglik_s = signif(t_ll, 3), loglik_grad_s = signif(stats::median(evg), 3),
+               fisher_s = signif(fi$seconds, 3),
+               cholesky_tflops = signif(n^3 / 3 / t_ll / 1e12, 3),
+               of_fp64_ceiling = signif(n^3 / 3 / t_ll / 33.3e12, 2),
+               loglik = round(fi$value$loglik, 3))
+  })
+  if (!is.null(row)) {
+    dense_rows[[length(dense_rows) + 1L]] <- row
+    cat("\ndense method (evaluation at new parameters, medians of 3)\n")
+    print(do.call(rbind, dense_rows), row.names = FALSE)
+  }
+}
+
+# fields at 1e4 on the same data (if installed): spatialProcess() estimates
+# variance, range and nugget of a Matern 3/2 covariance with fields' default
+# linear drift, dense on the host's CPUs through R's BLAS (the device call
+# uses Debian's OpenBLAS on 16 threads for it: tools/device-setup.sh); ours is
+# gp_fit() with the same mean (X = [1, locs]) and method "auto" (dense on a
+# GPU). fields' parameterisation: sigma2 * Matern(d / aRange), tau^2 the
+# nugget; its lnProfileLike.FULL is the same profile log-likelihood as ours.
 if (!requireNamespace("fields", quietly = TRUE)) {
   cat("fields is not installed here: skipping the fields comparison at n = 1e4\n")
 } else {
@@ -153,24 +191,40 @@ if (!requireNamespace("fields", quietly = TRUE)) {
     n <- as.integer(round(1e4 * scale))
     dat <- simulate_case(n, 2, gk_kernel("matern", range = 0.1, smoothness = 1.5), 0.05,
                          seed = 3)
-    ours <- elapsed(gp_fit(dat$locs, dat$y, kernel = "matern", smoothness = 1.5,
-                           backend = backend))
-    cat(sprintf("gpukernels gp_fit n = %d: %.1f s, loglik %.3f, method %s\n", n, ours$seconds,
-                ours$value$loglik, ours$value$method))
-    print(coef(ours$value))
+    X <- cbind(1, dat$locs)
+    ours <- elapsed(gp_fit(dat$locs, dat$y, X = X, kernel = "matern", smoothness = 1.5,
+                           verbose = FALSE, backend = backend))
     cf <- coef(ours$value)
-    # fields' parameterisation: sigma2 * Matern(d / aRange), tau^2 the nugget
+    cat(sprintf("gpukernels gp_fit n = %d: %.2f s, %d evaluations, loglik %.4f, method %s\n",
+                n, ours$seconds, ours$value$evaluations, ours$value$loglik, ours$value$method))
+    print(cf)
+    cat(sprintf("BLAS: %s\n", sessionInfo()$BLAS))
+    sp <- elapsed(fields::spatialProcess(dat$locs, dat$y, smoothness = 1.5,
+                                         cov.args = list(Covariance = "Matern")))
+    sm <- sp$value$summary
+    theirs <- c(variance = sm[["sigma2"]], range = sm[["aRange"]], nugget = sm[["tau"]]^2)
+    cat(sprintf("fields::spatialProcess: %.1f s, lnProfileLike.FULL %.4f\n", sp$seconds,
+                sm[["lnProfileLike.FULL"]]))
+    print(sm)
+    # our log-likelihood at fields' estimates, and fields' at ours
+    at_theirs <- gp_loglik(dat$locs, dat$y, X, kernel = gk_kernel("matern", smoothness = 1.5,
+                           range = theirs[["range"]], variance = theirs[["variance"]]),
+                           nugget = theirs[["nugget"]], backend = backend)$loglik
     mk <- elapsed(fields::mKrig(dat$locs, dat$y, cov.function = "stationary.cov",
                                 cov.args = list(Covariance = "Matern", smoothness = 1.5,
                                                 aRange = cf[["range"]]),
                                 lambda = cf[["nugget"]] / cf[["variance"]],
-                                sigma2 = cf[["variance"]]))
-    cat(sprintf("fields::mKrig at our estimates: %.1f s, lnProfileLike.FULL %.3f\n",
-                mk$seconds, mk$value$lnProfileLike.FULL))
-    sp <- elapsed(fields::spatialProcess(dat$locs, dat$y, smoothness = 1.5,
-                                         cov.args = list(Covariance = "Matern")))
-    cat(sprintf("fields::spatialProcess: %.1f s\n", sp$seconds))
-    print(sp$value$summary)
+                                sigma2 = cf[["variance"]], find.trA = FALSE))
+    cmp <- data.frame(parameter = names(theirs), gpukernels = signif(cf[names(theirs)], 6),
+                      fields = signif(theirs, 6),
+                      rel_diff = signif(cf[names(theirs)] / theirs - 1, 3))
+    print(cmp, row.names = FALSE)
+    cat(sprintf(paste0("loglik: ours at our estimates %.4f, at fields' %.4f; fields at its ",
+                       "estimates %.4f, mKrig at ours %.4f (%.1f s)\n"),
+                ours$value$loglik, at_theirs, sm[["lnProfileLike.FULL"]],
+                mk$value$lnProfileLike.FULL, mk$seconds))
+    cat(sprintf("speed-up of the whole fit: %.1fx (fields %.1f s, gpukernels %.2f s)\n",
+                sp$seconds / ours$seconds, sp$seconds, ours$seconds))
   })
 }
 

@@ -142,6 +142,55 @@ gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr
                                 const gk_kernel *kernel, const gk_kernel *dkernel,
                                 double nugget, double *coef, double *stats, gk_error *err);
 
+/* ---- the exact likelihood on the GPU (gp_dense_cuda.cu; gp_nocuda.c in a
+ * CPU-only build) ----
+ *
+ * Sigma = K + nugget I over the scaled points xs (n x dim) is formed, factored
+ * (cuSOLVER's Cholesky) and kept on the active device; n x n data never comes
+ * back. n is at most GP_DENSE_GPU_MAX: cuSOLVER's 32-bit interface indexes
+ * the n^2 entries with int. */
+#define GP_DENSE_GPU_MAX 46340
+
+/* The error when Sigma's Cholesky factorization fails, the same from R's
+ * chol() on the CPU. */
+#define GP_NOT_POSITIVE_DEFINITE_MESSAGE                                      \
+  "the covariance matrix is not positive definite (duplicated or nearly "     \
+  "duplicated locations need a larger nugget)"
+
+/* A derivative of Sigma: sum_k weights[k] * (kernels[k] over xs) + identity * I.
+ * The kernels take the points as scaled for Sigma's kernel. */
+typedef struct {
+  int nkernels;
+  const gk_kernel *kernels;
+  const double *weights;
+  double identity;
+} gp_dense_term;
+
+typedef struct {
+  double logdet;   /* log det Sigma                                              */
+  double *solved;  /* n x q (host): Sigma^-1 rhs                                  */
+  double *trace;   /* nterms: tr(Sigma^-1 D_t)                                    */
+  double *quad;    /* q x q x nterms: (Sigma^-1 rhs)' D_t (Sigma^-1 rhs)          */
+  double *info;    /* nterms x nterms: tr(Sigma^-1 D_s Sigma^-1 D_t), when asked */
+} gp_dense_result;
+
+/* The pieces of the log-likelihood, its gradient and (want_info) the Fisher
+ * information for the right-hand sides rhs (n x q, host: [y X]) and nterms
+ * derivatives. Fails with GP_NOT_POSITIVE_DEFINITE_MESSAGE (GK_ERR_INPUT)
+ * when Sigma is not numerically positive definite, and with GK_ERR_NOMEM
+ * naming the other methods when the n x n matrices do not fit. */
+gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel, double nugget,
+                       const double *rhs, int q, int nterms, const gp_dense_term *terms,
+                       int want_info, gp_dense_result *res, gk_error *err);
+
+/* Kriging variances' pieces at m new points xnew (m x dim, host, scaled as
+ * xs), with C = K(xs, xnew): vq[j] = C_j' Sigma^-1 C_j, and with a design
+ * matrix X (n x p, p > 0) xsc = X' Sigma^-1 C (p x m) and xsx = X' Sigma^-1 X
+ * (p x p). */
+gk_status gp_gpu_dense_krige(const double *xs, int n, int dim, const gk_kernel *kernel,
+                             double nugget, const double *X, int p, const double *xnew, int m,
+                             double *vq, double *xsc, double *xsx, gk_error *err);
+
 #ifdef __cplusplus
 }
 #endif

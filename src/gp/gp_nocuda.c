@@ -26,6 +26,24 @@ gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y, 
   (void) ctx; (void) x; (void) nrhs; (void) y;
   return gk_fail_no_cuda(err);
 }
+
+gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel, double nugget,
+                       const double *rhs, int q, int nterms, const gp_dense_term *terms,
+                       int want_info, gp_dense_result *res, gk_error *err)
+{
+  (void) xs; (void) n; (void) dim; (void) kernel; (void) nugget; (void) rhs; (void) q;
+  (void) nterms; (void) terms; (void) want_info; (void) res;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status gp_gpu_dense_krige(const double *xs, int n, int dim, const gk_kernel *kernel,
+                             double nugget, const double *X, int p, const double *xnew, int m,
+                             double *vq, double *xsc, double *xsx, gk_error *err)
+{
+  (void) xs; (void) n; (void) dim; (void) kernel; (void) nugget; (void) X; (void) p;
+  (void) xnew; (void) m; (void) vq; (void) xsc; (void) xsx;
+  return gk_fail_no_cuda(err);
+}
 #else
 typedef int gp_nocuda_unused;   /* ISO C wants a declaration in every file */
 #endif

@@ -23,6 +23,14 @@ gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x, size_t m,
                              const double *y, size_t n, int dim, double *out,
                              gk_error *err);
 
+/* The same on operands already on the device in use: out (m x n, leading
+ * dimension m, device) = alpha K + beta out (beta = 0: out is not read), so
+ * that weighted sums of kernels build without temporaries. Checks for an
+ * interrupt between slices of columns; returns with the work finished. */
+gk_status kernel_matrix_cuda_device(const gk_kernel *kernel, const double *x, size_t m,
+                                    const double *y, size_t n, int dim, double alpha,
+                                    double beta, double *out, gk_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,29 +1,6 @@
 # Gaussian-process likelihood, gradient, fit, kriging and simulation against
 # independent dense references written here in plain R.
 
-dense_reference <- function(locs, y, X, kernel, nugget) {
-  d <- as.matrix(dist(sweep(locs, 2, kernel$range, "/")))
-  nu <- kernel$smoothness
-  corr <- switch(kernel$name,
-    exponential = exp(-d),
-    gaussian = exp(-d^2 / 2),
-    matern = ifelse(d == 0, 1, 2^(1 - nu) / gamma(nu) * d^nu * besselK(pmax(d, 1e-300), nu)))
-  S <- kernel$variance * corr + diag(nugget, nrow(locs))
-  Si <- solve(S)
-  beta <- solve(t(X) %*% Si %*% X, t(X) %*% Si %*% y)
-  r <- y - X %*% beta
-  ll <- -0.5 * (nrow(locs) * log(2 * pi) + determinant(S)$modulus + sum(r * (Si %*% r)))
-  list(loglik = as.numeric(ll), S = S, Si = Si, beta = drop(beta), r = drop(r))
-}
-
-sim_data <- function(n, dim = 2, kernel, nugget, seed) {
-  set.seed(seed)
-  locs <- matrix(runif(n * dim), ncol = dim)
-  X <- cbind(1, locs[, 1])
-  y <- drop(X %*% c(1, -2)) + gp_simulate(locs, kernel, nugget = nugget, backend = "cpu")
-  list(locs = locs, y = y, X = X)
-}
-
 test_that("dense log-likelihood matches an independent reference (with Bessel Matern)", {
   for (nu in c(0.5, 1.5, 0.8)) {
     k <- gk_kernel("matern", range = 0.15, smoothness = nu, variance = 1.7)
@@ -211,8 +188,10 @@ test_that("kriging means and variances match dense kriging", {
   start <- list(variance = 1.5, range = 0.2, nugget = 0.1)
   newlocs <- matrix(runif(2 * 37), ncol = 2)
   newX <- cbind(1, newlocs[, 1])
-  # the GPU case solves on the device (gp_cg_solver) with the exact tiled operator
-  runs <- list(c("dense", "cpu"), c("tiled", "cpu"), if (gk_has_gpu()) c("tiled", "gpu"))
+  # the GPU cases solve on the device: gp_cg_solver with the exact tiled
+  # operator, and the dense factor kept there (gk_r_gp_dense_krige)
+  runs <- list(c("dense", "cpu"), c("tiled", "cpu"), if (gk_has_gpu()) c("tiled", "gpu"),
+               if (gk_has_gpu()) c("dense", "gpu"))
   for (run in Filter(Negate(is.null), runs)) {
     method <- run[[1]]
     fit <- suppressWarnings(gp_fit(dat$locs, dat$y, dat$X, kernel = "exponential", start = start,
@@ -313,9 +292,9 @@ test_that("h2 log-likelihood agrees with dense (2D)", {
   expect_error(gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
                          control = gp_control(h2 = list(order = 2L)), backend = "cpu"),
                "not positive definite.*more accurate H2 matrix")
-  expect_equal(gpukernels:::gp_method("auto", 60000L, 2L, gp_control()), "h2")
-  expect_equal(gpukernels:::gp_method("auto", 60000L, 3L, gp_control()), "tiled")
-  expect_equal(gpukernels:::gp_method("auto", 3000L, 2L, gp_control()), "dense")
+  expect_equal(gpukernels:::gp_method("auto", 60000L, 2L, gp_control(), "cpu"), "h2")
+  expect_equal(gpukernels:::gp_method("auto", 60000L, 3L, gp_control(), "gpu"), "tiled")
+  expect_equal(gpukernels:::gp_method("auto", 3000L, 2L, gp_control(), "cpu"), "dense")
 })
 
 test_that("GPU and CPU give the same likelihood and gradient", {

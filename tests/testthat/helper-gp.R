@@ -1,0 +1,24 @@
+# Independent dense references for the Gaussian-process tests, in plain R.
+
+dense_reference <- function(locs, y, X, kernel, nugget) {
+  d <- as.matrix(dist(sweep(locs, 2, kernel$range, "/")))
+  nu <- kernel$smoothness
+  corr <- switch(kernel$name,
+    exponential = exp(-d),
+    gaussian = exp(-d^2 / 2),
+    matern = ifelse(d == 0, 1, 2^(1 - nu) / gamma(nu) * d^nu * besselK(pmax(d, 1e-300), nu)))
+  S <- kernel$variance * corr + diag(nugget, nrow(locs))
+  Si <- solve(S)
+  beta <- solve(t(X) %*% Si %*% X, t(X) %*% Si %*% y)
+  r <- y - X %*% beta
+  ll <- -0.5 * (nrow(locs) * log(2 * pi) + determinant(S)$modulus + sum(r * (Si %*% r)))
+  list(loglik = as.numeric(ll), S = S, Si = Si, beta = drop(beta), r = drop(r))
+}
+
+sim_data <- function(n, dim = 2, kernel, nugget, seed) {
+  set.seed(seed)
+  locs <- matrix(runif(n * dim), ncol = dim)
+  X <- cbind(1, locs[, 1])
+  y <- drop(X %*% c(1, -2)) + gp_simulate(locs, kernel, nugget = nugget, backend = "cpu")
+  list(locs = locs, y = y, X = X)
+}
