@@ -192,6 +192,9 @@ if (!requireNamespace("fields", quietly = TRUE)) {
     dat <- simulate_case(n, 2, gk_kernel("matern", range = 0.1, smoothness = 1.5), 0.05,
                          seed = 3)
     X <- cbind(1, dat$locs)
+    # the same data on any backend to about 1e-10 (so fields can run elsewhere)
+    cat(sprintf("data check: sum(y) %.10f, y[1:3] %s\n", sum(dat$y),
+                paste(format(dat$y[1:3], digits = 12), collapse = " ")))
     ours <- elapsed(gp_fit(dat$locs, dat$y, X = X, kernel = "matern", smoothness = 1.5,
                            verbose = FALSE, backend = backend))
     cf <- coef(ours$value)
