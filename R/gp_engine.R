@@ -67,6 +67,7 @@ gp_dense_max <- function(control, backend) {
 # agree): up to 64 the GPU knn() keeps them in registers (KMIN_LARGE in
 # reduce_cuda.cu; larger k takes a slower sorting path, and GPU knn() with
 # block-sparse ranges refuses it). More neighbours than candidates make no sense.
+# The search itself is in C: GP_NEIGHBORS_MAX_CANDIDATES (gp_neighbors.h) is this.
 gp_max_neighbors <- 64L
 
 gp_check_neighbors <- function(neighbors, lower) {
@@ -186,93 +187,22 @@ gp_problem <- function(locs, y, X, method, control, backend) {
 gp_rademacher <- function(n, k) .Call(gk_r_gp_rademacher, as.double(n), as.double(k))
 
 # For each point (in the internal order) up to m nearest points that precede
-# it, by brute-force knn() on growing blocks: the rows start..end search the
-# points 1..end, of which at least two thirds precede them. Candidates are
-# capped at gp_max_neighbors on both backends, so they agree.
+# it: list(nbr = n x m integer matrix, 0 pads; duplicates = candidates at
+# distance 0 before their row). One C call (src/gp/gp_neighbors.c): the rows
+# start..end search the points 1..end (at least two thirds of them precede
+# the rows) for their min(gp_max_neighbors, 2m + 2) nearest through knn()'s
+# reduction, by brute force for small blocks and in grid cells with
+# block-sparse ranges for large ones, and keep the first m that precede them.
+# Candidates are capped on both backends, so they agree.
 gp_neighbors <- function(xo, m, backend) {
-  n <- nrow(xo)
-  nbr <- matrix(0L, n, max(m, 0L))
-  duplicates <- 0L
-  if (m == 0L || n < 2L) return(list(nbr = nbr, duplicates = duplicates))
-  k_most <- min(gp_max_neighbors, 2L * m + 2L)   # the same on both backends, so they agree
-  start <- 1L
-  while (start <= n) {
-    end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
-    k <- min(end, k_most)
-    for (part in gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)) {
-      duplicates <- duplicates + .Call(gk_r_gp_keep_preceding, part$index, part$distance,
-                                       as.integer(start), nbr, part$row_of, part$id, part$skip,
-                                       gk_threads())
-    }
-    start <- end + 1L
-  }
-  list(nbr = nbr, duplicates = duplicates)
+  if (!is.double(xo)) storage.mode(xo) <- "double"
+  .Call(gk_r_gp_neighbors, xo, as.integer(m), backend == "gpu", gk_threads(),
+        as.double(gp_dense_knn_pairs()))
 }
 
 # Brute force costs rows x candidates pairs (about 0.6 n^2 over all blocks of
 # gp_neighbors); above this many pairs a block searches grid cells instead.
 gp_dense_knn_pairs <- function() getOption("gpukernels.gp_dense_knn_pairs", 2e7)
-
-# The k nearest of the points `xc` for each of its rows from `first_row` on,
-# as knn() would give them, as a list of parts for gk_r_gp_keep_preceding
-# (index, distance and, where the rows or candidates are in another order,
-# row_of, id and skip: see gp_keep_preceding in gp.h; at n = 1e6 reordering
-# the n x k results in R cost more than the search). Through a block-sparse
-# knn(): the points in grid cells of side s (grid_cluster()), each row's cell
-# searching the 3^d cells around it. A point outside those cells is more than
-# s away, so a row whose k-th distance is at most s has its exact answer; the
-# other rows (near corners, or where the points are sparse) are searched in
-# full. s is chosen so that a ball of radius s holds about 4k points on average.
-gp_knn_cells <- function(xc, first_row, k, backend) {
-  rows <- first_row:nrow(xc)
-  xr <- xc[rows, , drop = FALSE]
-  dense <- function(r) {
-    nn <- knn(xr[r, , drop = FALSE], xc, k = k, backend = backend)
-    list(list(index = nn$index, distance = nn$distance,
-              row_of = if (length(r) < length(rows)) as.integer(r)))
-  }
-  if (as.double(length(rows)) * nrow(xc) <= gp_dense_knn_pairs()) return(dense(seq_along(rows)))
-  d <- ncol(xc)
-  low <- apply(xc, 2L, min)
-  span <- apply(xc, 2L, max) - low
-  live <- span > 0
-  unit_ball <- pi^(d / 2) / gamma(d / 2 + 1)
-  s <- (4 * k * prod(span[live]) / (nrow(xc) * unit_ball))^(1 / sum(live))
-  extent <- floor(span / s) + 1
-  if (!all(is.finite(s), s > 0) || sum(extent >= 4) == 0 || prod(extent) >= 2^52) {
-    return(dense(seq_along(rows)))
-  }
-  labels <- grid_cluster(xc, s)
-  cand <- sort_clusters(xc, labels)
-  ranges_c <- gk_label_ranges(cand$labels, max(cand$labels))
-  own <- sort_clusters(xr, labels[rows])
-  ranges_r <- gk_label_ranges(own$labels, nrow(ranges_c))
-  # each cell's grid coordinates (as grid_cluster() computed them), from its first point
-  coords <- floor(sweep(cand$x[ranges_c[, 1L], , drop = FALSE], 2L, low) / s)
-  radix <- cumprod(c(1, extent[-d]))
-  key <- drop(coords %*% radix)
-  # cluster pairs: each cell holding rows with the cells around it
-  with_rows <- which(ranges_r[, 2L] >= ranges_r[, 1L])
-  offsets <- as.matrix(expand.grid(rep(list(-1:1), d)))
-  pair_x <- pair_y <- integer()
-  for (o in seq_len(nrow(offsets))) {
-    around <- sweep(coords[with_rows, , drop = FALSE], 2L, offsets[o, ], "+")
-    inside <- rowSums(around < 0 | sweep(around, 2L, extent, ">=")) == 0
-    hit <- match(drop(around %*% radix), key)
-    keep <- inside & !is.na(hit)
-    pair_x <- c(pair_x, with_rows[keep])
-    pair_y <- c(pair_y, hit[keep])
-  }
-  ranges <- gk_ranges_from_pairs(ranges_r, ranges_c, pair_x, pair_y)
-  nn <- knn(own$x, cand$x, k = k, backend = backend, ranges = ranges)
-  # exact where the k-th distance is within s (less a rounding margin of the
-  # cells); the other rows are searched in full
-  redo <- !(nn$distance[, k] <= s * (1 - 1e-12))
-  cells <- list(index = nn$index, distance = nn$distance, row_of = as.integer(own$perm),
-                id = as.integer(cand$perm), skip = as.integer(redo))
-  if (!any(redo)) return(list(cells))
-  c(list(cells), dense(sort(own$perm[redo])))
-}
 
 gp_check_duplicates <- function(prob, nugget) {
   if (isTRUE(prob$duplicates) && nugget == 0) {

@@ -1,0 +1,52 @@
+/*
+ * The Vecchia neighbour search of the GP engine (pure C): for points in a
+ * fixed (random) order, up to m nearest points that come before each one.
+ *
+ * Rows are searched in growing blocks: the rows start..end look among the
+ * points 1..end (of which at least about two thirds precede them) for their
+ * k = min(GP_NEIGHBORS_MAX_CANDIDATES, 2m + 2, end) nearest, and keep the
+ * first m that precede the row (gp_keep_preceding, gp.h). Every search is a
+ * KMIN reduction of the squared distance by the reduction engine (reduce.h),
+ * exactly as knn() asks for it: small blocks by brute force, larger ones
+ * block-sparse, with the points in grid cells of side s (a ball of radius s
+ * holds about 4k points on average) and each cell holding rows searching the
+ * 3^dim cells around it. A row whose k-th distance is not within s may have a
+ * nearer point outside those cells and is searched again in full.
+ *
+ * A row gets fewer than m neighbours where fewer than m of its k candidates
+ * precede it: many early rows of the first block (few predecessors among 4m
+ * points), beyond it about 1 row in 200 at m = 1 and fewer at larger m. The
+ * ones it gets are its nearest preceding points.
+ */
+#ifndef GK_GP_NEIGHBORS_H
+#define GK_GP_NEIGHBORS_H
+
+#include "device/gk_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Candidates per row on both backends (so that they agree): up to 64 the
+ * GPU's KMIN keeps them in registers, and its block-sparse path takes no
+ * more. R's gp_max_neighbors is the same number. */
+#define GP_NEIGHBORS_MAX_CANDIDATES 64
+
+typedef struct {
+  int gpu;              /* 1: reduce_cuda on the active GPU; 0: reduce_cpu          */
+  int threads;          /* CPU threads (<= 0: all): the CPU engine and the host work */
+  double dense_pairs;   /* a block of at most this many rows x points is searched
+                           by brute force, a larger one in grid cells              */
+} gp_neighbors_options;
+
+/* x: n x dim column-major, finite. Fills nbr (n x m column-major, 1-based
+ * indices of earlier points, nearest first, 0 pads) and *duplicates (the
+ * candidates at distance 0 that precede their row: duplicated locations).
+ * Interrupts are checked between blocks (GK_ERR_INTERRUPTED). */
+gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbors_options *opt,
+                       int *nbr, int *duplicates, gk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,245 @@
+# The Vecchia neighbour search (src/gp/gp_neighbors.c, through gp_neighbors()):
+# against brute force in R, against the R implementation it replaced, and GPU
+# against CPU.
+
+gp_nb <- function(x, m, backend = "cpu") gpukernels:::gp_neighbors(x, as.integer(m), backend)
+
+# Runs `code` with the brute-force limit of the search at `pairs` (0: every
+# block that can is searched in grid cells).
+with_dense_pairs <- function(pairs, code) {
+  old <- options(gpukernels.gp_dense_knn_pairs = pairs)
+  on.exit(options(old))
+  code
+}
+
+# Brute force in R. For each point i, its m nearest among the points 1..i-1
+# (Euclidean, ties to the smaller index; 0 where there are fewer). The search
+# looks at the k = min(64, 2m + 2) nearest of the points 1..end of the block
+# holding i (blocks as in gp_neighbors.c) and keeps those before i, so a row
+# gets only the first c of its m where just c < m of its candidates precede
+# it (`short`); `duplicates` counts the candidates at distance 0 before their row.
+reference_neighbors <- function(x, m) {
+  n <- nrow(x)
+  nbr <- matrix(0L, n, m)
+  duplicates <- 0L
+  short <- logical(n)
+  first <- 1L
+  while (m > 0L && n >= 2L && first <= n) {
+    end <- if (first == 1L) min(n, 4L * m) else min(n, max(first, floor(1.5 * (first - 1L))))
+    k <- min(end, 64L, 2L * m + 2L)
+    rows <- first:end
+    d2 <- 0
+    for (j in seq_len(ncol(x))) d2 <- d2 + outer(x[rows, j], x[seq_len(end), j], "-")^2
+    for (r in seq_along(rows)) {
+      i <- rows[r]
+      o <- order(d2[r, ], seq_len(end))       # ties to the smaller index
+      before <- o[o < i]                        # the points before i, nearest first
+      want <- min(m, i - 1L)
+      cand <- o[seq_len(k)]
+      got <- min(want, sum(cand < i))
+      nbr[i, seq_len(got)] <- before[seq_len(got)]
+      short[i] <- got < want
+      duplicates <- duplicates + sum(d2[r, cand] == 0 & cand < i)
+    }
+    first <- end + 1L
+  }
+  list(nbr = nbr, duplicates = as.integer(duplicates), short = short)
+}
+
+# Most points in a tiny clump, a few far away: far rows have their k-th
+# neighbour beyond the cell side and are searched again by brute force.
+clumped_points <- function(n, d) {
+  x <- matrix(rnorm(n * d, sd = 1e-3), n, d)
+  far <- sample(n, max(1L, n %/% 40L))
+  x[far, ] <- runif(length(far) * d, -10, 10)
+  x
+}
+
+# Random points with some locations repeated (groups of at most 3 copies).
+duplicated_points <- function(n, d) {
+  base <- matrix(runif(n * d), n, d)
+  copies <- c(seq_len(n %/% 10), seq_len(n %/% 20))
+  x <- rbind(base, base[copies, , drop = FALSE])
+  x[sample(nrow(x)), , drop = FALSE]
+}
+
+check_against_reference <- function(x, m, info) {
+  ref <- reference_neighbors(x, m)
+  for (pairs in c(0, 2e7)) {   # grid cells wherever they can be used; the default
+    got <- with_dense_pairs(pairs, gp_nb(x, m))
+    expect_identical(got$nbr, ref$nbr, info = paste(info, pairs))
+    expect_identical(got$duplicates, ref$duplicates, info = paste(info, pairs))
+  }
+  # rows cut short by the candidates are rare beyond the first block (about
+  # 0.5 to 1 percent of them at m = 1, fewer at larger m)
+  expect_lte(sum(ref$short[-seq_len(4L * m)]), max(3, nrow(x) / 40), label = info)
+  invisible(ref)
+}
+
+test_that("the neighbours are the nearest preceding points, as brute force finds them", {
+  for (d in 1:3) for (n in c(1L, 2L, 37L, 1000L, 5003L)) for (m in c(1L, 5L, 30L)) {
+    set.seed(1000L * d + n + m)
+    x <- matrix(runif(n * d), n, d)
+    check_against_reference(x, m, paste("uniform", d, n, m))
+  }
+})
+
+test_that("clumped points (rows searched again) and points on a line", {
+  for (d in 1:3) for (m in c(1L, 5L, 30L)) {
+    set.seed(20L * d + m)
+    check_against_reference(clumped_points(2003L, d), m, paste("clumped", d, m))
+  }
+  set.seed(3)
+  line <- cbind(runif(1500), 0.5, runif(1500) * 1e-9)   # one dimension without extent, one thin
+  for (m in c(1L, 5L, 30L)) check_against_reference(line, m, paste("line", m))
+})
+
+test_that("duplicated locations are counted", {
+  for (d in 1:3) for (m in c(1L, 5L, 30L)) {
+    set.seed(40L * d + m)
+    x <- duplicated_points(1200L, d)
+    ref <- check_against_reference(x, m, paste("duplicated", d, m))
+    # every copy finds the earlier copies of its location among its candidates
+    expect_identical(ref$duplicates, as.integer(1200 %/% 10 + 2 * 1200 %/% 20))
+  }
+  expect_identical(gp_nb(matrix(0, 5, 2), 2L)$duplicates, 10L)
+})
+
+test_that("edge cases: no neighbours, tiny sets, integer and far-away coordinates", {
+  x <- matrix(runif(20), 10, 2)
+  expect_identical(gp_nb(x, 0L), list(nbr = matrix(0L, 10, 0), duplicates = 0L))
+  expect_identical(gp_nb(x[0, , drop = FALSE], 3L), list(nbr = matrix(0L, 0, 3), duplicates = 0L))
+  expect_identical(gp_nb(x[1, , drop = FALSE], 3L), list(nbr = matrix(0L, 1, 3), duplicates = 0L))
+  expect_identical(gp_nb(x, 20L)$nbr, reference_neighbors(x, 20L)$nbr)
+  set.seed(5)
+  xi <- matrix(sample(1e6, 3000), 1500, 2)   # integer storage, as double
+  expect_identical(gp_nb(xi, 10L), gp_nb(xi + 0, 10L))
+  u <- matrix(runif(3000), 1500, 2)
+  # far from the origin, and knn()'s rescaling of huge and tiny spreads (by
+  # powers of two: the same neighbours as u)
+  for (case in list(list(x = u + 1e8, ref = u + 1e8), list(x = u * 2^420, ref = u),
+                    list(x = u * 2^-450, ref = u))) {
+    ref <- reference_neighbors(case$ref, 10L)$nbr
+    expect_identical(with_dense_pairs(0, gp_nb(case$x, 10L))$nbr, ref)
+    expect_identical(gp_nb(case$x, 10L)$nbr, ref)
+  }
+  expect_error(gp_nb(matrix(c(1, NA), 1, 2)[c(1, 1), ], 1L), "finite")
+})
+
+# The R implementation this search replaced (gpukernels 0.1.0, R/gp_engine.R),
+# kept as a reference: grid_cluster(), sort_clusters(), block-sparse knn() and
+# the keep-preceding step from R.
+old_gp_knn_cells <- function(xc, first_row, k, backend) {
+  rows <- first_row:nrow(xc)
+  xr <- xc[rows, , drop = FALSE]
+  dense <- function(r) {
+    nn <- knn(xr[r, , drop = FALSE], xc, k = k, backend = backend)
+    list(list(index = nn$index, distance = nn$distance,
+              row_of = if (length(r) < length(rows)) as.integer(r)))
+  }
+  if (as.double(length(rows)) * nrow(xc) <= gpukernels:::gp_dense_knn_pairs()) {
+    return(dense(seq_along(rows)))
+  }
+  d <- ncol(xc)
+  low <- apply(xc, 2L, min)
+  span <- apply(xc, 2L, max) - low
+  live <- span > 0
+  unit_ball <- pi^(d / 2) / gamma(d / 2 + 1)
+  s <- (4 * k * prod(span[live]) / (nrow(xc) * unit_ball))^(1 / sum(live))
+  extent <- floor(span / s) + 1
+  if (!all(is.finite(s), s > 0) || sum(extent >= 4) == 0 || prod(extent) >= 2^52) {
+    return(dense(seq_along(rows)))
+  }
+  labels <- grid_cluster(xc, s)
+  cand <- sort_clusters(xc, labels)
+  ranges_c <- gpukernels:::gk_label_ranges(cand$labels, max(cand$labels))
+  own <- sort_clusters(xr, labels[rows])
+  ranges_r <- gpukernels:::gk_label_ranges(own$labels, nrow(ranges_c))
+  coords <- floor(sweep(cand$x[ranges_c[, 1L], , drop = FALSE], 2L, low) / s)
+  radix <- cumprod(c(1, extent[-d]))
+  key <- drop(coords %*% radix)
+  with_rows <- which(ranges_r[, 2L] >= ranges_r[, 1L])
+  offsets <- as.matrix(expand.grid(rep(list(-1:1), d)))
+  pair_x <- pair_y <- integer()
+  for (o in seq_len(nrow(offsets))) {
+    around <- sweep(coords[with_rows, , drop = FALSE], 2L, offsets[o, ], "+")
+    inside <- rowSums(around < 0 | sweep(around, 2L, extent, ">=")) == 0
+    hit <- match(drop(around %*% radix), key)
+    keep <- inside & !is.na(hit)
+    pair_x <- c(pair_x, with_rows[keep])
+    pair_y <- c(pair_y, hit[keep])
+  }
+  ranges <- gpukernels:::gk_ranges_from_pairs(ranges_r, ranges_c, pair_x, pair_y)
+  nn <- knn(own$x, cand$x, k = k, backend = backend, ranges = ranges)
+  redo <- !(nn$distance[, k] <= s * (1 - 1e-12))
+  cells <- list(index = nn$index, distance = nn$distance, row_of = as.integer(own$perm),
+                id = as.integer(cand$perm), skip = as.integer(redo))
+  if (!any(redo)) return(list(cells))
+  c(list(cells), dense(sort(own$perm[redo])))
+}
+
+old_gp_neighbors <- function(xo, m, backend) {
+  n <- nrow(xo)
+  nbr <- matrix(0L, n, max(m, 0L))
+  duplicates <- 0L
+  if (m == 0L || n < 2L) return(list(nbr = nbr, duplicates = duplicates))
+  k_most <- min(64L, 2L * m + 2L)
+  start <- 1L
+  while (start <= n) {
+    end <- if (start == 1L) min(n, 4L * m) else min(n, max(start, floor(1.5 * (start - 1L))))
+    k <- min(end, k_most)
+    for (part in old_gp_knn_cells(xo[seq_len(end), , drop = FALSE], start, k, backend)) {
+      duplicates <- duplicates + .Call(gpukernels:::gk_r_gp_keep_preceding, part$index,
+                                       part$distance, as.integer(start), nbr, part$row_of,
+                                       part$id, part$skip, 2L)
+    }
+    start <- end + 1L
+  }
+  list(nbr = nbr, duplicates = duplicates)
+}
+
+test_that("the C search equals the R implementation it replaced", {
+  set.seed(9)
+  n <- 3001L
+  cases <- list(uniform_2d = matrix(runif(2 * n), n, 2), uniform_3d = matrix(runif(3 * n), n, 3),
+                clumped_2d = clumped_points(n, 2L), duplicated_2d = duplicated_points(n, 2L),
+                one_d = matrix(rnorm(n), n, 1))
+  for (name in names(cases)) for (pairs in c(0, 2e7)) for (m in c(10L, 40L)) {
+    with_dense_pairs(pairs, {
+      expect_identical(gp_nb(cases[[name]], m), old_gp_neighbors(cases[[name]], m, "cpu"),
+                       info = paste(name, pairs, m))
+    })
+  }
+})
+
+test_that("the GPU finds the same neighbours as the CPU", {
+  skip_if_no_gpu()
+  set.seed(11)
+  n <- 20011L
+  cases <- list(uniform_2d = matrix(runif(2 * n), n, 2), uniform_3d = matrix(runif(3 * n), n, 3),
+                clumped_2d = clumped_points(n, 2L), duplicated_2d = duplicated_points(n, 2L))
+  for (name in names(cases)) for (pairs in c(0, 2e7)) for (m in c(5L, 40L)) {
+    with_dense_pairs(pairs, {
+      expect_identical(gp_nb(cases[[name]], m, "gpu"), gp_nb(cases[[name]], m, "cpu"),
+                       info = paste(name, pairs, m))
+    })
+  }
+})
+
+test_that("the search stops on an interrupt, as R's interrupt condition", {
+  skip_on_os("windows")
+  setup <- "
+    options(gpukernels.threads = 2, gpukernels.gp_dense_knn_pairs = Inf)
+    set.seed(8)
+    x_long <- matrix(runif(2 * 2e5), ncol = 2)   # brute force: minutes
+    x_small <- matrix(runif(2 * 300), ncol = 2)
+  "
+  run <- run_interrupted(c(search = "gpukernels:::gp_neighbors(x_long, 10L, 'cpu')"),
+                         setup = setup, after = "gpukernels:::gp_neighbors(x_small, 10L, 'cpu')")
+  expect_identical(run$results$search$outcome, "interrupt")
+  expect_lt(run$results$search$latency, 5)
+  set.seed(8)
+  invisible(runif(2 * 2e5))
+  x_small <- matrix(runif(2 * 300), ncol = 2)
+  expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
+})
