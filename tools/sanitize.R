@@ -64,6 +64,19 @@ for (method in c("h2", "tiled")) {
             method = method, gradient = TRUE, backend = "gpu",
             control = gp_control(probes = 5L, h2_check_rows = 50L))
 }
+# The exact likelihood on the GPU (cuSOLVER factor, inverse, Fisher
+# information, kriging from the factor), a factorization that fails, and the
+# neighbour search's grid path on the GPU.
+gfit <- gp_fit(gl[1:401, ], gy[1:401], kernel = "matern", smoothness = 1.5, method = "dense",
+               backend = "gpu", optim_control = list(maxit = 3))
+predict(gfit, matrix(runif(2 * 300), ncol = 2), se.fit = TRUE)
+try(gp_loglik(rbind(gl[1:50, ], gl[1:50, ] + 1e-12), rnorm(100), method = "dense", nugget = 0,
+              kernel = gk_kernel("gaussian", range = 0.5), backend = "gpu"), silent = TRUE)
+local({
+  old <- options(gpukernels.gp_dense_knn_pairs = 0)
+  on.exit(options(old))
+  gpukernels:::gp_neighbors(gl, 10L, "gpu")
+})
 # Bad input on the GPU path leaves nothing behind either.
 try(knn(x, y, k = 400, backend = "gpu"), silent = TRUE)
 gc()
