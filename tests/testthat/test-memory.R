@@ -137,3 +137,22 @@ test_that("gk_free() releases at once; the object is rebuilt when used again", {
   expect_error(gk_free(matrix(1, 2, 2)), "releases h2matrix and gk_device_matrix objects")
   expect_named(gk_memory(), c("host", if (gk_has_gpu()) paste0("gpu", seq_len(gk_info()$device_count))))
 })
+
+test_that("repeated exact likelihoods and kriging on the GPU hold no device memory", {
+  skip_if_no_gpu()
+  k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+  set.seed(6)
+  locs <- matrix(runif(2000), ncol = 2)
+  y <- rnorm(1000)
+  run <- function() {
+    gp_loglik(locs, y, kernel = k, nugget = 0.1, method = "dense", gradient = TRUE,
+              backend = "gpu")
+    gpukernels:::gp_evaluate(gpukernels:::gp_problem(locs, y, matrix(1, 1000, 1), "dense",
+                                                     gp_control(), "gpu"),
+                             k, 0.1, gradient = TRUE, fisher = TRUE)
+  }
+  run()
+  before <- gpu_free_after_gc()
+  for (i in 1:5) run()
+  expect_gte(gpu_free_after_gc(), before - 2^20)
+})
