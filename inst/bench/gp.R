@@ -12,6 +12,8 @@
 #   GK_BENCH_SCALE   multiplies every n (default 1; e.g. 0.02 to try the
 #                    script on a CPU)
 #   GK_BENCH_BIG=0   skips n = 1e6
+#   GK_BENCH_REPS    repeated gp_loglik() calls per case after the first (default
+#                    2, 1 at n = 1e6)
 #   GK_BENCH_ONLY    a regular expression: only the cases whose label matches
 #                    (e.g. "3D|n = 1000000|fit|tiled|fields": all but the 2D h2
 #                    log-likelihoods at 1e5)
@@ -72,6 +74,7 @@ show_table <- function() {
 # gp_evaluate() on a problem made once, as gp_fit() does)
 bench_loglik <- function(label, n, dim, kernel, nugget, method, limit, reps = 2L) {
   n <- as.integer(round(n * scale))
+  if (nzchar(Sys.getenv("GK_BENCH_REPS"))) reps <- as.integer(Sys.getenv("GK_BENCH_REPS"))
   row <- with_limit(sprintf("%s n = %d %s", label, n, method), limit, {
     dat <- simulate_case(n, dim, kernel, nugget)
     first <- elapsed(gp_loglik(dat$locs, dat$y, kernel = kernel, nugget = nugget,
