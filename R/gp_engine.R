@@ -184,7 +184,9 @@ gp_problem <- function(locs, y, X, method, control, backend) {
 }
 
 # n x k Rademacher signs from R's random stream (set the seed first).
-gp_rademacher <- function(n, k) .Call(gk_r_gp_rademacher, as.double(n), as.double(k))
+gp_rademacher <- function(n, k) {
+  .Call(gk_r_gp_rademacher, as.double(n), as.double(k), gk_threads())
+}
 
 # For each point (in the internal order) up to m nearest points that precede
 # it: list(nbr = n x m integer matrix, 0 pads; duplicates = candidates at

@@ -248,19 +248,17 @@ SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP 
  * generators give at least 25 random bits per draw), so the probes of a large
  * problem (5e7 signs at n = 1e6) cost milliseconds instead of seconds of
  * sample(). Deterministic given the seed, like any draw from R's stream. */
-SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols)
+SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols, SEXP threads)
 {
   double n = gk_as_double(rows), k = gk_as_double(cols);
   if (!(n >= 0 && k >= 0) || n * k > R_XLEN_T_MAX) gk_stop("internal: bad probe dimensions");
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int) n, (int) k));
-  double *z = REAL(out);
-  R_xlen_t total = Rf_xlength(out);
+  R_xlen_t total = Rf_xlength(out), words = (total + 15) / 16;
+  unsigned short *bits = (unsigned short *) R_alloc((size_t) words + 1, sizeof(unsigned short));
   GetRNGstate();
-  for (R_xlen_t e = 0; e < total; e += 16) {
-    unsigned bits = (unsigned) (unif_rand() * 65536.0);
-    for (int b = 0; b < 16 && e + b < total; b++) z[e + b] = (bits >> b) & 1u ? 1.0 : -1.0;
-  }
+  for (R_xlen_t w = 0; w < words; w++) bits[w] = (unsigned short) (unif_rand() * 65536.0);
   PutRNGstate();
+  gp_signs_from_bits(bits, (size_t) total, gk_as_int(threads), REAL(out));
   UNPROTECT(1);
   return out;
 }

@@ -119,6 +119,11 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
 void gp_col_dots(size_t n, int k, const double *a, const int *ca, const double *b,
                  const int *cb, int threads, double *out);
 
+/* out[e] = +1 or -1 from bit e % 16 of bits[e / 16], for e < total: the
+ * probes' signs, drawn as 16 bits per uniform by the caller (R's stream is
+ * serial) and spread on all threads (a 1e6 x 50 block is 400 MB to write). */
+void gp_signs_from_bits(const unsigned short *bits, size_t total, int threads, double *out);
+
 /* Sigma = K + nugget I through the tiled reductions (reduce.h): K x as a sum
  * reduction over `points` (a device operand: its GPU is the solver's) with
  * the weights and the result on the device. Fill `spec` (kernel, range) and

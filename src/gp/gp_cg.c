@@ -48,3 +48,17 @@ void gp_col_dots(size_t n, int k, const double *a, const int *ca, const double *
   }
   (void) threads;
 }
+
+void gp_signs_from_bits(const unsigned short *bits, size_t total, int threads, double *out)
+{
+  ptrdiff_t words = (ptrdiff_t) ((total + 15) / 16);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(gk_omp_threads(threads)) schedule(static)
+#endif
+  for (ptrdiff_t w = 0; w < words; w++) {
+    size_t e = (size_t) w * 16;
+    for (int b = 0; b < 16 && e + b < total; b++)
+      out[e + b] = (bits[w] >> b) & 1u ? 1.0 : -1.0;
+  }
+  (void) threads;
+}
