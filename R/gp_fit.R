@@ -336,34 +336,38 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE, ...) {
   mean <- drop(kernel_matvec(newlocs, object$locs, object$alpha, k, backend = object$backend))
   if (p) mean <- mean + drop(newX %*% object$beta)
   if (!se.fit) return(mean)
-  if (object$prob$method == "dense" && object$backend == "gpu") {
-    # Sigma's factor stays on the GPU: only C' Sigma^-1 C's diagonal and
-    # X' Sigma^-1 C come back
-    kp <- .Call(gk_r_gp_dense_krige, object$locs, newlocs, k, as.double(object$nugget),
-                object$X)
-    var <- k$variance - kp$vq
-    if (p) {
-      U <- t(newX) - kp$xsc
-      var <- var + colSums(U * solve(kp$xsx, U))
-    }
-    return(list(fit = mean, se.fit = sqrt(pmax(var, 0))))
-  }
-  solve_cov <- gp_solver(object)
-  SiX <- if (p) solve_cov(object$X) else NULL
-  XSiX_inv <- if (p) solve(crossprod(object$X, SiX)) else NULL
-  chunk <- max(1L, min(256L, floor(2^25 / object$n)))
-  var <- numeric(m)
-  for (s in split(seq_len(m), ceiling(seq_len(m) / chunk))) {
-    C <- kernel_matrix(object$locs, newlocs[s, , drop = FALSE], k, backend = object$backend)
-    SiC <- solve_cov(C)
-    v <- k$variance - colSums(C * SiC)
-    if (p) {
-      U <- t(newX[s, , drop = FALSE]) - crossprod(SiX, C)
-      v <- v + colSums(U * (XSiX_inv %*% U))
-    }
-    var[s] <- v
+  kp <- gp_kriging_pieces(object, newlocs)
+  var <- k$variance - kp$vq
+  if (p) {
+    U <- t(newX) - kp$xsc
+    var <- var + colSums(U * solve(kp$xsx, U))
   }
   list(fit = mean, se.fit = sqrt(pmax(var, 0)))
+}
+
+# What the kriging variances at newlocs need, with C = K(locs, newlocs):
+# list(vq = diag(C' Sigma^-1 C), xsc = X' Sigma^-1 C (p x m), xsx = X' Sigma^-1 X).
+# With the dense method on a GPU, Sigma's factor stays there
+# (gk_r_gp_dense_krige); otherwise C comes in chunks of new points through
+# gp_solver().
+gp_kriging_pieces <- function(object, newlocs) {
+  if (object$prob$method == "dense" && object$backend == "gpu") {
+    return(.Call(gk_r_gp_dense_krige, object$locs, newlocs, object$kernel,
+                 as.double(object$nugget), object$X))
+  }
+  m <- nrow(newlocs)
+  p <- ncol(object$X)
+  solve_cov <- gp_solver(object)
+  SiX <- if (p) solve_cov(object$X) else matrix(0, object$n, 0)
+  out <- list(vq = numeric(m), xsc = matrix(0, p, m), xsx = crossprod(object$X, SiX))
+  chunk <- max(1L, min(256L, floor(2^25 / object$n)))
+  for (s in split(seq_len(m), ceiling(seq_len(m) / chunk))) {
+    C <- kernel_matrix(object$locs, newlocs[s, , drop = FALSE], object$kernel,
+                       backend = object$backend)
+    out$vq[s] <- colSums(C * solve_cov(C))
+    if (p) out$xsc[, s] <- crossprod(SiX, C)
+  }
+  out
 }
 
 # Sigma^-1 B at the fitted parameters (user's point order), dense or by

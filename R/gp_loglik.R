@@ -214,6 +214,7 @@ gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
     M
   })
   out$trace <- vapply(D, function(M) sum(Sinv * M), numeric(1))
+  # q x q x length(D) (array(): vapply() drops the dimensions when q = 1)
   out$quad <- array(vapply(D, function(M) crossprod(W, M %*% W), matrix(0, ncol(B), ncol(B))),
                     c(ncol(B), ncol(B), length(D)))
   if (fisher) {
