@@ -7,6 +7,27 @@
 #include <string.h>
 #include <R_ext/Random.h>
 
+/* The locations scaled by the kernel's range around their centre (with the
+ * new points `more`, when given, on the same scale), in R's transient memory: differences keep their digits far from the origin. */
+static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(locs) || dim < 1) gk_stop("internal: bad locations");
+  if (dim > 64) gk_stop("the GP engine supports at most 64 dimensions");
+  double range[64], centre[64];
+  gk_kernel_range_from_r(spec, dim, range);
+  int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
+  if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
+  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, centre);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  if (more_scaled) {
+    *more_scaled = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
+    gk_scale_points(REAL(more), m, dim, centre, range, *more_scaled);
+  }
+  return xs;
+}
+
 static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
 {
   if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) gk_stop("internal: neighbours must be an integer matrix");
@@ -62,12 +83,7 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
   gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
   if (has_d) dkernel = gk_kernel_from_r(dspec);
-  double range[64], centre[64];
-  if (dim > 64) gk_stop("the GP engine supports at most 64 dimensions");
-  gk_kernel_range_from_r(spec, dim, range);
-  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);   // accuracy far from the origin
-  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
   SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n, m + 1));
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   gk_error err;
@@ -283,26 +299,6 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
   gp_col_dots((size_t) Rf_nrows(a), k, REAL(a), c0a, REAL(b), c0b, gk_as_int(threads), REAL(out));
   UNPROTECT(1);
   return out;
-}
-
-/* The locations scaled by the kernel's range around their centre (with the
- * new points `more`, when given, on the same scale), in R's transient memory. */
-static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled)
-{
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (!Rf_isReal(locs) || dim < 1 || dim > 64) gk_stop("internal: bad locations");
-  double range[64], centre[64];
-  gk_kernel_range_from_r(spec, dim, range);
-  int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
-  if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
-  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, centre);
-  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
-  if (more_scaled) {
-    *more_scaled = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
-    gk_scale_points(REAL(more), m, dim, centre, range, *more_scaled);
-  }
-  return xs;
 }
 
 /* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: a list of

@@ -191,6 +191,14 @@ gk_status factor_sigma(dense_factor *f, const double *xs, int n, int dim,
   return GK_OK;
 }
 
+/* The diagonal of the n x n device matrix a, to the host. */
+gk_status copy_diagonal(const double *a, int n, double *out, gk_error *err)
+{
+  return gk_cuda_status(cudaMemcpy2D(out, sizeof(double), a, (size_t) (n + 1) * sizeof(double),
+                                     sizeof(double), n, cudaMemcpyDeviceToHost),
+                        "copying a diagonal", err);
+}
+
 /* a . b over n x n device matrices, summed in a fixed order. */
 gk_status dot(dense_factor *f, const double *a, const double *b, int lower_sym, double *out,
               gk_error *err)
@@ -265,10 +273,7 @@ extern "C" gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_ker
   {
     // log det Sigma = 2 sum log L_ii, from the factor's diagonal
     std::vector<double> diag(n);
-    GK_CUDA_TRY(cudaMemcpy2D(diag.data(), sizeof(double), f.factor.ptr,
-                             (size_t) (n + 1) * sizeof(double), sizeof(double), n,
-                             cudaMemcpyDeviceToHost),
-                "copying the factor's diagonal", err);
+    GK_TRY(copy_diagonal((const double *) f.factor.ptr, n, diag.data(), err));
     double s = 0.0;
     for (int i = 0; i < n; i++) s += log(diag[i]);
     res->logdet = 2.0 * s;
@@ -335,9 +340,7 @@ extern "C" gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_ker
                             "a triangular solve", err));
     {
       std::vector<double> diag(n);
-      GK_CUDA_TRY(cudaMemcpy2D(diag.data(), sizeof(double), d, (size_t) (n + 1) * sizeof(double),
-                               sizeof(double), n, cudaMemcpyDeviceToHost),
-                  "copying a diagonal", err);
+      GK_TRY(copy_diagonal(d, n, diag.data(), err));
       double s = 0.0;
       for (int i = 0; i < n; i++) s += diag[i];
       res->trace[t] = s;
