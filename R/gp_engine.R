@@ -179,6 +179,11 @@ gp_problem <- function(locs, y, X, method, control, backend) {
   prob$nbr <- nb$nbr
   prob$duplicates <- nb$duplicates > 0L
   prob$probes <- gp_with_seed(control$seed + 1L, gp_rademacher(n, control$probes))
+  if (backend == "gpu") {
+    # uploaded once (400 MB at n = 1e6): the solver and the H2 error check of
+    # every evaluation read them on the GPU
+    prob$probes_device <- gk_device_block(prob$probes)
+  }
   prob$points <- if (backend == "gpu" && method == "tiled") gk_device_matrix(prob$locs) else prob$locs
   prob
 }
@@ -285,13 +290,16 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
     sigma <- build(kernel, nugget)
     # rows of Sigma [blocks]: on the GPU only those rows come back
     rows_of <- function(blocks, rows) {
+      blocks <- lapply(blocks, function(b) if (inherits(b, "gk_device_matrix")) gk_operand(b) else b)
       .Call(gk_r_h2_matmul_rows, h2_ptr(sigma), blocks, as.integer(rows))
     }
     return(list(mult = function(V) h2_multiply(sigma, V), mult_rows = rows_of, dmult = dmult,
                 sigma = sigma))
   }
   mult <- product(kernel, nugget)
-  rows_of <- function(blocks, rows) mult(do.call(cbind, blocks))[rows, , drop = FALSE]
+  rows_of <- function(blocks, rows) {
+    mult(do.call(cbind, lapply(blocks, gp_host_block)))[rows, , drop = FALSE]
+  }
   list(mult = mult, mult_rows = rows_of, dmult = dmult,
        # points on the GPU: the solver reduces over them with its vectors on the device
        tiled = if (inherits(prob$points, "gk_device_matrix")) {
@@ -396,6 +404,7 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
       t0 <- proc.time()[["elapsed"]]
       if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
       blocks <- lapply(if (is.list(B)) B else list(B), function(b) {
+        if (inherits(b, "gk_device_matrix")) return(gk_operand(b))
         if (!is.double(b) || !is.matrix(b)) b <- matrix(as.double(b), nrow = prob$n)
         b
       })
@@ -407,7 +416,7 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
     })
   }
   function(B, track = integer(), gt_b = FALSE, x = FALSE) {
-    if (is.list(B)) B <- do.call(cbind, B)
+    if (is.list(B)) B <- do.call(cbind, lapply(B, gp_host_block))
     cg <- gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track, method = prob$method)
     cg$gt_x <- pre$Gt(cg$x)
     if (gt_b) cg$gt_b <- pre$Gt(B)
@@ -415,6 +424,10 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
     cg
   }
 }
+
+# A block of vectors in host memory: a gk_device_block()'s R values (the
+# double matrix it was made from, not a download), else the block itself.
+gp_host_block <- function(b) if (inherits(b, "gk_device_matrix")) .subset2(b, "values") else b
 
 gp_stop_indefinite <- function(method, iteration) {
   hint <- if (identical(method, "h2")) {

@@ -290,7 +290,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   p <- ncol(prob$X)
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
-  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z), track = probe_cols, gt_b = need_d)
+  # the probes' GPU copy where there is one (the device solver reads it there)
+  Z_solve <- if (is.null(prob$probes_device)) Z else prob$probes_device
+  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = probe_cols, gt_b = need_d)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -306,7 +308,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
                 quadratic = sum(resid * alpha))
   # S = G' A^-1 Z ~ Sigma^-1 Z, formed only where all of it is needed
   S_rows <- function(rows) cg$gt_x[rows, probe_cols, drop = FALSE]
-  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S_rows, Z)
+  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S_rows)
   grad <- grad_se <- info <- NULL
   if (need_d) {
     # With S = G' A^-1 Z (gt_x's probe columns), U = G'Z (gt_b's) and
@@ -357,14 +359,17 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
 # for each of the 1 + probes columns.
 # (S_rows(rows): those rows of S = G' A^-1 Z; the n x 51 blocks are never
 # copied or bound together here: at n = 1e6 each copy costs 0.3 s.)
-gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows, Z) {
+gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows) {
   n <- prob$n
+  Z <- prob$probes
+  # the products read the probes' GPU copy where there is one (no upload)
+  Z_product <- if (is.null(prob$probes_device)) Z else prob$probes_device
   r <- min(n, prob$control$h2_check_rows)
   rows <- if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
   at <- prob$locs[rows, , drop = FALSE]
   exact <- cbind(kernel_matvec(at, prob$locs, alpha, kernel, backend = prob$backend),
-                 kernel_matvec(at, prob$locs, Z, kernel, backend = prob$backend))
-  approx <- op$mult_rows(list(matrix(alpha), Z), rows) -
+                 kernel_matvec(at, prob$locs, Z_product, kernel, backend = prob$backend))
+  approx <- op$mult_rows(list(matrix(alpha), Z_product), rows) -
     nugget * cbind(alpha[rows], Z[rows, , drop = FALSE])
   E <- exact - approx
   S <- S_rows(rows)

@@ -77,7 +77,7 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges);
 SEXP gk_r_reduce_ranges_build(SEXP ranges_x, SEXP ranges_y, SEXP pair_x, SEXP pair_y);
 SEXP gk_r_reduce_ranges_pairs(SEXP ranges);
-SEXP gk_r_device_matrix(SEXP x, SEXP single);
+SEXP gk_r_device_matrix(SEXP x, SEXP single, SEXP centre);
 SEXP gk_r_device_matrix_download(SEXP ptr);
 SEXP gk_r_device_matrix_free(SEXP ptr);
 SEXP gk_r_device_matrix_centre(SEXP x);
@@ -135,7 +135,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 13},
   {"gk_r_reduce_ranges_build", (DL_FUNC) &gk_r_reduce_ranges_build, 4},
   {"gk_r_reduce_ranges_pairs", (DL_FUNC) &gk_r_reduce_ranges_pairs, 1},
-  {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 2},
+  {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 3},
   {"gk_r_device_matrix_download", (DL_FUNC) &gk_r_device_matrix_download, 1},
   {"gk_r_device_matrix_free", (DL_FUNC) &gk_r_device_matrix_free, 1},
   {"gk_r_device_matrix_centre", (DL_FUNC) &gk_r_device_matrix_centre, 1},

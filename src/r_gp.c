@@ -33,7 +33,7 @@ static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
   if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) gk_stop("internal: neighbours must be an integer matrix");
   if (!Rf_isReal(coef) || Rf_nrows(coef) != Rf_nrows(nbr) || Rf_ncols(coef) != Rf_ncols(nbr) + 1)
     gk_stop("internal: the preconditioner does not match its neighbours");
-  if (!Rf_isReal(x) || Rf_nrows(x) != Rf_nrows(nbr))
+  if (!Rf_isNull(x) && (!Rf_isReal(x) || Rf_nrows(x) != Rf_nrows(nbr)))
     gk_stop("internal: the preconditioner is %d x %d but x has %d rows", Rf_nrows(nbr),
              Rf_nrows(nbr), Rf_nrows(x));
 }
@@ -177,11 +177,9 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
   int nblocks = Rf_length(b), k = 0, n = Rf_nrows(nbr), iters = gk_as_int(maxit);
   const double *blocks[64];
   int cols[64];
+  check_factor_args(nbr, coef, R_NilValue);
   for (int i = 0; i < nblocks; i++) {
-    SEXP v = VECTOR_ELT(b, i);
-    check_factor_args(nbr, coef, v);
-    blocks[i] = REAL(v);
-    cols[i] = Rf_ncols(v);
+    blocks[i] = gk_r_rhs_block(VECTOR_ELT(b, i), n, &cols[i]);   // host or device
     k += cols[i];
   }
   if (iters < 1) gk_stop("internal: maxit must be positive");

@@ -6,6 +6,7 @@
 #include <time.h>
 #include "r_util.h"
 #include "r_h2.h"
+#include "r_reduce.h"
 #include "h2/h2_compress.h"
 #include "h2/h2_otf.h"
 #include "device/gk_device.h"
@@ -198,7 +199,8 @@ static void check_finite(SEXP x)
 
 /* Rows `rows` (1-based; NULL: all) of A [blocks[[1]] blocks[[2]] ...] for a
  * list of double matrices with n rows, which are not bound into one copy
- * (h2_gpu_matmul_rows; a CPU matrix multiplies whole). */
+ * (h2_gpu_matmul_rows; a CPU matrix multiplies whole). On the GPU a block may
+ * be a device matrix (gk_r_rhs_block), copied on the device. */
 SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
 {
   h2_handle *h = handle_of(ptr);
@@ -211,11 +213,13 @@ SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
   int cols[64];
   for (int b = 0; b < nblocks; b++) {
     SEXP v = VECTOR_ELT(blocks, b);
-    if (TYPEOF(v) != REALSXP || !Rf_isMatrix(v) || Rf_nrows(v) != n)
-      gk_stop("internal: the row product's blocks must be double matrices with %d rows", n);
-    check_finite(v);
-    x[b] = REAL(v);
-    cols[b] = Rf_ncols(v);
+    x[b] = gk_r_rhs_block(v, n, &cols[b]);
+    if (TYPEOF(v) == EXTPTRSXP) {
+      // on the GPU already (made finite by the package, as the GP probes are)
+      if (!h->gpu) gk_stop("internal: a device block for an h2matrix on the CPU");
+    } else {
+      check_finite(v);
+    }
     nrhs += cols[b];
   }
   int *r0 = (int *) R_alloc((size_t) nrows + 1, sizeof(int));

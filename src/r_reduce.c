@@ -34,8 +34,9 @@ SEXP gk_r_device_matrix_free(SEXP ptr)
   return R_NilValue;
 }
 
-/* Uploads a double matrix; returns an external pointer (freed by its finalizer). */
-SEXP gk_r_device_matrix(SEXP x, SEXP single)
+/* Uploads a double matrix (centred where that keeps digits, when `centre`);
+ * returns an external pointer (freed by its finalizer). */
+SEXP gk_r_device_matrix(SEXP x, SEXP single, SEXP centre)
 {
   if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) gk_stop("x must be a double matrix");
   gk_error err;
@@ -53,7 +54,7 @@ SEXP gk_r_device_matrix(SEXP x, SEXP single)
     gk_stop("out of host memory for a device matrix");
   }
   if (device_matrix_upload(&h->dm, REAL(x), (size_t) Rf_nrows(x), Rf_ncols(x),
-                           gk_as_flag(single), &err)) {
+                           gk_as_flag(single), gk_as_flag(centre), &err)) {
     free(h);
     UNPROTECT(1);
     gk_raise(&err);
@@ -128,6 +129,21 @@ static gk_reduce_operand operand_of(SEXP a, double *min_value)
 gk_reduce_operand gk_r_reduce_operand(SEXP a)
 {
   return operand_of(a, NULL);
+}
+
+const double *gk_r_rhs_block(SEXP v, int n, int *cols)
+{
+  if (TYPEOF(v) == EXTPTRSXP) {
+    gk_device_matrix *dm = device_matrix_of(v);
+    if (dm->single || dm->centre || dm->rows != (size_t) n)
+      gk_stop("internal: a device block must be %d rows of uncentred doubles", n);
+    *cols = dm->cols;
+    return (const double *) dm->buf.ptr;
+  }
+  if (TYPEOF(v) != REALSXP || !Rf_isMatrix(v) || Rf_nrows(v) != n)
+    gk_stop("internal: a block must be a double matrix with %d rows", n);
+  *cols = Rf_ncols(v);
+  return REAL(v);
 }
 
 /* Returns list(values, index): M x value-columns doubles and M x index-columns

@@ -9,4 +9,11 @@
  * as an operand; an R error for anything else. */
 gk_reduce_operand gk_r_reduce_operand(SEXP a);
 
+/* A block of right-hand sides with n rows for a GPU product or solver: an R
+ * double matrix (host memory) or a device matrix stored in double without a
+ * centre (GPU memory: the callers copy with cudaMemcpyDefault, so a block
+ * kept on the GPU, such as the GP probes, is not uploaded again). Sets
+ * *cols; an internal R error for anything else. */
+const double *gk_r_rhs_block(SEXP v, int n, int *cols);
+
 #endif

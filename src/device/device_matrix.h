@@ -41,10 +41,12 @@ typedef struct {
 int device_matrix_centre(const double *x, size_t rows, int cols, double *c);
 
 /* Uploads the rows x cols doubles x to the active device, centred
- * (device_matrix_centre) and converted to float when `single`. dm must be
+ * (device_matrix_centre) when `may_centre` and converted to float when
+ * `single`. Blocks of vectors that callers copy straight from the buffer
+ * (the GP probes) are uploaded as they are (may_centre = 0). dm must be
  * zeroed. */
 gk_status device_matrix_upload(gk_device_matrix *dm, const double *x, size_t rows, int cols,
-                               int single, gk_error *err);
+                               int single, int may_centre, gk_error *err);
 
 /* Copies the matrix back into out (rows x cols doubles), its centre added
  * back in double: x itself for double storage. */

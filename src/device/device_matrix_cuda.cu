@@ -15,7 +15,7 @@ static double smallest(const double *x, size_t count)
 }
 
 extern "C" gk_status device_matrix_upload(gk_device_matrix *dm, const double *x, size_t rows,
-                                          int cols, int single, gk_error *err)
+                                          int cols, int single, int may_centre, gk_error *err)
 {
   size_t count = rows * (size_t) cols;
   void *staging = NULL;
@@ -27,7 +27,7 @@ extern "C" gk_status device_matrix_upload(gk_device_matrix *dm, const double *x,
   dm->min_value = smallest(x, count);
   dm->centre = (double *) malloc((cols > 0 ? cols : 1) * sizeof(double));
   if (!dm->centre) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for a device matrix");
-  if (!device_matrix_centre(x, rows, cols, dm->centre)) {
+  if (!may_centre || !device_matrix_centre(x, rows, cols, dm->centre)) {
     free(dm->centre);
     dm->centre = NULL;
   }

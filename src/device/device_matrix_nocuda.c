@@ -4,9 +4,9 @@
 #include "device/device_matrix.h"
 
 gk_status device_matrix_upload(gk_device_matrix *dm, const double *x, size_t rows, int cols,
-                               int single, gk_error *err)
+                               int single, int may_centre, gk_error *err)
 {
-  (void) dm; (void) x; (void) rows; (void) cols; (void) single;
+  (void) dm; (void) x; (void) rows; (void) cols; (void) single; (void) may_centre;
   return gk_fail_no_cuda(err);
 }
 

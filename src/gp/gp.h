@@ -105,8 +105,8 @@ typedef struct {
 } gp_cg_result;
 
 /* Solves G Sigma G' x = b for the k columns of b = [b_1 ... b_nblocks] (host
- * blocks of n x b_cols[i], side by side: callers need not bind them into one
- * copy); nbr and coef as for gp_vecchia_apply. The result's arrays are the
+ * or device blocks of n x b_cols[i], side by side: callers need not bind them
+ * into one copy, nor upload again probes kept on the GPU); nbr and coef as for gp_vecchia_apply. The result's arrays are the
  * caller's. Interrupts are checked between iterations. */
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                           const double *coef, int nblocks, const double *const *b,

@@ -513,8 +513,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   {
     double *into = (double *) (op->order ? st.w1.ptr : st.r.ptr);
     for (int i = 0, at = 0; i < nblocks; at += b_cols[i], i++)
+      // cudaMemcpyDefault: a block may be on the device already (the probes)
       GK_CUDA_TRY(cudaMemcpyAsync(into + nn * at, b[i], nn * b_cols[i] * sizeof(double),
-                                  cudaMemcpyHostToDevice, s), "uploading the right-hand sides", err);
+                                  cudaMemcpyDefault, s), "uploading the right-hand sides", err);
     if (op->order) {
       permute_rows<<<blocks_for(nn * k), kThreads, 0, s>>>(nn, k, (const int *) st.order.ptr, 0,
                                                            into, (double *) st.r.ptr);

@@ -196,7 +196,8 @@ gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x, int
  * memory. Returns nonzero when out of host memory. */
 int h2_tree_point_order(const h2_tree *t, int *order);
 /* Rows `rows` (nrows, 0-based) of A [x_1 ... x_nblocks] for host column
- * blocks x_b (n x cols[b] each): the product runs whole on the GPU and only
+ * blocks x_b (n x cols[b] each; a block may also be in the GPU's memory):
+ * the product runs whole on the GPU and only
  * the rows come back (y: nrows x sum(cols)). For callers that check a sample
  * of rows (the GP engine's H2 error estimate). */
 gk_status h2_gpu_matmul_rows(const h2_tree *t, h2_gpu *g, int nblocks, const double *const *x,

@@ -84,7 +84,7 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
   expect_error(.Call(gpukernels:::gk_r_reduce, x, x, rnorm(10), spec, 0L, 1L, FALSE, 0L, "gpu",
                      1L, TRUE, integer(), NULL), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L), no_cuda)
-  expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE), no_cuda)
+  expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
                      0L, FALSE, c(1L, 0L)), no_cuda)

@@ -320,6 +320,9 @@ test_that("GPU and CPU give the same likelihood and gradient", {
                      gradient = TRUE, backend = "gpu")
     expect_equal(gpu$loglik, cpu$loglik, tolerance = 1e-8, info = method)
     expect_equal(gpu$gradient, cpu$gradient, tolerance = 1e-6, info = method)
+    # the H2 error check (on the GPU from the probes' device copy)
+    expect_equal(gpu$h2_bias, cpu$h2_bias, tolerance = 1e-6, info = method)
+    expect_equal(gpu$h2_bias_se, cpu$h2_bias_se, tolerance = 1e-6, info = method)
   }
 })
 
@@ -358,6 +361,16 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
       expect_equal(gpu$alpha[used, ], host$alpha[used, ], tolerance = 1e-8)
       expect_equal(gpu$beta[used, ], host$beta[used, ], tolerance = 1e-6)
       expect_true(all(is.na(gpu$alpha[-seq_len(max(gpu$iterations)), ])))
+      if (ncol(B) > 1) {
+        # right-hand sides kept on the GPU (as the probes are) solve as host ones
+        on_gpu <- list(B[, 1, drop = FALSE], gpukernels:::gk_device_block(B[, -1, drop = FALSE]))
+        dev <- gpukernels:::gp_cg_solver(prob, op, pre, A)(on_gpu, track = track, gt_b = TRUE, x = TRUE)
+        expect_identical(dev$x, gpu$x)
+        expect_identical(dev$gt_b, gpu$gt_b)
+        # and the operator's sampled rows of them
+        rows <- c(1L, 7L, n)
+        expect_equal(op$mult_rows(on_gpu, rows), op$mult_rows(list(B), rows), tolerance = 1e-14)
+      }
     }
   }
   # an H2 operator less accurate than the nugget: the same clear error as on the host
