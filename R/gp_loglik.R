@@ -292,7 +292,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   probe_cols <- p + 1L + seq_len(m)
   # the probes' GPU copy where there is one (the device solver reads it there)
   Z_solve <- if (is.null(prob$probes_device)) Z else prob$probes_device
-  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = probe_cols, gt_b = need_d)
+  # the probes stop at ctl$probe_tol, the data at ctl$tol (gp_control())
+  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = probe_cols, gt_b = need_d,
+                 tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)))
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)

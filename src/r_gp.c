@@ -183,6 +183,11 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
     k += cols[i];
   }
   if (iters < 1) gk_stop("internal: maxit must be positive");
+  // the relative residual per column (one value: for all of them)
+  if (!Rf_isReal(tol) || (Rf_length(tol) != 1 && Rf_length(tol) != k))
+    gk_stop("internal: tol must have 1 or %d values", k);
+  double *col_tol = (double *) R_alloc((size_t) k + 1, sizeof(double));
+  for (int c = 0; c < k; c++) col_tol[c] = REAL(tol)[Rf_length(tol) == 1 ? 0 : c];
   const char *names[] = {"x", "gt_x", "gt_b", "iterations", "alpha", "beta", "converged",
                          "indefinite_at", "gave_up", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -204,7 +209,7 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
   gk_error err;
   gk_error_clear(&err);
   gp_gpu_block_cg(op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), nblocks, blocks, cols,
-                  gk_as_double(tol), iters, &res, &err);
+                  col_tol, iters, &res, &err);
   if (err.status) {
     UNPROTECT(1);
     gk_raise(&err);

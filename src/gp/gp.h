@@ -106,11 +106,13 @@ typedef struct {
 
 /* Solves G Sigma G' x = b for the k columns of b = [b_1 ... b_nblocks] (host
  * or device blocks of n x b_cols[i], side by side: callers need not bind them
- * into one copy, nor upload again probes kept on the GPU); nbr and coef as for gp_vecchia_apply. The result's arrays are the
- * caller's. Interrupts are checked between iterations. */
+ * into one copy, nor upload again probes kept on the GPU); column c stops at
+ * the relative residual tol[c]; nbr and coef as for gp_vecchia_apply. The
+ * result's arrays are the caller's. Interrupts are checked between
+ * iterations. */
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                           const double *coef, int nblocks, const double *const *b,
-                          const int *b_cols, double tol, int maxit,
+                          const int *b_cols, const double *tol, int maxit,
                           gp_cg_result *res, gk_error *err);
 
 /* out[c] = sum_i a[i, ca[c]] b[i, cb[c]] for c < k (0-based columns of the

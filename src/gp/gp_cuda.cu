@@ -415,7 +415,7 @@ extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, 
 
 extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                                      const double *coef, int nblocks, const double *const *b,
-                                     const int *b_cols, double tol, int maxit,
+                                     const int *b_cols, const double *tol, int maxit,
                                      gp_cg_result *res, gk_error *err)
 {
   int k = 0;
@@ -610,7 +610,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
         res->alpha[(size_t) (it - 1) + (size_t) maxit * j] = h_a[c];
         res->beta[(size_t) (it - 1) + (size_t) maxit * j] = h_b[c];
         res->iterations[j] = it;
-        if (sqrt(rr[j]) > tol * bnorm[j]) {
+        if (sqrt(rr[j]) > tol[j] * bnorm[j]) {
           next_active.push_back(j);
           if (!isfinite(rr[j])) bad_rr = 1;
         }

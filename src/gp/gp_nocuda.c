@@ -4,7 +4,7 @@
 
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
                           const double *coef, int nblocks, const double *const *b,
-                          const int *b_cols, double tol, int maxit,
+                          const int *b_cols, const double *tol, int maxit,
                           gp_cg_result *res, gk_error *err)
 {
   (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) nblocks; (void) b; (void) b_cols; (void) tol;

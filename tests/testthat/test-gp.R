@@ -284,13 +284,13 @@ test_that("h2 log-likelihood agrees with dense (2D)", {
   expect_true(all(is.finite(h2$gradient)))
   # a coarse H2 matrix: its effect on the log-likelihood is counted in `error`
   coarse <- gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
-                      control = gp_control(h2 = list(order = 4L), h2_check_rows = 2000L),
+                      control = gp_control(h2 = list(order = 4L, eta = 3), h2_check_rows = 2000L),
                       backend = "cpu")
   expect_lt(abs(coarse$loglik - dense$loglik), coarse$error)
   expect_gt(abs(coarse$h2_bias), 3 * coarse$h2_bias_se)
   # a coarser one is not positive definite at this nugget: a clear error, not a number
   expect_error(gp_loglik(dat$locs, dat$y, kernel = k, nugget = 0.01, method = "h2",
-                         control = gp_control(h2 = list(order = 2L)), backend = "cpu"),
+                         control = gp_control(h2 = list(order = 2L, eta = 3)), backend = "cpu"),
                "not positive definite.*more accurate H2 matrix")
   expect_equal(gpukernels:::gp_method("auto", 60000L, 2L, gp_control(), "cpu"), "h2")
   expect_equal(gpukernels:::gp_method("auto", 60000L, 3L, gp_control(), "gpu"), "tiled")
@@ -370,6 +370,12 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
         # and the operator's sampled rows of them
         rows <- c(1L, 7L, n)
         expect_equal(op$mult_rows(on_gpu, rows), op$mult_rows(list(B), rows), tolerance = 1e-14)
+        # a tolerance per column (as the probes get): the same stops as on the host
+        tols <- rep(c(1e-8, 1e-3), length.out = ncol(B))
+        dev_t <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, tol = tols)
+        host_t <- gpukernels:::gp_block_cg(A, B, tols, ctl$maxit)
+        expect_lte(max(abs(dev_t$iterations - host_t$iterations)), 1)
+        expect_lt(max(dev_t$iterations[tols == 1e-3]), max(dev_t$iterations[tols == 1e-8]))
       }
     }
   }
@@ -549,6 +555,39 @@ test_that("block conjugate gradients solve each column, zero columns included", 
   used <- seq_len(cg$iterations[1])
   expect_true(all(cg$alpha[used, 1] > 0) && all(cg$beta[used, 1] > 0))
   expect_true(all(is.na(cg$alpha[-seq_len(max(cg$iterations)), ])))
+  # a tolerance per column: each column stops at its own, the looser ones first
+  B2 <- cbind(rnorm(n), rnorm(n), rnorm(n))
+  tols <- c(1e-10, 1e-3, 1e-6)
+  cg <- gpukernels:::gp_block_cg(function(V) M %*% V, B2, tol = tols, maxit = 500)
+  res <- sqrt(colSums((M %*% cg$x - B2)^2)) / sqrt(colSums(B2^2))
+  expect_true(all(res <= tols))
+  expect_true(res[1] < 1e-3 * res[2])
+  expect_lt(cg$iterations[2], cg$iterations[3])
+  expect_lt(cg$iterations[3], cg$iterations[1])
+})
+
+test_that("the probes' looser tolerance leaves the likelihood and gradient as they were", {
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  dat <- sim_data(1500, kernel = k, nugget = 0.01, seed = 21)
+  fit <- function(pt) {
+    gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.01, method = "tiled",
+              gradient = TRUE, control = gp_control(probe_tol = pt), backend = "cpu")
+  }
+  tight <- fit(1e-8)
+  loose <- fit(gp_control()$probe_tol)
+  expect_lte(loose$cg_iterations, tight$cg_iterations)   # the largest over the columns
+  expect_lt(abs(loose$loglik - tight$loglik), 0.01 * tight$se)
+  expect_true(all(abs(loose$gradient - tight$gradient) < 0.1 * pmax(tight$gradient_se, 1e-3)))
+  expect_error(gp_control(probe_tol = 0), "probe_tol")
+  expect_error(gp_control(probe_tol = NA), "probe_tol")
+})
+
+test_that("the GP's H2 defaults: eta = 2 in 2D unless eta or tol is given", {
+  d <- gpukernels:::gp_h2_defaults
+  expect_identical(d(2L, list()), list(precision = "double", eta = 2))
+  expect_identical(d(2L, list(eta = 3)), list(precision = "double"))
+  expect_identical(d(2L, list(tol = 1e-5)), list(precision = "double"))
+  expect_identical(d(3L, list()), list(precision = "double"))
 })
 
 test_that("an operator that is not positive definite stops CG at once with a clear error", {
