@@ -293,8 +293,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   # the probes' GPU copy where there is one (the device solver reads it there)
   Z_solve <- if (is.null(prob$probes_device)) Z else prob$probes_device
   # the probes stop at ctl$probe_tol, the data at ctl$tol (gp_control())
-  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = probe_cols, gt_b = need_d,
-                 tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)))
+  # (y's coefficients are tracked too: its longer run checks the operator's sign)
+  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = c(1L, probe_cols),
+                 gt_b = need_d, tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)))
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -304,8 +305,13 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   alpha <- W[, 1L] - if (p) W[, -1L, drop = FALSE] %*% beta else 0
   resid <- prob$y - if (p) prob$X %*% beta else 0
   quads <- vapply(seq_len(m), function(j) {
-    gp_lanczos_logquad(cg$alpha[, j], cg$beta[, j], cg$iterations[probe_cols[j]], prob$n)
+    gp_lanczos_logquad(cg$alpha[, j + 1L], cg$beta[, j + 1L], cg$iterations[probe_cols[j]], prob$n)
   }, numeric(1))
+  y_steps <- cg$iterations[1L]
+  if (anyNA(quads) ||
+      (y_steps > 0L && min(gp_lanczos_eigen(cg$alpha[, 1L], cg$beta[, 1L], y_steps)$values) <= 0)) {
+    gp_stop_indefinite(prob$method, max(cg$iterations), ritz = TRUE)
+  }
   parts <- list(logdet = pre$logdet + mean(quads), logdet_se = stats::sd(quads) / sqrt(m),
                 quadratic = sum(resid * alpha))
   # S = G' A^-1 Z ~ Sigma^-1 Z, formed only where all of it is needed

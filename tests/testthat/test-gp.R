@@ -590,6 +590,24 @@ test_that("the GP's H2 defaults: eta = 2 in 2D unless eta or tol is given", {
   expect_identical(d(3L, list()), list(precision = "double"))
 })
 
+test_that("Lanczos quadrature: exact after n steps, NA for an indefinite operator", {
+  set.seed(64)
+  n <- 6
+  Q <- qr.Q(qr(matrix(rnorm(n * n), n)))
+  b <- rnorm(n)
+  for (lam in list(c(0.5, 1, 2, 3, 4, 5), c(-0.3, 1, 2, 3, 4, 5))) {
+    M <- Q %*% diag(lam) %*% t(Q)
+    cg <- gpukernels:::gp_block_cg(function(V) M %*% V, matrix(b), tol = 1e-14, maxit = n,
+                                   track = 1L)
+    q <- gpukernels:::gp_lanczos_logquad(cg$alpha[, 1], cg$beta[, 1], cg$iterations[1], sum(b^2))
+    if (all(lam > 0)) {
+      expect_equal(q, sum(b * (Q %*% (log(lam) * crossprod(Q, b)))), tolerance = 1e-8)
+    } else {
+      expect_true(is.na(q))   # a Ritz value <= 0: the caller stops with the indefinite error
+    }
+  }
+})
+
 test_that("an operator that is not positive definite stops CG at once with a clear error", {
   set.seed(63)
   # an indefinite matrix: after negative curvature at iteration k, CG runs to iteration 5 k + 50 at most
