@@ -138,6 +138,9 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   })
   coefs <- c(variance = theta[[1L]], range = theta[[2L]], nugget = theta[[3L]],
              if (estimate_smoothness) c(smoothness = theta[[4L]]))
+  # the fit keeps its problem for predict(), which needs no probes: their GPU
+  # copy (400 MB at n = 1e6) is not kept alive, nor saved, with the fit
+  prob$probes_device <- NULL
   structure(list(coefficients = coefs,
                  beta = final$beta, loglik = final$loglik, loglik_se = final$se,
                  gradient = final$gradient, vcov_log = vc, kernel = kern,

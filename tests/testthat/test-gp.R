@@ -590,6 +590,21 @@ test_that("the GP's H2 defaults: eta = 2 in 2D unless eta or tol is given", {
   expect_identical(d(3L, list()), list(precision = "double"))
 })
 
+test_that("the probes are kept on the GPU by the problem, not by a fit", {
+  skip_if_no_gpu()
+  k <- gk_kernel("exponential", range = 0.2)
+  dat <- sim_data(700, kernel = k, nugget = 0.05, seed = 31)
+  ctl <- gp_control(probes = 4L)
+  prob <- gpukernels:::gp_problem(dat$locs, dat$y, dat$X, "tiled", ctl, "gpu")
+  expect_identical(as.matrix(prob$probes_device), prob$probes)
+  expect_null(gpukernels:::gp_problem(dat$locs, dat$y, dat$X, "tiled", ctl, "cpu")$probes_device)
+  fit <- gp_fit(dat$locs, dat$y, kernel = "exponential", method = "tiled", control = ctl,
+                backend = "gpu")
+  expect_null(fit$prob$probes_device)
+  pred <- predict(fit, dat$locs[1:5, , drop = FALSE], se.fit = TRUE)   # needs no probes
+  expect_true(all(is.finite(pred$fit)) && all(pred$se.fit >= 0))
+})
+
 test_that("Lanczos quadrature: exact after n steps, NA for an indefinite operator", {
   set.seed(64)
   n <- 6
