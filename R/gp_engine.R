@@ -302,8 +302,7 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
     sigma <- build(kernel, nugget)
     # rows of Sigma [blocks]: on the GPU only those rows come back
     rows_of <- function(blocks, rows) {
-      blocks <- lapply(blocks, function(b) if (inherits(b, "gk_device_matrix")) gk_operand(b) else b)
-      .Call(gk_r_h2_matmul_rows, h2_ptr(sigma), blocks, as.integer(rows))
+      .Call(gk_r_h2_matmul_rows, h2_ptr(sigma), lapply(blocks, gk_operand), as.integer(rows))
     }
     return(list(mult = function(V) h2_multiply(sigma, V), mult_rows = rows_of, dmult = dmult,
                 sigma = sigma))
@@ -448,6 +447,10 @@ gp_h2_defaults <- function(dim, user) {
   if (dim == 2 && is.null(user[["eta"]]) && is.null(user[["tol"]])) out$eta <- 2
   out
 }
+
+# The probes as the products and the solver take them: their GPU copy where
+# there is one (no upload), else the R matrix.
+gp_probe_block <- function(prob) if (is.null(prob$probes_device)) prob$probes else prob$probes_device
 
 # A block of vectors in host memory: a gk_device_block()'s R values (the
 # double matrix it was made from, not a download), else the block itself.

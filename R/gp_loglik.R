@@ -285,16 +285,13 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   pre$Gt <- gp_timed(pre$Gt, clock, "preconditioner")
   A <- function(V) pre$G(op$mult(pre$Gt(V)))
   cg_solve <- gp_cg_solver(prob, op, pre, A, clock)
-  Z <- prob$probes
-  m <- ncol(Z)
+  m <- ncol(prob$probes)
   p <- ncol(prob$X)
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
-  # the probes' GPU copy where there is one (the device solver reads it there)
-  Z_solve <- if (is.null(prob$probes_device)) Z else prob$probes_device
   # the probes stop at ctl$probe_tol, the data at ctl$tol (gp_control())
   # (y's coefficients are tracked too: its longer run checks the operator's sign)
-  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), Z_solve), track = c(1L, probe_cols),
+  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), gp_probe_block(prob)), track = c(1L, probe_cols),
                  gt_b = need_d, tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)))
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
@@ -370,8 +367,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
 gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows) {
   n <- prob$n
   Z <- prob$probes
-  # the products read the probes' GPU copy where there is one (no upload)
-  Z_product <- if (is.null(prob$probes_device)) Z else prob$probes_device
+  Z_product <- gp_probe_block(prob)
   r <- min(n, prob$control$h2_check_rows)
   rows <- if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
   at <- prob$locs[rows, , drop = FALSE]

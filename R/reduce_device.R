@@ -38,7 +38,12 @@ gk_device_matrix <- function(x, precision = "double") {
   x <- gk_check_points(x, "x", allow_empty = TRUE)
   precision <- gk_check_precision(precision)
   gk_backend("gpu")
-  dm <- list(values = x, dim = dim(x), precision = precision)
+  device_matrix_from(list(values = x, dim = dim(x), precision = precision))
+}
+
+# The device matrix of dm (values, dim, precision and, optionally, centre =
+# FALSE), uploaded now.
+device_matrix_from <- function(dm) {
   structure(c(list(native = gk_native_new(device_matrix_upload(dm))), dm),
             class = "gk_device_matrix")
 }
@@ -60,9 +65,7 @@ device_matrix_upload <- function(dm) {
 # (gk_r_rhs_block in src/r_reduce.c).
 gk_device_block <- function(x) {
   stopifnot(is.double(x), is.matrix(x))
-  dm <- list(values = x, dim = dim(x), precision = "double", centre = FALSE)
-  structure(c(list(native = gk_native_new(device_matrix_upload(dm))), dm),
-            class = "gk_device_matrix")
+  device_matrix_from(list(values = x, dim = dim(x), precision = "double", centre = FALSE))
 }
 
 # The live GPU copy of a device matrix, uploaded again after readRDS() or gk_free().
