@@ -4,6 +4,7 @@
 #ifndef GK_REDUCE_KERNELS_CUH
 #define GK_REDUCE_KERNELS_CUH
 
+#include <type_traits>
 #include "reduce/reduce_ops.cuh"
 
 namespace gkreduce {
@@ -145,11 +146,27 @@ __device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const
   return s;
 }
 
+// Calls f(std::integral_constant<int, K>) for K = count in 1..MOST (count is
+// warp-uniform): a loop over K rows per thread compiled for each K, so that a
+// warp with fewer rows issues fewer instructions instead of idle ones.
+template <int MOST, class F> __device__ __forceinline__ void with_row_count(int count, F &&f)
+{
+  if constexpr (MOST > 1) {
+    if (count < MOST) {
+      with_row_count<MOST - 1>(count, f);
+      return;
+    }
+  }
+  f(std::integral_constant<int, MOST>());
+}
+
 // One block: ROWS x NT output rows against the j chunk blockIdx.y. With one
 // chunk the states finish directly (GPU_1D); otherwise they go to the
-// workspace for combine_chunks (GPU_2D). RANGED: the block's rows and j ranges
-// come from its block-sparse piece, each thread holds ROWS consecutive rows,
-// and warps without a row skip the arithmetic.
+// workspace for combine_chunks (GPU_2D). Thread t holds rows r * NT + t. RANGED:
+// the block's rows and j ranges come from its block-sparse piece, and each
+// warp reduces only the row groups r that hold one of the piece's rows (a
+// cluster's last piece is often short: with every group reduced, clusters of
+// about 1000 points left 8% of the row slots idle).
 template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED>
 __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args a)
 {
@@ -163,21 +180,27 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   const int stride = DS > 0 ? padded<T>(DS + Op::EC_) : a.stride;
   const bool inner = Val::INNER && a.inner;
 
-  size_t row_end = a.m;
+  size_t row_begin = (size_t) blockIdx.x * (NT * ROWS), row_end = a.m;
   int list0 = 0, list1 = 0;
   size_t rows[ROWS];
   T xr[ROWS][DS > 0 ? DS : 1];
   Op st[ROWS];
   if constexpr (RANGED) {
     const int *piece = a.pieces + 4 * (size_t) blockIdx.x;
+    row_begin = (size_t) piece[0];
     row_end = (size_t) piece[1];
     list0 = piece[2];
     list1 = piece[3];
   }
+  // Row groups holding a row of this warp (all of them in dense launches).
+  int warp_rows = ROWS;
+  if constexpr (RANGED) {
+    const long first = (long) (threadIdx.x & ~31u), left = (long) (row_end - row_begin) - first;
+    warp_rows = left <= 0 ? 0 : (int) ((left + NT - 1) / NT < ROWS ? (left + NT - 1) / NT : ROWS);
+  }
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
-    if constexpr (RANGED) rows[r] = (size_t) a.pieces[4 * (size_t) blockIdx.x] + threadIdx.x * ROWS + r;
-    else rows[r] = (size_t) blockIdx.x * (NT * ROWS) + r * NT + threadIdx.x;
+    rows[r] = row_begin + r * NT + threadIdx.x;
     size_t i = rows[r] < row_end ? rows[r] : row_end - 1;   // idle threads compute on a valid row
     if (DS > 0) {
 #pragma unroll
@@ -194,7 +217,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     for (int r = 0; r < ROWS; r++)
       st[r].bind(queue_val + r * NT + threadIdx.x, queue_j + r * NT + threadIdx.x, NT * ROWS);
   }
-  const bool busy = !RANGED || __any_sync(0xffffffffu, rows[0] < row_end);
+  const bool busy = warp_rows > 0;
   const int width = dim + a.e;
 
   // Copies y_j and b_j, j in [j0, j0 + len), to the tile's entries [at, at + len)
@@ -208,18 +231,19 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   // Reduces the rows over the first `len` entries of the loaded tile; entry q
   // holds y_j for j = j_of(q).
   auto reduce_tile = [&](int len, auto j_of) {
-    auto pair = [&](int q) {
-      const T *yj = tile + q * stride;
-      const int j = j_of(q);
+    // The first NR row groups against the tile.
+    auto reduce_rows = [&](auto row_count) {
+      constexpr int NR = decltype(row_count)::value;
+      auto pair = [&](int q) {
+        const T *yj = tile + q * stride;
+        const int j = j_of(q);
 #pragma unroll
-      for (int r = 0; r < ROWS; r++) {
-        size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-        T s = pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner);
-        st[r].push(Val::eval(s, a), j, yj + dim, a);
-      }
-    };
-    __syncthreads();
-    if (busy) {
+        for (int r = 0; r < NR; r++) {
+          size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+          T s = pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner);
+          st[r].push(Val::eval(s, a), j, yj + dim, a);
+        }
+      };
       if constexpr (Op::QUEUE > 0) {
         // Candidate queues are emptied by whole warps, between groups of
         // pairs; the rest of the tile is followed by end_tile's checkpoint.
@@ -228,7 +252,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
 #pragma unroll
           for (int u = 0; u < Op::CHECK_EVERY; u++) pair(q + u);
 #pragma unroll
-          for (int r = 0; r < ROWS; r++) st[r].checkpoint();
+          for (int r = 0; r < NR; r++) st[r].checkpoint();
         }
         for (; q < len; q++) pair(q);
       } else {
@@ -236,7 +260,12 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
         for (int q = 0; q < len; q++) pair(q);
       }
 #pragma unroll
-      for (int r = 0; r < ROWS; r++) st[r].end_tile();
+      for (int r = 0; r < NR; r++) st[r].end_tile();
+    };
+    __syncthreads();
+    if (busy) {
+      if constexpr (RANGED) with_row_count<ROWS>(warp_rows, reduce_rows);
+      else reduce_rows(std::integral_constant<int, ROWS>());
     }
     __syncthreads();
   };
@@ -251,18 +280,17 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     }
   } else {
     // This chunk's window [v0, v1) of the concatenation of the list's ranges
-    // (cut to the slice), in tiles filled from consecutive ranges: short ranges
-    // (clusters of 64 points in the H2 products) would otherwise each cost a
-    // mostly empty tile and two barriers. tile_j holds each entry's j.
+    // (the slice holds the positions [j_begin, j_end) of every list), in tiles
+    // filled from consecutive ranges: short ranges (clusters of 64 points in
+    // the H2 products) would otherwise each cost a mostly empty tile and two
+    // barriers. tile_j holds each entry's j.
     int *tile_j = reinterpret_cast<int *>(tile + (size_t) a.tile * stride);
-    const size_t v0 = (size_t) blockIdx.y * a.j_chunk, v1 = v0 + a.j_chunk;
-    size_t pos = 0, lo = 0, hi = 0;   // position in the window; the current range's rest
+    const size_t v0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
+    const size_t v1 = v0 + a.j_chunk < a.j_end ? v0 + a.j_chunk : a.j_end;
+    size_t pos = 0, lo = 0, hi = 0;   // position in the list; the current range's rest
     auto clip = [&](int l) {
       lo = (size_t) a.redranges[2 * l];
       hi = (size_t) a.redranges[2 * l + 1];
-      if (lo < a.j_begin) lo = a.j_begin;
-      if (hi > a.j_end) hi = a.j_end;
-      if (lo > hi) lo = hi;
     };
     int l = list0;
     for (; l < list1; l++) {   // to the range holding v0

@@ -21,7 +21,8 @@ struct Args {
   int dim, e, k;           // e: columns of b in this launch (<= the op's EC)
   int stride;              // per-j values in the shared tile: dim + e, padded
   int tile;                // rows of y per shared tile
-  size_t j_begin, j_end;   // the slice of [0, n) this launch reduces over
+  size_t j_begin, j_end;   // the slice of [0, n) this launch reduces over (block-sparse:
+                           // of the positions in each piece's list of kept columns)
   int j_chunk, nchunks;    // the 2D split of the slice
   // Long reductions run in slices (so that they can be interrupted): every
   // block then saves its state, and the combining pass merges the state of the
