@@ -18,16 +18,16 @@
 #' @export
 gk_backend <- function(backend = NULL) {
   if (is.null(backend)) backend <- getOption("gpukernels.backend", "auto")
+  # Comparisons rather than %in%: this runs in every call of every engine.
   if (!is.character(backend) || length(backend) != 1L || is.na(backend) ||
-      !backend %in% c("auto", "gpu", "cpu")) {
+      !(backend == "auto" || backend == "cpu" || backend == "gpu")) {
     stop("`backend` must be one of \"auto\", \"gpu\" or \"cpu\"", call. = FALSE)
   }
   if (backend == "cpu") return("cpu")
-  build <- gk_build_info()
-  if (build$device_count > 0L) return("gpu")
+  if (gk_build_info()$device_count > 0L) return("gpu")
   if (backend == "gpu") {
     stop("backend = \"gpu\" was requested, but no GPU can be used: ",
-         build$no_device_reason, call. = FALSE)
+         gk_build_info()$no_device_reason, call. = FALSE)
   }
   "cpu"
 }
@@ -76,8 +76,8 @@ gk_set_device <- function(device) {
 
 # Threads for the CPU engines (0 = all OpenMP threads).
 gk_threads <- function() {
-  threads <- getOption("gpukernels.threads", 0L)
-  if (identical(threads, 0L)) return(0L)
+  threads <- getOption("gpukernels.threads")
+  if (is.null(threads) || identical(threads, 0L)) return(0L)
   gk_check_count(threads, "option gpukernels.threads (0 = all cores)", 0L,
                  .Machine$integer.max)
 }

@@ -65,12 +65,17 @@
 #' }
 NULL
 
+# TRUE when `workers` surely keeps a call in this process: FALSE, or NULL
+# without future loaded (a plan needs the package). A test of microseconds, for
+# the engines' small calls.
+gk_in_process <- function(workers) {
+  is.null(workers) && !isNamespaceLoaded("future") || isFALSE(workers)
+}
+
 # Number of chunks to split `n` output rows into: 0 means "run in this process".
 gk_chunk_count <- function(workers, n) {
-  if (isFALSE(workers)) return(0L)
+  if (gk_in_process(workers)) return(0L)
   if (is.null(workers)) {
-    # No overhead without future: a plan needs the package loaded.
-    if (!"future" %in% loadedNamespaces()) return(0L)
     if (inherits(future::plan(), "sequential")) return(0L)
     count <- future::nbrOfWorkers()
     if (!is.finite(count)) count <- getOption("gpukernels.future_chunks", 8)

@@ -89,10 +89,18 @@ print.gk_kernel <- function(x, ...) {
   invisible(x)
 }
 
-# A gk_kernel from whatever the user passed as `kernel`.
+# A gk_kernel from whatever the user passed as `kernel`. A name is parsed once
+# a session (gk_kernel() takes longer than a small reduction); names that
+# gk_kernel() refuses are never kept.
+gk_state$kernels <- list()
 as_gk_kernel <- function(kernel) {
   if (inherits(kernel, "gk_kernel")) return(kernel)
-  if (is.character(kernel) && length(kernel) == 1L) return(gk_kernel(kernel))
+  if (is.character(kernel) && length(kernel) == 1L) {
+    if (is.na(kernel) || !nzchar(kernel)) return(gk_kernel(kernel))
+    spec <- gk_state$kernels[[kernel]]
+    if (is.null(spec)) spec <- gk_state$kernels[[kernel]] <- gk_kernel(kernel)
+    return(spec)
+  }
   stop("`kernel` must be a kernel name such as \"gaussian\" or a gk_kernel() object",
        call. = FALSE)
 }

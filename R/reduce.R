@@ -126,25 +126,40 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                                cutoff, cell, y_is_x = missing(y) || identical(y, x),
                                devices = devices))
   }
-  on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
-    inherits(b, "gk_device_matrix")
   # Block-sparse ranges refer to whole point sets: not split over workers.
-  count <- if ((on_device && is.null(workers)) || !is.null(ranges)) 0L else
-    gk_chunk_count(workers, NROW(if (identical(axis, 2) || identical(axis, 2L)) y else x))
-  if (count > 0L) {
-    if (on_device) stop("device matrices cannot be sent to future workers: use `workers = 1`",
-                        call. = FALSE)
-    args <- list(x = x, y = y, b = b, kernel = kernel, reduction = reduction, k = k,
-                 axis = axis, precision = precision, method = method, backend = backend,
-                 devices = devices)
-    return(gk_reduce_distributed(args, count))
+  if (is.null(ranges) && !gk_in_process(workers)) {
+    on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
+      inherits(b, "gk_device_matrix")
+    count <- if (on_device && is.null(workers)) 0L else
+      gk_chunk_count(workers, NROW(if (identical(axis, 2) || identical(axis, 2L)) y else x))
+    if (count > 0L) {
+      if (on_device) stop("device matrices cannot be sent to future workers: use `workers = 1`",
+                          call. = FALSE)
+      args <- list(x = x, y = y, b = b, kernel = kernel, reduction = reduction, k = k,
+                   axis = axis, precision = precision, method = method, backend = backend,
+                   devices = devices)
+      return(gk_reduce_distributed(args, count))
+    }
+  }
+  backend <- gk_backend(backend)
+  kernel <- as_gk_kernel(kernel)
+  threads <- gk_threads()
+  # The common call (R double matrices, dense, one GPU or the CPU) is checked
+  # and run by one .Call, without the microseconds of the checks below. It
+  # returns NULL for anything it does not take as it stands; the general path
+  # then converts that, or stops with the message naming what is wrong.
+  if (is.null(ranges) && is.null(devices)) {
+    res <- .Call(gk_r_reduce_plain, x, y, b, kernel, reduction, k, axis, precision, method,
+                 backend, threads, gk_reductions, gk_reduce_methods)
+    if (!is.null(res)) return(res)
   }
   reduction <- gk_match_choice(reduction, gk_reduction_names, "reduction")
   method <- gk_match_choice(method, gk_reduce_method_names, "method")
   precision <- gk_check_precision(precision)
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
-  backend <- gk_backend(backend)
+  on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
+    inherits(b, "gk_device_matrix")
   gpus <- if (backend == "gpu" && !is.null(devices)) pcf_devices(devices) else integer()
   if (length(gpus) > 1L && on_device) {
     stop("a reduction over several GPUs needs R matrices, not device matrices (each lives on ",
@@ -166,7 +181,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
     y <- swap
     dim_y <- dim_x
   }
-  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), dim_y[2L])
+  gk_check_kernel_dim(kernel, dim_y[2L])
   n <- dim_y[1L]
   b_was_matrix <- !is.null(b) && (is.matrix(b) || inherits(b, "gk_device_matrix"))
   b <- gk_reduce_weights(b, reduction, n, axis, backend)
@@ -183,7 +198,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   vector_out <- reduction != "kmin" && !b_was_matrix
   res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
                gk_reductions[[reduction]], as.integer(k), precision == "single",
-               gk_reduce_methods[[method]], backend, gk_threads(), vector_out, gpus,
+               gk_reduce_methods[[method]], backend, threads, vector_out, gpus,
                ranges)
   switch(reduction,
     argmin = , argmax = res[[2L]],
@@ -244,7 +259,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
       y <- if (y_is_x) x else y / scale
     }
   }
-  res <- kernel_reduce(x, y, kernel = gk_kernel("squared_distance"), reduction = "kmin",
+  res <- kernel_reduce(x, y, kernel = "squared_distance", reduction = "kmin",
                        k = k, precision = precision, method = method, backend = backend,
                        devices = devices, workers = workers, ranges = ranges)
   # res$values was made by this call and is held by nothing else: the

@@ -75,6 +75,9 @@ SEXP gk_r_h2_free(SEXP ptr);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges);
+SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP axis,
+                       SEXP precision, SEXP method, SEXP backend, SEXP threads,
+                       SEXP reductions, SEXP methods);
 SEXP gk_r_reduce_ranges_build(SEXP ranges_x, SEXP ranges_y, SEXP pair_x, SEXP pair_y);
 SEXP gk_r_reduce_ranges_pairs(SEXP ranges);
 SEXP gk_r_device_matrix(SEXP x, SEXP single, SEXP centre);
@@ -133,6 +136,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},
   /* kernel reductions */
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 13},
+  {"gk_r_reduce_plain", (DL_FUNC) &gk_r_reduce_plain, 13},
   {"gk_r_reduce_ranges_build", (DL_FUNC) &gk_r_reduce_ranges_build, 4},
   {"gk_r_reduce_ranges_pairs", (DL_FUNC) &gk_r_reduce_ranges_pairs, 1},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 3},

@@ -1,5 +1,7 @@
 /* .Call glue for the kernel reductions (src/reduce/) and for device matrices
  * (src/device/device_matrix.h). */
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "r_util.h"
@@ -146,21 +148,21 @@ const double *gk_r_rhs_block(SEXP v, int n, int *cols)
   return REAL(v);
 }
 
-/* Returns list(values, index): M x value-columns doubles and M x index-columns
- * integers (1-based, NA for an empty reduction), vectors when vector_out and
- * there is one column. The R side has checked all
- * arguments (the C cores check `ranges`, NULL or the list of
- * r_reduce_ranges.h, against the sizes); b is NULL for reductions without weights. */
-SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices,
-                 SEXP ranges)
+/* Runs a reduction whose arguments are checked. Returns list(values, index):
+ * M x value-columns doubles and M x index-columns integers (1-based, NA for an
+ * empty reduction), vectors when vector_out and there is one column. The C
+ * cores check `ranges` (NULL or the list of r_reduce_ranges.h) against the
+ * sizes; b is NULL for reductions without weights; devices: 0-based GPUs to
+ * split the rows over, none for the selected GPU. */
+static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction, int k,
+                       int single, gk_reduce_method method, int on_gpu, int threads,
+                       int vector_out, SEXP devices, SEXP ranges)
 {
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
   gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0, NULL};
-  gk_reduction reduction_code = (gk_reduction) gk_as_int(reduction);
   int has_b = !Rf_isNull(b);
   double b_min = 0.0;
-  if (has_b) bo = operand_of(b, reduction_code == GK_REDUCE_LOGSUMEXP ? &b_min : NULL);
+  if (has_b) bo = operand_of(b, reduction == GK_REDUCE_LOGSUMEXP ? &b_min : NULL);
   // log of a negative weighted sum has no value: refuse it here too, for
   // device-matrix weights (whose entries R cannot see) as for host ones.
   if (has_b && b_min < 0) gk_stop("logsumexp weights `b` must be non-negative");
@@ -172,10 +174,10 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
   gk_kernel_range_from_r(spec, xo.cols, range);
   rs.range = range;
-  rs.reduction = reduction_code;
-  rs.k = gk_as_int(k);
-  rs.single = gk_as_flag(single);
-  rs.method = (gk_reduce_method) gk_as_int(method);
+  rs.reduction = reduction;
+  rs.k = k;
+  rs.single = single;
+  rs.method = method;
   gk_reduce_ranges blocks;
   rs.ranges = NULL;
   if (!Rf_isNull(ranges)) {
@@ -186,18 +188,14 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   int m = (int) xo.rows;
   int vcols = reduce_value_columns(rs.reduction, has_b ? bo.cols : 1, rs.k);
   int icols = reduce_index_columns(rs.reduction, rs.k);
-  // vector_out: one-column results as plain vectors (what R returns to users).
-  int as_vector = gk_as_flag(vector_out);
-  SEXP values = PROTECT(as_vector && vcols == 1 ? Rf_allocVector(REALSXP, m)
-                                                 : Rf_allocMatrix(REALSXP, m, vcols));
-  SEXP index = PROTECT(as_vector && icols == 1 ? Rf_allocVector(INTSXP, m)
-                                                : Rf_allocMatrix(INTSXP, m, icols));
-  int on_gpu = gk_backend_is_gpu(backend);
+  SEXP values = PROTECT(vector_out && vcols == 1 ? Rf_allocVector(REALSXP, m)
+                                                  : Rf_allocMatrix(REALSXP, m, vcols));
+  SEXP index = PROTECT(vector_out && icols == 1 ? Rf_allocVector(INTSXP, m)
+                                                 : Rf_allocMatrix(INTSXP, m, icols));
   if (!on_gpu && (xo.device || yo.device || bo.device))
     gk_stop("device matrices can only be used with backend = \"gpu\"");
   gk_error err;
   gk_error_clear(&err);
-  // devices: 0-based GPUs to split the rows over; none means the selected GPU.
   if (on_gpu && Rf_length(devices) > 1 && rs.ranges)
     gk_stop("block-sparse `ranges` run on one GPU: give at most one device");
   if (on_gpu && Rf_length(devices) > 0 && !rs.ranges)
@@ -206,8 +204,8 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   else if (on_gpu)
     reduce_cuda(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), &err);
   else
-    reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),
-               gk_as_int(threads), &err);
+    reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), threads,
+               &err);
   if (err.status) {
     UNPROTECT(2);
     gk_raise(&err);
@@ -221,6 +219,144 @@ SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP
   SET_VECTOR_ELT(out, 1, index);
   UNPROTECT(3);
   gk_finish(&err);
+  return out;
+}
+
+/* kernel_reduce()'s general path, once R has checked every argument. */
+SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices,
+                 SEXP ranges)
+{
+  return reduce_run(x, y, b, spec, (gk_reduction) gk_as_int(reduction), gk_as_int(k),
+                    gk_as_flag(single), (gk_reduce_method) gk_as_int(method),
+                    gk_backend_is_gpu(backend), gk_as_int(threads), gk_as_flag(vector_out),
+                    devices, ranges);
+}
+
+/* The code of `arg` among the named integer codes `choices` (as
+ * gk_match_choice() in R: one exact name, or the whole default vector for the
+ * first), or -1. */
+static int choice_code(SEXP arg, SEXP choices)
+{
+  SEXP names = Rf_getAttrib(choices, R_NamesSymbol);
+  R_xlen_t n = Rf_xlength(names);
+  if (TYPEOF(arg) != STRSXP) return -1;
+  if (Rf_xlength(arg) == 1) {
+    for (R_xlen_t i = 0; i < n; i++)
+      if (STRING_ELT(arg, 0) != NA_STRING &&
+          strcmp(CHAR(STRING_ELT(arg, 0)), CHAR(STRING_ELT(names, i))) == 0)
+        return INTEGER(choices)[i];
+    return -1;
+  }
+  if (Rf_xlength(arg) != n || ATTRIB(arg) != R_NilValue) return -1;
+  for (R_xlen_t i = 0; i < n; i++)
+    if (STRING_ELT(arg, i) == NA_STRING ||
+        strcmp(CHAR(STRING_ELT(arg, i)), CHAR(STRING_ELT(names, i))) != 0)
+      return -1;
+  return INTEGER(choices)[0];
+}
+
+/* A plain (classless) finite number that is a whole number >= 1 (-1 otherwise). */
+static double whole_at_least_one(SEXP a)
+{
+  if (OBJECT(a) || Rf_xlength(a) != 1) return -1;
+  double v = TYPEOF(a) == INTSXP ? (INTEGER(a)[0] == NA_INTEGER ? -1 : INTEGER(a)[0])
+           : TYPEOF(a) == REALSXP ? REAL(a)[0] : -1;
+  return R_FINITE(v) && v >= 1 && v == floor(v) ? v : -1;
+}
+
+/* A classless double matrix, or vector (one column), of finite values with
+ * `cols` columns (any number >= 1 when cols is 0): what kernel_reduce() takes
+ * as it is. Its rows go to *rows. */
+static int plain_doubles(SEXP a, int cols, R_xlen_t *rows)
+{
+  if (TYPEOF(a) != REALSXP || OBJECT(a)) return 0;
+  int is_matrix = Rf_isMatrix(a);
+  if (!is_matrix && Rf_getAttrib(a, R_DimSymbol) != R_NilValue) return 0;
+  if (!is_matrix && Rf_xlength(a) > INT_MAX) return 0;   // no R matrix is that long
+  int ncol = is_matrix ? Rf_ncols(a) : 1;
+  if (ncol < 1 || (cols > 0 && ncol != cols)) return 0;
+  *rows = is_matrix ? Rf_nrows(a) : Rf_xlength(a);
+  return gk_all_finite(REAL(a), Rf_xlength(a));
+}
+
+/* kernel_reduce()'s common call in one step, for the microseconds a small
+ * call costs in R's checks: R double matrices or vectors, dense, in this
+ * process, with `spec` from as_gk_kernel() and `backend` from gk_backend().
+ * It accepts exactly what the general path accepts without converting
+ * (classless double points and weights, all finite; choices and numbers as
+ * the R checks want them) and returns what kernel_reduce() returns. Anything
+ * else gives NULL, not an error: the general path then converts it or stops
+ * with the message that names what is wrong, so the messages live in R only.
+ * `reductions`, `methods`: R's named codes (gk_reductions, gk_reduce_methods). */
+SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP axis,
+                       SEXP precision, SEXP method, SEXP backend, SEXP threads,
+                       SEXP reductions, SEXP methods)
+{
+  int code = choice_code(reduction, reductions), scheme = choice_code(method, methods);
+  if (code < 0 || scheme < 0) return R_NilValue;
+  if (TYPEOF(precision) != STRSXP || Rf_xlength(precision) != 1) return R_NilValue;
+  const char *digits = CHAR(STRING_ELT(precision, 0));
+  int single = strcmp(digits, "single") == 0;
+  if (!single && strcmp(digits, "double") != 0) return R_NilValue;
+  double ax = whole_at_least_one(axis);
+  if (ax != 1 && ax != 2) return R_NilValue;
+  R_xlen_t m, n;
+  if (!plain_doubles(x, 0, &m)) return R_NilValue;
+  int dim = Rf_isMatrix(x) ? Rf_ncols(x) : 1;
+  if (y == x) n = m;
+  else if (!plain_doubles(y, dim, &n)) return R_NilValue;
+  if (ax == 2) {   // the transposed reduction: over the rows of x for each row of y
+    SEXP swap = x;
+    x = y;
+    y = swap;
+    n = m;
+  }
+  if (!Rf_inherits(spec, "gk_kernel")) return R_NilValue;
+  SEXP range = gk_list_get(spec, "range");
+  if (TYPEOF(range) != REALSXP || (Rf_xlength(range) != 1 && Rf_xlength(range) != dim))
+    return R_NilValue;
+
+  int weighted = code == GK_REDUCE_SUM || code == GK_REDUCE_LOGSUMEXP ||
+                 code == GK_REDUCE_SOFTMAX_SUM;
+  R_xlen_t b_rows;
+  if (!weighted && !Rf_isNull(b)) return R_NilValue;
+  if (weighted && !Rf_isNull(b)) {
+    if (!plain_doubles(b, 0, &b_rows) || b_rows != n) return R_NilValue;
+    if (code == GK_REDUCE_LOGSUMEXP) {
+      const double *v = REAL(b);
+      for (R_xlen_t q = 0; q < Rf_xlength(b); q++)
+        if (v[q] < 0) return R_NilValue;
+    }
+  }
+  double kk = 1;
+  if (code == GK_REDUCE_KMIN) {
+    kk = whole_at_least_one(k);
+    if (kk < 1 || kk > n) return R_NilValue;
+  }
+  // One-column results come back as plain vectors, as from the general path.
+  int vector_out = code != GK_REDUCE_KMIN && !Rf_isMatrix(b);
+  int nprot = 0;
+  if (weighted && Rf_isNull(b)) {   // no weights: all ones
+    b = PROTECT(Rf_allocVector(REALSXP, n));
+    nprot++;
+    for (R_xlen_t q = 0; q < n; q++) REAL(b)[q] = 1.0;
+  }
+  SEXP res = PROTECT(reduce_run(x, y, b, spec, (gk_reduction) code, (int) kk, single,
+                                (gk_reduce_method) scheme, gk_backend_is_gpu(backend),
+                                gk_as_int(threads), vector_out, R_NilValue, R_NilValue));
+  nprot++;
+  SEXP out = VECTOR_ELT(res, 0);
+  if (code == GK_REDUCE_ARGMIN || code == GK_REDUCE_ARGMAX) {
+    out = VECTOR_ELT(res, 1);
+  } else if (code == GK_REDUCE_KMIN) {
+    const char *names[] = {"values", "index", ""};
+    out = PROTECT(Rf_mkNamed(VECSXP, names));
+    nprot++;
+    SET_VECTOR_ELT(out, 0, VECTOR_ELT(res, 0));
+    SET_VECTOR_ELT(out, 1, VECTOR_ELT(res, 1));
+  }
+  UNPROTECT(nprot);
   return out;
 }
 

@@ -94,13 +94,21 @@ int gk_as_flag(SEXP x) { return Rf_asLogical(x) == TRUE; }
 int gk_as_int(SEXP x) { return Rf_asInteger(x); }
 double gk_as_double(SEXP x) { return Rf_asReal(x); }
 
-static SEXP list_element(SEXP list, const char *name)
+SEXP gk_list_get(SEXP list, const char *name)
 {
   SEXP names = Rf_getAttrib(list, R_NamesSymbol);
+  if (TYPEOF(list) != VECSXP || TYPEOF(names) != STRSXP) return R_NilValue;
   for (R_xlen_t i = 0; i < Rf_xlength(list); i++)
     if (strcmp(CHAR(STRING_ELT(names, i)), name) == 0) return VECTOR_ELT(list, i);
-  gk_stop("internal error in gpukernels: kernel specification has no '%s'", name);
   return R_NilValue;
+}
+
+static SEXP list_element(SEXP list, const char *name)
+{
+  SEXP value = gk_list_get(list, name);
+  if (value == R_NilValue)
+    gk_stop("internal error in gpukernels: kernel specification has no '%s'", name);
+  return value;
 }
 
 gk_kernel gk_kernel_from_r(SEXP spec)
@@ -154,14 +162,10 @@ void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
   }
 }
 
-/* Errors if a double vector holds NA, NaN or Inf. The common all-finite case is
- * one branch-free pass (x * 0 is 0 for finite x and NaN otherwise, so the sum
- * is NaN exactly when some element is not finite); only then is the first bad
- * element looked for, to say which kind it is. */
-SEXP gk_r_check_finite(SEXP x, SEXP arg)
+/* The common all-finite case is one branch-free pass: x * 0 is 0 for finite x
+ * and NaN otherwise, so the sum is NaN exactly when some element is not finite. */
+int gk_all_finite(const double *v, R_xlen_t n)
 {
-  const double *v = REAL(x);
-  R_xlen_t n = Rf_xlength(x);
   double poison[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // independent chains run in parallel
   R_xlen_t q = 0;
   for (; q + 8 <= n; q += 8)
@@ -169,8 +173,17 @@ SEXP gk_r_check_finite(SEXP x, SEXP arg)
   for (; q < n; q++) poison[0] += v[q] * 0.0;
   double total = 0.0;
   for (int l = 0; l < 8; l++) total += poison[l];
-  if (total == 0.0) return R_NilValue;
-  for (q = 0; q < n; q++) {
+  return total == 0.0;
+}
+
+/* Errors if a double vector holds NA, NaN or Inf; only then is the first bad
+ * element looked for, to say which kind it is. */
+SEXP gk_r_check_finite(SEXP x, SEXP arg)
+{
+  const double *v = REAL(x);
+  R_xlen_t n = Rf_xlength(x);
+  if (gk_all_finite(v, n)) return R_NilValue;
+  for (R_xlen_t q = 0; q < n; q++) {
     if (ISNAN(v[q])) gk_stop("`%s` contains NA or NaN values", CHAR(STRING_ELT(arg, 0)));
     if (!R_FINITE(v[q])) gk_stop("`%s` contains infinite values", CHAR(STRING_ELT(arg, 0)));
   }

@@ -55,6 +55,12 @@ int gk_as_flag(SEXP x);
 int gk_as_int(SEXP x);
 double gk_as_double(SEXP x);
 
+/* The element `name` of a named list, or R_NilValue when it has none. */
+SEXP gk_list_get(SEXP list, const char *name);
+
+/* TRUE when none of the n doubles is NA, NaN or infinite (one pass, no branches). */
+int gk_all_finite(const double *v, R_xlen_t n);
+
 /* The kernel specification list built by gk_kernel() in R. */
 gk_kernel gk_kernel_from_r(SEXP spec);
 

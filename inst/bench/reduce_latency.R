@@ -1,5 +1,5 @@
 # Where the time of one small reduction call goes (N = M = 1e4, D = 3, gaussian
-# sum, float32): the whole call from R, the same with data already on the GPU,
+# sum, float32 and float64): the whole call from R, the same with data already on the GPU,
 # the R-side checks alone (CPU backend on one point), the finiteness check, and
 # the C side alone.
 # Medians of 7 batches of 300 calls after a warm-up.
@@ -17,12 +17,13 @@ one <- x[1, , drop = FALSE]
 # The C side alone: the same call through .Call with the arguments already
 # checked (what remains is the upload, the kernels, the download).
 spec <- gpukernels:::as_gk_kernel(kernel)
-direct <- function(x, y, b) .Call(gpukernels:::gk_r_reduce, x, y, b, spec, 0L, 1L, TRUE, 0L,
-                                  "gpu", 0L, TRUE)
+direct <- function(x, y, b, single = TRUE) .Call(gpukernels:::gk_r_reduce, x, y, b, spec, 0L, 1L,
+                                                 single, 0L, "gpu", 0L, TRUE, integer(), NULL)
 rows <- data.frame(
   part = c("whole call, host data (float32)", "whole call, host data (float64)",
            "whole call, device data (float32)", "R-side work only (CPU backend, 1 point)",
            "finiteness check of x (1e4 x 3)", "C side only, host data (float32)",
+           "C side only, host data (float64)",
            "C side only, device data (float32)"),
   microseconds = c(
     per_call_us(function() kernel_matvec(x, x, b, kernel, precision = "single")),
@@ -34,6 +35,7 @@ rows <- data.frame(
     per_call_us(function() kernel_matvec(one, one, 1, kernel, precision = "single", backend = "cpu")),
     per_call_us(function() .Call(gpukernels:::gk_r_check_finite, x, "x")),
     per_call_us(function() direct(x, x, b)),
+    per_call_us(function() direct(x, x, b, single = FALSE)),
     local({
       px <- gpukernels:::gk_device_matrix_ptr(gk_device_matrix(x, "single"))
       pb <- gpukernels:::gk_device_matrix_ptr(gk_device_matrix(b, "single"))

@@ -296,7 +296,11 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   const size_t block = 4096;
   for (size_t start = 0; start < job.m; start += block) {
     ptrdiff_t end = (ptrdiff_t) (start + block < job.m ? start + block : job.m);
-#pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads)
+    // No more threads than chunks of 16 rows: the others would get no work,
+    // and starting them is most of a small call's time.
+    ptrdiff_t chunks = (end - (ptrdiff_t) start + 15) / 16;
+    int team = chunks < nthreads ? (int) chunks : nthreads;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(team)
     for (ptrdiff_t i = (ptrdiff_t) start; i < end; i++) {
       int t = gk_omp_thread_id();
       if (gk_stop_seen(&stop) || ((i % 16) == 0 && gk_stop_requested(&stop))) continue;

@@ -246,6 +246,59 @@ test_that("bad inputs give clear errors", {
                "range has 3 values")
 })
 
+test_that("plain calls run in one .Call with the general path's answers; it declines the rest", {
+  # kernel_reduce() first offers its arguments to gk_r_reduce_plain, which
+  # returns NULL for what it does not take. The general path is the reference:
+  # `devices` sends a call there, and the CPU backend ignores it.
+  plain <- function(x, y = x, b = NULL, kernel = gk_kernel("gaussian"),
+                    reduction = gpukernels:::gk_reduction_names, k = 1L, axis = 1L,
+                    precision = "double", method = c("auto", "1d", "2d")) {
+    .Call(gpukernels:::gk_r_reduce_plain, x, y, b, kernel, reduction, k, axis, precision,
+          method, "cpu", 0L, gpukernels:::gk_reductions, gpukernels:::gk_reduce_methods)
+  }
+  general <- function(...) kernel_reduce(..., backend = "cpu", devices = 1L)
+  x <- matrix(runif(12), 6, 2)
+  y <- matrix(runif(10), 5, 2)
+  k <- gk_kernel("matern", range = c(0.5, 2), smoothness = 1.5)
+  taken <- list(
+    list(x, y, rnorm(5), k), list(x, y, matrix(rnorm(10), 5), k), list(x, b = rnorm(6)),
+    list(x[, 1], y[, 1], kernel = gk_kernel("gaussian", range = 0.3)),
+    list(x, y, reduction = "min"), list(x, y, reduction = "argmax", method = "2d"),
+    list(x, y, reduction = "kmin", k = 5), list(x, y, reduction = "kmin", k = 2L, axis = 2),
+    list(x, y, abs(rnorm(5)), reduction = "logsumexp", precision = "single"),
+    list(x, y, matrix(rnorm(15), 5), reduction = "softmax_sum", method = "1d"),
+    list(x, y, rnorm(6), axis = 2L), list(x[0, ], y), list(x, y[0, ], numeric(0)),
+    list(x, y, reduction = "argmin", b = NULL, k = "ignored"))
+  for (args in taken) {
+    fast <- do.call(plain, args)
+    expect_false(is.null(fast))
+    expect_identical(fast, do.call(general, args))
+  }
+  declined <- list(
+    list(rbind(x, NA), y), list(x, rbind(y, Inf)), list(x, matrix(runif(3), 1, 3)),
+    list(x, y, rnorm(4)), list(x, y, c(1, NaN, 2, 3, 4)), list(x, y, matrix(0, 5, 0)),
+    list(x, y, c(1, -1, 2, 3, 4), reduction = "logsumexp"), list(x, y, 1:5),
+    list(x, y, rnorm(5), reduction = "min"), list(x, y, reduction = "kmin", k = 6),
+    list(x, y, reduction = "kmin", k = 1.5), list(x, y, reduction = "kmin", k = NA),
+    list(x, y, reduction = "kmin", k = TRUE), list(x, y, reduction = "median"),
+    list(x, y, reduction = NA_character_), list(x, y, reduction = c("sum", "min")),
+    list(x, y, reduction = factor("sum")), list(x, y, axis = 3), list(x, y, axis = TRUE),
+    list(x, y, axis = 1.5), list(x, y, axis = c(1, 2)), list(x, y, precision = "half"),
+    list(x, y, precision = NA_character_), list(x, y, method = "3d"),
+    list(x, y, kernel = gk_kernel("gaussian", range = c(1, 2, 3))), list(x, y, kernel = "gaussian"),
+    list(matrix(1:6, 3), y), list(x[, 0], y[, 0]), list(structure(x, class = "foo"), y),
+    list(array(runif(6)), y[, 1]))
+  for (args in declined) expect_null(do.call(plain, args))
+  # What the general path says of some of them.
+  expect_error(kernel_reduce(x, y, matrix(0, 5, 0)), "`b` has no columns")
+  expect_error(kernel_reduce(x[, 0], y[, 0]), "`x` has no columns")
+  expect_error(kernel_reduce(x, y, reduction = "kmin", k = 1.5), "`k` must be a whole number")
+  expect_error(kernel_reduce(x, y, axis = TRUE), "`axis` must be a whole number")
+  expect_error(kernel_reduce(array(runif(6)), y[, 1]), "numeric matrix")
+  expect_identical(kernel_reduce(matrix(1:6, 3), y, backend = "cpu"),
+                   plain(matrix(as.double(1:6), 3), y))
+})
+
 test_that("device matrices round-trip and are accepted wherever a matrix is", {
   skip_if_no_gpu()
   x <- matrix(runif(500 * 3), 500, 3)
