@@ -288,13 +288,13 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     const size_t v0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
     const size_t v1 = v0 + a.j_chunk < a.j_end ? v0 + a.j_chunk : a.j_end;
     size_t pos = 0, lo = 0, hi = 0;   // position in the list; the current range's rest
-    auto clip = [&](int l) {
+    auto read_range = [&](int l) {
       lo = (size_t) a.redranges[2 * l];
       hi = (size_t) a.redranges[2 * l + 1];
     };
     int l = list0;
     for (; l < list1; l++) {   // to the range holding v0
-      clip(l);
+      read_range(l);
       if (pos + (hi - lo) > v0) {
         lo += v0 - pos;
         pos = v0;
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
         filled += (int) take;
         lo += take;
         pos += take;
-        if (lo == hi && ++l < list1) clip(l);
+        if (lo == hi && ++l < list1) read_range(l);
       }
       reduce_tile(filled, [&](int q) { return tile_j[q]; });
     }
