@@ -248,6 +248,13 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' @export
 knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
                 backend = NULL, devices = NULL, workers = NULL, ranges = NULL) {
+  # The common call (R double matrices, dense, one GPU or the CPU) in one .Call,
+  # distances included (gk_r_knn_plain); NULL: the general path below.
+  if (is.null(ranges) && is.null(devices) && gk_in_process(workers)) {
+    res <- .Call(gk_r_knn_plain, x, y, k, precision, method, gk_backend(backend), gk_threads(),
+                 gk_reduce_methods)
+    if (!is.null(res)) return(res)
+  }
   y_is_x <- identical(y, x)
   scale <- 1
   if (!inherits(x, "gk_device_matrix") && !inherits(y, "gk_device_matrix")) {

@@ -22,6 +22,8 @@ SEXP gk_r_omp_threads(void);
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
 SEXP gk_r_knn_distances(SEXP squares, SEXP scale);
 SEXP gk_r_knn_scale(SEXP x, SEXP y);
+SEXP gk_r_knn_plain(SEXP x, SEXP y, SEXP k, SEXP precision, SEXP method, SEXP backend,
+                    SEXP threads, SEXP methods);
 
 /* the progress sink (r_progress.c) */
 SEXP gk_r_progress_sink(SEXP fun);
@@ -100,6 +102,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
+  {"gk_r_knn_plain", (DL_FUNC) &gk_r_knn_plain, 8},
   {"gk_r_progress_sink", (DL_FUNC) &gk_r_progress_sink, 1},
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},

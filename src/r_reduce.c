@@ -148,12 +148,55 @@ const double *gk_r_rhs_block(SEXP v, int n, int *cols)
   return REAL(v);
 }
 
-/* Runs a reduction whose arguments are checked. Returns list(values, index):
- * M x value-columns doubles and M x index-columns integers (1-based, NA for an
- * empty reduction), vectors when vector_out and there is one column. The C
- * cores check `ranges` (NULL or the list of r_reduce_ranges.h) against the
- * sizes; b is NULL for reductions without weights; devices: 0-based GPUs to
+/* Runs the reduction rs over operands already checked. Returns list(values,
+ * index): M x value-columns doubles and M x index-columns integers (1-based,
+ * NA for an empty reduction), vectors when vector_out and there is one
+ * column. bo is NULL for reductions without weights; devices: 0-based GPUs to
  * split the rows over, none for the selected GPU. */
+static SEXP reduce_run_spec(const gk_reduce_spec *rs, const gk_reduce_operand *xo,
+                            const gk_reduce_operand *yo, const gk_reduce_operand *bo, int on_gpu,
+                            int threads, int vector_out, SEXP devices)
+{
+  int m = (int) xo->rows;
+  int vcols = reduce_value_columns(rs->reduction, bo ? bo->cols : 1, rs->k);
+  int icols = reduce_index_columns(rs->reduction, rs->k);
+  SEXP values = PROTECT(vector_out && vcols == 1 ? Rf_allocVector(REALSXP, m)
+                                                  : Rf_allocMatrix(REALSXP, m, vcols));
+  SEXP index = PROTECT(vector_out && icols == 1 ? Rf_allocVector(INTSXP, m)
+                                                 : Rf_allocMatrix(INTSXP, m, icols));
+  if (!on_gpu && (xo->device || yo->device || (bo && bo->device)))
+    gk_stop("device matrices can only be used with backend = \"gpu\"");
+  gk_error err;
+  gk_error_clear(&err);
+  if (on_gpu && Rf_length(devices) > 1 && rs->ranges)
+    gk_stop("block-sparse `ranges` run on one GPU: give at most one device");
+  if (on_gpu && Rf_length(devices) > 0 && !rs->ranges)
+    reduce_cuda_devices(rs, xo, yo, bo, REAL(values), INTEGER(index), INTEGER(devices),
+                        Rf_length(devices), &err);
+  else if (on_gpu)
+    reduce_cuda(rs, xo, yo, bo, REAL(values), INTEGER(index), &err);
+  else
+    reduce_cpu(rs, xo, yo, bo, REAL(values), INTEGER(index), threads, &err);
+  if (err.status) {
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  // The cores write 0 for "no index" (an empty reduction): R's NA.
+  int *ix = INTEGER(index);
+  for (R_xlen_t q = 0; q < Rf_xlength(index); q++)
+    if (ix[q] == 0) ix[q] = NA_INTEGER;
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(out, 0, values);
+  SET_VECTOR_ELT(out, 1, index);
+  UNPROTECT(3);
+  gk_finish(&err);
+  return out;
+}
+
+/* Runs a reduction whose arguments are checked (reduce_run_spec), with the
+ * kernel `spec` from R. The C cores check `ranges` (NULL or the list of
+ * r_reduce_ranges.h) against the sizes; b is NULL for reductions without
+ * weights. */
 static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction, int k,
                        int single, gk_reduce_method method, int on_gpu, int threads,
                        int vector_out, SEXP devices, SEXP ranges)
@@ -169,7 +212,7 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
   if (xo.cols != yo.cols) gk_stop("`x` and `y` must have the same number of columns");
   if (has_b && bo.rows != yo.rows) gk_stop("`b` must have one row per point reduced over");
   gk_reduce_spec rs;
-  memset(&rs, 0, sizeof rs);   // fields not set below (device_out) are off
+  memset(&rs, 0, sizeof rs);   // fields not set below (device_out, root_scale) are off
   rs.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
   gk_kernel_range_from_r(spec, xo.cols, range);
@@ -184,42 +227,7 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
     gk_reduce_ranges_from_r(ranges, &blocks);
     rs.ranges = &blocks;
   }
-
-  int m = (int) xo.rows;
-  int vcols = reduce_value_columns(rs.reduction, has_b ? bo.cols : 1, rs.k);
-  int icols = reduce_index_columns(rs.reduction, rs.k);
-  SEXP values = PROTECT(vector_out && vcols == 1 ? Rf_allocVector(REALSXP, m)
-                                                  : Rf_allocMatrix(REALSXP, m, vcols));
-  SEXP index = PROTECT(vector_out && icols == 1 ? Rf_allocVector(INTSXP, m)
-                                                 : Rf_allocMatrix(INTSXP, m, icols));
-  if (!on_gpu && (xo.device || yo.device || bo.device))
-    gk_stop("device matrices can only be used with backend = \"gpu\"");
-  gk_error err;
-  gk_error_clear(&err);
-  if (on_gpu && Rf_length(devices) > 1 && rs.ranges)
-    gk_stop("block-sparse `ranges` run on one GPU: give at most one device");
-  if (on_gpu && Rf_length(devices) > 0 && !rs.ranges)
-    reduce_cuda_devices(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index),
-                        INTEGER(devices), Rf_length(devices), &err);
-  else if (on_gpu)
-    reduce_cuda(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), &err);
-  else
-    reduce_cpu(&rs, &xo, &yo, has_b ? &bo : NULL, REAL(values), INTEGER(index), threads,
-               &err);
-  if (err.status) {
-    UNPROTECT(2);
-    gk_raise(&err);
-  }
-  // The cores write 0 for "no index" (an empty reduction): R's NA.
-  int *ix = INTEGER(index);
-  for (R_xlen_t q = 0; q < Rf_xlength(index); q++)
-    if (ix[q] == 0) ix[q] = NA_INTEGER;
-  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
-  SET_VECTOR_ELT(out, 0, values);
-  SET_VECTOR_ELT(out, 1, index);
-  UNPROTECT(3);
-  gk_finish(&err);
-  return out;
+  return reduce_run_spec(&rs, &xo, &yo, has_b ? &bo : NULL, on_gpu, threads, vector_out, devices);
 }
 
 /* kernel_reduce()'s general path, once R has checked every argument. */
@@ -280,6 +288,17 @@ static int plain_doubles(SEXP a, int cols, R_xlen_t *rows)
   return gk_all_finite(REAL(a), Rf_xlength(a));
 }
 
+/* "single" or "double" (as gk_check_precision() takes it): *single is set. */
+static int plain_precision(SEXP precision, int *single)
+{
+  if (TYPEOF(precision) != STRSXP || Rf_xlength(precision) != 1 ||
+      STRING_ELT(precision, 0) == NA_STRING)
+    return 0;
+  const char *digits = CHAR(STRING_ELT(precision, 0));
+  *single = strcmp(digits, "single") == 0;
+  return *single || strcmp(digits, "double") == 0;
+}
+
 /* kernel_reduce()'s common call in one step, for the microseconds a small
  * call costs in R's checks: R double matrices or vectors, dense, in this
  * process, with `spec` from as_gk_kernel() and `backend` from gk_backend().
@@ -295,10 +314,8 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
 {
   int code = choice_code(reduction, reductions), scheme = choice_code(method, methods);
   if (code < 0 || scheme < 0) return R_NilValue;
-  if (TYPEOF(precision) != STRSXP || Rf_xlength(precision) != 1) return R_NilValue;
-  const char *digits = CHAR(STRING_ELT(precision, 0));
-  int single = strcmp(digits, "single") == 0;
-  if (!single && strcmp(digits, "double") != 0) return R_NilValue;
+  int single;
+  if (!plain_precision(precision, &single)) return R_NilValue;
   double ax = whole_at_least_one(axis);
   if (ax != 1 && ax != 2) return R_NilValue;
   R_xlen_t m, n;
@@ -357,6 +374,49 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
     SET_VECTOR_ELT(out, 1, VECTOR_ELT(res, 1));
   }
   UNPROTECT(nprot);
+  return out;
+}
+
+/* knn()'s common call in one step, as gk_r_reduce_plain for kernel_reduce():
+ * classless double matrices of finite values (y may be x), one GPU or the
+ * CPU, in this process. The points' scale (reduce_knn_scale) becomes the
+ * kernel's range, and the engine returns the distances themselves
+ * (root_scale), so no pass over the points or the results is left to R.
+ * Returns list(index, distance), or NULL for anything else (the general path
+ * then converts it or stops with the message). */
+SEXP gk_r_knn_plain(SEXP x, SEXP y, SEXP k, SEXP precision, SEXP method, SEXP backend,
+                    SEXP threads, SEXP methods)
+{
+  int scheme = choice_code(method, methods), single;
+  if (scheme < 0 || !plain_precision(precision, &single)) return R_NilValue;
+  R_xlen_t m, n;
+  if (!Rf_isMatrix(x) || !plain_doubles(x, 0, &m)) return R_NilValue;
+  int dim = Rf_ncols(x);
+  if (y == x) n = m;
+  else if (!Rf_isMatrix(y) || !plain_doubles(y, dim, &n)) return R_NilValue;
+  double kk = whole_at_least_one(k);
+  if (kk < 1 || kk > n) return R_NilValue;
+
+  double scale = reduce_knn_scale(REAL(x), (size_t) m, REAL(y), (size_t) n, dim);
+  double *range = (double *) R_alloc((size_t) dim, sizeof(double));
+  for (int d = 0; d < dim; d++) range[d] = scale;
+  gk_reduce_spec rs;
+  memset(&rs, 0, sizeof rs);
+  rs.kernel = gk_kernel_make(GK_KERNEL_SQUARED_DISTANCE, 1.0, NAN);
+  rs.range = range;
+  rs.reduction = GK_REDUCE_KMIN;
+  rs.k = (int) kk;
+  rs.single = single;
+  rs.method = (gk_reduce_method) scheme;
+  rs.root_scale = scale;
+  gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
+  SEXP res = PROTECT(reduce_run_spec(&rs, &xo, &yo, NULL, gk_backend_is_gpu(backend),
+                                     gk_as_int(threads), 0, R_NilValue));
+  const char *names[] = {"index", "distance", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(out, 0, VECTOR_ELT(res, 1));
+  SET_VECTOR_ELT(out, 1, VECTOR_ELT(res, 0));
+  UNPROTECT(2);
   return out;
 }
 

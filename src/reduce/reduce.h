@@ -114,6 +114,10 @@ typedef struct {
   double *device_out;
   /* reduce_cuda only, NULL for none: with `ranges`, the plan to use or fill. */
   gk_reduce_plan *plan;
+  /* 0: the values are F itself. > 0 (MIN and KMIN of the squared distance):
+   * root_scale * sqrt(max(F, 0)), knn's distances, computed where the values
+   * are finished instead of in a pass over the results. */
+  double root_scale;
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device

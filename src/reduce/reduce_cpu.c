@@ -311,6 +311,9 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
       goto done;
     }
   }
+  if (spec->root_scale > 0 && out)
+    reduce_distances_from_squares(out, job.m * (size_t) reduce_value_columns(spec->reduction, job.e, spec->k),
+                                  spec->root_scale, out);
 done:
   free(pieces);
   free((void *) job.xs);

@@ -504,6 +504,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
   a.out_scale = gauss2 || sqdist_values(spec) ? spec->kernel.variance : 1.0;
+  a.root_scale = spec->root_scale;
   exp_poly_of(spec->kernel, &a.poly1, &a.poly2);
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
@@ -580,10 +581,11 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   char *base = (char *) workspace, *host = (char *) staging;
 
   // Coordinates are divided by the range (and, for the fast gaussian, scaled so
-  // that exp(-d^2/2) becomes 2^(-d'^2)).
+  // that exp(-d^2/2) becomes 2^(-d'^2 / EXP2_UNIT): times a power of two more
+  // in float64, exactly).
   double *scale_host = (double *) (host + at_scale);
-  for (int d = 0; d < dim; d++)
-    scale_host[d] = (exp2_points ? sqrt(0.5 / log(2.0)) : 1.0) / spec->range[d];
+  const double exp2_scale = sqrt(0.5 / log(2.0)) * sqrt((double) EXP2_UNIT<T>);
+  for (int d = 0; d < dim; d++) scale_host[d] = (exp2_points ? exp2_scale : 1.0) / spec->range[d];
   // Coordinates far from the origin (relative to the range) lose the digits
   // that distances need when they are scaled first: points are shifted to a
   // common point of the data (subtracted in double, then scaled) when the

@@ -54,13 +54,14 @@ struct ValKernel {
   }
 };
 
-// ...or the gaussian on coordinates pre-scaled by sqrt(log2(e) / 2), so that
-// exp(-d^2 / 2) = 2^(-stat); the variance is applied once at the end (sums)...
+// ...or the gaussian on coordinates pre-scaled by sqrt(EXP2_UNIT log2(e) / 2),
+// so that exp(-d^2 / 2) = 2^(-stat / EXP2_UNIT); the variance is applied once
+// at the end (sums)...
 struct ValGauss2 {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    return fast_exp2(-stat);
+    return exp2_units(-stat);
   }
 };
 
@@ -70,7 +71,7 @@ struct ValGauss2Variance {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    return (T) a.kernel.variance * fast_exp2(-stat);
+    return (T) a.kernel.variance * exp2_units(-stat);
   }
 };
 
@@ -88,7 +89,7 @@ struct ValSqdist {
 // ...and the exponential family (exponential, Matern 1/2, 3/2, 5/2):
 // variance (1 + d (poly1 + poly2 d)) exp(-d), d = sqrt(stat), with 2^t in one
 // MUFU.EX2 in float32 (as the gaussian path; relative error about 1e-6 for
-// the values that matter) and the degree-12 polynomial in float64.
+// the values that matter) and exp2_units' table and polynomial in float64.
 __device__ __forceinline__ float root_of(float s) { return s > 0.0f ? s * rsqrtf(s) : 0.0f; }
 __device__ __forceinline__ double root_of(double s) { return sqrt(s); }
 struct ValExpPoly {
@@ -97,7 +98,7 @@ struct ValExpPoly {
   {
     const T d = root_of(stat);
     const T poly = (T) 1 + d * ((T) a.poly1 + (T) a.poly2 * d);
-    return (T) a.kernel.variance * poly * fast_exp2(d * (T) -1.4426950408889634);
+    return (T) a.kernel.variance * poly * exp2_units(d * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
   }
 };
 
@@ -245,14 +246,25 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
         }
       };
       if constexpr (Op::QUEUE > 0) {
-        // Candidate queues are emptied by whole warps, between groups of
-        // pairs; the rest of the tile is followed by end_tile's checkpoint.
+        // Values in groups of CHECK_EVERY pairs per row, each group tested
+        // against the list as a whole (push_group), candidate queues emptied
+        // by whole warps; the rest of the tile is followed by end_tile's
+        // checkpoint.
+        constexpr int G = Op::CHECK_EVERY;
         int q = 0;
-        for (; q + Op::CHECK_EVERY <= len; q += Op::CHECK_EVERY) {
+        for (; q + G <= len; q += G) {
+          T v[NR][G];
 #pragma unroll
-          for (int u = 0; u < Op::CHECK_EVERY; u++) pair(q + u);
+          for (int u = 0; u < G; u++) {
+            const T *yj = tile + (q + u) * stride;
 #pragma unroll
-          for (int r = 0; r < NR; r++) st[r].checkpoint();
+            for (int r = 0; r < NR; r++) {
+              size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+              v[r][u] = Val::eval(pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner), a);
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < NR; r++) st[r].push_group(v[r], [&](int u) { return j_of(q + u); });
         }
         for (; q < len; q++) pair(q);
       } else {

@@ -45,16 +45,16 @@ __global__ void kmin_values(Args a, size_t i0, T *keys, int *vals, int *offsets)
 }
 
 // The first k of each sorted row (rows of length n) to rows i0 .. of the
-// results (column-major m x k; indices 1-based).
+// results (column-major m x k, values finished as a asks; indices 1-based).
 template <typename T>
 __global__ void kmin_keep(const T *keys, const int *vals, size_t n, int rows, int k, size_t i0,
-                          size_t m, double *out, int *index)
+                          size_t m, Args a, double *out, int *index)
 {
   const size_t count = (size_t) rows * k;
   for (size_t t = (size_t) blockIdx.x * blockDim.x + threadIdx.x; t < count;
        t += (size_t) gridDim.x * blockDim.x) {
     const size_t q = t / rows, r = t % rows;
-    out[i0 + r + q * m] = (double) keys[r * n + q];
+    out[i0 + r + q * m] = finished((double) keys[r * n + q], a);
     index[i0 + r + q * m] = vals[r * n + q] + 1;
   }
 }
@@ -132,7 +132,7 @@ gk_status kmin_large(const Args &a, gk_error *err)
                                                       chunk, offsets, offsets + 1);
       if (gk_cuda_status(code, "sorting the rows (large k)", err)) return err->status;
       kmin_keep<T><<<grid_for((size_t) chunk * k), 256>>>(kb.Current(), vb.Current(), n, chunk, k,
-                                                          i0, m, a.out, a.index);
+                                                          i0, m, a, a.out, a.index);
       if (gk_cuda_check_launch("keeping the k smallest (large k)", err)) return err->status;
     } else {
       for (int r = 0; r < chunk; r++) {
@@ -142,7 +142,7 @@ gk_status kmin_large(const Args &a, gk_error *err)
         code = cub::DeviceRadixSort::SortPairs(temp, bytes, kb, vb, (int) n);
         if (gk_cuda_status(code, "sorting a row (large k)", err)) return err->status;
         kmin_keep<T><<<grid_for((size_t) k), 256>>>(kb.Current(), vb.Current(), n, 1, k, i0 + r, m,
-                                                    a.out, a.index);
+                                                    a, a.out, a.index);
         if (gk_cuda_check_launch("keeping the k smallest (large k)", err)) return err->status;
       }
     }

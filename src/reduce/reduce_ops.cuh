@@ -31,6 +31,7 @@ struct Args {
   int inner;               // the kernel's statistic is an inner product
   gk_kernel kernel;
   double out_scale;        // multiplies finished sums (the gaussian fast path's variance)
+  double root_scale;       // > 0: finished values are root_scale sqrt(values) (reduce.h)
   double poly1, poly2;     // the exponential family's polynomial (ValExpPoly)
   double *out;             // m x (value columns), or NULL
   int *index;              // m x (index columns), or NULL; 1-based, 0 = none
@@ -45,40 +46,73 @@ struct Args {
   double kept_pairs;
 };
 
-// 2^t in one MUFU.EX2 (t <= 0 here; relative error about 2^-22).
-__device__ __forceinline__ float fast_exp2(float t)
+// The exponentials of the GPU engine, 2^(u / EXP2_UNIT), take their argument
+// in units of 1 / EXP2_UNIT: 1 in float32 (one MUFU.EX2), 64 in float64 (a
+// table of 2^(q/64) and a short polynomial). Callers fold the unit into their
+// constants or into the scale of the points (a power of two: exact).
+template <typename T> constexpr T EXP2_UNIT = 1;
+template <> constexpr double EXP2_UNIT<double> = 64;
+
+// 2^u in one MUFU.EX2 (u <= 0 here; relative error about 2^-22).
+__device__ __forceinline__ float exp2_units(float u)
 {
   float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(u));
   return r;
 }
 
-// 2^t in double for t <= 0 without the library's range checks: t = n + f with
-// |f| <= 1/2, 2^f by its degree-12 Taylor polynomial (relative error < 3e-16),
-// 2^n added to the exponent. Below 2^-1021 it returns 0.
-__device__ __forceinline__ double fast_exp2(double t)
+// 2^(q/64), q = 0..63, correctly rounded. In global memory (read through
+// the read-only cache): the lanes of a warp read different entries, which
+// constant memory would serialize.
+static __device__ const double exp2_sixty_fourths[64] = {
+  1.0, 1.0108892860517005, 1.0218971486541166, 1.0330248790212284,
+  1.0442737824274138, 1.0556451783605572, 1.0671404006768237, 1.0787607977571199,
+  1.0905077326652577, 1.102382583307841, 1.1143867425958924, 1.1265216186082418,
+  1.1387886347566916, 1.1511892299529827, 1.1637248587775775, 1.1763969916502812,
+  1.189207115002721, 1.202156731452703, 1.215247359980469, 1.22848053610687,
+  1.241857812073484, 1.255380757024691, 1.2690509571917332, 1.2828700160787783,
+  1.2968395546510096, 1.3109612115247644, 1.3252366431597413, 1.339667524053303,
+  1.3542555469368927, 1.3690024229745905, 1.383909881963832, 1.3989796725383112,
+  1.4142135623730951, 1.42961333839197, 1.4451808069770467, 1.460917794180647,
+  1.4768261459394993, 1.4929077282912648, 1.5091644275934228, 1.5255981507445384,
+  1.5422108254079407, 1.559004400237837, 1.5759808451078865, 1.593142151342267,
+  1.6104903319492543, 1.6280274218573478, 1.645755478153965, 1.6636765803267364,
+  1.681792830507429, 1.7001063537185235, 1.718619298122478, 1.7373338352737062,
+  1.7562521603732995, 1.7753764925265212, 1.7947090750031072, 1.8142521755003989,
+  1.8340080864093424, 1.8539791250833855, 1.8741676341103, 1.8945759815869656,
+  1.9152065613971474, 1.9360617934922943, 1.9571441241754002, 1.978456026387951};
+
+// 2^(u/64) in double for u <= 0 without the library's range checks:
+// u = 64 e + q + r with |r| <= 1/2, 2^(r/64) by its degree-5 Taylor
+// polynomial (truncation 4e-17), times the table's 2^(q/64), with 2^e added
+// to the exponent: relative error below 3.3e-16 (inst/bench/RESULTS.md), in
+// 10 FP64 operations where a degree-12 polynomial on [-1/2, 1/2] took 16 (the
+// float64 sums are bound by the FP64 pipe). Below 2^-1021 it returns 0.
+__device__ __forceinline__ double exp2_units(double u)
 {
-  if (t < -1021.0) return 0.0;
   const double magic = 6755399441055744.0;   // 1.5 * 2^52: rounds to an integer
-  double shifted = t + magic;
+  double shifted = u + magic;
   int n = __double2loint(shifted);
-  double f = t - (shifted - magic);
-  double p = 2.5678435993488206e-11;   // Horner on c_q = (ln 2)^q / q!
-  p = fma(p, f, 4.4455382718708116e-10);
-  p = fma(p, f, 7.054911620801123e-09);
-  p = fma(p, f, 1.01780860092397e-07);
-  p = fma(p, f, 1.321548679014431e-06);
-  p = fma(p, f, 1.5252733804059841e-05);
-  p = fma(p, f, 0.0001540353039338161);
-  p = fma(p, f, 0.0013333558146428443);
-  p = fma(p, f, 0.009618129107628477);
-  p = fma(p, f, 0.05550410866482158);
-  p = fma(p, f, 0.24022650695910072);
-  p = fma(p, f, 0.6931471805599453);
-  p = fma(p, f, 1.0);
-  return __hiloint2double(__double2hiint(p) + n * (1 << 20), __double2loint(p));
+  double r = u - (shifted - magic);
+  double p = 1.2417843701716925e-12;   // Horner on c_q = (ln 2 / 64)^q / q!
+  p = fma(p, r, 5.732851688640402e-10);
+  p = fma(p, r, 2.1173137155464776e-07);
+  p = fma(p, r, 5.86490495505617e-05);
+  p = fma(p, r, 0.010830424696249145);
+  p = fma(p, r, 1.0);
+  p *= __ldg(&exp2_sixty_fourths[n & 63]);
+  // n >> 6 (rounding down) >= -1021 here; p in [0.99, 2): a normal result.
+  double v = __hiloint2double(__double2hiint(p) + (n >> 6) * (1 << 20), __double2loint(p));
+  return u < -1021.0 * 64 ? 0.0 : v;
 }
 
+// A finished value of MIN or KMIN: times out_scale (ValSqdist's variance),
+// then knn's distance when asked (root_scale > 0).
+__device__ __forceinline__ double finished(double v, const Args &a)
+{
+  v *= a.out_scale;
+  return a.root_scale > 0 ? a.root_scale * sqrt(v > 0 ? v : 0.0) : v;
+}
 
 template <typename T> __device__ __forceinline__ T plus_infinity();
 template <> __device__ __forceinline__ float plus_infinity<float>() { return INFINITY; }
@@ -156,7 +190,7 @@ struct ExtremeOp {
     if (o.arg >= 0) push(o.best, o.arg, nullptr, a);
   }
   __device__ void finish(const Args &a, size_t i) const {
-    if (a.out) a.out[i] = a.out_scale * (double) best;
+    if (a.out) a.out[i] = finished((double) best, a);
     if (a.index) a.index[i] = arg + 1;
   }
 };
@@ -171,15 +205,16 @@ struct ExtremeOp {
 // A value that beats it is not inserted at once: one lane inserting while the
 // other 31 wait costs the warp a whole insertion (about 5 instructions per
 // entry) for each lane's candidate, and with the 2D split every chunk's list
-// fills up anew. The tile loop pushes candidates into a per-thread queue in
-// shared memory (bind) and calls checkpoint every CHECK_EVERY pairs; when a
-// lane's queue is nearly full the whole warp empties its queues together, so
-// the lanes insert side by side.
+// fills up anew. The tile loop hands the values over in groups of
+// CHECK_EVERY (push_group): a group is compared with the threshold as a
+// whole, its candidates go to a per-thread queue in shared memory (bind), and
+// when a lane's queue is nearly full the whole warp empties its queues
+// together, so the lanes insert side by side.
 template <typename T, int KMAX>
 struct KMinOp {
   static constexpr int EC_ = 1;
   static constexpr int QUEUE = 16;        // queued candidates per row
-  static constexpr int CHECK_EVERY = 4;   // pairs between checkpoints
+  static constexpr int CHECK_EVERY = 4;   // values per group (push_group)
   static constexpr int EMPTY = -1, FILLER = -2;
   T val[KMAX];
   int idx[KMAX];
@@ -234,6 +269,26 @@ struct KMinOp {
       queue_end += queue_stride;
     }
   }
+  // CHECK_EVERY values of this row, v[u] for j = j_of(u), by all lanes of the
+  // warp together. Once the list has filled, most groups of the warp hold no
+  // candidate: they cost the group's minimum, one comparison and a vote,
+  // instead of a comparison and two predicated queue stores per value.
+  template <class JOf>
+  __device__ __forceinline__ void push_group(const T (&v)[CHECK_EVERY], JOf j_of) {
+    const T threshold = val[KMAX - 1];
+    T lowest = v[0];
+#pragma unroll
+    for (int u = 1; u < CHECK_EVERY; u++) lowest = fmin(lowest, v[u]);   // NaN: the other
+    if (!__any_sync(0xffffffffu, lowest <= threshold)) return;
+#pragma unroll
+    for (int u = 0; u < CHECK_EVERY; u++)
+      if (v[u] <= threshold) {
+        queue_val[queue_end] = v[u];
+        queue_j[queue_end] = j_of(u);
+        queue_end += queue_stride;
+      }
+    checkpoint();
+  }
   // Called by all lanes of the warp together (the tile loop is warp-uniform).
   __device__ __forceinline__ void checkpoint() {
     if (__any_sync(0xffffffffu, queue_end > (QUEUE - CHECK_EVERY) * queue_stride)) flush();
@@ -277,14 +332,14 @@ struct KMinOp {
     for (int q = 0; q < KMAX; q++) {
       const int p = q - (KMAX - a.k);
       if (p < 0) continue;
-      a.out[i + (size_t) p * a.m] = a.out_scale * (double) val[q];
+      a.out[i + (size_t) p * a.m] = finished((double) val[q], a);
       a.index[i + (size_t) p * a.m] = idx[q] + 1;
     }
   }
 };
 
 // log sum_j exp(F_ij) b_je, or the softmax average, with a running maximum
-// mx: the terms exp(F_ij - mx) as 2^((F_ij - mx) log2 e) (fast_exp2: one
+// mx: the terms exp(F_ij - mx) as 2^((F_ij - mx) log2 e) (exp2_units: one
 // MUFU.EX2 in float32, relative error about 1e-6 for the terms that matter;
 // the polynomial in float64), summed per tile in the compute precision and
 // folded into double totals at the tile's end, as SumOp does. den (the
@@ -299,7 +354,10 @@ struct ExpOp {
   double den;
   static int slots(int e, int k) { return e + 2; }
   static int index_slots(int k) { return 0; }
-  __device__ __forceinline__ static T exp_of(T t) { return fast_exp2(t * (T) 1.4426950408889634); }
+  __device__ __forceinline__ static T exp_of(T t)
+  {
+    return exp2_units(t * (T) (1.4426950408889634 * EXP2_UNIT<T>));
+  }
   __device__ void init(const Args &a) {
     mx = -plus_infinity<T>();
     den = 0.0;

@@ -146,12 +146,65 @@ test_that("GPU exponential-family sums match the CPU over the whole range, under
       # exponential give a relative error growing with d (about 5e-7 (1 + d));
       # values below about 1e-35 may flush to zero.
       floor <- if (precision == "double") 1e-290 else 1e-30
-      slope <- if (precision == "double") 1e-14 else 2e-6
+      slope <- if (precision == "double") 1e-15 else 2e-6
       normal <- cpu > floor
       expect_true(all(abs(gpu[normal] / cpu[normal] - 1) <= slope * (1 + d[normal])), label = label)
       expect_lt(max(abs(gpu[!normal] - cpu[!normal])), floor, label = label)
       expect_true(all(gpu >= 0), label = label)
     }
+  }
+})
+
+test_that("GPU float64 gaussian terms are within 1e-15 (1 + t) of the CPU's exp(-t), underflow included", {
+  skip_if_no_gpu()
+  # One y at the origin, b = 1: each result is one term exp(-d^2 / 2), through
+  # the table-and-polynomial exponential, from t = 0 to past the underflow
+  # (t = 745); the inputs' rounding grows the error with t.
+  set.seed(41)
+  d <- c(0, sort(runif(5)) * 1e-7, sort(runif(2000)) * 40, 38.5, 38.6, 38.7)
+  x <- cbind(d, 0, 0)
+  y <- matrix(0, 1, 3)
+  kernel <- gk_kernel("gaussian", range = 1, variance = 1.5)
+  cpu <- kernel_matvec(x, y, 1, kernel, backend = "cpu")
+  gpu <- kernel_matvec(x, y, 1, kernel, backend = "gpu")
+  t <- d^2 / 2
+  normal <- cpu > 1e-300
+  expect_true(all(abs(gpu[normal] / cpu[normal] - 1) <= 1e-15 * (1 + t[normal])))
+  expect_lt(max(abs(gpu[!normal])), 1e-300)
+  expect_true(any(!normal) && all(gpu >= 0))
+  # The same terms through logsumexp's and softmax's exponentials, with
+  # mean-zero weights: exp(F) b summed over two points per row.
+  y2 <- rbind(c(0, 0, 0), c(0.5, 0, 0))
+  b <- c(1.3, -0.7)
+  for (reduction in c("logsumexp", "softmax_sum")) {
+    bb <- if (reduction == "logsumexp") abs(b) else b
+    cpu <- kernel_reduce(x[1:300, ], y2, bb, kernel, reduction = reduction, backend = "cpu")
+    gpu <- kernel_reduce(x[1:300, ], y2, bb, kernel, reduction = reduction, backend = "gpu")
+    expect_lt(max(abs(gpu - cpu) / pmax(abs(cpu), 1e-300)), 1e-14, label = reduction)
+  }
+})
+
+test_that("knn's one-call path gives what the general path gives", {
+  # Integer points take the general path (converted in R), the same points as
+  # doubles the one-call path: indices identical (many ties), distances equal.
+  set.seed(42)
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    yi <- matrix(sample(0:6, 3 * 1031, TRUE), ncol = 3)
+    xi <- matrix(sample(0:6, 3 * 259, TRUE), ncol = 3)
+    storage.mode(yi) <- storage.mode(xi) <- "integer"
+    yd <- yi + 0
+    xd <- xi + 0
+    for (k in c(1, 4, 16, 23, 70)) {
+      general <- knn(xi, yi, k = k, precision = precision, backend = backend)
+      fast <- knn(xd, yd, k = k, precision = precision, backend = backend)
+      expect_identical(fast$index, general$index, info = paste(backend, precision, k))
+      expect_identical(fast$distance, general$distance, info = paste(backend, precision, k))
+      self <- knn(xd, k = k, precision = precision, backend = backend)
+      expect_identical(self$index, knn(xi, k = k, precision = precision, backend = backend)$index)
+    }
+    empty <- knn(xd[0, , drop = FALSE], yd, k = 3, precision = precision, backend = backend)
+    expect_identical(dim(empty$index), c(0L, 3L))
+    expect_identical(dim(empty$distance), c(0L, 3L))
   }
 })
 
