@@ -17,7 +17,7 @@
  * consecutive threads on consecutive entries. One warp per column: for
  * reflector j a warp takes columns j+1, j+1+W, ... (W warps), each as a
  * fragment of rows j..m-1 in registers (row j + lane + 32 t in entry t of
- * lane `lane`, RC entries per lane, zero at and below row m), sums its dot
+ * lane `lane`, RC entries per lane, zero for rows >= m), sums its dot
  * product with the reflector by shuffles and writes the column back. The
  * warp that updates column j+1 makes reflector j+1 from its fragment at once
  * (lookahead), so each column costs one __syncthreads. Once R has been
