@@ -16,7 +16,10 @@
 # generate / truncate / project of the compression; gen_qr_s: the batched QRs of
 # the generation, by CUDA events; GK_H2_GEN_QR=cublas in the environment takes
 # the geqrfBatched passes instead of the stack QR kernel, GK_H2_STACK_PIECES=p
-# then sets the coupling blocks per pass, default 4), GFLOP/s of the work done, memory
+# then sets the coupling blocks per pass, default 4; orth_basis_s: the new bases
+# and transfers of h2_orthogonalize(), its projections of the couplings not
+# included, and GK_H2_ORTH_QR=cublas takes geqrfBatched + form_q there instead of
+# the fused QR kernel of src/h2/h2_small_qr.cuh), GFLOP/s of the work done, memory
 # of the matrix and GPU memory taken by the compressed one (it shares the
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3
@@ -126,6 +129,7 @@ for (d in if (do_compress) 3:2 else integer(0)) for (precision in precisions) {
     err_b <- h2_error(B, probes = 2, iterations = 0, rows = min(n, 16384))$probe
     row <- data.frame(d = d, precision = precision, n = n, tol = tol,
                       orth_s = round(oc$seconds, 3),
+                      orth_basis_s = round(oc$seconds_orthogonalize, 3),
                       orth_GFLOPs = round(oc$flops / oc$seconds / 1e9, 1),
                       compress_s = round(cmp$seconds, 3),
                       compress_GFLOPs = round(cmp$flops / cmp$seconds / 1e9, 1),

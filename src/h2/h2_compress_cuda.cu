@@ -2,10 +2,16 @@
  * Orthogonalization and compression of a GPU H2 matrix (h2_compress.h): the
  * steps of h2_compress_cpu.c, level by level, with the nodes (or blocks) of a
  * level as one batch:
- * - QR factorizations: cuBLAS geqrfBatched (no size limit; a matrix with
- *   fewer rows than columns is padded with zero rows, which leaves R and the
- *   used part of Q unchanged). Q is formed from the reflectors by form_q (one
- *   thread block per matrix; cuBLAS and cuSOLVER have no batched orgqr).
+ * - The orthogonalization's QR factorizations (leaf bases, stacked
+ *   transfers) by small_qr_kernel (h2_small_qr.cuh): one thread block per
+ *   matrix in shared memory, R and the first columns of Q written out in one
+ *   launch (Q's halves straight into the children's transfers). Shapes beyond
+ *   it (more than 256 rows, or beyond the block's shared memory: 250 x 125 in
+ *   double, order 5 in 3D), or all with GK_H2_ORTH_QR=cublas, take cuBLAS
+ *   geqrfBatched (a matrix with fewer rows than columns padded with zero
+ *   rows, which leaves R and the used part of Q unchanged), take_r and
+ *   form_q (one thread block per matrix; cuBLAS and cuSOLVER have no batched
+ *   orgqr).
  * - The downsweep's stacks [R_parent E_i^T; S_e^T ...] (R only) by
  *   stack_qr_kernel (h2_stack_qr.cuh): one thread block per node, R in shared
  *   memory, the rows streamed from the heads and the coupling blocks where
@@ -47,6 +53,7 @@
 #include "h2/h2_compress.h"
 #include "h2/h2_svd_cuda.cuh"
 #include "h2/h2_stack_qr.cuh"
+#include "h2/h2_small_qr.cuh"
 #include "device/gk_hooks.h"
 
 // The largest workspace a chunked step allocates at once.
@@ -541,6 +548,82 @@ static gk_status interrupted(gk_error *err)
   return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
 }
 
+/* GK_H2_ORTH_QR=cublas: the orthogonalization's QRs through geqrfBatched,
+ * take_r and form_q at every level, for side-by-side measurements. */
+static bool orth_qr_cublas(void)
+{
+  const char *v = getenv("GK_H2_ORTH_QR");
+  return v && !strcmp(v, "cublas");
+}
+
+/* The fallback for the leaves (shapes beyond small_qr_fits, or GK_H2_ORTH_QR
+ * = cublas): U0_i (m x kq) = Q_i R_i by geqrfBatched on copies padded to
+ * ld = max(m, kq) rows, in chunks; Q_i(:, 1:r) to U (m x r per leaf), R_i's
+ * first r rows to Tl (r x kq per leaf). */
+template <typename T>
+static gk_status leaf_qr_cublas(xform<T> &x, work_set &w, const T *U0, T *U, T *Tl, int m,
+                                int kq, int r, int nodes)
+{
+  gk_error *err = x.err;
+  int ld = std::max(m, kq);
+  int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / ((size_t) ld * kq * sizeof(T)), nodes));
+  T *a = x.alloc(w, (size_t) chunk * ld * kq, "the H2 orthogonalization workspace");
+  T *tau = x.alloc(w, (size_t) chunk * kq, "the H2 orthogonalization workspace");
+  if (!a || !tau) return err->status;
+  for (int first = 0; first < nodes; first += chunk) {
+    int cnt = std::min(chunk, nodes - first);
+    // column j of leaf i: m entries to a pitch of ld (rows m..ld-1 zero)
+    if ((ld > m && gk_cuda_status(cudaMemsetAsync(a, 0, (size_t) cnt * ld * kq * sizeof(T), x.s),
+                                  "the H2 orthogonalization", err)) ||
+        gk_cuda_status(cudaMemcpy2DAsync(a, ld * sizeof(T), U0 + (size_t) first * m * kq,
+                                         m * sizeof(T), m * sizeof(T), (size_t) cnt * kq,
+                                         cudaMemcpyDeviceToDevice, x.s),
+                       "the H2 orthogonalization", err) ||
+        x.qr(a, ld, kq, tau, cnt))
+      return err->status;
+    size_t total = (size_t) cnt * r * kq;
+    take_r<T><<<grid_of(total), 256, 0, x.s>>>(a, ld, (size_t) ld * kq, kq,
+                                               Tl + (size_t) first * r * kq, r,
+                                               (size_t) r * kq, total);
+    form_q<T><<<cnt, 64, 0, x.s>>>(a, ld, (size_t) ld * kq, tau, kq, m, std::min(m, kq), r,
+                                  U + (size_t) first * m * r, m, (size_t) m * r);
+    if (x.launched("the H2 orthogonalization kernels")) return err->status;
+  }
+  if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
+    return err->status;
+  x.release(w, a);
+  x.release(w, tau);
+  return GK_OK;
+}
+
+/* The fallback for an inner level: the stacks z_i = [T_c1 E_c1; T_c2 E_c2]
+ * (2 kc x kp, leading dimension ld = max(2 kc, kp), zero below row 2 kc) =
+ * Q_i R_i by geqrfBatched (z overwritten); Q_i(:, 1:r)'s halves to the
+ * children's transfers En (kc x r each), R_i's first r rows to Tl. */
+template <typename T>
+static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, T *Tl, int kc,
+                                 int kp, int r, int nodes)
+{
+  gk_error *err = x.err;
+  int rows = 2 * kc;
+  T *tau = x.alloc(w, (size_t) nodes * kp, "the H2 orthogonalization workspace");
+  T *qs = x.alloc(w, (size_t) nodes * rows * r, "the H2 orthogonalization workspace");
+  if (!tau || !qs || x.qr(z, ld, kp, tau, nodes)) return err->status;
+  size_t total = (size_t) nodes * r * kp;
+  take_r<T><<<grid_of(total), 256, 0, x.s>>>(z, ld, (size_t) ld * kp, kp, Tl, r,
+                                             (size_t) r * kp, total);
+  form_q<T><<<nodes, 64, 0, x.s>>>(z, ld, (size_t) ld * kp, tau, kp, rows, std::min(rows, kp), r,
+                                  qs, rows, (size_t) rows * r);
+  total = (size_t) nodes * rows * r;
+  split_halves<T><<<grid_of(total), 256, 0, x.s>>>(qs, kc, r, En, total);
+  if (x.launched("the H2 orthogonalization kernels") ||
+      gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
+    return err->status;
+  x.release(w, tau);
+  x.release(w, qs);
+  return GK_OK;
+}
+
 /* The orthogonal form of x.in: structure ot, data O (sharing the dense
  * blocks), projections T[l] (kn x k per node) kept in w for the caller. */
 template <typename T>
@@ -576,70 +659,54 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
                      "the H2 orthogonalization", err))
     return err->status;
 
-  // Leaves: U_i = Q_i T_i (padded to ld >= kq rows for the QR).
+  const bool cublas_qr = orth_qr_cublas();
+  // Leaves: U_i = Q_i T_i, T_i = R_i (r x kq, r = min(m, kq)).
   {
-    int kq = k[q], r = kn[q], ld = std::max(m, kq), nodes = t->n_leaves;
-    int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / ((size_t) ld * kq * sizeof(T)), nodes));
-    T *a = x.alloc(w, (size_t) chunk * ld * kq, "the H2 orthogonalization workspace");
-    T *tau = x.alloc(w, (size_t) chunk * kq, "the H2 orthogonalization workspace");
-    Tl[q] = x.alloc(w, (size_t) nodes * r * kq, "the H2 projection tree");
-    if (!a || !tau || !Tl[q]) return err->status;
+    int kq = k[q], r = kn[q], nodes = t->n_leaves;
     const T *U0 = (const T *) x.in->U.ptr;
-    for (int first = 0; first < nodes; first += chunk) {
-      int cnt = std::min(chunk, nodes - first);
-      // column j of leaf i: m entries to a pitch of ld (rows m..ld-1 zero)
-      if ((ld > m && gk_cuda_status(cudaMemsetAsync(a, 0, (size_t) cnt * ld * kq * sizeof(T), x.s),
-                                    "the H2 orthogonalization", err)) ||
-          gk_cuda_status(cudaMemcpy2DAsync(a, ld * sizeof(T), U0 + (size_t) first * m * kq,
-                                           m * sizeof(T), m * sizeof(T), (size_t) cnt * kq,
-                                           cudaMemcpyDeviceToDevice, x.s),
-                         "the H2 orthogonalization", err) ||
-          x.qr(a, ld, kq, tau, cnt))
+    Tl[q] = x.alloc(w, (size_t) nodes * r * kq, "the H2 projection tree");
+    if (!Tl[q]) return err->status;
+    if (!cublas_qr && r == std::min(m, kq) && small_qr_fits<T>(m, kq)) {
+      small_qr_batch<T> b = {U0, (size_t) m * kq, m, kq, Tl[q], (size_t) r * kq,
+                             U, (size_t) m * r, m, m, 0};
+      if (gk_cuda_status(small_qr_launch<T>(nodes, b, x.s), "the H2 orthogonalization QR", err) ||
+          x.launched("the H2 orthogonalization QR"))
         return err->status;
-      size_t total = (size_t) cnt * r * kq;
-      take_r<T><<<grid_of(total), 256, 0, x.s>>>(a, ld, (size_t) ld * kq, kq,
-                                                 Tl[q] + (size_t) first * r * kq, r,
-                                                 (size_t) r * kq, total);
-      form_q<T><<<cnt, 64, 0, x.s>>>(a, ld, (size_t) ld * kq, tau, kq, m, std::min(m, kq), r,
-                                    U + (size_t) first * m * r, m, (size_t) m * r);
-      if (x.launched("the H2 orthogonalization kernels")) return err->status;
-      x.flops += 2 * h2_qr_flops(m, kq) * cnt;
+    } else if (leaf_qr_cublas(x, w, U0, U, Tl[q], m, kq, r, nodes)) {
+      return err->status;
     }
+    x.flops += 2 * h2_qr_flops(m, kq) * nodes;
     if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
       return err->status;
-    x.release(w, a);
-    x.release(w, tau);
   }
-  // Inner levels: [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the new transfers.
+  // Inner levels: Z = [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the new transfers.
   for (int l = q - 1; l >= top; l--) {
-    int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc;
-    int ld = std::max(rows, kp), nodes = 1 << l;
+    int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc, nodes = 1 << l;
+    const bool fused = !cublas_qr && r == std::min(rows, kp) && small_qr_fits<T>(rows, kp);
+    int ld = fused ? rows : std::max(rows, kp);   // geqrfBatched: zero rows to kp
     T *z = x.alloc(w, (size_t) nodes * ld * kp, "the H2 orthogonalization workspace", ld > rows);
-    T *tau = x.alloc(w, (size_t) nodes * kp, "the H2 orthogonalization workspace");
-    T *qs = x.alloc(w, (size_t) nodes * rows * r, "the H2 orthogonalization workspace");
     Tl[l] = x.alloc(w, (size_t) nodes * r * kp, "the H2 projection tree");
-    if (!z || !tau || !qs || !Tl[l]) return err->status;
+    if (!z || !Tl[l]) return err->status;
     const T *E0 = (const T *) x.in->E.ptr + t->transfer_ptr[l + 1];
     for (int c = 0; c < 2; c++)
       if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, kc, kp, ko, Tl[l + 1] + (size_t) c * kc * ko, kc,
                          (size_t) 2 * kc * ko, E0 + (size_t) c * ko * kp, ko, (size_t) 2 * ko * kp,
                          z + c * kc, ld, (size_t) ld * kp, nodes))
         return err->status;
-    if (x.qr(z, ld, kp, tau, nodes)) return err->status;
-    size_t total = (size_t) nodes * r * kp;
-    take_r<T><<<grid_of(total), 256, 0, x.s>>>(z, ld, (size_t) ld * kp, kp, Tl[l], r,
-                                               (size_t) r * kp, total);
-    form_q<T><<<nodes, 64, 0, x.s>>>(z, ld, (size_t) ld * kp, tau, kp, rows, std::min(rows, kp), r,
-                                    qs, rows, (size_t) rows * r);
-    total = (size_t) nodes * rows * r;
-    split_halves<T><<<grid_of(total), 256, 0, x.s>>>(qs, kc, r, E + ot->transfer_ptr[l + 1], total);
-    if (x.launched("the H2 orthogonalization kernels")) return err->status;
+    T *En = E + ot->transfer_ptr[l + 1];   // the children's new transfers, kc x r each
+    if (fused) {
+      small_qr_batch<T> b = {z, (size_t) rows * kp, rows, kp, Tl[l], (size_t) r * kp,
+                             En, (size_t) rows * r, kc, kc, (size_t) kc * r};
+      if (gk_cuda_status(small_qr_launch<T>(nodes, b, x.s), "the H2 orthogonalization QR", err) ||
+          x.launched("the H2 orthogonalization QR"))
+        return err->status;
+    } else if (inner_qr_cublas(x, w, z, ld, En, Tl[l], kc, kp, r, nodes)) {
+      return err->status;
+    }
     x.flops += nodes * (4.0 * kc * ko * kp + 2 * h2_qr_flops(rows, kp));
     if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 orthogonalization", err))
       return err->status;
     x.release(w, z);
-    x.release(w, tau);
-    x.release(w, qs);
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->seconds_orthogonalize = seconds_now() - start;

@@ -59,6 +59,19 @@ __host__ __device__ static inline int stack_qr_row_start(int j, int kl)
   return j * kl - j * (j - 1) / 2;   // row j of the packed triangle: columns j .. kl-1
 }
 
+/* beta, tau and the scale of v = b * scale of the reflector below (LAPACK's
+ * larfg without its rescaling) from alpha and s = ||b||^2: the caller keeps
+ * them in range (stack_qr_traits). Shared with h2_small_qr.cuh. */
+template <typename T>
+__device__ __forceinline__ void stack_qr_householder(T alpha, T s, T *beta, T *tau, T *scale)
+{
+  T nrm = sqrt(alpha * alpha + s);
+  T b = alpha >= (T) 0 ? -nrm : nrm;   // |alpha - beta| >= nrm > 0: no cancellation
+  *scale = (T) 1 / (alpha - b);
+  *tau = (b - alpha) / b;
+  *beta = b;
+}
+
 /* The reflector H = I - tau [1; v] [1; v]^T with H [alpha; b] = [beta; 0]
  * (LAPACK's larfg): alpha = R(j,j) at *rjj, b the chunk's column j. Writes
  * v and tau to shared memory, beta to *rjj; tau = 0 (H = I) for a zero b. */
@@ -76,12 +89,10 @@ __device__ __forceinline__ void stack_qr_reflect(const T (&b)[C], T *rjj, T *v, 
   }
   T s = (s0 + s1) + (s2 + s3);
   if (s >= lim::lo() && s <= lim::hi() && fabs(alpha) <= lim::root_hi()) {
-    T nrm = sqrt(alpha * alpha + s);
-    T beta = alpha >= (T) 0 ? -nrm : nrm;   // |alpha - beta| >= nrm > 0: no cancellation
-    T scale = (T) 1 / (alpha - beta);
+    T beta, scale;
+    stack_qr_householder(alpha, s, &beta, tau, &scale);
 #pragma unroll
     for (int i = 0; i < C; i++) v[i] = b[i] * scale;
-    *tau = (beta - alpha) / beta;
     *rjj = beta;
     return;
   }
@@ -95,15 +106,13 @@ __device__ __forceinline__ void stack_qr_reflect(const T (&b)[C], T *rjj, T *v, 
     *tau = 0;
     return;
   }
-  T m = fmax(mb, fabs(alpha)), a = alpha / m, t = a * a;
+  T m = fmax(mb, fabs(alpha)), t = 0, beta, scale;
 #pragma unroll
   for (int i = 0; i < C; i++) t += (b[i] / m) * (b[i] / m);
-  T nrm = sqrt(t);                         // in units of m: in [1, sqrt(C + 1)]
-  T beta = a >= (T) 0 ? -nrm : nrm;
-  T scale = (T) 1 / (a - beta);            // |a - beta| >= 1
+  // in units of m: the norm in [1, sqrt(C + 1)], |a - beta| >= 1
+  stack_qr_householder(alpha / m, t, &beta, tau, &scale);
 #pragma unroll
   for (int i = 0; i < C; i++) v[i] = (b[i] / m) * scale;
-  *tau = (beta - a) / beta;
   *rjj = beta * m;
 }
 

@@ -208,6 +208,64 @@ test_that("the GPU compresses like the CPU", {
   }
 })
 
+# expr evaluated with GK_H2_ORTH_QR = value (NA: unset): "cublas" takes the
+# orthogonalization's QRs through geqrfBatched instead of the fused kernel
+# (src/h2/h2_small_qr.cuh).
+with_orth_qr <- function(value, expr) {
+  old <- Sys.getenv("GK_H2_ORTH_QR", unset = NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_ORTH_QR") else Sys.setenv(GK_H2_ORTH_QR = old))
+  if (is.na(value)) Sys.unsetenv("GK_H2_ORTH_QR") else Sys.setenv(GK_H2_ORTH_QR = value)
+  force(expr)
+}
+
+test_that("GPU orthogonalization: the fused QR kernel agrees with geqrfBatched", {
+  skip_if_no_gpu()
+  set.seed(45)
+  # The kernel keeps up to 32, 64, 128 or 256 rows per warp; leaves with fewer
+  # points than the rank have fewer rows than columns, as do the stacks above
+  # them (2 x 20 rows under rank 64); order 5 in 3D (rank 125) has stacks of
+  # 250 x 125, in the kernel in float and through geqrfBatched in double (245 KB,
+  # beyond a block's shared memory).
+  cases <- list(list(d = 3, n = 3000, leaf = 64, order = 4),   # 64 x 64 leaves, 128 x 64 stacks
+                list(d = 3, n = 1777, leaf = 20, order = 4),   # 20 x 64 leaves; 40, 80, 128 x 64
+                list(d = 3, n = 1700, leaf = 16, order = 3),   # 16 x 27 leaves; 32, 54 x 27
+                list(d = 2, n = 2501, leaf = 30, order = 3),   # 30 x 9 leaves, 18 x 9 stacks
+                list(d = 3, n = 2500, leaf = 64, order = 5))   # 64 x 125 leaves; 128, 250 x 125
+  for (cs in cases) {
+    n <- cs$n
+    locs <- matrix(runif(cs$d * n), ncol = cs$d)
+    k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+    X <- matrix(rnorm(2 * n), n, 2)
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-10 else 1e-4
+      A <- h2_matrix(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
+                     precision = precision, backend = "gpu")
+      ya <- A %*% X
+      Qk <- with_orth_qr(NA, h2_orthogonalize(A))
+      Qc <- with_orth_qr("cublas", h2_orthogonalize(A))
+      expect_equal(gpukernels:::h2_level_ranks(Qk), gpukernels:::h2_level_ranks(Qc))
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qk)),
+                if (precision == "double") 1e-11 else 1e-4)
+      expect_lt(rel2(Qk %*% X, ya), eps)
+      expect_lt(rel2(Qk %*% X, Qc %*% X), eps)
+      expect_equal(Qk$compression$norm_frobenius, Qc$compression$norm_frobenius,
+                   tolerance = if (precision == "double") 1e-10 else 1e-5)
+      tol <- if (precision == "double") 1e-5 else 1e-3
+      Bk <- with_orth_qr(NA, h2_compress(A, tol))
+      Bc <- with_orth_qr("cublas", h2_compress(A, tol))
+      rk <- gpukernels:::h2_level_ranks(Bk)
+      rc <- gpukernels:::h2_level_ranks(Bc)
+      expect_lte(max(abs(rk - rc)), 1)
+      if (identical(rk, rc)) {
+        expect_equal(Bk$compression$error_frobenius, Bc$compression$error_frobenius,
+                     tolerance = if (precision == "double") 1e-6 else 1e-2)
+      }
+      expect_lte(Bk$compression$error_frobenius, tol * 1.0001)
+      expect_lt(rel2(Bk %*% X, ya), 2 * tol + eps)
+    }
+  }
+})
+
 # h2_compress() of a GPU matrix through the host (LAPACK) path.
 compress_on_host <- function(A, tol) {
   old <- options(gpukernels.h2_compress_on_host = TRUE)
