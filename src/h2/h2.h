@@ -137,6 +137,13 @@ typedef struct {
                             const void *a, int lda, size_t stride_a,
                             const void *b, int ldb, size_t stride_b, double beta,
                             void *c, int ldc, size_t stride_c, int count, gk_error *err);
+  /* One level of transfers, both children of each of `parents` nodes: child
+   * i = 2p + c (c = 0, 1) of parent p has the kc x kp transfer E_i = e + i kc kp
+   * and the rows child + i kc, parent p the rows parent + p kp (leading dim ld):
+   *   up:    x = children, y = parents:  y_p = E_2p^T x_2p + E_2p+1^T x_2p+1
+   *   down:  x = parents, y = children:  y_i += E_i x_(i / 2)                 */
+  gk_status (*transfer)(void *ctx, int stream, int up, int kc, int kp, int nrhs, const void *e,
+                        const void *x, void *y, int ld, int parents, gk_error *err);
   /* y_row += sum over the blocks of `which` at `level` of A_b x_col (blocks of
    * size bs x bs; x and y hold rows * bs entries per column, leading dims ld). */
   gk_status (*bsr)(void *ctx, int stream, int which, int level, const void *values, int bs,
@@ -148,7 +155,8 @@ typedef struct {
    * H2_ALL_LEVELS, values = data->S, bs = 0) over the whole xhat / yhat trees
    * (x = xhat, y = yhat, ldx = ldy = h2_hat_rows), rows of levels without
    * blocks left as they are, instead of one call per level (the on-the-fly
-   * backends, h2_otf.h: one kernel sum over the nodes of every level). */
+   * backends, h2_otf.h: one kernel sum over the nodes of every level; the GPU
+   * with small blocks: one launch of h2_gemv.cuh over every level's rows). */
   int coupling_all_levels;
 } h2_ops;
 

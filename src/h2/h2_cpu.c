@@ -75,6 +75,30 @@ static gk_status cpu_gemm_strided(void *ctx, int stream, int trans_a, int m, int
   return GK_OK;
 }
 
+/* Both children of each parent, as the two products of the transfer's
+ * definition (h2.h): the upsweep's first child overwrites, the second adds. */
+static gk_status cpu_transfer(void *ctx, int stream, int up, int kc, int kp, int nrhs,
+                              const void *e, const void *x, void *y, int ld, int parents,
+                              gk_error *err)
+{
+  (void) stream;
+  (void) err;
+  h2_cpu *h = (h2_cpu *) ctx;
+  size_t el = h->single ? sizeof(float) : sizeof(double), ek = (size_t) kc * kp;
+#pragma omp parallel for schedule(static) num_threads(gk_omp_threads(h->threads))
+  for (int p = 0; p < parents; p++)
+    for (int c = 0; c < 2; c++) {
+      size_t i = 2 * (size_t) p + c;
+      if (up)
+        gemm_one(h->single, 1, kp, nrhs, kc, AT(e, i * ek, el), kc, AT(x, i * kc, el), ld,
+                 c ? 1.0 : 0.0, AT(y, (size_t) p * kp, el), ld);
+      else
+        gemm_one(h->single, 0, kc, nrhs, kp, AT(e, i * ek, el), kc, AT(x, (size_t) p * kp, el),
+                 ld, 1.0, AT(y, i * kc, el), ld);
+    }
+  return GK_OK;
+}
+
 /* Row-parallel block-sparse product: each thread owns whole block rows. */
 static gk_status cpu_bsr(void *ctx, int stream, int which, int level, const void *values, int bs,
                          const void *x, int ldx, void *y, int ldy, int nrhs, gk_error *err)
@@ -286,8 +310,8 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *h, const double *x, int nrhs, 
   for (int j = 0; j < nrhs; j++)
     for (int i = 0; i < t->n; i++)
       put(w.xp, t->slot_of_point[i] + rows * j, h->single, x[i + (size_t) j * t->n]);
-  h2_ops ops = {h, el, cpu_gemm_strided, cpu_bsr, cpu_zero, cpu_nothing, cpu_nothing,
-                h->otf != NULL};
+  h2_ops ops = {h, el, cpu_gemm_strided, cpu_transfer, cpu_bsr, cpu_zero, cpu_nothing,
+                cpu_nothing, h->otf != NULL};
   status = h2_hmv(t, &ops, &h->data, &w, nrhs, err);
   if (status == GK_OK)
     for (int j = 0; j < nrhs; j++)

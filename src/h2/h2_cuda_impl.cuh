@@ -26,6 +26,14 @@ struct h2_gpu {
   gk_device_buffer cpl_row, cpl_col, dense_row, dense_col;  // local indices, storage order
   gk_device_buffer cpl_ptrs, dense_ptrs;                    // marshaled A, B, C pointers
   gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_ptr, dense_row_blocks;
+  // Tasks of the small-block kernels (h2_gemv.cuh): every coupling level's,
+  // deepest level first (level l: cpl_task_first[l] .. + cpl_task_count[l],
+  // host arrays of depth + 1), and the dense blocks'; arrival counters of the
+  // split rows (zero between launches) and their partial sums (partial_units
+  // units of H2_GEMV_MAX_DIM x min(work_nrhs, 4) entries, with the workspace).
+  gk_device_buffer cpl_tasks, dense_tasks, counters, partial;
+  int *cpl_task_first, *cpl_task_count;
+  int dense_task_count, partial_units;
   int force_cublas;   // benchmarks: cuBLAS even where the small-block kernels apply
   int work_nrhs, xio_nrhs;   // right-hand sides the workspace / the staging copy hold
   gk_device_buffer xp, yp, xhat, yhat, xio;

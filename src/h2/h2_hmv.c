@@ -6,9 +6,9 @@
  *   multiply:   yhat_l = S_l xhat_l, level by level (block-sparse rows), or
  *               every level in one call (h2_ops.coupling_all_levels)
  *   downsweep:  yhat_c += E_c yhat_parent, then yp += U yhat_leaf
- * Because the cluster tree is complete, the children of the nodes of a level
- * are every other node of the next level: each transfer phase is two strided
- * batched products (first child, second child) per level.
+ * Because the cluster tree is complete, the children of parent p are nodes
+ * 2p and 2p + 1 of the next level: each level of a transfer phase is one
+ * h2_ops.transfer call over both children.
  */
 #include "h2/h2.h"
 
@@ -40,15 +40,10 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
                           t->n_leaves, err))
       return err->status;
     for (int l = q - 1; l >= top; l--) {
-      int count = lp[l + 1] - lp[l], kc = k[l + 1], kp = k[l];
-      size_t ek = (size_t) kc * kp;   // one transfer of level l + 1
-      for (int c = 0; c < 2; c++) {
-        if (ops->gemm_strided(ctx, S, 1, kp, nrhs, kc, AT(data->E, t->transfer_ptr[l + 1] + c * ek),
-                              kc, 2 * ek, AT(w->xhat, t->hat_ptr[l + 1] + (size_t) c * kc), ldh,
-                              2 * (size_t) kc, c ? 1.0 : 0.0, AT(w->xhat, t->hat_ptr[l]), ldh,
-                              (size_t) kp, count, err))
-          return err->status;
-      }
+      if (ops->transfer(ctx, S, 1, k[l + 1], k[l], nrhs, AT(data->E, t->transfer_ptr[l + 1]),
+                        AT(w->xhat, t->hat_ptr[l + 1]), AT(w->xhat, t->hat_ptr[l]), ldh,
+                        lp[l + 1] - lp[l], err))
+        return err->status;
     }
     // Tree multiply: every level's coupling blocks (top <= q: some level has
     // blocks), in one call where the backend can.
@@ -66,15 +61,10 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
     }
     // Downsweep: push each level's partial sums to its children.
     for (int l = top + 1; l <= q; l++) {
-      int count = lp[l] - lp[l - 1], kc = k[l], kp = k[l - 1];
-      size_t ek = (size_t) kc * kp;
-      for (int c = 0; c < 2; c++) {
-        if (ops->gemm_strided(ctx, S, 0, kc, nrhs, kp, AT(data->E, t->transfer_ptr[l] + c * ek),
-                              kc, 2 * ek, AT(w->yhat, t->hat_ptr[l - 1]), ldh, (size_t) kp, 1.0,
-                              AT(w->yhat, t->hat_ptr[l] + (size_t) c * kc), ldh, 2 * (size_t) kc,
-                              count, err))
-          return err->status;
-      }
+      if (ops->transfer(ctx, S, 0, k[l], k[l - 1], nrhs, AT(data->E, t->transfer_ptr[l]),
+                        AT(w->yhat, t->hat_ptr[l - 1]), AT(w->yhat, t->hat_ptr[l]), ldh,
+                        lp[l] - lp[l - 1], err))
+        return err->status;
     }
   }
   if (ops->join(ctx, err)) return err->status;

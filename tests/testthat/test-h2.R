@@ -148,6 +148,42 @@ test_that("the GPU and the CPU give the same products", {
   }
 })
 
+test_that("small GPU products (split rows, one launch per phase) match the CPU, run to run", {
+  skip_if_no_gpu()
+  set.seed(19)
+  k <- gk_kernel("exponential", range = 0.1)
+  for (d in 2:3) {
+    # n = 2^14: too few block rows for the GPU, so long rows are split
+    for (n in c(3000, 2^14)) {
+      locs <- matrix(runif(d * n), ncol = d)
+      X <- matrix(rnorm(3 * n), n, 3)
+      ref <- h2_matrix(locs, k, backend = "cpu") %*% X
+      for (precision in c("double", "single")) {
+        A <- h2_matrix(locs, k, backend = "gpu", precision = precision)
+        tol <- if (precision == "double") 1e-12 else 1e-5
+        Y <- A %*% X
+        y <- drop(A %*% X[, 2])
+        expect_lt(rel2(Y, ref), tol)
+        expect_lt(rel2(y, ref[, 2]), tol)
+        # partial sums are added in a fixed order: the same bits every run
+        expect_identical(A %*% X, Y)
+        expect_identical(drop(A %*% X[, 2]), y)
+        # the cuBLAS path still runs (timing only)
+        for (nrhs in c(1L, 3L))
+          expect_gt(.Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), nrhs, 1L, TRUE), 0)
+      }
+    }
+  }
+  # ranks that differ between levels (compression) in the one-launch coupling
+  locs <- matrix(runif(2 * 3000), ncol = 2)
+  X <- matrix(rnorm(2 * 3000), 3000, 2)
+  A <- h2_matrix(locs, k, backend = "gpu")
+  B <- h2_compress(A, 1e-6)
+  YB <- B %*% X
+  expect_lt(rel2(YB, A %*% X), 2e-6 + 1e-12)
+  expect_identical(B %*% X, YB)
+})
+
 test_that("bad input gives clear errors", {
   locs <- matrix(runif(200), ncol = 2)
   k <- gk_kernel("exponential", range = 0.1)
