@@ -151,6 +151,18 @@ __device__ __forceinline__ void small_qr_apply(T (&a)[RC], const T (&v)[RC], T t
   for (int t = 0; t < RC; t++) a[t] -= d * v[t];
 }
 
+/* This lane's fragment of reflector j, [1; A(j+1:m-1, j)] (rows j + lane +
+ * 32 t, zero past m), from column j of the matrix in shared memory. */
+template <typename T, int RC>
+__device__ __forceinline__ void small_qr_reflector(const T *A, int m, int j, int lane, T (&v)[RC])
+{
+#pragma unroll
+  for (int t = 0; t < RC; t++) {
+    int i = j + lane + 32 * t;
+    v[t] = i == j ? (T) 1 : i < m ? A[i + j * m] : (T) 0;
+  }
+}
+
 /* Block b factors matrix b; blockDim.x a multiple of 32, at most
  * 32 SMALL_QR_MAX_WARPS; m <= 32 RC. */
 template <typename T, int RC>
@@ -194,13 +206,8 @@ small_qr_kernel(const small_qr_batch<T> p)
   for (int j = 0; j + 1 < r; j++) {
     const T tj = tau[j];
     T v[RC];
-    if (j + 1 + warp < n) {   // (no early exit: one __syncthreads for all)
-#pragma unroll
-      for (int t = 0; t < RC; t++) {
-        int i = j + lane + 32 * t;
-        v[t] = i == j ? (T) 1 : i < m ? A[i + j * m] : (T) 0;
-      }
-    }
+    // (no early exit: one __syncthreads for all)
+    if (j + 1 + warp < n) small_qr_reflector<T, RC>(A, m, j, lane, v);
     for (int c = j + 1 + warp; c < n; c += warps) {
       T a[RC];
 #pragma unroll
@@ -238,13 +245,7 @@ small_qr_kernel(const small_qr_batch<T> p)
   for (int j = r - 2; j >= 0; j--) {
     const T tj = tau[j];
     T v[RC];
-    if (j + 1 + warp < r) {
-#pragma unroll
-      for (int t = 0; t < RC; t++) {
-        int i = j + lane + 32 * t;
-        v[t] = i == j ? (T) 1 : i < m ? A[i + j * m] : (T) 0;
-      }
-    }
+    if (j + 1 + warp < r) small_qr_reflector<T, RC>(A, m, j, lane, v);
     for (int c = j + 1 + warp; c < r; c += warps) {
       T a[RC];
       if (c == j + 1) {
