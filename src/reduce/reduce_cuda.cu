@@ -199,7 +199,9 @@ gk_status launch_exp(const gk_reduce_spec *spec, const Args &a, gk_error *err)
   double p1, p2;
   if (spec->kernel.family == GK_KERNEL_GAUSSIAN)
     return launch_dim<T, Op, ValGauss2Variance, 1, false>(spec, a, err);
-  if (exp_poly_of(spec->kernel, &p1, &p2)) return launch_dim<T, Op, ValExpPoly, 1, false>(spec, a, err);
+  if (exp_poly_of(spec->kernel, &p1, &p2))
+    return p1 == 0 && p2 == 0 ? launch_dim<T, Op, ValExp, 1, false>(spec, a, err)
+                              : launch_dim<T, Op, ValExpPoly, 1, false>(spec, a, err);
   return launch_dim<T, Op, ValKernel, 1, false>(spec, a, err);
 }
 
@@ -212,7 +214,8 @@ gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2
     if (!gauss2) {
       double p1, p2;
       if (exp_poly_of(spec->kernel, &p1, &p2))
-        return launch_dim<T, SumOp<T, EC>, ValExpPoly, 1, true>(spec, a, err);
+        return p1 == 0 && p2 == 0 ? launch_dim<T, SumOp<T, EC>, ValExp, 1, true>(spec, a, err)
+                                  : launch_dim<T, SumOp<T, EC>, ValExpPoly, 1, true>(spec, a, err);
       return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
     }
     if constexpr (EC == 1)

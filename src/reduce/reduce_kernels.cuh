@@ -102,6 +102,17 @@ struct ValExpPoly {
   }
 };
 
+// ...or the exponential itself (the exponential kernel and Matern 1/2, whose
+// polynomial is 1): ValExpPoly without its three operations per pair, which
+// the float64 products feel (they are bound by the FP64 pipe).
+struct ValExp {
+  static constexpr bool INNER = false;
+  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
+  {
+    return (T) a.kernel.variance * exp2_units(root_of(stat) * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
+  }
+};
+
 // The exponential-family coefficients (poly1, poly2) of a kernel, or false.
 inline bool exp_poly_of(const gk_kernel &k, double *poly1, double *poly2)
 {
