@@ -33,6 +33,28 @@ void reduce_distances_from_squares(const double *squares, size_t n, double scale
   for (size_t q = 0; q < n; q++) out[q] = sqrt(squares[q] > 0 ? squares[q] : 0.0) * scale;
 }
 
+/* Widens [*lo, *hi] to hold v[0 .. n-1], in four independent chains (a
+ * single chain of compares runs at one value per few cycles: knn() reads 6e5
+ * coordinates at 1e5 points). */
+static void extend_range(const double *v, size_t n, double *lo, double *hi)
+{
+  double l[4] = {*lo, *lo, *lo, *lo}, h[4] = {*hi, *hi, *hi, *hi};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int c = 0; c < 4; c++) {
+      l[c] = v[i + c] < l[c] ? v[i + c] : l[c];
+      h[c] = v[i + c] > h[c] ? v[i + c] : h[c];
+    }
+  for (; i < n; i++) {
+    l[0] = v[i] < l[0] ? v[i] : l[0];
+    h[0] = v[i] > h[0] ? v[i] : h[0];
+  }
+  for (int c = 0; c < 4; c++) {
+    if (l[c] < *lo) *lo = l[c];
+    if (h[c] > *hi) *hi = h[c];
+  }
+}
+
 double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, int dim)
 {
   if (m == 0 || n == 0) return 1.0;
@@ -40,14 +62,8 @@ double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, in
   for (int d = 0; d < dim; d++) {
     const double *xd = x + (size_t) d * m, *yd = y + (size_t) d * n;
     double lo = xd[0], hi = xd[0];
-    for (size_t i = 1; i < m; i++) {
-      if (xd[i] < lo) lo = xd[i];
-      if (xd[i] > hi) hi = xd[i];
-    }
-    for (size_t j = 0; j < n; j++) {
-      if (yd[j] < lo) lo = yd[j];
-      if (yd[j] > hi) hi = yd[j];
-    }
+    extend_range(xd, m, &lo, &hi);
+    extend_range(yd, n, &lo, &hi);
     double s = hi / 2 - lo / 2;   /* halves: the difference itself may overflow */
     if (s > spread) spread = s;
   }
