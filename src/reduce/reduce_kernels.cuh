@@ -92,13 +92,18 @@ struct ValSqdist {
 // the values that matter) and exp2_units' table and polynomial in float64.
 __device__ __forceinline__ float root_of(float s) { return s > 0.0f ? s * rsqrtf(s) : 0.0f; }
 __device__ __forceinline__ double root_of(double s) { return sqrt(s); }
+// e^(-d), for both exponential-family values.
+template <typename T> __device__ __forceinline__ T exp_of_minus(T d)
+{
+  return exp2_units(d * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
+}
 struct ValExpPoly {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     const T d = root_of(stat);
     const T poly = (T) 1 + d * ((T) a.poly1 + (T) a.poly2 * d);
-    return (T) a.kernel.variance * poly * exp2_units(d * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
+    return (T) a.kernel.variance * poly * exp_of_minus(d);
   }
 };
 
@@ -109,7 +114,7 @@ struct ValExp {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    return (T) a.kernel.variance * exp2_units(root_of(stat) * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
+    return (T) a.kernel.variance * exp_of_minus(root_of(stat));
   }
 };
 
@@ -240,6 +245,12 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
       for (int q = threadIdx.x; q < len; q += NT) tile[(at + q) * stride + c] = src[q];
     }
   };
+  // F(x_i, y_j) for row group r and the tile entry yj (idle threads compute
+  // on a valid row).
+  auto value = [&](int r, const T *yj) {
+    size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
+    return Val::eval(pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner), a);
+  };
   // Reduces the rows over the first `len` entries of the loaded tile; entry q
   // holds y_j for j = j_of(q).
   auto reduce_tile = [&](int len, auto j_of) {
@@ -250,11 +261,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
         const T *yj = tile + q * stride;
         const int j = j_of(q);
 #pragma unroll
-        for (int r = 0; r < NR; r++) {
-          size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-          T s = pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner);
-          st[r].push(Val::eval(s, a), j, yj + dim, a);
-        }
+        for (int r = 0; r < NR; r++) st[r].push(value(r, yj), j, yj + dim, a);
       };
       if constexpr (Op::QUEUE > 0) {
         // Values in groups of CHECK_EVERY pairs per row, each group tested
@@ -269,10 +276,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
           for (int u = 0; u < G; u++) {
             const T *yj = tile + (q + u) * stride;
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-              size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-              v[r][u] = Val::eval(pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner), a);
-            }
+            for (int r = 0; r < NR; r++) v[r][u] = value(r, yj);
           }
 #pragma unroll
           for (int r = 0; r < NR; r++) st[r].push_group(v[r], [&](int u) { return j_of(q + u); });
