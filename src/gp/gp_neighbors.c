@@ -101,8 +101,8 @@ static int block_end(int first, int n, int m)
 }
 
 /* KMIN of the squared distance over the points y (ny x dim) for the rows xq
- * (rows x dim), as knn() asks the engine for it, into w->values / w->index;
- * the values then become knn()'s distances (times the scale). */
+ * (rows x dim), as knn() asks the engine for it, into w->values / w->index:
+ * knn()'s distances (times the scale), finished by the engine (root_scale). */
 static gk_status knn_search(nb_work *w, const double *xq, int rows, const double *y, int ny,
                             int k, const gk_reduce_ranges *ranges, double scale, gk_error *err)
 {
@@ -114,21 +114,12 @@ static gk_status knn_search(nb_work *w, const double *xq, int rows, const double
   spec.k = k;
   spec.method = GK_REDUCE_AUTO;
   spec.ranges = ranges;
+  spec.root_scale = scale;
   gk_reduce_operand a = {xq, NULL, 0, -1, (size_t) rows, w->dim, NULL};
   gk_reduce_operand b = {y, NULL, 0, -1, (size_t) ny, w->dim, NULL};
   if (w->opt->gpu) reduce_cuda(&spec, &a, &b, NULL, w->values, w->index, err);
   else reduce_cpu(&spec, &a, &b, NULL, w->values, w->index, w->opt->threads, err);
-  if (err->status) return err->status;
-  size_t total = (size_t) rows * k, chunk = (size_t) 1 << 16;
-  ptrdiff_t chunks = (ptrdiff_t) ((total + chunk - 1) / chunk);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(gk_omp_threads(w->opt->threads)) schedule(static)
-#endif
-  for (ptrdiff_t c = 0; c < chunks; c++) {
-    size_t from = (size_t) c * chunk, len = total - from < chunk ? total - from : chunk;
-    reduce_distances_from_squares(w->values + from, len, scale, w->values + from);
-  }
-  return GK_OK;
+  return err->status;
 }
 
 /* The volume of the unit ball in dim dimensions, as R's pi^(d/2) / gamma(d/2 + 1). */

@@ -327,9 +327,16 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
       goto done;
     }
   }
-  if (spec->root_scale > 0 && out)
-    reduce_distances_from_squares(out, job.m * (size_t) reduce_value_columns(spec->reduction, job.e, spec->k),
-                                  spec->root_scale, out);
+  if (spec->root_scale > 0 && out) {   // knn's distances, in chunks over the threads
+    const size_t total = job.m * (size_t) reduce_value_columns(spec->reduction, job.e, spec->k);
+    const size_t chunk = (size_t) 1 << 16;
+    const ptrdiff_t chunks = (ptrdiff_t) ((total + chunk - 1) / chunk);
+#pragma omp parallel for num_threads(nthreads) schedule(static) if (chunks > 1)
+    for (ptrdiff_t c = 0; c < chunks; c++) {
+      const size_t from = (size_t) c * chunk, len = total - from < chunk ? total - from : chunk;
+      reduce_distances_from_squares(out + from, len, spec->root_scale, out + from);
+    }
+  }
 done:
   free(pieces);
   free((void *) job.xs);
