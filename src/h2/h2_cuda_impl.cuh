@@ -25,7 +25,7 @@ struct h2_gpu {
   gk_device_buffer slot_of_point;
   gk_device_buffer cpl_row, cpl_col, dense_row, dense_col;  // local indices, storage order
   gk_device_buffer cpl_ptrs, dense_ptrs;                    // marshaled A, B, C pointers
-  gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_ptr, dense_row_blocks;
+  gk_device_buffer cpl_row_ptr, cpl_row_blocks, dense_row_blocks;
   // Tasks of the small-block kernels (h2_gemv.cuh): every coupling level's,
   // deepest level first (level l: cpl_task_first[l] .. + cpl_task_count[l],
   // host arrays of depth + 1), and the dense blocks'; arrival counters of the
