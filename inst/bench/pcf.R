@@ -54,8 +54,8 @@ run_case <- function(X, op, precision, backend, reps, devices = NULL, label = ba
 
 options(gpukernels.progress = FALSE)
 if (file.exists("pcf_tuning_best.R")) source("pcf_tuning_best.R")   # from pcf_tuning.R
-cat("GPU walk", getOption("gpukernels.pcf_gpu_walk", 1L), "shared bytes",
-    getOption("gpukernels.pcf_gpu_shared", 0L), "(0: default)\n")
+cat("GPU walk", gpukernels:::pcf_tuning()[1], "shared bytes", gpukernels:::pcf_tuning()[2],
+    "(0: default)\n")
 print(gk_info())
 if (mode == "quick") {
   X <- draw_pcfs(600)

@@ -49,7 +49,8 @@ typedef struct {
   int progress;           /* print progress lines                         */
   const int *devices;     /* GPUs to use (0-based), for the CUDA engine   */
   int n_devices;
-  int gpu_walk;           /* GPU walk: 0 the shared walk, 1 prefetching rows (default) */
+  int gpu_walk;           /* GPU walk: 0 the shared walk, 1 prefetching rows, 2..4 that
+                             many column functions per thread at once (R's default 2) */
   int gpu_shared_bytes;   /* shared memory per GPU thread block (0: default) */
 } pcf_options;
 

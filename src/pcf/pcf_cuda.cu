@@ -15,6 +15,14 @@
 // functions at a time as fit (a longer one is read from global memory), and
 // each thread walks its row function against every staged column.
 //
+// The walk of a pair is a chain of dependent loads (each step's comparison
+// picks the next interval to read), so one pair per thread leaves the SM
+// waiting on memory latency (RESULTS.md, the ncu profile of run AV). The
+// multi-chain walks (gpu_walk k = 2..4) therefore walk the row function
+// against k staged columns at once, as k independent chains in one loop.
+// Walks 0 (the CPU's walk) and 1 (the row read one interval ahead) stay
+// selectable, so that one GPU run can compare them.
+//
 // On a diagonal block of a symmetric result (same band for rows and columns,
 // hence the same slots), pair {a, b} is computed once, for slot a > b (or
 // a >= b when the diagonal is wanted), and written below the diagonal; whole
@@ -37,6 +45,8 @@ const int kTileCols = 32;
 const int kSharedBytes = 48 * 1024;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
+// Most column functions a thread walks at once (gpu_walk 2..kMaxChains).
+const int kMaxChains = 4;
 
 // Overloads so that the templates below pick the shared walk by interval type.
 // All arithmetic and every result is double (pcf_integrate.h).
@@ -52,7 +62,8 @@ __device__ __forceinline__ double finish(int op, double acc, double a, double b,
 { return pcf_finish_f(op, acc, a, b, p, f, g); }
 
 // The same walk as pcf_pair, but the row function (from global memory) is
-// read one interval ahead, so its load latency overlaps the next steps.
+// read one interval ahead, so its load latency overlaps the next steps. Kept
+// as walk 1, the reference the multi-chain walks are measured against.
 template <typename I>
 __device__ __forceinline__ double pair_prefetch(int op, const I *f, size_t nf, const I *g,
                                                 double p)
@@ -78,8 +89,119 @@ __device__ __forceinline__ double pair_prefetch(int op, const I *f, size_t nf, c
   return finish(op, acc, a.v, b.v, p, f, g0);
 }
 
+// One pair's walk held as explicit state, so that a thread can interleave
+// several (walk_chains). The arithmetic is pcf_pair's, step for step. Unlike
+// there, the row function is read one interval ahead (its load overlaps the
+// next steps) and each row value is converted to double once per interval,
+// not on every step. The row band ends with a padding interval (band_alloc),
+// so reading ahead of a function's last interval needs no bounds check: the
+// interval read there is never used, as the walk ends before the row advances
+// past its (.., inf) interval.
+template <typename I, int OP>
+struct walk_chain {
+  typedef decltype(I::t) scalar;   // float or double: how the inputs are stored
+  const I *f0, *g0;                // the pair's first intervals, for pcf_finish
+  const I *ahead;                  // where `next` was read from
+  const I *g;
+  I a, next, b;
+  double av, pos, acc;             // av: a.v as a double
+
+  __device__ __forceinline__ void start(const I *f, const I *g_first)
+  {
+    f0 = ahead = f;
+    g0 = g = g_first;
+    a = *f;
+    next = *++ahead;
+    b = *g;
+    av = a.v;
+    pos = acc = 0;
+  }
+  // Where the current step ends (where the first of the two intervals ends);
+  // inf once both functions are in their last interval.
+  __device__ __forceinline__ scalar step_end() const { return a.t <= b.t ? a.t : b.t; }
+  __device__ __forceinline__ void step(scalar t, double p)
+  {
+    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
+    acc = pcf_accumulate(OP, acc, (double) t - pos, av, b.v, p);
+    pos = t;
+    if (next_a) {
+      a = next;
+      next = *++ahead;
+      av = a.v;
+    }
+    g += next_b;
+    b = *g;
+  }
+  __device__ __forceinline__ bool advance(double p)
+  {
+    scalar t = step_end();
+    if (t == (scalar) INFINITY) return false;
+    step(t, p);
+    return true;
+  }
+  __device__ __forceinline__ double result(double p) const
+  {
+    return finish(OP, acc, av, b.v, p, f0, g0);
+  }
+};
+
+// The pairs of row function f with the column functions g[0..K-1], as K
+// chains interleaved in one loop: their steps are independent, so each
+// chain's loads overlap the others' work. The loop runs while every chain
+// goes on (one exit test for all); the chains still going then finish one
+// after the other. Columns are packed by length, so neighbours end at about
+// the same step and these tails are short.
+template <typename I, int OP, int K>
+__device__ __forceinline__ void walk_chains(const I *f, const I *const (&g)[K], double p,
+                                            double (&value)[K])
+{
+  typedef typename walk_chain<I, OP>::scalar scalar;
+  walk_chain<I, OP> chain[K];
+#pragma unroll
+  for (int k = 0; k < K; k++) chain[k].start(f, g[k]);
+  for (;;) {
+    scalar t[K];
+    bool end = false;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      t[k] = chain[k].step_end();
+      end |= t[k] == (scalar) INFINITY;
+    }
+    if (end) break;
+#pragma unroll
+    for (int k = 0; k < K; k++) chain[k].step(t[k], p);
+  }
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    while (chain[k].advance(p)) {}
+    value[k] = chain[k].result(p);
+  }
+}
+
+// Column slots [cc, stop) of a staged batch against row function f, K at a
+// time; the remainder (an odd count, or a diagonal tile's row limit) with
+// K / 2, ..., 1 chains. `staged` stays visibly a shared-memory pointer down to
+// the loads (all inlined), so they compile to shared loads, not generic ones.
+template <typename I, int OP, int K, typename Store>
+__device__ __forceinline__ void walk_staged(const I *f, const I *staged, const size_t *col_off,
+                                            size_t base, int cc, int stop, double p,
+                                            const Store &store)
+{
+  for (; cc + K <= stop; cc += K) {
+    const I *g[K];
+    double value[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) g[k] = staged + (col_off[cc + k] - base);
+    walk_chains<I, OP, K>(f, g, p, value);
+#pragma unroll
+    for (int k = 0; k < K; k++) store(cc + k, value[k]);
+  }
+  if constexpr (K > 1) walk_staged<I, OP, K / 2>(f, staged, col_off, base, cc, stop, p, store);
+}
+
 // tri: 0 no triangle (dense result or a block below the diagonal);
 // 1 a diagonal block needing pairs i > j (dist); 2 one needing i >= j.
+// WALK: 0 pcf_pair, 1 pair_prefetch, 2..kMaxChains that many chains (walk_chains).
 template <typename I, int OP, int WALK>
 __global__ void __launch_bounds__(kTileRows)
 pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n_rows,
@@ -99,12 +221,24 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
   const I *f = active ? rows + row_off[r] : rows;
   size_t nf = active ? row_off[r + 1] - row_off[r] : 0;
   size_t ri = active ? (size_t) row_orig[r] : 0;
+  // The columns this thread needs: all, or on a diagonal block the slots
+  // before its row slot (up to it for tri == 2).
+  int r_limit = tri ? r + (tri == 2 ? 1 : 0) : n_cols;
+  auto store = [&](int cc, double value) {
+    size_t ci = (size_t) col_orig[cc];
+    size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
+    out[i + j * (size_t) n_rows] = value;
+  };
   for (int c = c0; c < c1;) {
     size_t base = col_off[c];
     int c_end = c;
     while (c_end < c1 && col_off[c_end + 1] - base <= capacity) c_end++;
     bool in_shared = c_end > c;
     if (in_shared) {
+      // A multi-chain walk stages a multiple of its chains where it can, so
+      // that no column of a full tile is walked alone.
+      if constexpr (WALK >= 2)
+        if (c_end < c1 && c_end - c > WALK) c_end -= (c_end - c) % WALK;
       __syncthreads();  // everyone is done with the previous batch
       size_t len = col_off[c_end] - base;
       for (size_t k = threadIdx.x; k < len; k += kTileRows) staged[k] = cols[base + k];
@@ -112,14 +246,20 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     } else {
       c_end = c + 1;    // too long for shared memory: read it from global memory
     }
-    if (active) {
-      for (int cc = c; cc < c_end; cc++) {
-        if (tri && !(cc < r || (tri == 2 && cc == r))) continue;
+    int stop = active ? min(c_end, r_limit) : c;
+    if constexpr (WALK >= 2) {
+      if (in_shared) {
+        walk_staged<I, OP, WALK>(f, staged, col_off, base, c, stop, p, store);
+      } else if (c < stop) {
+        const I *g[1] = {cols + col_off[c]};
+        double value[1];
+        walk_chains<I, OP, 1>(f, g, p, value);
+        store(c, value[0]);
+      }
+    } else {
+      for (int cc = c; cc < stop; cc++) {
         const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
-        double value = WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p);
-        size_t ci = (size_t) col_orig[cc];
-        size_t i = tri && ci > ri ? ci : ri, j = tri && ci > ri ? ri : ci;
-        out[i + j * (size_t) n_rows] = value;
+        store(cc, WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p));
       }
     }
     c = c_end;
@@ -153,9 +293,12 @@ size_t interval_bytes(const pcf_ctx *ctx)
   return ctx->single ? sizeof(pcf_interval_f) : sizeof(pcf_interval_d);
 }
 
+// One interval more than the band's functions hold: walk_chain reads the row
+// one interval ahead, past the last function's last interval.
 gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, size_t isize,
                      gk_error *err)
 {
+  intervals += 1;
   band->host_data.resize(intervals * isize);
   band->host_offsets.resize(functions + 1);
   band->host_orig.resize(functions);
@@ -192,7 +335,7 @@ gk_status band_upload(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, 
   band->first = first;
   band->count = count;
   band_pack(ctx, band, s, first, count);
-  size_t intervals = band->host_offsets[count];
+  size_t intervals = band->host_offsets[count] + 1;   // with band_alloc's padding
   if (gk_buffer_upload(&band->data, band->host_data.data(), intervals * interval_bytes(ctx),
                        stream, err) ||
       gk_buffer_upload(&band->offsets, band->host_offsets.data(), (count + 1) * sizeof(size_t),
@@ -240,8 +383,8 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
 }
 
 template <typename I, int WALK>
-void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
-                  cudaStream_t stream)
+void launch_walk(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
+                 cudaStream_t stream)
 {
   dim3 grid((unsigned) ((b->rows + kTileRows - 1) / kTileRows),
             (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
@@ -264,6 +407,20 @@ void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri
 #undef PCF_LAUNCH
 }
 
+template <typename I>
+void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
+                  cudaStream_t stream)
+{
+  static_assert(kMaxChains == 4, "one case per walk below");
+  switch (ctx->walk) {
+  case 0: launch_walk<I, 0>(ctx, s, b, tri, out, stream); break;
+  case 1: launch_walk<I, 1>(ctx, s, b, tri, out, stream); break;
+  case 2: launch_walk<I, 2>(ctx, s, b, tri, out, stream); break;
+  case 3: launch_walk<I, 3>(ctx, s, b, tri, out, stream); break;
+  default: launch_walk<I, 4>(ctx, s, b, tri, out, stream); break;
+  }
+}
+
 gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_stream stream,
                  gk_error *err)
 {
@@ -281,13 +438,8 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
     return err->status;
   int tri = diagonal ? ctx->tri : 0;
   cudaStream_t st = (cudaStream_t) stream;
-  if (ctx->single) {
-    if (ctx->walk == 0) launch_typed<pcf_interval_f, 0>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_f, 1>(ctx, s, b, tri, out, st);
-  } else {
-    if (ctx->walk == 0) launch_typed<pcf_interval_d, 0>(ctx, s, b, tri, out, st);
-    else launch_typed<pcf_interval_d, 1>(ctx, s, b, tri, out, st);
-  }
+  if (ctx->single) launch_typed<pcf_interval_f>(ctx, s, b, tri, out, st);
+  else launch_typed<pcf_interval_d>(ctx, s, b, tri, out, st);
   return gk_cuda_check_launch("the PCF integration kernel", err);
 }
 
@@ -308,6 +460,8 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
                               (size_t) 32 * (size_t) options->n_devices, 0};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch};
+  if (ctx.walk < 0 || ctx.walk > kMaxChains)
+    return gk_fail(err, GK_ERR_INPUT, "GPU walk %d is not one of 0..%d", ctx.walk, kMaxChains);
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
