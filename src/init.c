@@ -74,6 +74,7 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu);
 SEXP gk_r_h2_ranks(SEXP ptr);
 SEXP gk_r_h2_orthogonality(SEXP ptr);
 SEXP gk_r_h2_free(SEXP ptr);
+SEXP gk_r_h2_svd_gpu(SEXP w, SEXP dims, SEXP single);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges);
@@ -137,6 +138,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_ranks", (DL_FUNC) &gk_r_h2_ranks, 1},
   {"gk_r_h2_orthogonality", (DL_FUNC) &gk_r_h2_orthogonality, 1},
   {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},
+  {"gk_r_h2_svd_gpu", (DL_FUNC) &gk_r_h2_svd_gpu, 3},
   /* kernel reductions */
   {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 13},
   {"gk_r_reduce_plain", (DL_FUNC) &gk_r_reduce_plain, 13},

@@ -489,3 +489,27 @@ SEXP gk_r_h2_orthogonality(SEXP ptr)
   h2_host_data_free(&d);
   return Rf_ScalarReal(worst);
 }
+
+/* The GPU's batched SVD of the H2 truncation on the matrices of w (an array
+ * rows x cols x nodes), for tests: list(d = min(rows, cols) x nodes singular
+ * values, u = rows x min(rows, cols) x nodes left singular vectors). */
+SEXP gk_r_h2_svd_gpu(SEXP w, SEXP dims, SEXP single)
+{
+  int rows = INTEGER(dims)[0], cols = INTEGER(dims)[1], nodes = INTEGER(dims)[2];
+  int km = rows < cols ? rows : cols;
+  if ((double) rows * cols * nodes != (double) XLENGTH(w)) Rf_error("w does not match dims");
+  SEXP d = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t) km * nodes));
+  SEXP u = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t) rows * km * nodes));
+  gk_error err;
+  gk_error_clear(&err);
+  h2_svd_left_gpu_host(nodes, rows, cols, REAL(w), Rf_asLogical(single), REAL(d), REAL(u), &err);
+  if (err.status) gk_raise(&err);
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2)), names = PROTECT(Rf_allocVector(STRSXP, 2));
+  SET_VECTOR_ELT(out, 0, d);
+  SET_VECTOR_ELT(out, 1, u);
+  SET_STRING_ELT(names, 0, Rf_mkChar("d"));
+  SET_STRING_ELT(names, 1, Rf_mkChar("u"));
+  Rf_setAttrib(out, R_NamesSymbol, names);
+  UNPROTECT(4);
+  return out;
+}

@@ -19,7 +19,8 @@
 # then sets the coupling blocks per pass, default 4; orth_basis_s: the new bases
 # and transfers of h2_orthogonalize(), its projections of the couplings not
 # included, and GK_H2_ORTH_QR=cublas takes geqrfBatched + form_q there instead of
-# the fused QR kernel of src/h2/h2_small_qr.cuh), GFLOP/s of the work done, memory
+# the fused QR kernel of src/h2/h2_small_qr.cuh; GK_H2_SVD=jacobi takes the
+# truncation's first SVD kernel, one warp per column pair), GFLOP/s of the work done, memory
 # of the matrix and GPU memory taken by the compressed one (it shares the
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3

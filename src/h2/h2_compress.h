@@ -70,6 +70,14 @@ size_t h2_gpu_own_bytes(const h2_gpu *g);
  * LAPACK info or -1000 (out of memory) otherwise. */
 int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
                       int threads, double *flops);
+/* The GPU's batched SVD (h2_svd_cuda.cuh, the kernel GK_H2_SVD chooses) on
+ * host data, for tests: h2_svd_left_batch's inputs and outputs, the matrices
+ * rounded to float and the vectors computed in float where single is set;
+ * nodes * rows * cols entries must fit the GPU. A CPU-only build fails with
+ * GK_ERR_NO_CUDA, one too large for a block's shared memory with
+ * GK_ERR_INTERNAL. */
+gk_status h2_svd_left_gpu_host(int nodes, int rows, int cols, const double *w, int single,
+                               double *sig, double *u, gk_error *err);
 /* The model flop counts (LAPACK Working Note 41) of one such SVD and of the
  * QR factorization of an m x n matrix, for the GFLOP/s figures. */
 double h2_svd_flops(int rows, int cols);

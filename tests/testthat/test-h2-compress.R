@@ -327,6 +327,69 @@ test_that("the GPU truncation SVDs agree with the host's", {
   }
 })
 
+# The batched GPU SVD itself (src/h2/h2_svd_cuda.cu) against svd(), on
+# several matrices per call: the default block Jacobi (with the reduction to
+# L for fewer rows than columns) and GK_H2_SVD=jacobi's kernel.
+gpu_svd <- function(W, single, kernel) {
+  old <- Sys.getenv("GK_H2_SVD", unset = NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_SVD") else Sys.setenv(GK_H2_SVD = old))
+  if (kernel == "jacobi") Sys.setenv(GK_H2_SVD = "jacobi") else Sys.unsetenv("GK_H2_SVD")
+  d <- dim(W)
+  r <- .Call(gpukernels:::gk_r_h2_svd_gpu, as.double(W), as.integer(d), single)
+  km <- min(d[1:2])
+  list(d = matrix(r$d, km), u = array(r$u, c(d[1], km, d[3])))
+}
+
+# Singular values spread as 10^seq(0, log10(lo)), the last rank ones only
+# (the rest exactly zero), in random orthogonal bases.
+graded_matrix <- function(m, n, lo = 1e-12, rank = min(m, n)) {
+  k <- min(m, n)
+  s <- c(10^seq(0, log10(lo), length.out = rank), rep(0, k - rank))
+  Q1 <- qr.Q(qr(matrix(rnorm(m * m), m)))[, 1:k, drop = FALSE]
+  Q2 <- qr.Q(qr(matrix(rnorm(n * n), n)))[, 1:k, drop = FALSE]
+  Q1 %*% (s * t(Q2))
+}
+
+test_that("the GPU batched SVD agrees with svd()", {
+  skip_if_no_gpu()
+  set.seed(45)
+  shapes <- list(c(64, 64), c(128, 64), c(125, 125), c(250, 125), c(30, 64), c(58, 64),
+                 c(7, 5), c(5, 7), c(63, 63), c(1, 3), c(300, 20))
+  for (sh in shapes) {
+    m <- sh[1]; n <- sh[2]
+    mats <- list(matrix(rnorm(m * n), m),
+                 graded_matrix(m, n),
+                 graded_matrix(m, n, 1e-3, max(1, min(m, n) %/% 3)),   # rank-deficient
+                 {W <- matrix(rnorm(m * n), m); W[, unique(c(1, (n + 1) %/% 2, n))] <- 0; W})
+    W <- array(unlist(mats), c(m, n, length(mats)))
+    km <- min(m, n)
+    for (single in c(FALSE, TRUE)) {
+      eps <- if (single) 1e-6 else 1e-13
+      for (kernel in c("block", "jacobi")) {
+        r <- gpu_svd(W, single, kernel)
+        for (i in seq_along(mats)) {
+          Wi <- matrix(W[, , i], m, n)
+          s <- svd(Wi, nu = 0, nv = 0)$d[1:km]
+          d <- r$d[, i]
+          u <- matrix(r$u[, , i], m, km)
+          info <- sprintf("%d x %d, matrix %d, %s, %s", m, n, i, kernel,
+                          if (single) "single" else "double")
+          expect_true(all(diff(d) <= 0), info = info)
+          expect_lte(max(abs(d - s)), 10 * eps * s[1], label = info)
+          # relative accuracy above the input's rounding (float: 6e-8 ||W||)
+          big <- s > (if (single) 1e-2 else 1e-6) * s[1]
+          if (any(big))
+            expect_lt(max(abs(d[big] - s[big]) / s[big]), if (single) 1e-3 else 1e-9, label = info)
+          expect_lt(max(abs(crossprod(u) - diag(km))), 100 * eps, label = info)
+          # U holds the singular vectors: ||u_j^T W|| = sigma_j
+          expect_lte(max(abs(sqrt(colSums(crossprod(Wi, u)^2)) - d)), 10 * eps * s[1],
+                     label = info)
+        }
+      }
+    }
+  }
+})
+
 test_that("GPU truncation: matrices beyond a block's shared memory take the host path", {
   skip_if_no_gpu()
   set.seed(43)
