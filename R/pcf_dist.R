@@ -133,11 +133,11 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
 
 # GPU tuning knobs (internal): the walk variant and shared memory per block.
 # Walks (src/pcf/pcf_cuda.cu): 0 the CPU's walk, 1 the row read one interval
-# ahead, 2..4 that many column functions per thread at once (the default, 2,
-# by analysis of the latency-bound walk; inst/bench/pcf_tuning.R compares them).
+# ahead, 2..4 that many column functions per thread at once; unset (-1), the
+# fastest measured for the precision (inst/bench/pcf_tuning.R compares them).
 pcf_tuning <- function() {
-  walk <- getOption("gpukernels.pcf_gpu_walk", 2L)
-  if (!is.numeric(walk) || length(walk) != 1L || !walk %in% 0:4) {
+  walk <- getOption("gpukernels.pcf_gpu_walk", -1L)
+  if (!is.numeric(walk) || length(walk) != 1L || !walk %in% -1:4) {
     stop("option gpukernels.pcf_gpu_walk must be one of 0, 1, 2, 3, 4", call. = FALSE)
   }
   c(as.integer(walk), as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))

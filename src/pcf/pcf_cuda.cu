@@ -40,9 +40,11 @@ namespace {
 
 const int kTileRows = 256;
 const int kTileCols = 32;
-// Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared):
-// the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md).
-const int kSharedBytes = 48 * 1024;
+// Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared)
+// and default walks: the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md,
+// 2026-11-25: float 3 chains, double 2, both with 40 KiB; walk 1 was best at 48).
+const int kSharedBytes = 40 * 1024;
+const int kDefaultWalkFloat = 3, kDefaultWalkDouble = 2;
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
 // Most column functions a thread walks at once (gpu_walk 2..kMaxChains).
@@ -449,7 +451,9 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                                      const gk_block_writer *writer, const pcf_options *options,
                                      gk_error *err)
 {
-  pcf_ctx ctx = {*op, x, y, options->single, options->gpu_walk,
+  int walk = options->gpu_walk >= 0 ? options->gpu_walk
+                                     : options->single ? kDefaultWalkFloat : kDefaultWalkDouble;
+  pcf_ctx ctx = {*op, x, y, options->single, walk,
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
                  options->gpu_shared_bytes > 0 ? (size_t) options->gpu_shared_bytes
                                                : (size_t) kSharedBytes};
