@@ -97,6 +97,16 @@ size_t slice_columns(const gk_reduce_spec *spec, size_t m, size_t n, int tile)
   return cols > 0 ? cols : 1;
 }
 
+// out[i] += out_scale * transposed[i] (two-way launches, after the rows'
+// sums are finished). Here, not in reduce_kernels.cuh: that header has two
+// translation units, and a kernel that is no template would be defined twice.
+__global__ void add_transposed(Args a)
+{
+  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < a.m;
+       i += (size_t) gridDim.x * blockDim.x)
+    a.out[i] += a.out_scale * a.transposed[i];
+}
+
 // Shared memory per tile entry of a two-way launch: the column sums of each
 // warp of the block (reduce_kernels.cuh).
 template <typename T> constexpr size_t two_way_entry_bytes()

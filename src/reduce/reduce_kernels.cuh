@@ -223,15 +223,6 @@ template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p
   return p[0];
 }
 
-// out[i] += out_scale * transposed[i] (two-way launches, after the rows'
-// sums are finished).
-__global__ void add_transposed(Args a)
-{
-  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < a.m;
-       i += (size_t) gridDim.x * blockDim.x)
-    a.out[i] += a.out_scale * a.transposed[i];
-}
-
 // One block: ROWS x NT output rows against the j chunk blockIdx.y. With one
 // chunk the states finish directly (GPU_1D); otherwise they go to the
 // workspace for combine_chunks (GPU_2D). Thread t holds rows r * NT + t. RANGED:
