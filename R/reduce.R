@@ -98,6 +98,14 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #' @param ranges A block-sparse mask from [ranges_from_mask()] (see
 #'   Block-sparse reductions), or `NULL` for the dense reduction. Block-sparse
 #'   reductions run on one GPU (or the CPU) and are not split over workers.
+#' @param symmetric `TRUE` for a `"sum"` of `x` against itself (`y` not given)
+#'   over symmetric `ranges` (a cluster pair kept with its transpose): the GPU
+#'   then evaluates each kernel value outside the diagonal blocks once and
+#'   uses it for both of its rows, about half the work when the clusters are
+#'   small against their lists (one column of `b`; with more, every pair is
+#'   evaluated). The sums equal those without it to rounding (not bit for bit:
+#'   the GPU adds the second uses in a varying order). Both engines check the
+#'   symmetry.
 #' @param cutoff,cell A truncation radius and a cell size (both positive, in
 #'   the units of `x`) for the one-call truncated reduction; not with `ranges`.
 #' @return For `"sum"`, `"logsumexp"` and `"softmax_sum"`, a matrix with one
@@ -119,7 +127,14 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                                         "logsumexp", "softmax_sum"),
                           k = 1L, axis = 1L, precision = "double",
                           method = c("auto", "1d", "2d"), backend = NULL, devices = NULL,
-                          workers = NULL, ranges = NULL, cutoff = NULL, cell = NULL) {
+                          workers = NULL, ranges = NULL, cutoff = NULL, cell = NULL,
+                          symmetric = FALSE) {
+  if (!is.logical(symmetric) || length(symmetric) != 1L || is.na(symmetric)) {
+    stop("`symmetric` must be TRUE or FALSE", call. = FALSE)
+  }
+  if (symmetric && (is.null(ranges) || !missing(y))) {
+    stop("`symmetric = TRUE` reduces `x` against itself (no `y`) over `ranges`", call. = FALSE)
+  }
   if (!is.null(cutoff) || !is.null(cell)) {
     if (!is.null(ranges)) stop("give either `ranges` or `cutoff` and `cell`, not both", call. = FALSE)
     return(gk_truncated_reduce(x, y, b, kernel, reduction, k, axis, precision, method, backend,
@@ -199,7 +214,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
                gk_reductions[[reduction]], as.integer(k), precision == "single",
                gk_reduce_methods[[method]], backend, threads, vector_out, gpus,
-               ranges)
+               ranges, symmetric)
   switch(reduction,
     argmin = , argmax = res[[2L]],
     kmin = list(values = res[[1L]], index = res[[2L]]),

@@ -77,7 +77,8 @@ SEXP gk_r_h2_free(SEXP ptr);
 SEXP gk_r_h2_svd_gpu(SEXP w, SEXP dims, SEXP single);
 /* kernel reductions and device matrices (r_reduce.c) */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges);
+                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges,
+                 SEXP symmetric);
 SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP axis,
                        SEXP precision, SEXP method, SEXP backend, SEXP threads,
                        SEXP reductions, SEXP methods);
@@ -140,7 +141,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},
   {"gk_r_h2_svd_gpu", (DL_FUNC) &gk_r_h2_svd_gpu, 3},
   /* kernel reductions */
-  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 13},
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 14},
   {"gk_r_reduce_plain", (DL_FUNC) &gk_r_reduce_plain, 13},
   {"gk_r_reduce_ranges_build", (DL_FUNC) &gk_r_reduce_ranges_build, 4},
   {"gk_r_reduce_ranges_pairs", (DL_FUNC) &gk_r_reduce_ranges_pairs, 1},

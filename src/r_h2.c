@@ -88,7 +88,7 @@ static gk_status choose_storage(h2_handle *h, int storage, int gpu, h2_otf **otf
   if (storage == 0) return GK_OK;
   if (h2_otf_build(&h->tree, otf, err)) return err->status;
   double cpl, dense;
-  h2_otf_pairs(*otf, &cpl, &dense);
+  h2_otf_pairs(*otf, gpu, &cpl, &dense);
   h->kernel_pairs = cpl + dense;
   // Unreachable matrices do not count against the stored form: collect them
   // first if it would pass the memory policy (this also reads the host budget option).

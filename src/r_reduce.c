@@ -199,7 +199,7 @@ static SEXP reduce_run_spec(const gk_reduce_spec *rs, const gk_reduce_operand *x
  * weights. */
 static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction, int k,
                        int single, gk_reduce_method method, int on_gpu, int threads,
-                       int vector_out, SEXP devices, SEXP ranges)
+                       int vector_out, SEXP devices, SEXP ranges, int symmetric)
 {
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
   gk_reduce_operand bo = {NULL, NULL, 0, -1, 0, 0, NULL};
@@ -221,6 +221,7 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
   rs.k = k;
   rs.single = single;
   rs.method = method;
+  rs.symmetric = symmetric;
   gk_reduce_ranges blocks;
   rs.ranges = NULL;
   if (!Rf_isNull(ranges)) {
@@ -233,12 +234,12 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
 /* kernel_reduce()'s general path, once R has checked every argument. */
 SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
                  SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices,
-                 SEXP ranges)
+                 SEXP ranges, SEXP symmetric)
 {
   return reduce_run(x, y, b, spec, (gk_reduction) gk_as_int(reduction), gk_as_int(k),
                     gk_as_flag(single), (gk_reduce_method) gk_as_int(method),
                     gk_backend_is_gpu(backend), gk_as_int(threads), gk_as_flag(vector_out),
-                    devices, ranges);
+                    devices, ranges, gk_as_flag(symmetric));
 }
 
 /* The code of `arg` among the named integer codes `choices` (as
@@ -361,7 +362,7 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
   }
   SEXP res = PROTECT(reduce_run(x, y, b, spec, (gk_reduction) code, (int) kk, single,
                                 (gk_reduce_method) scheme, gk_backend_is_gpu(backend),
-                                gk_as_int(threads), vector_out, R_NilValue, R_NilValue));
+                                gk_as_int(threads), vector_out, R_NilValue, R_NilValue, 0));
   nprot++;
   SEXP out = VECTOR_ELT(res, 0);
   if (code == GK_REDUCE_ARGMIN || code == GK_REDUCE_ARGMAX) {

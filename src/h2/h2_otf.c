@@ -18,6 +18,7 @@ static gk_status make_ranges(h2_otf_product *p, int clusters, const int *cr, siz
                                      &p->ranges, &p->ranges_storage, err);
   if (st) return st;
   p->pairs = reduce_ranges_pairs(&p->ranges);
+  p->pairs_symmetric = reduce_ranges_pairs_symmetric(&p->ranges);
   return GK_OK;
 }
 
@@ -134,10 +135,17 @@ void h2_otf_free(h2_otf *o)
   free(o);
 }
 
-void h2_otf_pairs(const h2_otf *o, double *coupling, double *dense)
+int h2_otf_symmetric(void)
 {
-  *coupling = o->coupling.pairs;
-  *dense = o->dense.pairs;
+  const char *env = getenv("GK_H2_OTF_SYMMETRIC");
+  return !(env && strcmp(env, "0") == 0);
+}
+
+void h2_otf_pairs(const h2_otf *o, int gpu, double *coupling, double *dense)
+{
+  const int symmetric = gpu && h2_otf_symmetric();
+  *coupling = symmetric ? o->coupling.pairs_symmetric : o->coupling.pairs;
+  *dense = symmetric ? o->dense.pairs_symmetric : o->dense.pairs;
 }
 
 gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int threads,
@@ -169,6 +177,9 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
   spec.range = ones;   // the points are already scaled
   spec.reduction = GK_REDUCE_SUM;
   spec.ranges = &p->ranges;
+  // The CPU engine evaluates every pair either way; the flag has it check
+  // the symmetry that the GPU products rely on.
+  spec.symmetric = h2_otf_symmetric();
   gk_reduce_operand pts = {p->points, NULL, 0, -1, rows, t->dim};
   gk_reduce_operand w = {w_host, NULL, 0, -1, rows, nrhs};
   gk_status st = reduce_cpu(&spec, &pts, &pts, &w, sum, NULL, threads, err);
@@ -209,11 +220,18 @@ gk_status h2_otf_refuse_export(gk_error *err)
  * the dense blocks). So at 2^20, eta = 3 the stored form wins in float64
  * (15.7 against 18.1 ms) and the on-the-fly form in float32 (6.2 against
  * 8.3 ms). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel pair
- * with an exp: 2e8/s). */
+ * with an exp: 2e8/s).
+ * Symmetric products (h2_otf.h) evaluate about half the pairs, each with a
+ * column sum on top of the row sum (a transpose-reduce and an atomic add per
+ * column and tile): GPU_TWO_WAY_COST, the cost of such a pair against a
+ * one-way pair, is an estimate from the instruction counts, NOT measured:
+ * refit it (and the rates, run L) from the GPU timings with and without
+ * GK_H2_OTF_SYMMETRIC=0. */
 #define GPU_STORED_BYTES_PER_S 2.5e12
 #define GPU_PAIRS_PER_S_DOUBLE 2.8e11
 #define GPU_PAIRS_PER_S_SINGLE 8.0e11
 #define GPU_MS_PER_PRODUCT 0.1
+#define GPU_TWO_WAY_COST 1.25
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
 
@@ -224,9 +242,10 @@ int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double
   double low = (double) (h2_basis_entries(t) + h2_transfer_entries(t)) * el;
   double blocks = (double) (h2_coupling_entries(t) + h2_dense_entries(t)) * el;
   double cpl, dense;
-  h2_otf_pairs(o, &cpl, &dense);
+  h2_otf_pairs(o, gpu, &cpl, &dense);
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;
   double rate = gpu ? (single ? GPU_PAIRS_PER_S_SINGLE : GPU_PAIRS_PER_S_DOUBLE) : CPU_PAIRS_PER_S;
+  if (gpu && h2_otf_symmetric()) rate /= GPU_TWO_WAY_COST;
   *ms_stored = 1e3 * (low + blocks) / bw;
   int products = (o->dense.rows > 0) + (o->coupling.rows > 0);   // one engine call each
   *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate) + (gpu ? GPU_MS_PER_PRODUCT * products : 0.0);

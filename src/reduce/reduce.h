@@ -93,9 +93,10 @@ typedef struct {
   double kept_pairs;
   int piece_rows, npieces; /* npieces 0: the ranges keep every pair (dense) */
   size_t list_max;
+  int symmetric;           /* made for a symmetric spec (each list clipped to j >= its rows) */
 } gk_reduce_plan;
 
-#define GK_REDUCE_PLAN_EMPTY {GK_DEVICE_BUFFER_EMPTY, 0, 0, 0, 0.0, 0, 0, 0}
+#define GK_REDUCE_PLAN_EMPTY {GK_DEVICE_BUFFER_EMPTY, 0, 0, 0, 0.0, 0, 0, 0, 0}
 
 void reduce_plan_free(gk_reduce_plan *plan);
 
@@ -118,6 +119,18 @@ typedef struct {
    * root_scale * sqrt(max(F, 0)), knn's distances, computed where the values
    * are finished instead of in a pass over the results. */
   double root_scale;
+  /* SUM with `ranges` only: x and y are the same operand and the ranges'
+   * mask is symmetric ((i, j) kept iff (j, i) kept; every kernel of the
+   * vocabulary is symmetric), so each kernel value off the diagonal blocks
+   * serves two sums: a_i += F_ij b_j and a_j += F_ij b_i. The GPU engine
+   * evaluates each such pair once for one weight column (about half the
+   * kernel evaluations of a product whose clusters are small against their
+   * lists, as the H2 products'; reduce_ranges_pairs_symmetric); with more
+   * columns, and in the CPU engine, every pair is evaluated as without the
+   * flag. Both engines check the preconditions (reduce_check_symmetric). The
+   * GPU adds the transposed contributions in an order that varies between
+   * runs (atomic adds): its sums are equal to rounding, not bit for bit. */
+  int symmetric;
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device
@@ -180,11 +193,25 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
  * of r is not valid for m rows of x and n rows of y. Both engines call it. */
 gk_status reduce_ranges_check(const gk_reduce_ranges *r, size_t m, size_t n, gk_error *err);
 
+/* GK_ERR_INPUT naming what is wrong unless a symmetric reduction (spec->
+ * symmetric) may run: SUM, ranges given, x and y one operand, and the first
+ * set of the ranges a symmetric mask (checked pair of ranges by pair of
+ * ranges, not point by point: about (kept ranges) x log(clusters) steps).
+ * Call after reduce_ranges_check. */
+gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                                 const gk_reduce_operand *y, gk_error *err);
+
 /* The same mask for the transposed reduction (the two sets swapped). */
 gk_reduce_ranges reduce_ranges_transpose(const gk_reduce_ranges *r);
 
 /* Number of (i, j) pairs the first set of r keeps (cluster rows x list rows). */
 double reduce_ranges_pairs(const gk_reduce_ranges *r);
+
+/* The pairs a symmetric sum over r evaluates on the GPU (one weight column):
+ * each cluster's rows against its list from its first row on. The
+ * engine's pieces clip at their own first row, so clusters of more than 64
+ * rows evaluate somewhat fewer. */
+double reduce_ranges_pairs_symmetric(const gk_reduce_ranges *r);
 
 /* Both sets from kx clusters of x (pairs ranges_x) and ky clusters of y
  * (pairs ranges_y), each sorted and not overlapping, and npairs kept cluster

@@ -272,10 +272,12 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   job.pieces = NULL;
   job.npieces = 0;
   job.redranges = NULL;
+  if (spec->ranges && reduce_ranges_check(spec->ranges, x->rows, y->rows, err)) return err->status;
+  // Symmetric sums (reduce.h) are checked as the GPU engine checks them, then
+  // evaluated both ways: the rows' sums are the same, to rounding.
+  if (spec->symmetric && reduce_check_symmetric(spec, x, y, err)) return err->status;
   if (spec->ranges) {
-    if (reduce_ranges_check(spec->ranges, x->rows, y->rows, err) ||
-        reduce_ranges_pieces(spec->ranges, x->rows, 0, &pieces, &job.npieces, err))
-      return err->status;
+    if (reduce_ranges_pieces(spec->ranges, x->rows, 0, &pieces, &job.npieces, err)) return err->status;
     job.pieces = pieces;
     job.redranges = spec->ranges->redranges_j;
   }

@@ -3,6 +3,7 @@
 // scratch (kept between calls) and launches the kernels of reduce_kernels.cuh.
 // One synchronize per call, after the results are downloaded (and one between
 // the slices of a long reduction, for interrupts).
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,19 +97,48 @@ size_t slice_columns(const gk_reduce_spec *spec, size_t m, size_t n, int tile)
   return cols > 0 ? cols : 1;
 }
 
+// out[i] += out_scale * transposed[i] (two-way launches, after the rows'
+// sums are finished). Here, not in reduce_kernels.cuh: that header has two
+// translation units, and a kernel that is no template would be defined twice.
+__global__ void add_transposed(Args a)
+{
+  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < a.m;
+       i += (size_t) gridDim.x * blockDim.x)
+    a.out[i] += a.out_scale * a.transposed[i];
+}
+
+// Shared memory per tile entry of a two-way launch: the column sums of each
+// warp of the block (reduce_kernels.cuh).
+template <typename T> constexpr size_t two_way_entry_bytes()
+{
+  return (size_t) (threads_per_block<true>() / 32) * sizeof(T);
+}
+
 // ---- launching one (op, value, dimension) combination ----
 template <typename T, class Op, class Val, int DS, int ROWS>
 gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
 {
   const bool ranged = a.pieces != NULL;
+  const bool two_way = a.transposed != NULL;
   const int threads = ranged ? threads_per_block<true>() : threads_per_block<false>();
   if (ranged && a.piece_rows != threads * ROWS)
     return gk_fail(err, GK_ERR_INTERNAL, "block-sparse pieces of %d rows for blocks of %d", a.piece_rows,
                    threads * ROWS);
   auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
+  // Two-way launches exist for the sums of one weight column, one row per thread.
+  bool two_way_kernel = false;
+  if constexpr (std::is_same<Op, SumOp<T, 1>>::value && ROWS == 1) {
+    if (two_way && ranged) {
+      kernel = reduce_tiles<T, Op, Val, DS, ROWS, true, true>;
+      two_way_kernel = true;
+    }
+  }
+  if (two_way && !two_way_kernel)
+    return gk_fail(err, GK_ERR_INTERNAL, "a two-way launch of a reduction that has none");
   // The tile (and, block-sparse, the j of each entry: tiles gather ranges).
   size_t smem = queue_offset(a.tile, a.stride * (int) sizeof(T), ranged);
   if (Op::QUEUE > 0) smem += queue_bytes<T, Op>(threads, ROWS);
+  if (two_way) smem += (size_t) a.tile * two_way_entry_bytes<T>();
   if (smem > 48 * 1024 &&
       gk_cuda_status(cudaFuncSetAttribute((const void *) kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int) smem), "allowing the reduction's shared memory", err))
@@ -132,6 +162,10 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
                                      : (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
   a.sliced = nslices > 1;
   a.chunk0 = a.sliced ? 1 : 0;
+  // The columns' sums gather over every slice and chunk from zero.
+  if (two_way && gk_cuda_status(cudaMemsetAsync(a.transposed, 0, a.m * sizeof(double), 0),
+                                "clearing the reduction's column sums", err))
+    return err->status;
 
   // Every slice but the last has the first one's length, so two plans cover
   // them all. Partial results: slot 0 carries the state between slices, then
@@ -173,6 +207,10 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
       if (gk_interrupt_pending())
         return gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
     }
+  }
+  if (two_way) {   // after the rows are finished (by the kernel or combine_chunks)
+    add_transposed<<<(unsigned) std::min<size_t>((a.m + 255) / 256, 4096), 256>>>(a);
+    if (gk_cuda_check_launch("adding the column sums", err)) return err->status;
   }
   return GK_OK;
 }
@@ -393,15 +431,51 @@ void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const
 }
 
 // The block-sparse work pieces of a call (reduce_ranges_pieces), on the host
-// until they are packed into the upload; list_max is the longest list in j.
+// until they are packed into the upload, with the reduced ranges their lists
+// index (`red`: the caller's, or for two-way pieces their own); list_max is
+// the longest list in j, pairs the pairs they evaluate.
 struct HostPieces {
   int *data = NULL;
   int count = 0;
+  const int *red = NULL;
+  int *clipped = NULL;
   size_t nred = 0, list_max = 0;
-  gk_status build(const gk_reduce_ranges *r, size_t m, int max_rows, gk_error *err)
+  double pairs = 0.0;
+  // Two-way pieces (symmetric sums, reduce_kernels.cuh): each piece's own
+  // list, clipped to j >= its first row; the pairs before it are those of
+  // earlier pieces, which evaluate them for both.
+  gk_status clip(gk_error *err)
+  {
+    size_t total = 0;
+    for (int p = 0; p < count; p++) total += (size_t) (data[4 * p + 3] - data[4 * p + 2]);
+    if (total > (size_t) INT_MAX)
+      return gk_fail(err, GK_ERR_INPUT, "too many block-sparse ranges for a symmetric reduction");
+    clipped = (int *) malloc((2 * total + 1) * sizeof(int));
+    if (!clipped) return gk_fail(err, GK_ERR_NOMEM, "out of memory for the block-sparse work list");
+    int at = 0;
+    for (int p = 0; p < count; p++) {
+      int *piece = data + 4 * p;
+      const int first = at;
+      for (int l = piece[2]; l < piece[3]; l++) {
+        const int s = red[2 * l] > piece[0] ? red[2 * l] : piece[0], e = red[2 * l + 1];
+        if (e <= s) continue;
+        clipped[2 * at] = s;
+        clipped[2 * at + 1] = e;
+        at++;
+      }
+      piece[2] = first;
+      piece[3] = at;
+    }
+    red = clipped;
+    nred = (size_t) at;
+    return GK_OK;
+  }
+  gk_status build(const gk_reduce_ranges *r, size_t m, int max_rows, bool two_way, gk_error *err)
   {
     if (reduce_ranges_pieces(r, m, max_rows, &data, &count, err)) return err->status;
+    red = r->redranges_j;
     nred = r->count_i > 0 ? (size_t) r->slices_i[r->count_i - 1] : 0;
+    if (two_way && clip(err)) return err->status;
     std::vector<std::pair<double, int>> work;   // (pairs, piece)
     std::vector<int> sorted;
     try {
@@ -412,10 +486,10 @@ struct HostPieces {
     }
     for (int p = 0; p < count; p++) {
       size_t len = 0;
-      for (int l = data[4 * p + 2]; l < data[4 * p + 3]; l++)
-        len += (size_t) (r->redranges_j[2 * l + 1] - r->redranges_j[2 * l]);
+      for (int l = data[4 * p + 2]; l < data[4 * p + 3]; l++) len += (size_t) (red[2 * l + 1] - red[2 * l]);
       if (len > list_max) list_max = len;
       work[p] = std::make_pair((double) len * (data[4 * p + 1] - data[4 * p]), p);
+      pairs += work[p].first;
     }
     // Heaviest pieces first (blocks start in grid order): the last wave then
     // holds the light ones, instead of a long list starting last.
@@ -441,7 +515,11 @@ struct HostPieces {
   }
   size_t bytes() const { return 4 * (size_t) count * sizeof(int); }
   size_t redrange_bytes() const { return count ? 2 * nred * sizeof(int) : 0; }
-  ~HostPieces() { free(data); }
+  ~HostPieces()
+  {
+    free(data);
+    free(clipped);
+  }
 };
 
 bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
@@ -452,8 +530,8 @@ bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
 
 // Fills `plan` with the pieces just cut (sorted, on the host) and the reduced
 // ranges, uploaded once into the plan's own buffer.
-gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, const gk_reduce_ranges *r,
-                    size_t m, size_t n, double kept_pairs, int piece_rows, gk_error *err)
+gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, bool two_way, size_t m,
+                    size_t n, double kept_pairs, int piece_rows, gk_error *err)
 {
   reduce_plan_free(plan);
   const size_t bytes = pieces.bytes() + pieces.redrange_bytes();
@@ -461,7 +539,7 @@ gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, const gk_red
     char *host = (char *) malloc(bytes);
     if (!host) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the block-sparse plan");
     memcpy(host, pieces.data, pieces.bytes());
-    memcpy(host + pieces.bytes(), r->redranges_j, pieces.redrange_bytes());
+    memcpy(host + pieces.bytes(), pieces.red, pieces.redrange_bytes());
     gk_status st = gk_buffer_alloc(&plan->buf, bytes, "the block-sparse plan", err);
     if (st == GK_OK) st = gk_buffer_upload(&plan->buf, host, bytes, NULL, err);
     free(host);
@@ -477,6 +555,7 @@ gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, const gk_red
   plan->piece_rows = piece_rows;
   plan->npieces = pieces.count;
   plan->list_max = pieces.list_max;
+  plan->symmetric = two_way;
   return GK_OK;
 }
 
@@ -494,6 +573,10 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   const bool gauss2 = spec->reduction == GK_REDUCE_SUM && spec->kernel.family == GK_KERNEL_GAUSSIAN;
   // Points pre-scaled so that the gaussian is 2^(-stat) (ValGauss2, ValGauss2Variance).
   const bool exp2_points = spec->kernel.family == GK_KERNEL_GAUSSIAN && has_w;
+  // Symmetric sums evaluate each pair once for one weight column. With more,
+  // every pair is evaluated as without the flag: the columns' sums would cost
+  // a transpose-reduce per weight column, more than the kernel values saved.
+  const bool two_way = spec->symmetric && e_total == 1;
   const int vcols = reduce_value_columns(spec->reduction, e_total, spec->k);
   const int icols = reduce_index_columns(spec->reduction, spec->k);
   const size_t vbytes = m * vcols * sizeof(double), ibytes = m * icols * sizeof(int);
@@ -511,30 +594,34 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   exp_poly_of(spec->kernel, &a.poly1, &a.poly2);
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
-  size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0));
+  size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0) +
+                              (two_way ? two_way_entry_bytes<T>() : 0));
   if (tile == 0)
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
                    "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);
   a.tile = (int) (tile < (size_t) BLOCK ? tile : BLOCK);
-  // A plan made for these sizes stands for checked ranges and their kept pairs.
+  // A plan made for these sizes (and two-way or not) stands for checked
+  // ranges and their kept pairs.
   gk_reduce_plan *plan = spec->ranges ? spec->plan : NULL;
-  const bool planned = plan && plan->made && plan->m == m && plan->n == n;
+  const bool planned = plan && plan->made && plan->m == m && plan->n == n && (plan->symmetric != 0) == two_way;
   if (spec->ranges && !planned && reduce_ranges_check(spec->ranges, m, n, err)) return err->status;
+  if (spec->symmetric && !planned && reduce_check_symmetric(spec, x, y, err)) return err->status;
   if (m == 0) return GK_OK;
   // Block-sparse: the rows per thread follow the kept pairs per row.
   a.kept_pairs = planned ? plan->kept_pairs
                          : spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
   const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
-  const int rows_per_thread = gauss2 ? fast_rows(m, n_work, e_total) : 1;
+  const int rows_per_thread = gauss2 && !two_way ? fast_rows(m, n_work, e_total) : 1;
   HostPieces pieces;
   const int piece_rows = threads_per_block<true>() * rows_per_thread;
   // The plan's pieces serve when they were cut for these rows per thread;
   // otherwise they are cut here, and kept in the plan for the next call.
   const bool plan_pieces = planned && plan->piece_rows == piece_rows;
   if (spec->ranges && !plan_pieces) {
-    if (pieces.build(spec->ranges, m, piece_rows, err)) return err->status;
-    if (pieces.is_dense(spec->ranges, n)) pieces.count = 0;
-    if (plan && keep_plan(plan, pieces, spec->ranges, m, n, a.kept_pairs, piece_rows, err))
+    if (pieces.build(spec->ranges, m, piece_rows, two_way, err)) return err->status;
+    if (two_way) a.kept_pairs = pieces.pairs;   // the pairs evaluated
+    else if (pieces.is_dense(spec->ranges, n)) pieces.count = 0;
+    if (plan && keep_plan(plan, pieces, two_way, m, n, a.kept_pairs, piece_rows, err))
       return err->status;
   }
   if (plan) {   // the pieces come from the plan, already on the GPU
@@ -572,6 +659,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   size_t at_xp = x->host ? at_xhost : lay.take(m * dim * sizeof(T));
   size_t at_yp = y_is_x ? at_xp : y->host ? at_yhost : lay.take(n * dim * sizeof(T));
   size_t at_bp = has_w && !b->host && !b_direct ? lay.take(n * e_total * sizeof(T)) : at_bhost;
+  size_t at_transposed = lay.take(two_way ? m * sizeof(double) : 0);
   size_t at_out = lay.take(vbytes);
   size_t at_idx = at_out + vbytes;   // right after the values: one download
   lay.used = at_idx + ibytes;
@@ -605,7 +693,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   if (has_w && b->device_centre) device_shift(b, NULL, (double *) (host + at_bshift));
   if (pieces.count) {
     memcpy(host + at_pieces, pieces.data, pieces.bytes());
-    memcpy(host + at_redranges, spec->ranges->redranges_j, pieces.redrange_bytes());
+    memcpy(host + at_redranges, pieces.red, pieces.redrange_bytes());
     a.pieces = (const int *) (base + at_pieces);
     a.redranges = (const int *) (base + at_redranges);
     a.npieces = pieces.count;
@@ -633,6 +721,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.x = xp;
   a.y = yp;
   a.index = icols ? (int *) (base + at_idx) : NULL;
+  // Two-way launches (always block-sparse: an all-true mask is not made dense).
+  a.transposed = two_way ? (double *) (base + at_transposed) : NULL;
 
   // Weight columns in chunks of WEIGHT_CHUNK; unweighted reductions run once.
   for (int c0 = 0; c0 < (has_w ? e_total : 1); c0 += WEIGHT_CHUNK) {

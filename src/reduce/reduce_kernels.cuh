@@ -177,6 +177,52 @@ template <int MOST, class F> __device__ __forceinline__ void with_row_count(int 
   f(std::integral_constant<int, MOST>());
 }
 
+// ---- two-way (symmetric) launches -----------------------------------------
+// A symmetric sum (reduce.h) evaluates each kernel value F_ij of a block's
+// list beyond its own rows (j >= row_end: the lists are clipped to j >=
+// row_begin, so these pairs are nowhere else evaluated) once and uses it for
+// the row, a_i += F_ij b_j, and for the column, a_j += F_ij b_i. The columns'
+// sums over the block's rows are made per group of COLUMN_GROUP tile entries:
+// each lane holds F_ij b_i for the group's columns, a transpose-reduce over
+// the warp leaves lane l with column l's sum, the warps' sums meet in shared
+// memory and each column goes to `transposed` with one atomic add per block
+// and tile. Groups of 32 in float32; 16 in float64, where 32 values per lane
+// would add 64 registers to the kernel's 80.
+template <typename T> __host__ __device__ constexpr int column_group()
+{
+  return sizeof(T) == 4 ? 32 : 16;
+}
+
+// One step of the transpose-reduce over lane bit O: each lane keeps half of
+// its O + O columns (the upper half when its bit O is set), sends the other
+// half to lane ^ O and adds what that lane sends for the kept half. After the
+// steps O = C/2 ... 1, p[0] holds column (lane % C)'s sum: C - 1 exchanges
+// per lane for C columns, where a reduction per column takes 5.
+template <int O, int C, typename T> __device__ __forceinline__ void transpose_step(T (&p)[C], int lane)
+{
+  const bool upper = (lane & O) != 0;
+#pragma unroll
+  for (int k = 0; k < O; k++) {
+    const T send = upper ? p[k] : p[k + O];
+    const T keep = upper ? p[k + O] : p[k];
+    p[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+  }
+  if constexpr (O > 1) transpose_step<O / 2>(p, lane);
+}
+
+// The sums over the warp's 32 lanes of p[0 .. C): lane l gets column l % C's
+// (a 16-column group first adds the lanes l and l ^ 16 column by column).
+template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p)[C])
+{
+  static_assert(C == 16 || C == 32, "column groups of 16 or 32");
+  if constexpr (C == 16) {
+#pragma unroll
+    for (int k = 0; k < C; k++) p[k] += __shfl_xor_sync(0xffffffffu, p[k], 16);
+  }
+  transpose_step<C / 2>(p, (int) (threadIdx.x & 31));
+  return p[0];
+}
+
 // One block: ROWS x NT output rows against the j chunk blockIdx.y. With one
 // chunk the states finish directly (GPU_1D); otherwise they go to the
 // workspace for combine_chunks (GPU_2D). Thread t holds rows r * NT + t. RANGED:
@@ -184,9 +230,13 @@ template <int MOST, class F> __device__ __forceinline__ void with_row_count(int 
 // warp reduces only the row groups r that hold one of the piece's rows (a
 // cluster's last piece is often short: with every group reduced, clusters of
 // about 1000 points left 8% of the row slots idle).
-template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED>
+// TWO_WAY: a symmetric sum (see above; RANGED, one row per thread, one
+// weight column).
+template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED, bool TWO_WAY = false>
 __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args a)
 {
+  static_assert(!TWO_WAY || (RANGED && ROWS == 1 && Op::EC_ == 1 && Op::QUEUE == 0),
+                "two-way launches: block-sparse sums, one row per thread, one weight column");
   constexpr int NT = threads_per_block<RANGED>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *tile = reinterpret_cast<T *>(smem_raw);
@@ -236,6 +286,18 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   }
   const bool busy = warp_rows > 0;
   const int width = dim + a.e;
+  // Two-way: this thread's b_i (0 for an idle thread: it adds nothing to the
+  // columns), the warps holding rows (the first ones), and the warps' column
+  // sums of a tile, after the tile in shared memory (where KMinOp's queues go).
+  T b_row = 0;
+  int row_warps = 0;
+  T *column_sums = nullptr;
+  if constexpr (TWO_WAY) {
+    if (rows[0] < row_end) b_row = b[rows[0]];
+    const size_t held = row_end - row_begin;
+    row_warps = (int) ((held + 31) / 32 < (size_t) (NT / 32) ? (held + 31) / 32 : NT / 32);
+    column_sums = reinterpret_cast<T *>(smem_raw + queue_offset(a.tile, a.stride * (int) sizeof(T), RANGED));
+  }
 
   // Copies y_j and b_j, j in [j0, j0 + len), to the tile's entries [at, at + len)
   // (cooperative, coalesced).
@@ -263,7 +325,34 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
 #pragma unroll
         for (int r = 0; r < NR; r++) st[r].push(value(r, yj), j, yj + dim, a);
       };
-      if constexpr (Op::QUEUE > 0) {
+      if constexpr (TWO_WAY) {
+        // Groups of C entries: the row's sum as one-way, and the columns
+        // beyond the block's rows (the diagonal block's are summed one way)
+        // into column_sums[warp][q].
+        constexpr int C = column_group<T>();
+        const int lane = (int) (threadIdx.x & 31), warp = (int) (threadIdx.x >> 5);
+        for (int q0 = 0; q0 < len; q0 += C) {
+          T p[C];
+          bool beyond = false;   // warp-uniform: every lane reads the same entries
+#pragma unroll
+          for (int u = 0; u < C; u++) {
+            p[u] = 0;
+            if (q0 + u < len) {
+              const T *yj = tile + (q0 + u) * stride;
+              const int j = j_of(q0 + u);
+              const T f = value(0, yj);
+              st[0].push(f, j, yj + dim, a);
+              if ((size_t) j >= row_end) {
+                p[u] = f * b_row;
+                beyond = true;
+              }
+            }
+          }
+          if (!beyond) continue;
+          const T sum = warp_column_sums(p);
+          if (lane < C && q0 + lane < len) column_sums[warp * a.tile + q0 + lane] = sum;
+        }
+      } else if constexpr (Op::QUEUE > 0) {
         // Values in groups of CHECK_EVERY pairs per row, each group tested
         // against the list as a whole (push_group), candidate queues emptied
         // by whole warps; the rest of the tile is followed by end_tile's
@@ -295,6 +384,19 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
       else reduce_rows(std::integral_constant<int, ROWS>());
     }
     __syncthreads();
+    if constexpr (TWO_WAY) {
+      // The columns beyond the block's rows (every warp holding rows wrote
+      // them): the warps' sums in warp order, one atomic add per column. The
+      // next tile's load waits for these reads of the tile's j.
+      for (int q = threadIdx.x; q < len; q += NT) {
+        const int j = j_of(q);
+        if ((size_t) j < row_end) continue;
+        T sum = column_sums[q];
+        for (int w = 1; w < row_warps; w++) sum += column_sums[w * a.tile + q];
+        atomicAdd(a.transposed + j, (double) sum);
+      }
+      __syncthreads();
+    }
   };
 
   if constexpr (!RANGED) {

@@ -44,6 +44,10 @@ struct Args {
   int npieces, piece_rows; // host planning: pieces and their most rows, the longest list (in j), pairs kept
   size_t list_max;
   double kept_pairs;
+  // Two-way launches (symmetric sums, reduce.h; block-sparse, one weight
+  // column): the sums of the columns, m doubles zeroed before the launch,
+  // added into `out` (times out_scale) after it.
+  double *transposed;
 };
 
 // The exponentials of the GPU engine, 2^(u / EXP2_UNIT), take their argument

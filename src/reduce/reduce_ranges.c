@@ -85,6 +85,23 @@ double reduce_ranges_pairs(const gk_reduce_ranges *r)
   return total;
 }
 
+double reduce_ranges_pairs_symmetric(const gk_reduce_ranges *r)
+{
+  double total = 0.0;
+  int from = 0;
+  for (int q = 0; q < r->count_i; q++) {
+    const int first = r->ranges_i[2 * q];
+    double cols = 0.0;
+    for (int l = from; l < r->slices_i[q]; l++) {
+      const int s = r->redranges_j[2 * l] > first ? r->redranges_j[2 * l] : first;
+      if (r->redranges_j[2 * l + 1] > s) cols += r->redranges_j[2 * l + 1] - s;
+    }
+    total += cols * (r->ranges_i[2 * q + 1] - first);
+    from = r->slices_i[q];
+  }
+  return total;
+}
+
 /* One direction: for each of `rows` clusters, the kept partner clusters in
  * increasing order (CSR in start/partner), written as merged ranges of the
  * partners' rows. Returns the number of ranges written to `red` (which has
@@ -283,5 +300,100 @@ gk_status reduce_ranges_pieces(const gk_reduce_ranges *r, size_t m, int max_rows
   free(runs);
   *pieces = out;
   *count = (int) npieces;
+  return GK_OK;
+}
+
+/* ---- symmetric reductions ------------------------------------------------ */
+
+/* The cluster of r's first set holding row i, or -1. Clusters are sorted and
+ * an empty one never follows a non-empty one with the same start, so the
+ * last cluster starting at or before i is the only candidate. */
+static int cluster_of_row(const gk_reduce_ranges *r, size_t i)
+{
+  int lo = 0, hi = r->count_i - 1, found = -1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if ((size_t) r->ranges_i[2 * mid] <= i) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return found >= 0 && (size_t) r->ranges_i[2 * found + 1] > i ? found : -1;
+}
+
+/* Whether the ranges red[l0 .. l1) (one cluster's list) cover [a, b): from
+ * `first` on, chaining the ranges that continue the covered part. */
+static int list_covers_from(const int *red, int first, int l1, size_t a, size_t b)
+{
+  size_t pos = a;
+  for (int l = first; l < l1 && pos < b; l++) {
+    size_t s = (size_t) red[2 * l], e = (size_t) red[2 * l + 1];
+    if (e <= s || e <= pos) continue;   // empty, or wholly before the covered part
+    if (s > pos) return 0;              // a gap (non-empty ranges are sorted)
+    pos = e;
+  }
+  return pos >= b;
+}
+
+static int list_covers(const int *red, int l0, int l1, size_t a, size_t b)
+{
+  if (b <= a) return 1;
+  // Start at the last range starting at or before a (a binary search over the
+  // starts; empty ranges may break their order, so a miss rescans the list).
+  int lo = l0, hi = l1 - 1, first = l0;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if ((size_t) red[2 * mid] <= a) {
+      first = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return list_covers_from(red, first, l1, a, b) || list_covers_from(red, l0, l1, a, b);
+}
+
+static int same_operand(const gk_reduce_operand *x, const gk_reduce_operand *y)
+{
+  return x->rows == y->rows && x->cols == y->cols &&
+         ((x->host && x->host == y->host) || (x->device && x->device == y->device));
+}
+
+gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_operand *x,
+                                 const gk_reduce_operand *y, gk_error *err)
+{
+  if (spec->reduction != GK_REDUCE_SUM || !spec->ranges)
+    return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction is a sum over block-sparse `ranges`");
+  if (!same_operand(x, y))
+    return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction reduces a point set against itself "
+                   "(x and y one operand)");
+  // Every kept block [a, b) x [c, d) (a cluster and a range of its list) must
+  // have its transpose kept: each cluster q' meeting [c, d) covers it, and its
+  // list covers [a, b). Then the mask holds its transpose, which has as many
+  // pairs: the two are equal.
+  const gk_reduce_ranges *r = spec->ranges;
+  int from = 0;
+  for (int q = 0; q < r->count_i; q++) {
+    size_t a = (size_t) r->ranges_i[2 * q], b = (size_t) r->ranges_i[2 * q + 1];
+    int to = r->slices_i[q];
+    for (int l = from; l < to && b > a; l++) {
+      size_t c = (size_t) r->redranges_j[2 * l], d = (size_t) r->redranges_j[2 * l + 1];
+      for (size_t j = c; j < d;) {
+        int p = cluster_of_row(r, j);
+        if (p < 0)
+          return gk_fail(err, GK_ERR_INPUT, "the ranges are not symmetric: cluster %d keeps row %zu, "
+                         "which is in no cluster", q + 1, j + 1);
+        int p0 = p == 0 ? 0 : r->slices_i[p - 1];
+        if (!list_covers(r->redranges_j, p0, r->slices_i[p], a, b))
+          return gk_fail(err, GK_ERR_INPUT, "the ranges are not symmetric: cluster %d keeps rows of "
+                         "cluster %d, which does not keep all of cluster %d's rows", q + 1, p + 1,
+                         q + 1);
+        j = (size_t) r->ranges_i[2 * p + 1];
+      }
+    }
+    from = to;
+  }
   return GK_OK;
 }

@@ -244,6 +244,42 @@ test_that("GPU on the fly equals the CPU with empty levels, couplings from level
   }
 })
 
+test_that("GPU symmetric products equal the full evaluation and the CPU (GK_H2_OTF_SYMMETRIC)", {
+  skip_if_no_gpu()
+  set.seed(1212)
+  old <- Sys.getenv("GK_H2_OTF_SYMMETRIC", NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_OTF_SYMMETRIC") else
+    Sys.setenv(GK_H2_OTF_SYMMETRIC = old))
+  k <- gk_kernel("exponential", range = 0.15)
+  for (d in 2:3) for (leaf in c(64L, 45L)) {   # leaves of 45: clusters below the engine's 64 rows
+    n <- if (d == 2) 4001 else 3333
+    locs <- matrix(runif(n * d), ncol = d)
+    X <- matrix(rnorm(n * 3), n, 3)
+    args <- list(locs, k, nugget = 0.2, eta = 2, leaf_size = leaf, storage = "on_the_fly")
+    Yc <- do.call(h2_matrix, c(args, backend = "cpu")) %*% X
+    for (precision in c("double", "single")) {
+      tol <- if (precision == "double") 1e-12 else 1e-5
+      Sys.setenv(GK_H2_OTF_SYMMETRIC = "1")
+      A <- do.call(h2_matrix, c(args, backend = "gpu", precision = precision))
+      sym1 <- A %*% X[, 2]
+      symX <- A %*% X   # several right-hand sides: every pair evaluated
+      Sys.setenv(GK_H2_OTF_SYMMETRIC = "0")
+      full1 <- A %*% X[, 2]
+      fullX <- A %*% X
+      B <- do.call(h2_matrix, c(args, backend = "gpu", precision = precision))
+      label <- sprintf("%dD leaves %d %s", d, leaf, precision)
+      expect_lt(max(abs(sym1 - full1)) / max(abs(full1)), tol, label = label)
+      expect_lt(max(abs(symX - fullX)) / max(abs(fullX)), tol, label = label)
+      expect_lt(max(abs(sym1 - Yc[, 2])) / max(abs(Yc)), tol, label = label)
+      expect_lt(max(abs(symX - Yc)) / max(abs(Yc)), tol, label = label)
+      # The evaluations the summary counts (and the model prices): about half.
+      ratio <- summary(A)$storage$kernel_pairs / summary(B)$storage$kernel_pairs
+      expect_lt(ratio, 0.65, label = label)
+      expect_gt(ratio, 0.45, label = label)
+    }
+  }
+})
+
 test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   skip_if_no_gpu()
   set.seed(1208)

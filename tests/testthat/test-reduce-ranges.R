@@ -380,3 +380,136 @@ test_that("ranges print, summarise and convert back to the mask", {
   expect_identical(as.matrix(r), keep)
   expect_equal(summary(r)$kept_fraction, 200 / 400)
 })
+
+# ---- symmetric sums (kernel_reduce(symmetric = TRUE)) ----------------------
+
+# Points (mean zero) sorted into grid cells, and a symmetric mask of the cell
+# pairs whose centroids are within `cutoff` (without the diagonal blocks when
+# `diagonal` is FALSE, as the H2 couplings).
+symmetric_case <- function(n, d, cell, cutoff, diagonal = TRUE) {
+  x <- matrix(runif(n * d) - 0.5, n, d)
+  s <- sort_clusters(x, grid_cluster(x, cell))
+  cl <- cluster_ranges_centroids(s$x, s$labels)
+  g <- rowSums(cl$centroids^2)
+  dist <- sqrt(pmax(outer(g, g, "+") - 2 * tcrossprod(cl$centroids), 0))
+  keep <- dist < cutoff
+  if (!diagonal) diag(keep) <- FALSE
+  list(x = s$x, ranges = cl$ranges, keep = keep)
+}
+
+# The sums against brute force (the masked kernel matrix times b), relative to
+# the sums of absolute values (b has mean zero: the sums cancel).
+expect_symmetric_sum <- function(got, x, kernel, mask, b, tol, label) {
+  K <- kernel_matrix(x, kernel = kernel, backend = "cpu") * mask
+  ref <- K %*% b
+  scale <- max(abs(K) %*% abs(b))
+  expect_lt(max(abs(as.matrix(got) - ref)) / scale, tol, label = label)
+}
+
+test_that("symmetric sums equal brute force: 2D and 3D, clusters of any size, 1 and 3 rhs", {
+  set.seed(4301)
+  kernels <- list(gk_kernel("exponential", range = 0.3),
+                  gk_kernel("gaussian", range = 0.2, variance = 1.5),
+                  gk_kernel("matern", range = 0.25, smoothness = 2.5),
+                  gk_kernel("cauchy", range = 0.3))
+  cases <- list(
+    symmetric_case(1500, 2, 0.1, 0.35),                      # clusters of ~15 points
+    symmetric_case(1203, 3, 0.25, 0.6, diagonal = FALSE),    # ~19, no diagonal blocks
+    symmetric_case(2000, 2, 0.34, 0.7),                      # ~220: several pieces each
+    {n <- 333; list(x = matrix(runif(n * 3) - 0.5, n, 3),    # one cluster
+                    ranges = matrix(c(1L, n), 1), keep = matrix(TRUE))})
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    for (cs in cases) {
+      n <- nrow(cs$x)
+      r <- ranges_from_mask(cs$ranges, cs$ranges, cs$keep)
+      mask <- dense_mask(cs$ranges, cs$ranges, cs$keep, n, n)
+      expect_true(isSymmetric(mask))
+      for (kernel in kernels) for (e in c(1L, 3L)) {
+        b <- matrix(rnorm(n * e), n, e)
+        got <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, symmetric = TRUE,
+                             precision = precision, backend = backend)
+        label <- sprintf("%s n %d e %d on %s/%s", kernel$name, n, e, backend, precision)
+        expect_symmetric_sum(got, cs$x, kernel, mask, b, reduce_tolerance(precision), label)
+        full <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, precision = precision,
+                              backend = backend)
+        expect_lt(max(abs(got - full)) / max(abs(full)),
+                  if (precision == "double") 1e-12 else 1e-5, label = label)
+        if (e == 1L) {   # a vector b gives a vector
+          v <- kernel_reduce(cs$x, b = b[, 1], kernel = kernel, ranges = r, symmetric = TRUE,
+                             precision = precision, backend = backend)
+          expect_lt(max(abs(v - got[, 1])) / max(abs(full)),
+                    if (precision == "double") 1e-12 else 1e-5, label = label)
+        }
+      }
+    }
+  }
+})
+
+test_that("symmetric sums with gaps, empty clusters and rows in no cluster", {
+  set.seed(4302)
+  n <- 900
+  x <- matrix(runif(n * 2) - 0.5, n, 2)
+  rc <- random_clusters(n, 14)
+  keep <- matrix(runif(nrow(rc)^2) < 0.4, nrow(rc))
+  keep <- keep | t(keep)
+  r <- ranges_from_mask(rc, rc, keep)
+  mask <- dense_mask(rc, rc, keep, n, n)
+  b <- rnorm(n)
+  k <- gk_kernel("exponential", range = 0.2)
+  for (backend in test_backends()) for (precision in test_precisions(backend)) {
+    got <- kernel_reduce(x, b = b, kernel = k, ranges = r, symmetric = TRUE,
+                         precision = precision, backend = backend)
+    expect_symmetric_sum(got, x, k, mask, b, reduce_tolerance(precision),
+                         paste(backend, precision))
+  }
+})
+
+test_that("GPU symmetric sums equal the CPU's: slices, 2D chunks, repeated calls", {
+  skip_if_no_gpu()
+  set.seed(4303)
+  cs <- symmetric_case(6000, 3, 0.125, 0.45)
+  n <- nrow(cs$x)
+  r <- ranges_from_mask(cs$ranges, cs$ranges, cs$keep)
+  b <- rnorm(n)
+  old <- Sys.getenv("GK_REDUCE_SLICE_PAIRS", NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("GK_REDUCE_SLICE_PAIRS") else
+    Sys.setenv(GK_REDUCE_SLICE_PAIRS = old))
+  for (kernel in list(gk_kernel("exponential", range = 0.2), gk_kernel("gaussian", range = 0.1))) {
+    cpu <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, backend = "cpu")
+    for (slices in c("", "200000")) for (method in c("auto", "1d", "2d")) {
+      if (nzchar(slices)) Sys.setenv(GK_REDUCE_SLICE_PAIRS = slices) else Sys.unsetenv("GK_REDUCE_SLICE_PAIRS")
+      for (precision in c("double", "single")) {
+        gpu <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, symmetric = TRUE,
+                             precision = precision, method = method, backend = "gpu")
+        expect_lt(rel_err(gpu, cpu), reduce_tolerance(precision),
+                  label = paste(kernel$name, slices, method, precision))
+      }
+    }
+    Sys.unsetenv("GK_REDUCE_SLICE_PAIRS")
+    again <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, symmetric = TRUE, backend = "gpu")
+    expect_lt(rel_err(again, cpu), 1e-12)
+  }
+  # Device matrices: x itself is the operand reduced against.
+  dx <- gk_device_matrix(cs$x)
+  k <- gk_kernel("exponential", range = 0.2)
+  expect_lt(rel_err(kernel_reduce(dx, b = b, kernel = k, ranges = r, symmetric = TRUE, backend = "gpu"),
+                    kernel_reduce(cs$x, b = b, kernel = k, ranges = r, backend = "cpu")), 1e-10)
+})
+
+test_that("symmetric sums refuse what they cannot do", {
+  set.seed(4304)
+  n <- 200
+  x <- matrix(runif(n * 2), n, 2)
+  rc <- cbind(c(1L, 101L), c(100L, 200L))
+  one_way <- ranges_from_mask(rc, rc, matrix(c(TRUE, FALSE, TRUE, TRUE), 2))
+  both <- ranges_from_mask(rc, rc, matrix(TRUE, 2, 2))
+  for (backend in test_backends()) {
+    expect_error(kernel_reduce(x, b = rnorm(n), ranges = one_way, symmetric = TRUE,
+                               backend = backend), "not symmetric")
+    expect_error(kernel_reduce(x, b = abs(rnorm(n)), reduction = "logsumexp", ranges = both,
+                               symmetric = TRUE, backend = backend), "symmetric reduction is a sum")
+  }
+  expect_error(kernel_reduce(x, x, b = rnorm(n), ranges = both, symmetric = TRUE), "no `y`")
+  expect_error(kernel_reduce(x, b = rnorm(n), symmetric = TRUE), "over `ranges`")
+  expect_error(kernel_reduce(x, b = rnorm(n), ranges = both, symmetric = NA), "TRUE or FALSE")
+})
