@@ -210,28 +210,28 @@ gk_status h2_otf_refuse_export(gk_error *err)
 
 /* ---- the storage choice -------------------------------------------------- */
 
-/* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R,
- * RESULTS.md, 2026-11-23, run L): the stored HMV streams its blocks at about
- * 2.5e12 B/s (40 GB in 15.7 ms at n = 2^20, 3D); the block-sparse products of
- * the on-the-fly form (clusters of 64 rows, exponential kernel, block-sparse
- * plans kept by the product) evaluate 2.8e11 kernel pairs/s in float64 and
- * 8.0e11 in float32 at n = 2^20, eta = 3 (whole HMV: 18.1 and 6.2 ms), plus
- * about 0.1 ms per engine call (one for the couplings of every level, one for
- * the dense blocks). So at 2^20, eta = 3 the stored form wins in float64
- * (15.7 against 18.1 ms) and the on-the-fly form in float32 (6.2 against
- * 8.3 ms). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel pair
- * with an exp: 2e8/s).
- * Symmetric products (h2_otf.h) evaluate about half the pairs, each with a
- * column sum on top of the row sum (a transpose-reduce and an atomic add per
- * column and tile): GPU_TWO_WAY_COST, the cost of such a pair against a
- * one-way pair, is an estimate from the instruction counts, NOT measured:
- * refit it (and the rates, run L) from the GPU timings with and without
- * GK_H2_OTF_SYMMETRIC=0. */
+/* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R and
+ * RESULTS.md): the stored HMV streams its blocks at about 2.5e12 B/s (40 GB in
+ * 15.7 ms at n = 2^20, 3D; run L, 2026-11-23); the block-sparse products of
+ * the on-the-fly form (clusters of 64 rows, exponential kernel, kept plans)
+ * evaluate 3.6e11 kernel pairs/s in float64 and 1.05e12 in float32 when every
+ * pair is evaluated (run BE, 2026-11-25: 14.2 and 5.0 ms at n = 2^20, eta = 3,
+ * 5.0e9 pairs; 30.0 and 9.97 ms at eta = 1.5), plus about 0.1 ms per engine
+ * call (one for the couplings of every level, one for the dense blocks).
+ * Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
+ * pairs, each with a column sum on top of the row sum (a transpose-reduce and
+ * an atomic add per column and tile): such a pair costs GPU_TWO_WAY_COST_*
+ * one-way pairs, from the same run (float64 10.3 ms at eta 3 and 21.2 ms at
+ * eta 1.5: 1.42-1.45; float32 4.14 and 8.0 ms: 1.6-1.65). So at 2^20, eta = 3
+ * the on-the-fly form wins in both precisions (10.3 against 15.7 ms in
+ * float64). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel pair
+ * with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
-#define GPU_PAIRS_PER_S_DOUBLE 2.8e11
-#define GPU_PAIRS_PER_S_SINGLE 8.0e11
+#define GPU_PAIRS_PER_S_DOUBLE 3.6e11
+#define GPU_PAIRS_PER_S_SINGLE 1.05e12
 #define GPU_MS_PER_PRODUCT 0.1
-#define GPU_TWO_WAY_COST 1.25
+#define GPU_TWO_WAY_COST_DOUBLE 1.45
+#define GPU_TWO_WAY_COST_SINGLE 1.62
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
 
@@ -245,7 +245,7 @@ int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double
   h2_otf_pairs(o, gpu, &cpl, &dense);
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;
   double rate = gpu ? (single ? GPU_PAIRS_PER_S_SINGLE : GPU_PAIRS_PER_S_DOUBLE) : CPU_PAIRS_PER_S;
-  if (gpu && h2_otf_symmetric()) rate /= GPU_TWO_WAY_COST;
+  if (gpu && h2_otf_symmetric()) rate /= single ? GPU_TWO_WAY_COST_SINGLE : GPU_TWO_WAY_COST_DOUBLE;
   *ms_stored = 1e3 * (low + blocks) / bw;
   int products = (o->dense.rows > 0) + (o->coupling.rows > 0);   // one engine call each
   *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate) + (gpu ? GPU_MS_PER_PRODUCT * products : 0.0);
