@@ -215,7 +215,7 @@ gk_status h2_otf_refuse_export(gk_error *err)
  * 15.7 ms at n = 2^20, 3D; run L, 2026-11-23); the block-sparse products of
  * the on-the-fly form (clusters of 64 rows, exponential kernel, kept plans)
  * evaluate 3.6e11 kernel pairs/s in float64 and 1.05e12 in float32 when every
- * pair is evaluated (run BE, 2026-11-25: 14.2 and 5.0 ms at n = 2^20, eta = 3,
+ * pair is evaluated (run BH, 2026-11-25: 14.2 and 5.0 ms at n = 2^20, eta = 3,
  * 5.0e9 pairs; 30.0 and 9.97 ms at eta = 1.5), plus about 0.1 ms per engine
  * call (one for the couplings of every level, one for the dense blocks).
  * Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
