@@ -18,7 +18,7 @@ one <- x[1, , drop = FALSE]
 # checked (what remains is the upload, the kernels, the download).
 spec <- gpukernels:::as_gk_kernel(kernel)
 direct <- function(x, y, b, single = TRUE) .Call(gpukernels:::gk_r_reduce, x, y, b, spec, 0L, 1L,
-                                                 single, 0L, "gpu", 0L, TRUE, integer(), NULL)
+                                                 single, 0L, "gpu", 0L, TRUE, integer(), NULL, FALSE)
 rows <- data.frame(
   part = c("whole call, host data (float32)", "whole call, host data (float64)",
            "whole call, device data (float32)", "R-side work only (CPU backend, 1 point)",

@@ -48,9 +48,9 @@ test_that("entry points refuse an external pointer that is not theirs, in a subp
     report("download", "as.matrix(dm)"),
     report("reduce_cpu", "kernel_reduce(dm, x, kernel = spec, reduction = 'min', backend = 'cpu')"),
     report("reduce_x", paste(".Call(gpukernels:::gk_r_reduce, foreign, x, NULL, spec, 1L, 1L,",
-                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL)")),
+                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL, FALSE)")),
     report("reduce_b", paste(".Call(gpukernels:::gk_r_reduce, x, x, foreign, spec, 0L, 1L,",
-                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL)")),
+                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL, FALSE)")),
     report("device_h2", ".Call(gpukernels:::gk_r_device_matrix_download, A$native$ptr)"),
     report("valid", "summary(A)$n"),
     'cat("FINISHED\\n")')
@@ -82,7 +82,7 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
   no_cuda <- "this build of gpukernels has no CUDA support"
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, spec, "gpu", 1L), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_reduce, x, x, rnorm(10), spec, 0L, 1L, FALSE, 0L, "gpu",
-                     1L, TRUE, integer(), NULL), no_cuda)
+                     1L, TRUE, integer(), NULL, FALSE), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
@@ -103,16 +103,16 @@ test_that("the reduction glue refuses negative logsumexp weights itself", {
   code <- gpukernels:::gk_reductions[["logsumexp"]]
   # Straight into C: R's own check is bypassed.
   expect_error(.Call(gpukernels:::gk_r_reduce, x, x, b, spec, code, 1L, FALSE, 0L, "cpu", 1L,
-                     TRUE, integer(), NULL), "must be non-negative")
+                     TRUE, integer(), NULL, FALSE), "must be non-negative")
   expect_error(.Call(gpukernels:::gk_r_reduce, x, x, cbind(abs(b), b), spec, code, 1L, FALSE,
-                     0L, "cpu", 1L, FALSE, integer(), NULL), "must be non-negative")
+                     0L, "cpu", 1L, FALSE, integer(), NULL, FALSE), "must be non-negative")
   # Non-negative weights (zeros included) pass, and match brute force.
   b0 <- abs(b)
   b0[3] <- 0
   K <- exp(-as.matrix(dist(x / 0.7))^2 / 2)
   ref <- log(exp(K) %*% b0)
   got <- .Call(gpukernels:::gk_r_reduce, x, x, b0, spec, code, 1L, FALSE, 0L, "cpu", 1L, TRUE,
-               integer(), NULL)
+               integer(), NULL, FALSE)
   expect_lt(rel_err(got[[1]], drop(ref)), 1e-13)
 })
 
