@@ -201,6 +201,10 @@ gk_status reduce_ranges_check(const gk_reduce_ranges *r, size_t m, size_t n, gk_
 gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                                  const gk_reduce_operand *y, gk_error *err);
 
+/* Whether x and y are one operand (the same host or device memory, same
+ * shape): the GPU engine then uploads it once, and symmetric sums need it. */
+int reduce_same_operand(const gk_reduce_operand *x, const gk_reduce_operand *y);
+
 /* The same mask for the transposed reduction (the two sets swapped). */
 gk_reduce_ranges reduce_ranges_transpose(const gk_reduce_ranges *r);
 

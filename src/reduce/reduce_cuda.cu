@@ -522,12 +522,6 @@ struct HostPieces {
   }
 };
 
-bool same_operand(const gk_reduce_operand *a, const gk_reduce_operand *b)
-{
-  return a->rows == b->rows && a->cols == b->cols &&
-         ((a->host && a->host == b->host) || (a->device && a->device == b->device));
-}
-
 // Fills `plan` with the pieces just cut (sorted, on the host) and the reduced
 // ranges, uploaded once into the plan's own buffer.
 gk_status keep_plan(gk_reduce_plan *plan, const HostPieces &pieces, bool two_way, size_t m,
@@ -638,7 +632,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   // Host inputs packed in one upload, already in the compute precision: the
   // column scales and the shifts of device operands (and the common point,
   // only read on the host), then x, y, b.
-  const bool y_is_x = same_operand(x, y);
+  const bool y_is_x = reduce_same_operand(x, y);
   const bool b_direct = has_w && b->device && !b->device_centre &&
                         (b->device_single != 0) == (sizeof(T) == 4);
   Layout up;

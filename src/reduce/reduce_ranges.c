@@ -355,7 +355,7 @@ static int list_covers(const int *red, int l0, int l1, size_t a, size_t b)
   return list_covers_from(red, first, l1, a, b) || list_covers_from(red, l0, l1, a, b);
 }
 
-static int same_operand(const gk_reduce_operand *x, const gk_reduce_operand *y)
+int reduce_same_operand(const gk_reduce_operand *x, const gk_reduce_operand *y)
 {
   return x->rows == y->rows && x->cols == y->cols &&
          ((x->host && x->host == y->host) || (x->device && x->device == y->device));
@@ -366,7 +366,7 @@ gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_ope
 {
   if (spec->reduction != GK_REDUCE_SUM || !spec->ranges)
     return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction is a sum over block-sparse `ranges`");
-  if (!same_operand(x, y))
+  if (!reduce_same_operand(x, y))
     return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction reduces a point set against itself "
                    "(x and y one operand)");
   // Every kept block [a, b) x [c, d) (a cluster and a range of its list) must
