@@ -15,6 +15,12 @@
 #' The CPU engines use OpenMP with `getOption("gpukernels.threads", 0)` threads
 #' (0 means all available).
 #'
+#' @section H2 matrices to a tolerance:
+#' [h2_matrix()] with `tol` builds an order only when its estimated size fits
+#' a budget: `getOption("gpukernels.h2_tol_budget")` bytes when set, else 85%
+#' of the free GPU memory, no limit on the CPU. A smaller budget makes
+#' `storage = "auto"` go on the fly sooner (the tests use it on the CPU).
+#'
 #' @keywords internal
 #' @useDynLib gpukernels, .registration = TRUE
 "_PACKAGE"

@@ -52,11 +52,22 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param tol `NULL`, or the relative error wanted instead of `eta` / `order`:
 #'   the order is raised (at the given or default `eta`) until the error of
 #'   products with N(0, 1) vectors, measured on 2000 sampled rows against the
-#'   exact kernel, is at most `tol / 2`, and the matrix is then compressed
-#'   with [h2_compress()] to `tol / 2`. The measured error of the result is
-#'   kept and shown by `print()`. When the next order would not fit in GPU
-#'   memory (or the highest order tried is not accurate enough) a warning
-#'   says so and the most accurate matrix built is returned.
+#'   exact kernel, meets `tol`. A stored form must meet `tol / 2` and is then
+#'   compressed with [h2_compress()] to `tol / 2`; an on-the-fly form cannot be
+#'   compressed and must meet `tol` itself (measured with 4 vectors instead of
+#'   2). `storage = "stored"` and `"on_the_fly"` keep to their form. `"auto"`
+#'   builds stored forms while the next order's would fit in the memory
+#'   budget (85% of the free GPU memory, no limit on the CPU, or
+#'   `options(gpukernels.h2_tol_budget = bytes)`) and can be built, then goes
+#'   on with on-the-fly forms from that order (their memory is \eqn{O(nk)}, so
+#'   accuracy is limited by time, not memory); a stored order that already
+#'   meets `tol` is compressed by what `tol` leaves instead, since compressed
+#'   stored products are the faster (5.6 against 10 ms at \eqn{n = 2^{20}} in
+#'   3D on an H100). The measured error of the result is kept and shown by
+#'   `print()`, with the order and form chosen and why. When no order meets
+#'   `tol` (the next does not fit in memory, or the highest order tried is
+#'   not accurate enough) a warning says so and the most accurate matrix built
+#'   is returned.
 #' @param storage `"auto"` (default), `"stored"` or `"on_the_fly"`: whether the
 #'   coupling and dense blocks are stored, or evaluated in every product as
 #'   block-sparse kernel sums of the reduction engine (see [kernel_reduce()]'s
@@ -76,7 +87,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   on-the-fly form in both precisions (10.3 against 15.7 ms per product in
 #'   double, 4.1 against 8.3 ms in single, on an H100). `summary()` says which, why,
 #'   and both predictions. [h2_compress()] of an on-the-fly matrix builds the
-#'   stored blocks first; `tol` uses the stored form.
+#'   stored blocks first. With `tol`, see above.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
@@ -90,7 +101,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
                       precision = "double", backend = NULL, tol = NULL,
                       storage = c("auto", "stored", "on_the_fly")) {
-  storage <- h2_check_storage(storage, tol)
+  storage <- h2_check_storage(storage)
   locs <- gk_check_points(locs, "locs")
   d <- ncol(locs)
   if (!d %in% c(2L, 3L)) {
@@ -118,7 +129,8 @@ h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, orde
   if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
   backend <- gk_backend(backend)
   if (!is.null(tol)) {
-    return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol))
+    return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
+                            storage))
   }
   settings <- list(locs = locs, kernel = kernel, nugget = as.double(nugget),
                    leaf_size = as.integer(leaf_size), order = as.integer(order),
@@ -249,7 +261,10 @@ summary.h2matrix <- function(object, accuracy = FALSE, ...) {
     info$coupling_entries <- 0
     info$dense_entries <- 0
   }
-  structure(list(storage = h2_storage_summary(info),n = info$n, dim = info$dim, levels = info$levels,
+  storage <- h2_storage_summary(info)
+  # built in the form h2_matrix(tol = ) chose: print() says why on its own line
+  if (!is.null(object$tol_choice)) storage$reason <- "tol"
+  structure(list(storage = storage, n = info$n, dim = info$dim, levels = info$levels,
                  leaf_size = info$leaf_size, order = info$order, rank = info$rank,
                  eta = info$eta, coupling_blocks = info$coupling_blocks,
                  dense_blocks = info$dense_blocks,
@@ -259,6 +274,7 @@ summary.h2matrix <- function(object, accuracy = FALSE, ...) {
                  build_seconds = info$build_seconds, kernel = object$kernel,
                  precision = object$precision, backend = if (info$gpu) "gpu" else "cpu",
                  level_ranks = h2_level_ranks(object), compression = object$compression,
+                 tol_choice = object$tol_choice,
                  accuracy = if (isTRUE(accuracy)) h2_error(object) else object$accuracy),
             class = "summary.h2matrix")
 }
@@ -279,6 +295,7 @@ print.summary.h2matrix <- function(x, ...) {
   h2_print_storage(x$storage)
   cat(sprintf("  build time: %.3f s\n", x$build_seconds))
   if (!is.null(x$compression)) h2_print_compression(x$compression)
+  if (!is.null(x$tol_choice)) h2_print_tol_choice(x$tol_choice)
   if (!is.null(x$accuracy)) {
     cat(sprintf("  measured error (%d %s probes, %d rows): %.3g for products",
                 x$accuracy$n_probes, x$accuracy$distribution, x$accuracy$rows, x$accuracy$probe))

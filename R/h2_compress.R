@@ -38,6 +38,7 @@ h2_derived <- function(A, ptr, tol) {
   B$transforms <- c(.subset2(A, "transforms"), tol)
   B$compression <- NULL
   B$accuracy <- NULL
+  B$tol_choice <- NULL
   B
 }
 
@@ -234,65 +235,174 @@ print.h2_error <- function(x, ...) {
   invisible(x)
 }
 
-# h2_matrix(tol = ): raise the order until the measured N(0, 1) error is at
-# most tol / 2, then compress with tol / 2. The tree (and so the number of
-# blocks) does not depend on the order, so the memory of the next order is
-# known before it is built.
+# h2_matrix(tol = ): raise the Chebyshev order (same eta) until the measured
+# N(0, 1) error meets tol. A stored form must meet tol / 2 and is then
+# compressed to tol / 2; an on-the-fly form cannot be compressed and must meet
+# tol itself. "auto" starts stored and goes on with on-the-fly forms (far less
+# memory, slower products than a compressed stored form) from the first order
+# whose stored form would not fit the budget or cannot be built. The tree (and
+# so the number of blocks) does not depend on the order, so the memory of the
+# next order is known before it is built.
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
-                             tol) {
+                             tol, storage) {
   d <- ncol(locs)
   orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
-  budget <- if (backend == "gpu") {
-    info <- gk_info()
-    0.85 * info$devices$free_memory[info$current_device]
-  } else {
-    Inf
-  }
+  budget <- h2_tol_budget(backend)
   rows <- min(nrow(locs), 2000L)
-  best <- NULL
+  # An on-the-fly form must meet tol itself, with no margin (a stored form has
+  # tol / 2 and the compression's bound): twice the probes, since the error of
+  # one N(0, 1) probe scatters by a factor of 2-3 around the Frobenius error.
+  measure <- function(A, probes = 2L) h2_error(A, probes = probes, iterations = 0, rows = rows)
+  # Order o in `form`, or a condition of class "h2_unbuilt" saying why not.
+  build <- function(o, form, previous) {
+    if (!is.null(previous)) {
+      need <- h2_order_bytes(h2_info(previous$A), o, form)
+      if (need > budget$bytes) {
+        return(h2_unbuilt(sprintf("order %d %s would need %s of %s", o, h2_form_words(form),
+                                  h2_format_bytes(need), budget$words)))
+      }
+    }
+    tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
+                       order = o, precision = precision, backend = backend, storage = form),
+             error = function(e) {
+               h2_unbuilt(sprintf("order %d %s cannot be built (%s)", o, h2_form_words(form),
+                                  conditionMessage(e)), e)
+             })
+  }
+  form <- if (storage == "on_the_fly") "on_the_fly" else "stored"
+  why <- if (storage == "on_the_fly") "as requested" else NULL
+  best <- NULL      # the most accurate matrix built: list(A, order, form, error)
+  stopped <- NULL   # why no higher order was built
   for (o in orders) {
-    if (!is.null(best)) {
-      info <- h2_info(best$A)
-      grow <- (o / info$order)^d
-      need <- info$bytes_per_entry * (info$basis_entries * grow +
-                                        (info$transfer_entries + info$coupling_entries) * grow^2 +
-                                        info$dense_entries)
-      if (need > budget) {
-        warning(sprintf(paste0("h2_matrix(tol = %g): order %d would need %.1f GB of GPU memory ",
-                               "(%.1f GB free); returning order %d with a measured error of %.3g. ",
-                               "Use a larger `eta`, single precision or the CPU for more accuracy."),
-                        tol, o, need / 1e9, budget / 1e9, best$order, best$error$probe),
-                call. = FALSE)
-        return(h2_with_accuracy(best$A, best$error))
-      }
+    A <- build(o, form, best)
+    if (inherits(A, "h2_unbuilt") && form == "stored" && storage == "auto") {
+      why <- conditionMessage(A)
+      done <- h2_tol_compress_rest(best, tol, measure, why)
+      if (!is.null(done)) return(done)
+      form <- "on_the_fly"
+      A <- build(o, form, best)
     }
-    A <- tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
-                            order = o, precision = precision, backend = backend,
-                            storage = "stored"),   # compression needs the stored blocks
-                  error = function(e) if (is.null(best)) stop(e) else e)
-    if (inherits(A, "error")) {   # too large (memory, or larger than the dense matrix)
-      warning(sprintf("h2_matrix(tol = %g): order %d cannot be built (%s); returning order %d with a measured error of %.3g",
-                      tol, o, conditionMessage(A), best$order, best$error$probe), call. = FALSE)
-      return(h2_with_accuracy(best$A, best$error))
+    if (inherits(A, "h2_unbuilt")) {
+      if (is.null(best)) stop(A$parent %||% A)
+      stopped <- conditionMessage(A)
+      break
     }
-    err <- h2_error(A, probes = 2, iterations = 0, rows = rows)
-    best <- list(A = A, order = o, error = err)
-    if (err$probe <= tol / 2) {
-      B <- h2_compress(A, tol / 2)
-      rm(A)
-      err_b <- h2_error(B, probes = 2, iterations = 0, rows = rows)
-      if (err_b$probe > tol) {   # rare: compress less
-        B <- h2_compress(best$A, tol / 8)
-        err_b <- h2_error(B, probes = 2, iterations = 0, rows = rows)
-      }
-      B$compression$tol_requested <- tol
-      return(h2_with_accuracy(B, err_b))
+    built <- list(A = A, order = o, form = form,
+                  error = measure(A, if (form == "on_the_fly") 4L else 2L))
+    if (is.null(best) || built$error$probe <= best$error$probe) best <- built
+    if (form == "on_the_fly" && built$error$probe <= tol) return(h2_tol_chosen(built, tol, why))
+    if (form == "stored" && built$error$probe <= tol / 2) {
+      done <- h2_tol_compress(built, tol, tol / 2, measure, NULL)
+      return(done %||% h2_tol_chosen(built, tol, "uncompressed: the compressed forms missed tol"))
     }
   }
-  warning(sprintf(paste0("h2_matrix(tol = %g): the highest order tried (%d) gives a measured ",
-                         "error of %.3g; use a smaller `eta`"), tol, best$order, best$error$probe),
+  # No order met its target; a stored form within tol still does, compressed by
+  # what is left ("auto" tried that when it left the stored form).
+  if (form == "stored") {
+    done <- h2_tol_compress_rest(best, tol, measure, stopped)
+    if (!is.null(done)) return(done)
+  }
+  if (best$error$probe <= tol) return(h2_tol_chosen(best, tol, stopped))
+  if (is.null(stopped)) {
+    stopped <- sprintf("the highest order tried (%d) gives a measured error of %.3g", best$order,
+                       best$error$probe)
+    advice <- "use a smaller `eta`"
+  } else {
+    advice <- if (best$form == "stored") {
+      paste("for more accuracy use storage = \"auto\" (far less memory), a larger `eta`,",
+            "single precision or the CPU")
+    } else {   # the bases and transfers: fewer clusters, or smaller entries
+      "for more accuracy use a larger `leaf_size`, single precision or the CPU"
+    }
+  }
+  warning(sprintf(paste0("h2_matrix(tol = %g): %s; returning order %d %s with a measured error ",
+                         "of %.3g; %s"),
+                  tol, stopped, best$order, h2_form_words(best$form), best$error$probe, advice),
           call. = FALSE)
-  h2_with_accuracy(best$A, best$error)
+  h2_tol_chosen(best, tol, stopped, met = FALSE)
+}
+
+`%||%` <- function(a, b) if (is.null(a)) b else a   # base R has it from 4.4.0
+
+h2_unbuilt <- function(message, parent = NULL) {
+  structure(class = c("h2_unbuilt", "error", "condition"),
+            list(message = message, call = NULL, parent = parent))
+}
+
+h2_form_words <- function(form) if (form == "on_the_fly") "on the fly" else "stored"
+
+h2_format_bytes <- function(bytes) {
+  if (bytes >= 1e9) sprintf("%.1f GB", bytes / 1e9) else sprintf("%.1f MB", bytes / 1e6)
+}
+
+# The memory one order's matrix may use in h2_matrix(tol = ), and its words for
+# messages: options(gpukernels.h2_tol_budget) bytes, else 85% of the free GPU
+# memory, unlimited on the CPU.
+h2_tol_budget <- function(backend) {
+  bytes <- getOption("gpukernels.h2_tol_budget")
+  if (!is.null(bytes)) {
+    if (!is.numeric(bytes) || length(bytes) != 1L || is.na(bytes) || bytes <= 0) {
+      stop("option gpukernels.h2_tol_budget must be a number of bytes > 0 (or NULL)",
+           call. = FALSE)
+    }
+    return(list(bytes = bytes, words = sprintf("memory, %s allowed by gpukernels.h2_tol_budget",
+                                               h2_format_bytes(bytes))))
+  }
+  if (backend != "gpu") return(list(bytes = Inf, words = "memory"))
+  info <- gk_info()
+  free <- 0.85 * info$devices$free_memory[info$current_device]
+  list(bytes = free, words = sprintf("GPU memory, %s free", h2_format_bytes(free)))
+}
+
+# Bytes of order o's matrix in `form`, from `info` of the same points at
+# another order: the blocks are the same, the ranks grow as order^d. On the
+# fly: bases, transfers and the Chebyshev nodes of every cluster.
+h2_order_bytes <- function(info, o, form) {
+  grow <- (o / info$order)^info$dim
+  b <- info$bytes_per_entry
+  bases <- b * (info$basis_entries * grow + info$transfer_entries * grow^2)
+  if (form == "on_the_fly") return(bases + 8 * info$dim * info$nodes * info$rank * grow)
+  bases + b * (info$coupling_entries * grow^2 + info$dense_entries)
+}
+
+# The stored `built` compressed to ctol (its errors and the compression's add
+# at most), if the measured error of the result meets tol; else NULL.
+h2_tol_compress <- function(built, tol, ctol, measure, why) {
+  for (to in c(ctol, ctol / 4)) {   # rarely, the first misses: compress less
+    B <- h2_compress(built$A, to)
+    err <- measure(B)
+    if (err$probe <= tol) {
+      B$compression$tol_requested <- tol
+      before <- sprintf("error %.3g before compression to %g", built$error$probe, to)
+      return(h2_tol_chosen(list(A = B, order = built$order, form = "stored", error = err), tol,
+                           paste(c(before, why), collapse = "; ")))
+    }
+  }
+  NULL
+}
+
+# When no higher order can be built: the stored `best` compressed by what tol
+# leaves, if its error is below tol; else NULL.
+h2_tol_compress_rest <- function(best, tol, measure, why) {
+  if (is.null(best) || best$form != "stored" || best$error$probe >= tol) return(NULL)
+  h2_tol_compress(best, tol, tol - best$error$probe, measure, why)
+}
+
+# The result of h2_matrix(tol = ): the matrix `chosen` holds, with its measured
+# error and what was chosen and why (print() shows it).
+h2_tol_chosen <- function(chosen, tol, why, met = TRUE) {
+  A <- chosen$A
+  storage <- h2_form_words(chosen$form)
+  if (!is.null(A$compression)) storage <- paste0(storage, ", compressed")
+  A$tol_choice <- list(tol = tol, order = as.integer(chosen$order), storage = storage, why = why,
+                       met = met)
+  h2_with_accuracy(A, chosen$error)
+}
+
+h2_print_tol_choice <- function(ch) {
+  cat(sprintf("  chosen for tol = %g%s: order %d %s%s\n", ch$tol,
+              if (ch$met) "" else " (not met)", ch$order, ch$storage,
+              if (is.null(ch$why)) "" else sprintf(" (%s)", ch$why)))
 }
 
 h2_with_accuracy <- function(A, err) {

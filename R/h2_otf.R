@@ -5,17 +5,12 @@
 
 h2_storages <- c("auto", "stored", "on_the_fly")
 
-h2_check_storage <- function(storage, tol) {
+h2_check_storage <- function(storage) {
   if (identical(storage, h2_storages)) storage <- "auto"   # the default
   if (!is.character(storage) || length(storage) != 1L || is.na(storage) ||
       !storage %in% h2_storages) {
     stop("`storage` must be one of \"auto\", \"stored\" or \"on_the_fly\"", call. = FALSE)
   }
-  if (storage == "on_the_fly" && !is.null(tol)) {
-    stop("h2_matrix(tol = ) compresses the matrix, which needs its blocks stored: use ",
-         "storage = \"stored\" or \"auto\" with `tol`", call. = FALSE)
-  }
-  if (!is.null(tol)) storage <- "stored"
   storage
 }
 
@@ -38,7 +33,8 @@ h2_print_storage <- function(s) {
                 requested = "as requested",
                 faster = sprintf("auto: predicted HMV %.3g ms on the fly, %.3g ms stored",
                                  s$ms_on_the_fly, s$ms_stored),
-                memory = "auto: the stored blocks would not fit in the memory budget")
+                memory = "auto: the stored blocks would not fit in the memory budget",
+                tol = "chosen for `tol`, see below")
   cat(sprintf("  storage: %s (%s)\n", form, why))
   if (s$on_the_fly) {
     cat(sprintf("    %.3g kernel evaluations per product and right-hand side; nodes and ranges %.1f MB\n",

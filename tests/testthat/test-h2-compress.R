@@ -148,8 +148,112 @@ test_that("h2_matrix(tol =) reaches the tolerance it is asked for", {
         expect_lt(rel2(A %*% X, K %*% X), tol)
         expect_lte(A$accuracy$probe, tol)
         expect_output(print(A), "measured error")
+        expect_output(print(A), "chosen for tol")
       }
     }
+  }
+})
+
+# A budget for h2_matrix(tol = ) between the stored sizes of orders 3 and 4
+# (the memory model the choice uses), and order 3's error against K.
+budget_between_orders_3_and_4 <- function(locs, k, K, X, ...) {
+  S3 <- h2_matrix(locs, k, order = 3, storage = "stored", backend = "cpu", ...)
+  info <- gpukernels:::h2_info(S3)
+  bytes <- vapply(3:4, function(o) gpukernels:::h2_order_bytes(info, o, "stored"), 0)
+  list(budget = mean(bytes), error3 = rel2(S3 %*% X, K %*% X))
+}
+
+test_that("h2_matrix(tol =, storage = \"on_the_fly\") raises the order on the fly", {
+  set.seed(46)
+  n <- 1777
+  locs <- matrix(runif(n * 3), ncol = 3)
+  X <- matrix(rnorm(n * 3), n, 3)
+  tol <- 1e-3
+  for (k in list(gk_kernel("exponential", range = 0.2),
+                 gk_kernel("matern", range = 0.2, smoothness = 1.5))) {
+    K <- dense_of(locs, k, 0.05)
+    for (backend in test_backends()) {
+      A <- h2_matrix(locs, k, nugget = 0.05, tol = tol, storage = "on_the_fly", backend = backend)
+      expect_true(gpukernels:::h2_info(A)$on_the_fly)
+      expect_null(A$compression)   # on-the-fly forms are not compressed
+      expect_gt(A$order, 3)        # order 3 has errors of about 1e-2 here
+      expect_lte(rel2(A %*% X, K %*% X), tol)
+      expect_lte(A$accuracy$probe, tol)
+      expect_identical(A$tol_choice$storage, "on the fly")
+      expect_output(print(A), sprintf("chosen for tol = 0.001: order %d on the fly \\(as requested",
+                                      A$order))
+    }
+  }
+})
+
+test_that("h2_matrix(tol =) goes on the fly when the next stored order would not fit", {
+  set.seed(47)
+  n <- 1901
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  K <- dense_of(locs, k)
+  X <- matrix(rnorm(n * 3), n, 3)
+  tol <- 1e-3
+  # Leaves of 128: the budget (about 24 MB) holds the on-the-fly forms of
+  # orders 4-6 (2, 6 and 15 MB; errors about 2e-3, 4e-4 and 1e-4).
+  b <- budget_between_orders_3_and_4(locs, k, K, X, leaf_size = 128)
+  expect_gt(b$error3, tol)   # so order 3 stored does not do
+  old <- options(gpukernels.h2_tol_budget = b$budget)
+  on.exit(options(old))
+  for (backend in test_backends()) {
+    A <- expect_silent(h2_matrix(locs, k, leaf_size = 128, tol = tol, backend = backend))
+    expect_true(gpukernels:::h2_info(A)$on_the_fly)
+    expect_gt(A$order, 3)
+    expect_lte(rel2(A %*% X, K %*% X), tol)
+    expect_lte(A$accuracy$probe, tol)
+    ch <- A$tol_choice
+    expect_true(ch$met)
+    expect_identical(ch$order, A$order)
+    expect_match(ch$why, "order 4 stored would need [0-9.]+ MB of memory")
+    expect_output(print(A), "storage: on the fly \\(chosen for `tol`")
+    expect_output(print(A), sprintf(
+      "chosen for tol = 0.001: order %d on the fly \\(order 4 stored would need", A$order))
+    # saved and read back: rebuilt on the fly at the chosen order from the settings
+    expect_identical(A$storage, "on_the_fly")
+    f <- tempfile(fileext = ".rds")
+    saveRDS(A, f)
+    B <- readRDS(f)
+    unlink(f)
+    expect_equal(B %*% X, A %*% X, tolerance = 1e-13)
+    expect_true(gpukernels:::h2_info(B)$on_the_fly)
+    expect_identical(B$tol_choice, A$tol_choice)
+    expect_output(print(B), "would need")
+    # a derived matrix is not the one chosen for tol
+    expect_null(h2_compress(A, 1e-2)$tol_choice)
+  }
+})
+
+test_that("h2_matrix(tol =, storage = \"stored\") with too small a budget warns as before", {
+  set.seed(48)
+  n <- 1603
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  K <- dense_of(locs, k)
+  X <- matrix(rnorm(n * 2), n, 2)
+  b <- budget_between_orders_3_and_4(locs, k, K, X)
+  old <- options(gpukernels.h2_tol_budget = b$budget)
+  on.exit(options(old))
+  for (backend in test_backends()) {
+    expect_warning(A <- h2_matrix(locs, k, tol = 1e-4, storage = "stored", backend = backend),
+                   "order 4 stored would need .* returning order 3 stored")
+    expect_false(gpukernels:::h2_info(A)$on_the_fly)
+    expect_identical(A$order, 3L)
+    expect_false(A$tol_choice$met)
+    expect_gt(A$accuracy$probe, 1e-4)
+    expect_output(print(A), "chosen for tol = 0.0001 \\(not met\\): order 3 stored")
+    # Order 3 alone, measured about 1e-2: within tol / 2 it is compressed to
+    # tol / 2, else (no higher order) to what tol leaves; no warning either way.
+    B <- expect_silent(h2_matrix(locs, k, tol = 0.02, order = 3, storage = "stored",
+                                 backend = backend))
+    expect_match(B$tol_choice$storage, "^stored")
+    expect_true(B$tol_choice$met)
+    expect_lte(B$accuracy$probe, 0.02)
+    expect_lte(rel2(B %*% X, K %*% X), 0.02 * 1.25)   # other probes than the measured ones
   }
 })
 
@@ -539,7 +643,14 @@ test_that("bad tolerances and arguments give clear errors", {
   }
   expect_error(h2_compress(A), "missing")
   for (bad in list(0, -1e-3, NA, "a", 2)) {
-    expect_error(h2_matrix(locs, k, tol = bad), "tol")
+    for (storage in c("auto", "stored", "on_the_fly")) {
+      expect_error(h2_matrix(locs, k, tol = bad, storage = storage), "`tol` must be")
+    }
+  }
+  for (bad in list(-1, 0, NA, "a", c(1, 2))) {
+    old <- options(gpukernels.h2_tol_budget = bad)
+    expect_error(h2_matrix(locs, k, tol = 1e-3, backend = "cpu"), "gpukernels.h2_tol_budget")
+    options(old)
   }
   expect_error(h2_compress(locs, 1e-3), "h2matrix")
   expect_error(h2_orthogonalize(list()), "h2matrix")

@@ -122,8 +122,6 @@ test_that("storage is checked, kept in the settings and rebuilt after saveRDS an
   expect_error(h2_matrix(locs, k, backend = "cpu", storage = NA), "must be one of")
   expect_error(h2_matrix(locs, k, backend = "cpu", storage = c("stored", "on_the_fly")),
                "must be one of")
-  expect_error(h2_matrix(locs, k, backend = "cpu", storage = "on_the_fly", tol = 1e-4),
-               "needs its blocks stored")
   A <- h2_matrix(locs, k, nugget = 0.2, backend = "cpu", storage = "on_the_fly")
   x <- rnorm(n)
   y <- A %*% x
