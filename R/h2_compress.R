@@ -244,17 +244,20 @@ print.h2_error <- function(x, ...) {
 # so the number of blocks) does not depend on the order, so the memory of the
 # next order is known before it is built.
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
-                             tol, storage) {
+                             tol, storage, etas = eta) {
   d <- ncol(locs)
   orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
   budget <- h2_tol_budget(backend)
   rows <- min(nrow(locs), 2000L)
-  # An on-the-fly form must meet tol itself, with no margin (a stored form has
-  # tol / 2 and the compression's bound): twice the probes, since the error of
-  # one N(0, 1) probe scatters by a factor of 2-3 around the Frobenius error.
+  # An on-the-fly form must meet tol itself (a stored form has tol / 2 and the
+  # compression's bound): twice the probes, since the error of one N(0, 1)
+  # probe scatters by a factor of 2-3 around the Frobenius error, and 0.8 tol,
+  # since every eta tried is one more chance to measure an error near tol
+  # below it.
   measure <- function(A, probes = 2L) h2_error(A, probes = probes, iterations = 0, rows = rows)
-  # Order o in `form`, or a condition of class "h2_unbuilt" saying why not.
-  build <- function(o, form, previous) {
+  # Order o at eta e in `form`, or a condition of class "h2_unbuilt" saying why
+  # not. The blocks' memory follows from any built order of the same points.
+  build <- function(o, form, previous, e = eta) {
     if (!is.null(previous)) {
       need <- h2_order_bytes(h2_info(previous$A), o, form)
       if (need > budget$bytes) {
@@ -262,46 +265,89 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
                                   h2_format_bytes(need), budget$words)))
       }
     }
-    tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = eta,
+    tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = e,
                        order = o, precision = precision, backend = backend, storage = form),
-             error = function(e) {
+             error = function(err) {
                h2_unbuilt(sprintf("order %d %s cannot be built (%s)", o, h2_form_words(form),
-                                  conditionMessage(e)), e)
+                                  conditionMessage(err)), err)
              })
   }
-  form <- if (storage == "on_the_fly") "on_the_fly" else "stored"
-  why <- if (storage == "on_the_fly") "as requested" else NULL
-  best <- NULL      # the most accurate matrix built: list(A, order, form, error)
+  # On the fly: at each eta (the given one, else 3, 2 and 1.5), the lowest
+  # order from `first` that meets tol; of those, the one with the fastest
+  # product (the storage model's prediction, h2_info()$ms_on_the_fly). A
+  # smaller eta evaluates more pairs per product but reaches a given error at
+  # a lower order: at n = 2^20 in 3D, 1e-4 takes order 7 (218 ms per product)
+  # at eta 3 and order 5 (38 ms) at eta 2. An order predicted slower than a
+  # form already found ends that eta's search.
+  on_the_fly <- function(first, previous) {
+    found <- NULL
+    best <- previous
+    stopped <- NULL
+    failed <- NULL
+    for (e in etas) {
+      for (o in orders[orders >= (if (e == eta) first else orders[1L])]) {
+        A <- build(o, "on_the_fly", best, e)
+        if (inherits(A, "h2_unbuilt")) {
+          stopped <- conditionMessage(A)
+          failed <- A
+          break
+        }
+        ms <- h2_info(A)$ms_on_the_fly
+        if (!is.null(found) && ms >= found$ms) break
+        built <- list(A = A, order = o, eta = e, form = "on_the_fly", error = measure(A, 4L),
+                      ms = ms)
+        rm(A)
+        if (built$error$probe <= 0.8 * tol) {
+          found <- built
+          break
+        }
+        if (is.null(best) || built$error$probe <= best$error$probe) best <- built
+      }
+    }
+    if (!is.null(found) && length(etas) > 1L) {
+      found$why <- sprintf("predicted %.3g ms per product, the fastest on-the-fly form that meets tol",
+                           found$ms)
+    }
+    if (is.null(found) && is.null(best)) stop(failed$parent %||% failed)   # nothing could be built
+    list(found = found, best = best, stopped = stopped)
+  }
+  finish_on_the_fly <- function(fly, why) {
+    if (!is.null(fly$found)) {
+      return(h2_tol_chosen(fly$found, tol, paste(c(why, fly$found$why), collapse = "; ")))
+    }
+    h2_tol_missed(fly$best, tol, fly$stopped %||% why)
+  }
+  if (storage == "on_the_fly") return(finish_on_the_fly(on_the_fly(orders[1L], NULL), "as requested"))
+  best <- NULL      # the most accurate stored matrix built: list(A, order, eta, form, error)
   stopped <- NULL   # why no higher order was built
   for (o in orders) {
-    A <- build(o, form, best)
-    if (inherits(A, "h2_unbuilt") && form == "stored" && storage == "auto") {
-      why <- conditionMessage(A)
-      done <- h2_tol_compress_rest(best, tol, measure, why)
-      if (!is.null(done)) return(done)
-      form <- "on_the_fly"
-      A <- build(o, form, best)
-    }
+    A <- build(o, "stored", best)
     if (inherits(A, "h2_unbuilt")) {
-      if (is.null(best)) stop(A$parent %||% A)
+      if (is.null(best) && storage != "auto") stop(A$parent %||% A)
       stopped <- conditionMessage(A)
+      if (storage == "auto") {
+        done <- h2_tol_compress_rest(best, tol, measure, stopped)
+        if (!is.null(done)) return(done)
+        return(finish_on_the_fly(on_the_fly(o, best), stopped))
+      }
       break
     }
-    built <- list(A = A, order = o, form = form,
-                  error = measure(A, if (form == "on_the_fly") 4L else 2L))
+    built <- list(A = A, order = o, eta = eta, form = "stored", error = measure(A))
     if (is.null(best) || built$error$probe <= best$error$probe) best <- built
-    if (form == "on_the_fly" && built$error$probe <= tol) return(h2_tol_chosen(built, tol, why))
-    if (form == "stored" && built$error$probe <= tol / 2) {
+    if (built$error$probe <= tol / 2) {
       done <- h2_tol_compress(built, tol, tol / 2, measure, NULL)
       return(done %||% h2_tol_chosen(built, tol, "uncompressed: the compressed forms missed tol"))
     }
   }
-  # No order met its target; a stored form within tol still does, compressed by
-  # what is left ("auto" tried that when it left the stored form).
-  if (form == "stored") {
-    done <- h2_tol_compress_rest(best, tol, measure, stopped)
-    if (!is.null(done)) return(done)
-  }
+  # No order met tol / 2; a stored form within tol still does, compressed by
+  # what is left.
+  done <- h2_tol_compress_rest(best, tol, measure, stopped)
+  if (!is.null(done)) return(done)
+  h2_tol_missed(best, tol, stopped)
+}
+
+# No form met tol: a warning, and the most accurate matrix built.
+h2_tol_missed <- function(best, tol, stopped) {
   if (best$error$probe <= tol) return(h2_tol_chosen(best, tol, stopped))
   if (is.null(stopped)) {
     stopped <- sprintf("the highest order tried (%d) gives a measured error of %.3g", best$order,
@@ -321,6 +367,9 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
           call. = FALSE)
   h2_tol_chosen(best, tol, stopped, met = FALSE)
 }
+
+# The etas h2_matrix(tol = ) tries on the fly when none is given.
+h2_tol_etas <- c(3, 2, 1.5)
 
 `%||%` <- function(a, b) if (is.null(a)) b else a   # base R has it from 4.4.0
 
@@ -394,14 +443,14 @@ h2_tol_chosen <- function(chosen, tol, why, met = TRUE) {
   A <- chosen$A
   storage <- h2_form_words(chosen$form)
   if (!is.null(A$compression)) storage <- paste0(storage, ", compressed")
-  A$tol_choice <- list(tol = tol, order = as.integer(chosen$order), storage = storage, why = why,
-                       met = met)
+  A$tol_choice <- list(tol = tol, order = as.integer(chosen$order), eta = A$eta,
+                       storage = storage, why = why, met = met)
   h2_with_accuracy(A, chosen$error)
 }
 
 h2_print_tol_choice <- function(ch) {
-  cat(sprintf("  chosen for tol = %g%s: order %d %s%s\n", ch$tol,
-              if (ch$met) "" else " (not met)", ch$order, ch$storage,
+  cat(sprintf("  chosen for tol = %g%s: order %d, eta %g, %s%s\n", ch$tol,
+              if (ch$met) "" else " (not met)", ch$order, ch$eta %||% NA_real_, ch$storage,
               if (is.null(ch$why)) "" else sprintf(" (%s)", ch$why)))
 }
 

@@ -173,15 +173,16 @@ test_that("h2_matrix(tol =, storage = \"on_the_fly\") raises the order on the fl
                  gk_kernel("matern", range = 0.2, smoothness = 1.5))) {
     K <- dense_of(locs, k, 0.05)
     for (backend in test_backends()) {
-      A <- h2_matrix(locs, k, nugget = 0.05, tol = tol, storage = "on_the_fly", backend = backend)
+      A <- h2_matrix(locs, k, nugget = 0.05, tol = tol, eta = 3, storage = "on_the_fly",
+                     backend = backend)
       expect_true(gpukernels:::h2_info(A)$on_the_fly)
       expect_null(A$compression)   # on-the-fly forms are not compressed
       expect_gt(A$order, 3)        # order 3 has errors of about 1e-2 here
       expect_lte(rel2(A %*% X, K %*% X), tol)
       expect_lte(A$accuracy$probe, tol)
       expect_identical(A$tol_choice$storage, "on the fly")
-      expect_output(print(A), sprintf("chosen for tol = 0.001: order %d on the fly \\(as requested",
-                                      A$order))
+      expect_output(print(A), sprintf(
+        "chosen for tol = 0.001: order %d, eta 3, on the fly \\(as requested", A$order))
     }
   }
 })
@@ -201,7 +202,7 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
   old <- options(gpukernels.h2_tol_budget = b$budget)
   on.exit(options(old))
   for (backend in test_backends()) {
-    A <- expect_silent(h2_matrix(locs, k, leaf_size = 128, tol = tol, backend = backend))
+    A <- expect_silent(h2_matrix(locs, k, leaf_size = 128, tol = tol, eta = 3, backend = backend))
     expect_true(gpukernels:::h2_info(A)$on_the_fly)
     expect_gt(A$order, 3)
     expect_lte(rel2(A %*% X, K %*% X), tol)
@@ -212,7 +213,7 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
     expect_match(ch$why, "order 4 stored would need [0-9.]+ MB of memory")
     expect_output(print(A), "storage: on the fly \\(chosen for `tol`")
     expect_output(print(A), sprintf(
-      "chosen for tol = 0.001: order %d on the fly \\(order 4 stored would need", A$order))
+      "chosen for tol = 0.001: order %d, eta 3, on the fly \\(order 4 stored would need", A$order))
     # saved and read back: rebuilt on the fly at the chosen order from the settings
     expect_identical(A$storage, "on_the_fly")
     f <- tempfile(fileext = ".rds")
@@ -225,6 +226,27 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
     expect_output(print(B), "would need")
     # a derived matrix is not the one chosen for tol
     expect_null(h2_compress(A, 1e-2)$tol_choice)
+  }
+})
+
+test_that("h2_matrix(tol =) without eta takes the fastest on-the-fly form that meets tol", {
+  set.seed(49)
+  n <- 1733
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  K <- dense_of(locs, k)
+  X <- matrix(rnorm(n * 3), n, 3)
+  tol <- 1e-3
+  for (backend in test_backends()) {
+    A <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
+    B <- h2_matrix(locs, k, tol = tol, eta = 3, storage = "on_the_fly", backend = backend)
+    expect_true(A$eta %in% c(3, 2, 1.5))
+    expect_identical(A$tol_choice$eta, A$eta)
+    expect_lte(A$accuracy$probe, 0.8 * tol)
+    expect_lte(rel2(A %*% X, K %*% X), tol)
+    expect_match(A$tol_choice$why, "the fastest on-the-fly form that meets tol")
+    # never slower (by the model) than the search at the default eta alone
+    expect_lte(gpukernels:::h2_info(A)$ms_on_the_fly, gpukernels:::h2_info(B)$ms_on_the_fly)
   }
 })
 
@@ -245,7 +267,7 @@ test_that("h2_matrix(tol =, storage = \"stored\") with too small a budget warns 
     expect_identical(A$order, 3L)
     expect_false(A$tol_choice$met)
     expect_gt(A$accuracy$probe, 1e-4)
-    expect_output(print(A), "chosen for tol = 0.0001 \\(not met\\): order 3 stored")
+    expect_output(print(A), "chosen for tol = 0.0001 \\(not met\\): order 3, eta 3, stored")
     # Order 3 alone, measured about 1e-2: within tol / 2 it is compressed to
     # tol / 2, else (no higher order) to what tol leaves; no warning either way.
     B <- expect_silent(h2_matrix(locs, k, tol = 0.02, order = 3, storage = "stored",
