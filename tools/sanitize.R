@@ -52,6 +52,7 @@ for (rep in 1:3) {
     O <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), order = 4, leaf_size = 32,
                    precision = precision, backend = "gpu", storage = "on_the_fly")
     O %*% matrix(rnorm(3000), 1500, 2)
+    O %*% rnorm(1500)   # one right-hand side: the symmetric (two-way) sums
     rm(A, C, O)
   }
 }

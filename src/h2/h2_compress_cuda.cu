@@ -328,12 +328,43 @@ struct stream_clock {
   }
 };
 
-/* Device buffers of one transform, freed together. */
+/* Device buffers of one transform, freed together. A released buffer is
+ * kept for the next request it can hold: cudaFree synchronizes the device
+ * and unmaps the pages (about 5 ms per GB on an H100), and the levels ask
+ * for buffers of the same sizes again and again (run BK in RESULTS.md). */
 struct work_set {
-  std::vector<gk_device_buffer> bufs;
+  struct entry {
+    gk_device_buffer buf;
+    bool in_use;
+  };
+  std::vector<entry> bufs;
   ~work_set()
   {
-    for (auto &b : bufs) gk_buffer_free(&b);
+    for (auto &e : bufs) gk_buffer_free(&e.buf);
+  }
+  // The smallest released buffer of at least `bytes`, taken; NULL if none.
+  void *reuse(size_t bytes)
+  {
+    entry *best = NULL;
+    for (auto &e : bufs)
+      if (!e.in_use && e.buf.ptr && e.buf.bytes >= bytes && (!best || e.buf.bytes < best->buf.bytes))
+        best = &e;
+    if (!best) return NULL;
+    best->in_use = true;
+    return best->buf.ptr;
+  }
+  // Frees the released buffers (before a new allocation: their memory may
+  // be what it needs).
+  void trim()
+  {
+    for (auto &e : bufs)
+      if (!e.in_use) gk_buffer_free(&e.buf);
+  }
+  void keep(gk_device_buffer b) { bufs.push_back({b, true}); }
+  void release(const void *p)
+  {
+    for (auto &e : bufs)
+      if (e.buf.ptr == p) e.in_use = false;
   }
 };
 
@@ -353,19 +384,20 @@ struct xform {
   template <typename E = T>
   E *alloc(work_set &w, size_t count, const char *what, int zero = 0)
   {
-    gk_device_buffer b = GK_DEVICE_BUFFER_EMPTY;
-    if (gk_buffer_alloc(&b, (count ? count : 1) * sizeof(E), what, err)) return NULL;
-    w.bufs.push_back(b);
-    if (zero && gk_cuda_status(cudaMemsetAsync(b.ptr, 0, (count ? count : 1) * sizeof(E), s),
-                               what, err))
-      return NULL;
-    return (E *) b.ptr;
+    const size_t bytes = (count ? count : 1) * sizeof(E);
+    void *p = w.reuse(bytes);
+    if (!p) {
+      w.trim();
+      gk_device_buffer b = GK_DEVICE_BUFFER_EMPTY;
+      if (gk_buffer_alloc(&b, bytes, what, err)) return NULL;
+      w.keep(b);
+      p = b.ptr;
+    }
+    if (zero && gk_cuda_status(cudaMemsetAsync(p, 0, bytes, s), what, err)) return NULL;
+    return (E *) p;
   }
-  void release(work_set &w, const void *p)
-  {
-    for (auto &b : w.bufs)
-      if (b.ptr == p) gk_buffer_free(&b);
-  }
+  // Work on the stream that used p is ordered before any later use of it.
+  void release(work_set &w, const void *p) { w.release(p); }
   gk_status blas(cublasStatus_t st, const char *what)
   {
     return gk_cublas_status(st, what, err);
@@ -503,15 +535,23 @@ struct xform {
   gk_status project(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src, T *dst,
                     work_set &w)
   {
+    // One workspace for every level: the largest chunk of kn x k products.
+    auto chunk_of = [&](int l) {
+      size_t per = (size_t) nt->level_rank[l] * st->level_rank[l];
+      int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
+                                                             (size_t) ptr_count));
+      return std::min(chunk, st->coupling[l].n_blocks);
+    };
+    size_t most = 0;
+    for (int l = st->top_level; l <= st->depth; l++)
+      most = std::max(most, (size_t) chunk_of(l) * nt->level_rank[l] * st->level_rank[l]);
+    T *tmp = most ? alloc(w, most, "the H2 projection workspace") : NULL;
+    if (most && !tmp) return err->status;
     for (int l = st->top_level; l <= st->depth; l++) {
       int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
       if (!nb) continue;
       size_t per = (size_t) kn * k;
-      int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
-                                                             (size_t) ptr_count));
-      chunk = std::min(chunk, nb);
-      T *tmp = alloc(w, (size_t) chunk * per, "the H2 projection workspace");
-      if (!tmp) return err->status;
+      int chunk = chunk_of(l);
       const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
       const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
       const T **p = (const T **) ptrs.ptr;
@@ -537,8 +577,8 @@ struct xform {
       // the next chunk's marshaling must not overwrite pointers still in use
       if (gk_cuda_status(cudaStreamSynchronize(s), "the H2 coupling projection", err))
         return err->status;
-      release(w, tmp);
     }
+    if (tmp) release(w, tmp);
     return GK_OK;
   }
 };
@@ -860,14 +900,16 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   int top = t->top_level, kl = t->level_rank[l], nodes = 1 << l;
   int kp = l > top ? t->level_rank[l - 1] : 0;
   size_t per = (size_t) kl * kp;
-  int chunk = nodes;
-  if (per) {
-    chunk = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
-                                                       nodes));
-    chunk = std::min(chunk - chunk % 2, nodes);   // even: both children of a parent
-  }
+  // Chunks of nodes (even: both children of a parent). The heads' buffer is
+  // sized for the leaf level, so that every level reuses one buffer.
+  auto chunk_of = [&](int count) {
+    int c = (int) std::max<size_t>(2, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)), count));
+    return std::min(c - c % 2, count);
+  };
+  int chunk = per ? chunk_of(nodes) : nodes;
   R[l] = x.alloc(w, (size_t) nodes * kl * kl, "the H2 compression's R factors");
-  T *H = per ? x.alloc(w, (size_t) chunk * per, "the H2 compression's stack heads") : NULL;
+  T *H = per ? x.alloc(w, (size_t) chunk_of(t->n_leaves) * per, "the H2 compression's stack heads")
+             : NULL;
   if (!R[l] || (per && !H)) return err->status;
   const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
   const T *S = (const T *) O->S.ptr + t->coupling_ptr[l];
@@ -1084,7 +1126,7 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
                         "the H2 compression's pointer arrays", err)) {
       status = err->status;
     } else {
-      w.bufs.push_back(x.ptrs);
+      w.keep(x.ptrs);
       status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st);
       if (!status) status = norm_of<T>(x, &ot, O, &st->norm_frobenius);
       if (!status && tol > 0 && ot.top_level <= ot.depth) {

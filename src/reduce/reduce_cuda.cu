@@ -238,8 +238,8 @@ gk_status launch_exp(const gk_reduce_spec *spec, const Args &a, gk_error *err)
   if (spec->kernel.family == GK_KERNEL_GAUSSIAN)
     return launch_dim<T, Op, ValGauss2Variance, 1, false>(spec, a, err);
   if (exp_poly_of(spec->kernel, &p1, &p2))
-    return p1 == 0 && p2 == 0 ? launch_dim<T, Op, ValExp, 1, false>(spec, a, err)
-                              : launch_dim<T, Op, ValExpPoly, 1, false>(spec, a, err);
+    return p1 == 0 && p2 == 0 ? launch_dim<T, Op, WithVariance<ValExp>, 1, false>(spec, a, err)
+                              : launch_dim<T, Op, WithVariance<ValExpPoly>, 1, false>(spec, a, err);
   return launch_dim<T, Op, ValKernel, 1, false>(spec, a, err);
 }
 
@@ -583,9 +583,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.k = spec->k;
   a.kernel = spec->kernel;
   a.inner = gk_kernel_uses_inner_product(&spec->kernel);
-  a.out_scale = gauss2 || sqdist_values(spec) ? spec->kernel.variance : 1.0;
+  // Values without their variance, which the results take once (out_scale):
+  // the gaussian sums, knn's squared distances and the exponential family's
+  // sums (ValExp, ValExpPoly).
+  const bool exp_sum = exp_poly_of(spec->kernel, &a.poly1, &a.poly2) &&
+                       spec->reduction == GK_REDUCE_SUM;
+  a.out_scale = gauss2 || exp_sum || sqdist_values(spec) ? spec->kernel.variance : 1.0;
   a.root_scale = spec->root_scale;
-  exp_poly_of(spec->kernel, &a.poly1, &a.poly2);
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
   size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0) +

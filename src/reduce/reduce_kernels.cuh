@@ -90,7 +90,16 @@ struct ValSqdist {
 // variance (1 + d (poly1 + poly2 d)) exp(-d), d = sqrt(stat), with 2^t in one
 // MUFU.EX2 in float32 (as the gaussian path; relative error about 1e-6 for
 // the values that matter) and exp2_units' table and polynomial in float64.
-__device__ __forceinline__ float root_of(float s) { return s > 0.0f ? s * rsqrtf(s) : 0.0f; }
+// Sums leave the variance to the end (out_scale: ValExp, ValExpPoly); the
+// ops that exponentiate F itself take it per pair (ValExpVariance, ...).
+// The float32 root is one MUFU.SQRT (sqrt.approx, relative error 2^-23,
+// sqrt(0) = 0); rsqrtf's denormal handling cost 8 more instructions per pair.
+__device__ __forceinline__ float root_of(float s)
+{
+  float r;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+  return r;
+}
 __device__ __forceinline__ double root_of(double s) { return sqrt(s); }
 // e^(-d), for both exponential-family values.
 template <typename T> __device__ __forceinline__ T exp_of_minus(T d)
@@ -103,7 +112,7 @@ struct ValExpPoly {
   {
     const T d = root_of(stat);
     const T poly = (T) 1 + d * ((T) a.poly1 + (T) a.poly2 * d);
-    return (T) a.kernel.variance * poly * exp_of_minus(d);
+    return poly * exp_of_minus(d);
   }
 };
 
@@ -114,7 +123,16 @@ struct ValExp {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    return (T) a.kernel.variance * exp_of_minus(root_of(stat));
+    return exp_of_minus(root_of(stat));
+  }
+};
+
+// Either of them times the variance.
+template <class Val> struct WithVariance {
+  static constexpr bool INNER = Val::INNER;
+  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
+  {
+    return (T) a.kernel.variance * Val::eval(stat, a);
   }
 };
 
@@ -333,6 +351,22 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
         const int lane = (int) (threadIdx.x & 31), warp = (int) (threadIdx.x >> 5);
         for (int q0 = 0; q0 < len; q0 += C) {
           T p[C];
+          // Whole groups beyond the block's rows (the common case: every
+          // tile but the diagonal block's) take the loop without a test per
+          // entry; the lanes test the group's C entries at once.
+          const int mine = q0 + (lane & (C - 1));
+          if (__all_sync(0xffffffffu, q0 + C <= len && (size_t) j_of(mine < len ? mine : q0) >= row_end)) {
+#pragma unroll
+            for (int u = 0; u < C; u++) {
+              const T *yj = tile + (q0 + u) * stride;
+              const T f = value(0, yj);
+              st[0].push(f, 0, yj + dim, a);
+              p[u] = f * b_row;
+            }
+            const T sum = warp_column_sums(p);
+            if (lane < C) column_sums[warp * a.tile + q0 + lane] = sum;
+            continue;
+          }
           bool beyond = false;   // warp-uniform: every lane reads the same entries
 #pragma unroll
           for (int u = 0; u < C; u++) {

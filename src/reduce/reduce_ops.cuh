@@ -30,7 +30,7 @@ struct Args {
   int sliced, chunk0, carry_in, carry_out;
   int inner;               // the kernel's statistic is an inner product
   gk_kernel kernel;
-  double out_scale;        // multiplies finished sums (the gaussian fast path's variance)
+  double out_scale;        // multiplies finished sums (the variance of the gaussian and exponential-family sums)
   double root_scale;       // > 0: finished values are root_scale sqrt(values) (reduce.h)
   double poly1, poly2;     // the exponential family's polynomial (ValExpPoly)
   double *out;             // m x (value columns), or NULL
