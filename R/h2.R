@@ -87,8 +87,8 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   its rows and its columns (one right-hand side; see `symmetric` in
 #'   [kernel_reduce()]), about half the pairs at 1.45 (double) or 1.6 (single)
 #'   times the cost. At \eqn{n = 2^{20}} in 3D (eta 3, order 4) that takes the
-#'   on-the-fly form in both precisions (10.3 against 15.7 ms per product in
-#'   double, 4.1 against 8.3 ms in single, on an H100). `summary()` says which, why,
+#'   on-the-fly form in both precisions (9.4 against 15.7 ms per product in
+#'   double, 3.0 against 8.3 ms in single, on an H100). `summary()` says which, why,
 #'   and both predictions. [h2_compress()] of an on-the-fly matrix builds the
 #'   stored blocks first. With `tol`, see above.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,

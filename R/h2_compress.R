@@ -245,6 +245,27 @@ print.h2_error <- function(x, ...) {
 # next order is known before it is built.
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
                              tol, storage, etas = eta) {
+  # Every matrix built on the way is freed on return, not when R's garbage
+  # collector gets to it: at n = 2^20 in 3D a stored order takes 40 GB of the
+  # GPU, which the search would otherwise hold after it returns (run BK).
+  made <- new.env(parent = emptyenv())
+  made$all <- list()
+  track <- function(A) {
+    made$all[[length(made$all) + 1L]] <- A
+    A
+  }
+  on.exit({
+    keep <- if (is.null(result)) NULL else .subset2(result, "native")
+    for (A in made$all) if (!identical(.subset2(A, "native"), keep)) gk_free(A)
+  })
+  result <- NULL
+  result <- h2_tol_search(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
+                          storage, etas, track)
+  result
+}
+
+h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
+                          storage, etas, track) {
   d <- ncol(locs)
   orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
   budget <- h2_tol_budget(backend)
@@ -259,14 +280,15 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
   # not. The blocks' memory follows from any built order of the same points.
   build <- function(o, form, previous, e = eta) {
     if (!is.null(previous)) {
-      need <- h2_order_bytes(h2_info(previous$A), o, form)
+      need <- h2_order_bytes(previous$info, o, form)
       if (need > budget$bytes) {
         return(h2_unbuilt(sprintf("order %d %s would need %s of %s", o, h2_form_words(form),
                                   h2_format_bytes(need), budget$words)))
       }
     }
-    tryCatch(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = e,
-                       order = o, precision = precision, backend = backend, storage = form),
+    tryCatch(track(h2_matrix(locs, kernel, nugget = nugget, leaf_size = leaf_size, eta = e,
+                             order = o, precision = precision, backend = backend,
+                             storage = form)),
              error = function(err) {
                h2_unbuilt(sprintf("order %d %s cannot be built (%s)", o, h2_form_words(form),
                                   conditionMessage(err)), err)
@@ -292,10 +314,11 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
           failed <- A
           break
         }
-        ms <- h2_info(A)$ms_on_the_fly
+        info <- h2_info(A)
+        ms <- info$ms_on_the_fly
         if (!is.null(found) && ms >= found$ms) break
         built <- list(A = A, order = o, eta = e, form = "on_the_fly", error = measure(A, 4L),
-                      ms = ms)
+                      ms = ms, info = info)
         rm(A)
         if (built$error$probe <= 0.8 * tol) {
           found <- built
@@ -326,22 +349,23 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
       if (is.null(best) && storage != "auto") stop(A$parent %||% A)
       stopped <- conditionMessage(A)
       if (storage == "auto") {
-        done <- h2_tol_compress_rest(best, tol, measure, stopped)
+        done <- h2_tol_compress_rest(best, tol, measure, stopped, track)
         if (!is.null(done)) return(done)
         return(finish_on_the_fly(on_the_fly(o, best), stopped))
       }
       break
     }
-    built <- list(A = A, order = o, eta = eta, form = "stored", error = measure(A))
+    built <- list(A = A, order = o, eta = eta, form = "stored", error = measure(A),
+                  info = h2_info(A))
     if (is.null(best) || built$error$probe <= best$error$probe) best <- built
     if (built$error$probe <= tol / 2) {
-      done <- h2_tol_compress(built, tol, tol / 2, measure, NULL)
+      done <- h2_tol_compress(built, tol, tol / 2, measure, NULL, track)
       return(done %||% h2_tol_chosen(built, tol, "uncompressed: the compressed forms missed tol"))
     }
   }
   # No order met tol / 2; a stored form within tol still does, compressed by
   # what is left.
-  done <- h2_tol_compress_rest(best, tol, measure, stopped)
+  done <- h2_tol_compress_rest(best, tol, measure, stopped, track)
   if (!is.null(done)) return(done)
   h2_tol_missed(best, tol, stopped)
 }
@@ -416,9 +440,9 @@ h2_order_bytes <- function(info, o, form) {
 
 # The stored `built` compressed to ctol (its errors and the compression's add
 # at most), if the measured error of the result meets tol; else NULL.
-h2_tol_compress <- function(built, tol, ctol, measure, why) {
+h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
   for (to in c(ctol, ctol / 4)) {   # rarely, the first misses: compress less
-    B <- h2_compress(built$A, to)
+    B <- track(h2_compress(built$A, to))
     err <- measure(B)
     if (err$probe <= tol) {
       B$compression$tol_requested <- tol
@@ -432,9 +456,9 @@ h2_tol_compress <- function(built, tol, ctol, measure, why) {
 
 # When no higher order can be built: the stored `best` compressed by what tol
 # leaves, if its error is below tol; else NULL.
-h2_tol_compress_rest <- function(best, tol, measure, why) {
+h2_tol_compress_rest <- function(best, tol, measure, why, track = identity) {
   if (is.null(best) || best$form != "stored" || best$error$probe >= tol) return(NULL)
-  h2_tol_compress(best, tol, tol - best$error$probe, measure, why)
+  h2_tol_compress(best, tol, tol - best$error$probe, measure, why, track)
 }
 
 # The result of h2_matrix(tol = ): the matrix `chosen` holds, with its measured

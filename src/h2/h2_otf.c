@@ -214,24 +214,24 @@ gk_status h2_otf_refuse_export(gk_error *err)
  * RESULTS.md): the stored HMV streams its blocks at about 2.5e12 B/s (40 GB in
  * 15.7 ms at n = 2^20, 3D; run L, 2026-11-23); the block-sparse products of
  * the on-the-fly form (clusters of 64 rows, exponential kernel, kept plans)
- * evaluate 3.6e11 kernel pairs/s in float64 and 1.05e12 in float32 when every
- * pair is evaluated (run BH, 2026-11-25: 14.2 and 5.0 ms at n = 2^20, eta = 3,
- * 5.0e9 pairs; 30.0 and 9.97 ms at eta = 1.5), plus about 0.1 ms per engine
+ * evaluate 3.7e11 kernel pairs/s in float64 and 1.35e12 in float32 when every
+ * pair is evaluated (run BK, 2026-11-25: 14.0 and 3.96 ms at n = 2^20, eta =
+ * 3, 5.0e9 pairs; 29.4 and 7.66 ms at eta = 1.5), plus about 0.1 ms per engine
  * call (one for the couplings of every level, one for the dense blocks).
  * Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
  * pairs, each with a column sum on top of the row sum (a transpose-reduce and
  * an atomic add per column and tile): such a pair costs GPU_TWO_WAY_COST_*
- * one-way pairs, from the same run (float64 10.3 ms at eta 3 and 21.2 ms at
- * eta 1.5: 1.42-1.45; float32 4.14 and 8.0 ms: 1.6-1.65). So at 2^20, eta = 3
- * the on-the-fly form wins in both precisions (10.3 against 15.7 ms in
- * float64). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel pair
- * with an exp: 2e8/s). */
+ * one-way pairs, from the same run (float64 9.42 ms at eta 3 and 18.6 ms at
+ * eta 1.5: 1.35 and 1.27; float32 2.99 and 5.38 ms: 1.51 and 1.40). So at
+ * 2^20, eta = 3 the on-the-fly form wins in both precisions (9.4 against 15.7
+ * ms in float64). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel
+ * pair with an exp: 2e8/s). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
-#define GPU_PAIRS_PER_S_DOUBLE 3.6e11
-#define GPU_PAIRS_PER_S_SINGLE 1.05e12
+#define GPU_PAIRS_PER_S_DOUBLE 3.7e11
+#define GPU_PAIRS_PER_S_SINGLE 1.35e12
 #define GPU_MS_PER_PRODUCT 0.1
-#define GPU_TWO_WAY_COST_DOUBLE 1.45
-#define GPU_TWO_WAY_COST_SINGLE 1.62
+#define GPU_TWO_WAY_COST_DOUBLE 1.33
+#define GPU_TWO_WAY_COST_SINGLE 1.47
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
 

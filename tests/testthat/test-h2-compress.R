@@ -250,6 +250,23 @@ test_that("h2_matrix(tol =) without eta takes the fastest on-the-fly form that m
   }
 })
 
+test_that("h2_matrix(tol =) frees the matrices its search built", {
+  set.seed(50)
+  locs <- matrix(runif(1401 * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  for (backend in test_backends()) {
+    for (storage in c("auto", "on_the_fly")) {
+      invisible(gc())   # earlier tests' garbage first
+      before <- gk_memory()
+      A <- h2_matrix(locs, k, tol = 1e-3, storage = storage, backend = backend)
+      expect_gt(sum(gk_memory()) - sum(before), 0)
+      # no garbage collection: what is left is A's alone
+      gk_free(A)
+      expect_equal(gk_memory(), before)
+    }
+  }
+})
+
 test_that("h2_matrix(tol =, storage = \"stored\") with too small a budget warns as before", {
   set.seed(48)
   n <- 1603
