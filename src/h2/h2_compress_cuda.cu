@@ -550,7 +550,6 @@ struct xform {
     for (int l = st->top_level; l <= st->depth; l++) {
       int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
       if (!nb) continue;
-      size_t per = (size_t) kn * k;
       int chunk = chunk_of(l);
       const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
       const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
@@ -666,9 +665,34 @@ static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, 
 
 /* The orthogonal form of x.in: structure ot, data O (sharing the dense
  * blocks), projections T[l] (kn x k per node) kept in w for the caller. */
+/* Within a compression the orthogonal form is a working copy: new bases,
+ * transfers and couplings in w, everything else (the block lists on the GPU,
+ * the dense blocks, the streams) the input's, which has the same blocks, and
+ * no product plan of its own. Making a whole matrix for it (index uploads,
+ * product plan, pointer arrays) cost tens of milliseconds at 2^20 points
+ * (run BK). Freed with free(), its buffers with w. */
+template <typename T>
+static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu **O)
+{
+  h2_gpu *c = (h2_gpu *) malloc(sizeof *c);
+  if (!c) return gk_fail(x.err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+  *c = *x.in;
+  c->dense_refs = NULL;   // not one of the dense blocks' owners
+  *O = c;
+  const size_t counts[3] = {h2_basis_entries(ot), h2_transfer_entries(ot), h2_coupling_entries(ot)};
+  gk_device_buffer *bufs[3] = {&c->U, &c->E, &c->S};
+  for (int i = 0; i < 3; i++) {
+    T *p = x.alloc(w, counts[i], "the H2 orthogonal form");
+    if (!p) return x.err->status;
+    bufs[i]->ptr = p;
+    bufs[i]->bytes = (counts[i] ? counts[i] : 1) * sizeof(T);
+  }
+  return GK_OK;
+}
+
 template <typename T>
 static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu **O,
-                                   std::vector<T *> &Tl, h2_compress_stats *st)
+                                   std::vector<T *> &Tl, h2_compress_stats *st, bool working_copy)
 {
   const h2_tree *t = x.t;
   gk_error *err = x.err;
@@ -682,7 +706,11 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
   }
   if (h2_tree_copy(ot, t, err)) return err->status;
   h2_tree_set_ranks(ot, kn.data());
-  if (h2_gpu_create_sharing_dense(ot, x.in->single, x.in, O, err)) return err->status;
+  if (working_copy) {
+    if (working_copy_of(x, w, ot, O)) return err->status;
+  } else if (h2_gpu_create_sharing_dense(ot, x.in->single, x.in, O, err)) {
+    return err->status;
+  }
   T *U = (T *) (*O)->U.ptr, *E = (T *) (*O)->E.ptr, *S = (T *) (*O)->S.ptr;
   Tl.assign(q + 1, (T *) NULL);
   if (top > q) {  // no low-rank blocks: the same data
@@ -1076,7 +1104,7 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   for (int l = 0; l < top; l++) rk[l] = 1;
   if (h2_tree_copy(nt, t, err)) return err->status;
   h2_tree_set_ranks(nt, rk.data());
-  if (h2_gpu_create_sharing_dense(nt, O->single, O, C, err)) return err->status;
+  if (h2_gpu_create_sharing_dense(nt, O->single, x.in, C, err)) return err->status;
 
   // New leaf bases U Q(:, 1:r) and transfers (the halves of the parents' Q).
   {
@@ -1118,6 +1146,8 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
   std::vector<T *> Tl;
   gk_status status = GK_OK;
   memset(&ot, 0, sizeof ot);
+  // A compression's orthogonal form is a working copy; an orthogonalization's is the result.
+  const bool working_copy = tol > 0 && t->top_level <= t->depth;
   {
     work_set w;
     x.ptr_count = H2_MAX_BATCH;
@@ -1127,7 +1157,7 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
       status = err->status;
     } else {
       w.keep(x.ptrs);
-      status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st);
+      status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st, working_copy);
       if (!status) status = norm_of<T>(x, &ot, O, &st->norm_frobenius);
       if (!status && tol > 0 && ot.top_level <= ot.depth) {
         for (auto *p : Tl) if (p) x.release(w, p);   // the orthogonal form is all that is needed
@@ -1151,7 +1181,8 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
                        tol > 0 ? "compression" : "orthogonalization");
   }  // work buffers freed here
   st->flops = x.flops;
-  h2_gpu_free(O);
+  if (working_copy) free(O);
+  else h2_gpu_free(O);
   h2_tree_free(&ot);
   if (status) {
     h2_gpu_free(*out);
