@@ -535,6 +535,13 @@ struct xform {
   gk_status project(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src, T *dst,
                     work_set &w)
   {
+    return project_levels(st, nt, Tl, src, dst, w, st->top_level, st->depth, false);
+  }
+  /* The same for the levels l0..l1 only; level_dst: dst holds one level's
+   * blocks (from its first), not the whole coupling array. */
+  gk_status project_levels(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src,
+                           T *dst, work_set &w, int l0, int l1, bool level_dst)
+  {
     // One workspace for every level: the largest chunk of kn x k products.
     auto chunk_of = [&](int l) {
       size_t per = (size_t) nt->level_rank[l] * st->level_rank[l];
@@ -547,7 +554,7 @@ struct xform {
       most = std::max(most, (size_t) chunk_of(l) * nt->level_rank[l] * st->level_rank[l]);
     T *tmp = most ? alloc(w, most, "the H2 projection workspace") : NULL;
     if (most && !tmp) return err->status;
-    for (int l = st->top_level; l <= st->depth; l++) {
+    for (int l = std::max(l0, st->top_level); l <= std::min(l1, st->depth); l++) {
       int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
       if (!nb) continue;
       int chunk = chunk_of(l);
@@ -558,7 +565,7 @@ struct xform {
         int cnt = std::min(chunk, nb - first);
         marshal_projection<T><<<(cnt + 255) / 256, 256, 0, s>>>(
           row, col, first, cnt, Tl[l], kn, k, src + st->coupling_ptr[l], tmp,
-          dst + nt->coupling_ptr[l], p, p + ptr_count, (T **) (p + 2 * ptr_count),
+          dst + (level_dst ? 0 : nt->coupling_ptr[l]), p, p + ptr_count, (T **) (p + 2 * ptr_count),
           p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
         if (launched("the H2 projection pointer arrays")) return err->status;
         for (int f = 0; f < cnt; f += H2_MAX_BATCH) {
@@ -665,10 +672,11 @@ static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, 
 
 /* The orthogonal form of x.in: structure ot, data O (sharing the dense
  * blocks), projections T[l] (kn x k per node) kept in w for the caller. */
-/* Within a compression the orthogonal form is a working copy: new bases,
- * transfers and couplings in w, everything else (the block lists on the GPU,
- * the dense blocks, the streams) the input's, which has the same blocks, and
- * no product plan of its own. Making a whole matrix for it (index uploads,
+/* Within a compression the orthogonal form is a working copy: new bases and
+ * transfers in w, everything else (the block lists on the GPU, the dense
+ * blocks, the streams) the input's, which has the same blocks, and no product
+ * plan of its own. Its couplings are never all there: the generation projects
+ * one level at a time (compress_gpu). Making a whole matrix for it (index uploads,
  * product plan, pointer arrays) cost tens of milliseconds at 2^20 points
  * (run BK). Freed with free(), its buffers with w. */
 template <typename T>
@@ -679,7 +687,8 @@ static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2
   *c = *x.in;
   c->dense_refs = NULL;   // not one of the dense blocks' owners
   *O = c;
-  const size_t counts[3] = {h2_basis_entries(ot), h2_transfer_entries(ot), h2_coupling_entries(ot)};
+  // No couplings: the compression projects them one level at a time.
+  const size_t counts[3] = {h2_basis_entries(ot), h2_transfer_entries(ot), 0};
   gk_device_buffer *bufs[3] = {&c->U, &c->E, &c->S};
   for (int i = 0; i < 3; i++) {
     T *p = x.alloc(w, counts[i], "the H2 orthogonal form");
@@ -778,6 +787,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->seconds_orthogonalize = seconds_now() - start;
+  if (working_copy) return GK_OK;   // the compression projects the couplings level by level
   start = seconds_now();
   if (x.project(t, ot, Tl.data(), (const T *) x.in->S.ptr, S, w)) return err->status;
   st->seconds_project = seconds_now() - start;
@@ -785,10 +795,10 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
 }
 
 template <typename T>
-static gk_status norm_of(xform<T> &x, const h2_tree *t, h2_gpu *g, double *norm)
+static gk_status norm_of(xform<T> &x, const h2_tree *t, h2_gpu *g, bool couplings, double *norm)
 {
   double s2 = 0.0, d2 = 0.0;
-  if (x.sum_squares((const T *) g->S.ptr, h2_coupling_entries(t), &s2) ||
+  if ((couplings && x.sum_squares((const T *) g->S.ptr, h2_coupling_entries(t), &s2)) ||
       x.sum_squares((const T *) g->D.ptr, h2_dense_entries(t), &d2))
     return x.err->status;
   *norm = sqrt(s2 + d2);
@@ -815,10 +825,11 @@ static int stack_pieces(void)
  * so a larger P does less work but takes more memory per stack. */
 template <typename T>
 static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
-                                       int l, int P, std::vector<T *> &R, stream_clock &qr_clock)
+                                       const T *Sl, int l, int P, std::vector<T *> &R,
+                                       stream_clock &qr_clock)
 {
   gk_error *err = x.err;
-  const T *Eo = (const T *) O->E.ptr, *So = (const T *) O->S.ptr;
+  const T *Eo = (const T *) O->E.ptr;
   const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
   const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
   const h2_bsr *b = &t->coupling[l];
@@ -885,7 +896,7 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
       int rows = std::max(head + group_pieces[g] * kl, kl);
       if (rows > head) {
         size_t total = (size_t) count * (rows - head) * kl;
-        fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(So + t->coupling_ptr[l], row_ptr,
+        fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(Sl, row_ptr,
                                                         row_blocks, dlists + lo, first, pass, P,
                                                         kl, head, rows, ld, per, M, total);
         if (x.launched("the H2 compression's stacks")) return err->status;
@@ -920,8 +931,8 @@ static bool gen_qr_cublas(void)
  * (kl x kp, so that each of the stack's rows is contiguous, as in S_e), then
  * one thread block per node reads them and its coupling blocks in place. */
 template <typename T>
-static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O, int l,
-                                std::vector<T *> &R, stream_clock &qr_clock)
+static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
+                                const T *S, int l, std::vector<T *> &R, stream_clock &qr_clock)
 {
   gk_error *err = x.err;
   const h2_bsr *b = &t->coupling[l];
@@ -940,7 +951,6 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
              : NULL;
   if (!R[l] || (per && !H)) return err->status;
   const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
-  const T *S = (const T *) O->S.ptr + t->coupling_ptr[l];
   const int *row_ptr = (const int *) O->cpl_row_ptr.ptr + t->level_ptr[l] + l;
   const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
   for (int first = 0; first < nodes; first += chunk) {
@@ -967,10 +977,17 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   return GK_OK;
 }
 
-/* Compression of the orthogonal form (ot, O) into (nt, *C). */
+/* Compression of the orthogonal form (ot, O) into (nt, *C). Tl: the
+ * orthogonalization's projections (kn x k per node) when O is a working copy
+ * without couplings (working_copy_of): each level's orthogonal couplings are
+ * then projected from the input's just before that level's generation, into
+ * one buffer that every level reuses, and the new couplings are projected
+ * from the input's with the product of both projections. So the orthogonal
+ * couplings (27.5 GB at 2^20 points in 3D) are never all allocated;
+ * st->norm_frobenius gets their part level by level. */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
-                              h2_tree *nt, h2_gpu **C, h2_compress_stats *st)
+                              h2_tree *nt, h2_gpu **C, h2_compress_stats *st, T *const *Tl)
 {
   const h2_tree *t = ot;
   gk_error *err = x.err;
@@ -986,15 +1003,37 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   const int P = stack_pieces();
   const bool cublas_only = gen_qr_cublas();
   stream_clock qr_clock;
+  T *level_S = NULL;   // one level's orthogonal couplings (with Tl)
+  if (Tl) {
+    size_t most = 0;
+    for (int l = top; l <= q; l++)
+      most = std::max(most, (size_t) t->coupling[l].n_blocks * k[l] * k[l]);
+    if (!(level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings"))) return err->status;
+  }
+  double couplings_sq = 0.0;
   for (int l = top; l <= q; l++) {
+    const T *Sl = So + t->coupling_ptr[l];
+    if (Tl) {
+      double at = seconds_now(), sq = 0.0;
+      if (x.project_levels(x.t, t, Tl, (const T *) x.in->S.ptr, level_S, w, l, l, true) ||
+          x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
+        return err->status;
+      couplings_sq += sq;
+      Sl = level_S;
+      st->seconds_project += seconds_now() - at;
+    }
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    if (kernel ? generate_level(x, w, t, O, l, R, qr_clock)
-               : generate_level_passes(x, w, t, O, l, P, R, qr_clock))
+    if (kernel ? generate_level(x, w, t, O, Sl, l, R, qr_clock)
+               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
     if (gk_interrupt_pending()) return interrupted(err);
   }
-  st->seconds_generate = seconds_now() - start;
+  if (Tl) {   // the dense part came from norm_of
+    st->norm_frobenius = sqrt(st->norm_frobenius * st->norm_frobenius + couplings_sq);
+    x.release(w, level_S);
+  }
+  st->seconds_generate = seconds_now() - start - st->seconds_project;
   start = seconds_now();
 
   // Truncation upsweep (the budget as in h2_compress_cpu.c): the weighted bases
@@ -1127,7 +1166,24 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   }
   st->seconds_truncate = seconds_now() - start;
   start = seconds_now();
-  if (x.project(t, nt, Tn.data(), So, (T *) (*C)->S.ptr, w)) return err->status;
+  if (Tl) {
+    // From the input's couplings with both projections: Tn T (r x k per node).
+    std::vector<T *> both(q + 1, (T *) NULL);
+    for (int l = top; l <= q; l++) {
+      int nodes = 1 << l, kin = x.t->level_rank[l];
+      both[l] = x.alloc(w, (size_t) nodes * rk[l] * kin, "the H2 projection tree");
+      if (!both[l] ||
+          x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, rk[l], kin, k[l], Tn[l], rk[l],
+                         (size_t) rk[l] * k[l], Tl[l], k[l], (size_t) k[l] * kin, both[l], rk[l],
+                         (size_t) rk[l] * kin, nodes))
+        return err->status;
+      x.flops += 2.0 * nodes * rk[l] * k[l] * kin;
+    }
+    if (x.project(x.t, nt, both.data(), (const T *) x.in->S.ptr, (T *) (*C)->S.ptr, w))
+      return err->status;
+  } else if (x.project(t, nt, Tn.data(), So, (T *) (*C)->S.ptr, w)) {
+    return err->status;
+  }
   if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
   st->seconds_project += seconds_now() - start;
   st->error_frobenius =
@@ -1158,10 +1214,9 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
     } else {
       w.keep(x.ptrs);
       status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st, working_copy);
-      if (!status) status = norm_of<T>(x, &ot, O, &st->norm_frobenius);
-      if (!status && tol > 0 && ot.top_level <= ot.depth) {
-        for (auto *p : Tl) if (p) x.release(w, p);   // the orthogonal form is all that is needed
-        status = compress_gpu<T>(x, w, &ot, O, tol, nt, out, st);
+      if (!status) status = norm_of<T>(x, &ot, O, !working_copy, &st->norm_frobenius);
+      if (!status && working_copy) {
+        status = compress_gpu<T>(x, w, &ot, O, tol, nt, out, st, Tl.data());
       } else if (!status) {   // orthogonalization (or nothing to truncate): O is the result
         *nt = ot;
         memset(&ot, 0, sizeof ot);
