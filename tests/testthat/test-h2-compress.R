@@ -154,6 +154,15 @@ test_that("h2_matrix(tol =) reaches the tolerance it is asked for", {
   }
 })
 
+# n random points in the unit cube, the exponential kernel (range 0.2), its
+# dense matrix and `rhs` N(0, 1) columns, for the h2_matrix(tol = ) tests.
+tol_case <- function(seed, n, rhs = 3) {
+  set.seed(seed)
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  list(locs = locs, k = k, K = dense_of(locs, k), X = matrix(rnorm(n * rhs), n, rhs))
+}
+
 # A budget for h2_matrix(tol = ) between the stored sizes of orders 3 and 4
 # (the memory model the choice uses), and order 3's error against K.
 budget_between_orders_3_and_4 <- function(locs, k, K, X, ...) {
@@ -188,12 +197,8 @@ test_that("h2_matrix(tol =, storage = \"on_the_fly\") raises the order on the fl
 })
 
 test_that("h2_matrix(tol =) goes on the fly when the next stored order would not fit", {
-  set.seed(47)
-  n <- 1901
-  locs <- matrix(runif(n * 3), ncol = 3)
-  k <- gk_kernel("exponential", range = 0.2)
-  K <- dense_of(locs, k)
-  X <- matrix(rnorm(n * 3), n, 3)
+  cs <- tol_case(47, 1901)
+  locs <- cs$locs; k <- cs$k; K <- cs$K; X <- cs$X
   tol <- 1e-3
   # Leaves of 128: the budget (about 24 MB) holds the on-the-fly forms of
   # orders 4-6 (2, 6 and 15 MB; errors about 2e-3, 4e-4 and 1e-4).
@@ -230,12 +235,8 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
 })
 
 test_that("h2_matrix(tol =) without eta takes the fastest on-the-fly form that meets tol", {
-  set.seed(49)
-  n <- 1733
-  locs <- matrix(runif(n * 3), ncol = 3)
-  k <- gk_kernel("exponential", range = 0.2)
-  K <- dense_of(locs, k)
-  X <- matrix(rnorm(n * 3), n, 3)
+  cs <- tol_case(49, 1733)
+  locs <- cs$locs; k <- cs$k; K <- cs$K; X <- cs$X
   tol <- 1e-3
   for (backend in test_backends()) {
     A <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
@@ -268,12 +269,8 @@ test_that("h2_matrix(tol =) frees the matrices its search built", {
 })
 
 test_that("h2_matrix(tol =, storage = \"stored\") with too small a budget warns as before", {
-  set.seed(48)
-  n <- 1603
-  locs <- matrix(runif(n * 3), ncol = 3)
-  k <- gk_kernel("exponential", range = 0.2)
-  K <- dense_of(locs, k)
-  X <- matrix(rnorm(n * 2), n, 2)
+  cs <- tol_case(48, 1603, rhs = 2)
+  locs <- cs$locs; k <- cs$k; K <- cs$K; X <- cs$X
   b <- budget_between_orders_3_and_4(locs, k, K, X)
   old <- options(gpukernels.h2_tol_budget = b$budget)
   on.exit(options(old))
