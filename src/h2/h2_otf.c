@@ -17,6 +17,13 @@ static gk_status make_ranges(h2_otf_product *p, int clusters, const int *cr, siz
   gk_status st = reduce_ranges_build(clusters, cr, clusters, cr, npairs, pair_row, pair_col,
                                      &p->ranges, &p->ranges_storage, err);
   if (st) return st;
+  // The symmetric GPU sums rely on it (the tree's lists are symmetric by
+  // construction): checked once here rather than in every product.
+  if (reduce_ranges_check_symmetric(&p->ranges, err)) {
+    char why[GK_MESSAGE_SIZE];
+    memcpy(why, err->message, sizeof why);
+    return gk_fail(err, GK_ERR_INTERNAL, "the on-the-fly H2 block lists are not symmetric (%s)", why);
+  }
   p->pairs = reduce_ranges_pairs(&p->ranges);
   p->pairs_symmetric = reduce_ranges_pairs_symmetric(&p->ranges);
   return GK_OK;
@@ -176,10 +183,7 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
   spec.kernel = t->kernel;
   spec.range = ones;   // the points are already scaled
   spec.reduction = GK_REDUCE_SUM;
-  spec.ranges = &p->ranges;
-  // The CPU engine evaluates every pair either way; the flag has it check
-  // the symmetry that the GPU products rely on.
-  spec.symmetric = h2_otf_symmetric();
+  spec.ranges = &p->ranges;   // symmetric (make_ranges): the CPU engine evaluates every pair
   gk_reduce_operand pts = {p->points, NULL, 0, -1, rows, t->dim};
   gk_reduce_operand w = {w_host, NULL, 0, -1, rows, nrhs};
   gk_status st = reduce_cpu(&spec, &pts, &pts, &w, sum, NULL, threads, err);

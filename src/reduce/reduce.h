@@ -200,6 +200,9 @@ gk_status reduce_ranges_check(const gk_reduce_ranges *r, size_t m, size_t n, gk_
  * Call after reduce_ranges_check. */
 gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_operand *x,
                                  const gk_reduce_operand *y, gk_error *err);
+/* The mask part of it alone: GK_ERR_INPUT unless the first set of r (checked
+ * by reduce_ranges_check) is a symmetric mask. */
+gk_status reduce_ranges_check_symmetric(const gk_reduce_ranges *r, gk_error *err);
 
 /* Whether x and y are one operand (the same host or device memory, same
  * shape): the GPU engine then uploads it once, and symmetric sums need it. */

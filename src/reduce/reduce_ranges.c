@@ -369,11 +369,15 @@ gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_ope
   if (!reduce_same_operand(x, y))
     return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction reduces a point set against itself "
                    "(x and y one operand)");
+  return reduce_ranges_check_symmetric(spec->ranges, err);
+}
+
+gk_status reduce_ranges_check_symmetric(const gk_reduce_ranges *r, gk_error *err)
+{
   // Every kept block [a, b) x [c, d) (a cluster and a range of its list) must
   // have its transpose kept: each cluster q' meeting [c, d) covers it, and its
   // list covers [a, b). Then the mask holds its transpose, which has as many
   // pairs: the two are equal.
-  const gk_reduce_ranges *r = spec->ranges;
   int from = 0;
   for (int q = 0; q < r->count_i; q++) {
     size_t a = (size_t) r->ranges_i[2 * q], b = (size_t) r->ranges_i[2 * q + 1];
