@@ -670,13 +670,11 @@ static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, 
   return GK_OK;
 }
 
-/* The orthogonal form of x.in: structure ot, data O (sharing the dense
- * blocks), projections T[l] (kn x k per node) kept in w for the caller. */
 /* Within a compression the orthogonal form is a working copy: new bases and
  * transfers in w, everything else (the block lists on the GPU, the dense
  * blocks, the streams) the input's, which has the same blocks, and no product
- * plan of its own. Its couplings are never all there: the generation projects
- * one level at a time (compress_gpu). Making a whole matrix for it (index uploads,
+ * plan of its own. It has no couplings: the generation projects them one
+ * level at a time (compress_gpu). Making a whole matrix for it (index uploads,
  * product plan, pointer arrays) cost tens of milliseconds at 2^20 points
  * (run BK). Freed with free(), its buffers with w. */
 template <typename T>
@@ -687,10 +685,10 @@ static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2
   *c = *x.in;
   c->dense_refs = NULL;   // not one of the dense blocks' owners
   *O = c;
-  // No couplings: the compression projects them one level at a time.
-  const size_t counts[3] = {h2_basis_entries(ot), h2_transfer_entries(ot), 0};
-  gk_device_buffer *bufs[3] = {&c->U, &c->E, &c->S};
-  for (int i = 0; i < 3; i++) {
+  c->S = GK_DEVICE_BUFFER_EMPTY;
+  const size_t counts[2] = {h2_basis_entries(ot), h2_transfer_entries(ot)};
+  gk_device_buffer *bufs[2] = {&c->U, &c->E};
+  for (int i = 0; i < 2; i++) {
     T *p = x.alloc(w, counts[i], "the H2 orthogonal form");
     if (!p) return x.err->status;
     bufs[i]->ptr = p;
@@ -699,6 +697,9 @@ static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2
   return GK_OK;
 }
 
+/* The orthogonal form of x.in: structure ot, data O (sharing the dense
+ * blocks; a working copy without couplings when working_copy), projections
+ * T[l] (kn x k per node) kept in w for the caller. */
 template <typename T>
 static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu **O,
                                    std::vector<T *> &Tl, h2_compress_stats *st, bool working_copy)
@@ -977,14 +978,15 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   return GK_OK;
 }
 
-/* Compression of the orthogonal form (ot, O) into (nt, *C). Tl: the
- * orthogonalization's projections (kn x k per node) when O is a working copy
- * without couplings (working_copy_of): each level's orthogonal couplings are
- * then projected from the input's just before that level's generation, into
- * one buffer that every level reuses, and the new couplings are projected
- * from the input's with the product of both projections. So the orthogonal
+/* Compression of the orthogonal form (ot, O: a working copy without
+ * couplings, working_copy_of) into (nt, *C). Tl: the orthogonalization's
+ * projections (kn x k per node). Each level's orthogonal couplings are
+ * projected from the input's just before that level's generation, into one
+ * buffer that every level reuses, and the new couplings are projected from
+ * the input's with the product of both projections. So the orthogonal
  * couplings (27.5 GB at 2^20 points in 3D) are never all allocated;
- * st->norm_frobenius gets their part level by level. */
+ * st->norm_frobenius (the dense part on entry, from norm_of) gets their part
+ * level by level. */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
                               h2_tree *nt, h2_gpu **C, h2_compress_stats *st, T *const *Tl)
@@ -993,7 +995,8 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   gk_error *err = x.err;
   int q = t->depth, top = t->top_level, m = t->leaf_size;
   const int *k = t->level_rank;
-  const T *Eo = (const T *) O->E.ptr, *So = (const T *) O->S.ptr, *Uo = (const T *) O->U.ptr;
+  const T *Eo = (const T *) O->E.ptr, *Uo = (const T *) O->U.ptr;
+  const T *S_in = (const T *) x.in->S.ptr;
   std::vector<T *> R(q + 1, (T *) NULL), Tn(q + 1, (T *) NULL);
   std::vector<T *> Q(q + 1, (T *) NULL);   // left singular vectors of the truncation
   std::vector<int> rk(q + 1, 1), two(q + 1, 0);
@@ -1003,36 +1006,28 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   const int P = stack_pieces();
   const bool cublas_only = gen_qr_cublas();
   stream_clock qr_clock;
-  T *level_S = NULL;   // one level's orthogonal couplings (with Tl)
-  if (Tl) {
-    size_t most = 0;
-    for (int l = top; l <= q; l++)
-      most = std::max(most, (size_t) t->coupling[l].n_blocks * k[l] * k[l]);
-    if (!(level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings"))) return err->status;
-  }
+  size_t most = 0;
+  for (int l = top; l <= q; l++)
+    most = std::max(most, (size_t) t->coupling[l].n_blocks * k[l] * k[l]);
+  T *level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings");
+  if (!level_S) return err->status;
   double couplings_sq = 0.0;
   for (int l = top; l <= q; l++) {
-    const T *Sl = So + t->coupling_ptr[l];
-    if (Tl) {
-      double at = seconds_now(), sq = 0.0;
-      if (x.project_levels(x.t, t, Tl, (const T *) x.in->S.ptr, level_S, w, l, l, true) ||
-          x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
-        return err->status;
-      couplings_sq += sq;
-      Sl = level_S;
-      st->seconds_project += seconds_now() - at;
-    }
+    double at = seconds_now(), sq = 0.0;
+    if (x.project_levels(x.t, t, Tl, S_in, level_S, w, l, l, true) ||
+        x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
+      return err->status;
+    couplings_sq += sq;
+    st->seconds_project += seconds_now() - at;
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    if (kernel ? generate_level(x, w, t, O, Sl, l, R, qr_clock)
-               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock))
+    if (kernel ? generate_level(x, w, t, O, level_S, l, R, qr_clock)
+               : generate_level_passes(x, w, t, O, level_S, l, P, R, qr_clock))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
     if (gk_interrupt_pending()) return interrupted(err);
   }
-  if (Tl) {   // the dense part came from norm_of
-    st->norm_frobenius = sqrt(st->norm_frobenius * st->norm_frobenius + couplings_sq);
-    x.release(w, level_S);
-  }
+  st->norm_frobenius = sqrt(st->norm_frobenius * st->norm_frobenius + couplings_sq);
+  x.release(w, level_S);
   st->seconds_generate = seconds_now() - start - st->seconds_project;
   start = seconds_now();
 
@@ -1166,24 +1161,19 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   }
   st->seconds_truncate = seconds_now() - start;
   start = seconds_now();
-  if (Tl) {
-    // From the input's couplings with both projections: Tn T (r x k per node).
-    std::vector<T *> both(q + 1, (T *) NULL);
-    for (int l = top; l <= q; l++) {
-      int nodes = 1 << l, kin = x.t->level_rank[l];
-      both[l] = x.alloc(w, (size_t) nodes * rk[l] * kin, "the H2 projection tree");
-      if (!both[l] ||
-          x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, rk[l], kin, k[l], Tn[l], rk[l],
-                         (size_t) rk[l] * k[l], Tl[l], k[l], (size_t) k[l] * kin, both[l], rk[l],
-                         (size_t) rk[l] * kin, nodes))
-        return err->status;
-      x.flops += 2.0 * nodes * rk[l] * k[l] * kin;
-    }
-    if (x.project(x.t, nt, both.data(), (const T *) x.in->S.ptr, (T *) (*C)->S.ptr, w))
+  // From the input's couplings with both projections: Tn T (r x k per node).
+  std::vector<T *> both(q + 1, (T *) NULL);
+  for (int l = top; l <= q; l++) {
+    int nodes = 1 << l, kin = x.t->level_rank[l];
+    both[l] = x.alloc(w, (size_t) nodes * rk[l] * kin, "the H2 projection tree");
+    if (!both[l] ||
+        x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, rk[l], kin, k[l], Tn[l], rk[l],
+                       (size_t) rk[l] * k[l], Tl[l], k[l], (size_t) k[l] * kin, both[l], rk[l],
+                       (size_t) rk[l] * kin, nodes))
       return err->status;
-  } else if (x.project(t, nt, Tn.data(), So, (T *) (*C)->S.ptr, w)) {
-    return err->status;
+    x.flops += 2.0 * nodes * rk[l] * k[l] * kin;
   }
+  if (x.project(x.t, nt, both.data(), S_in, (T *) (*C)->S.ptr, w)) return err->status;
   if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
   st->seconds_project += seconds_now() - start;
   st->error_frobenius =
