@@ -80,12 +80,12 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   stored one would not fit in the memory that may still be used (the GPU
 #'   budget, or the host budget of [gk_memory()]), else the one a timing model
 #'   predicts to be faster: stored blocks streamed at 2.5e12 B/s on a GPU
-#'   (5e9 on the CPU) against kernel pairs evaluated at 3.6e11/s in double and
-#'   1.05e12/s in single precision, plus 0.1 ms per engine call (two per product), on
+#'   (5e9 on the CPU) against kernel pairs evaluated at 3.7e11/s in double and
+#'   1.35e12/s in single precision, plus 0.1 ms per engine call (two per product), on
 #'   a GPU (rates measured on an H100 with the exponential kernel; 2e8/s on the
 #'   CPU). On a GPU each off-diagonal kernel block is evaluated once and used for
 #'   its rows and its columns (one right-hand side; see `symmetric` in
-#'   [kernel_reduce()]), about half the pairs at 1.45 (double) or 1.6 (single)
+#'   [kernel_reduce()]), about half the pairs at 1.33 (double) or 1.47 (single)
 #'   times the cost. At \eqn{n = 2^{20}} in 3D (eta 3, order 4) that takes the
 #'   on-the-fly form in both precisions (9.4 against 15.7 ms per product in
 #'   double, 3.0 against 8.3 ms in single, on an H100). `summary()` says which, why,

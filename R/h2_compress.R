@@ -235,14 +235,15 @@ print.h2_error <- function(x, ...) {
   invisible(x)
 }
 
-# h2_matrix(tol = ): raise the Chebyshev order (same eta) until the measured
-# N(0, 1) error meets tol. A stored form must meet tol / 2 and is then
-# compressed to tol / 2; an on-the-fly form cannot be compressed and must meet
-# tol itself. "auto" starts stored and goes on with on-the-fly forms (far less
-# memory, slower products than a compressed stored form) from the first order
-# whose stored form would not fit the budget or cannot be built. The tree (and
-# so the number of blocks) does not depend on the order, so the memory of the
-# next order is known before it is built.
+# h2_matrix(tol = ): raise the Chebyshev order until the measured N(0, 1)
+# error meets tol. A stored form (at the given eta) must meet tol / 2 and is
+# then compressed to tol / 2; an on-the-fly form cannot be compressed and must
+# meet 0.8 tol itself, and without a given eta the fastest of etas 3, 2 and 1.5
+# is kept (h2_tol_search's on_the_fly). "auto" starts stored and goes on with
+# on-the-fly forms (far less memory, slower products than a compressed stored
+# form) from the first order whose stored form would not fit the budget or
+# cannot be built. The tree (and so the number of blocks) does not depend on
+# the order, so the memory of the next order is known before it is built.
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
                              tol, storage, etas = eta) {
   # Every matrix built on the way is freed on return, not when R's garbage

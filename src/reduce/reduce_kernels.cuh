@@ -91,7 +91,7 @@ struct ValSqdist {
 // MUFU.EX2 in float32 (as the gaussian path; relative error about 1e-6 for
 // the values that matter) and exp2_units' table and polynomial in float64.
 // Sums leave the variance to the end (out_scale: ValExp, ValExpPoly); the
-// ops that exponentiate F itself take it per pair (ValExpVariance, ...).
+// ops that exponentiate F itself take it per pair (WithVariance<>).
 // The float32 root is one MUFU.SQRT (sqrt.approx, relative error 2^-23,
 // sqrt(0) = 0); rsqrtf's denormal handling cost 8 more instructions per pair.
 __device__ __forceinline__ float root_of(float s)
