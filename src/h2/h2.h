@@ -179,11 +179,22 @@ void h2_cpu_free(h2_cpu *c);
 typedef struct {
   double *U, *E, *S, *D;
 } h2_host_data;
+struct h2_otf_s;   /* h2_otf.h */
 gk_status h2_host_data_alloc(const h2_tree *t, h2_host_data *d, gk_error *err);
 void h2_host_data_free(h2_host_data *d);
+/* Export gives every array, also of a matrix computed on the fly (h2_otf.h),
+ * whose missing blocks are then evaluated as built (h2_fill_as_built). Import
+ * with dense_otf (a dense-only struct h2_otf of h2_otf.h, owned from then on,
+ * also on failure; NULL for none) keeps the dense blocks on the fly and
+ * ignores d->D. */
 gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *c, h2_host_data *d, gk_error *err);
 gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
-                        h2_cpu **out, gk_error *err);
+                        struct h2_otf_s *dense_otf, h2_cpu **out, gk_error *err);
+/* The entries of the matrix as built (Chebyshev bases and couplings, kernel
+ * dense blocks; t must have rank order^dim on every level where U, E or S is
+ * asked) into the arrays given (NULL: not wanted), in double or float
+ * (single), OpenMP over blocks. Returns nonzero when the user interrupted. */
+int h2_fill_as_built(const h2_tree *t, int single, int threads, void *U, void *E, void *S, void *D);
 
 /* GPU backend: data resident on the GPU selected when it was built (an
  * h2_gpu starts with a gk_resident header); products and the free run there.
@@ -218,9 +229,9 @@ int h2_gpu_device(const h2_gpu *g);
 gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
                           double *ms, gk_error *err);
 void h2_gpu_free(h2_gpu *g);
-gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, h2_host_data *d, gk_error *err);
-gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d, h2_gpu **out,
-                        gk_error *err);
+gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, int threads, h2_host_data *d, gk_error *err);
+gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d,
+                        struct h2_otf_s *dense_otf, h2_gpu **out, gk_error *err);
 
 #ifdef __cplusplus
 }

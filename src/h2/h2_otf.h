@@ -58,9 +58,15 @@ typedef struct {
   double pairs_symmetric; /* the same, symmetric on the GPU (one right-hand side) */
 } h2_otf_product;
 
-typedef struct {
+typedef struct h2_otf_s {
   int depth, dim;
-  h2_otf_product coupling;    /* over the hat rows (every level's nodes)        */
+  /* 1: both products (h2_otf_build); 0: the dense product only
+   * (h2_otf_build_dense), the couplings being stored by the backend: the
+   * compressed form of an on-the-fly matrix (h2_compress.h), whose bases are
+   * no longer Chebyshev interpolants but whose dense blocks are the kernel's. */
+  int couplings_on_the_fly;
+  h2_otf_product coupling;    /* over the hat rows (every level's nodes); empty
+                                 when the couplings are stored               */
   h2_otf_product dense;       /* over the padded leaf slots                     */
   size_t host_bytes;          /* nodes and ranges                               */
   void *device;               /* the GPU mirror (h2_otf_cuda.cu); NULL on the CPU */
@@ -69,6 +75,8 @@ typedef struct {
 /* The products of t (built as a Chebyshev H2 matrix: rank order^dim on every
  * level). Nodes sorted by cluster and the ranges are made once, here. */
 gk_status h2_otf_build(const h2_tree *t, h2_otf **out, gk_error *err);
+/* The dense product only, for a tree of any ranks (couplings_on_the_fly = 0). */
+gk_status h2_otf_build_dense(const h2_tree *t, h2_otf **out, gk_error *err);
 void h2_otf_free(h2_otf *o);   /* the GPU mirror too */
 
 /* Kernel evaluations of one HMV of one right-hand side (coupling, dense) on
@@ -90,6 +98,10 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
  * the GPU backend after entering its GPU); bytes it holds. */
 gk_status h2_otf_upload(h2_otf *o, gk_error *err);
 size_t h2_otf_device_bytes(const h2_otf *o);
+/* The host bytes of the h2_otf a GPU matrix holds (0 for none, and in a
+ * CPU-only build): a compressed matrix's dense-only one is made by the
+ * compression (h2_compress.h), so the glue learns its size here. */
+size_t h2_gpu_otf_host_bytes(const h2_gpu *g);
 void h2_otf_device_free(h2_otf *o);
 
 /* The same product on the GPU `gpu`: x and y are device arrays in the HMV's
@@ -104,12 +116,14 @@ gk_status h2_otf_gpu_product(h2_otf *o, const h2_tree *t, int single, int gpu, v
 /* Backends built with an h2_otf (which they own from then on, freed with
  * them, also on failure): bases and transfers stored, the block-sparse
  * products on the fly (their h2_ops set coupling_all_levels). Their export
- * (compression) is refused. */
+ * (h2.h) evaluates the blocks that are not stored (h2_fill_as_built). With a
+ * dense-only h2_otf (h2_otf_build_dense) the couplings are stored: such a
+ * matrix comes from h2_*_import (h2.h) or the GPU compression, not from a
+ * build. */
 gk_status h2_cpu_build_otf(const h2_tree *t, int single, int threads, h2_otf *otf, h2_cpu **out,
                            gk_error *err);
 gk_status h2_gpu_build_otf(const h2_tree *t, int single, h2_otf *otf, h2_gpu **out,
                            gk_error *err);
-gk_status h2_otf_refuse_export(gk_error *err);
 
 /* ---- the storage choice ("auto") ---------------------------------------- */
 
