@@ -158,6 +158,10 @@ typedef struct {
    * backends, h2_otf.h: one kernel sum over the nodes of every level; the GPU
    * with small blocks: one launch of h2_gemv.cuh over every level's rows). */
   int coupling_all_levels;
+  /* Nonzero: the dense product is issued after the low-rank phases, which
+   * then run on the GPU while it keeps the host (the on-the-fly dense
+   * product waits for the reduction engine). */
+  int dense_last;
 } h2_ops;
 
 /* yp = A xp for the padded permuted vectors in `w` (the algorithm of the

@@ -54,6 +54,11 @@ gk_status h2_compress_host(const h2_tree *t, const h2_host_data *in, double tol,
  * take the host path (h2_svd_left_batch).
  * The result shares the dense leaf blocks with `in`, which stays valid; the
  * structure goes to out_tree, the data to *out (free with h2_gpu_free).
+ * An input computed on the fly (h2_otf.h) is transformed without storing its
+ * blocks: its couplings (when they are on the fly) are evaluated chunk by
+ * chunk where the projections read them, its dense blocks where their norm
+ * is taken; the result stores its new couplings and keeps the dense blocks
+ * on the fly (a dense-only h2_otf of its own).
  * tol = 0: orthogonalize only. A CPU-only build fails with GK_ERR_NO_CUDA. */
 gk_status h2_transform_gpu(const h2_tree *t, h2_gpu *in, double tol, int threads,
                            h2_tree *out_tree, h2_gpu **out, h2_compress_stats *st,

@@ -37,7 +37,9 @@
  *   227 KB on an H100: 2k x k beyond k ~ 120) is done on the host
  *   (h2_svd_left_batch, LAPACK, OpenMP over the nodes) as before.
  * Memory: the result shares the dense leaf blocks with the input (they do not
- * change); the other workspaces are per level (R factors and projections
+ * change), or keeps them on the fly as an on-the-fly input does (whose
+ * couplings are evaluated a chunk at a time where they are read, never
+ * stored: compressing an order that could never be stored); the other workspaces are per level (R factors and projections
  * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the
  * downsweep's heads R_parent E_i^T, or its stacks on the fallback path; the
  * projection products). The arithmetic is in the matrix's precision; the SVDs
@@ -221,10 +223,13 @@ __global__ void finish_pass(T *M, int ld, size_t per, const int *list, int first
 }
 
 /* Pointers of the projection S'_s = (T_row S_s) T_col^T for the blocks
- * first .. first + count - 1 of a level (tmp: kn x k per block). */
+ * first .. first + count - 1 of a level (tmp: kn x k per block; S_s at S +
+ * (s - s_first) k^2: the level's stored blocks with s_first = 0, or a chunk
+ * of them evaluated from s_first on). */
 template <typename T>
 __global__ void marshal_projection(const int *row, const int *col, int first, int count,
-                                   const T *Tl, int kn, int k, const T *S, T *tmp, T *out,
+                                   const T *Tl, int kn, int k, const T *S, int s_first, T *tmp,
+                                   T *out,
                                    const T **a1, const T **b1, T **c1, const T **a2,
                                    const T **b2, T **c2)
 {
@@ -233,7 +238,7 @@ __global__ void marshal_projection(const int *row, const int *col, int first, in
   int s = first + i;
   size_t tk = (size_t) kn * k;
   a1[i] = Tl + (size_t) row[s] * tk;
-  b1[i] = S + (size_t) s * k * k;
+  b1[i] = S + (size_t) (s - s_first) * k * k;
   c1[i] = tmp + (size_t) i * tk;
   a2[i] = tmp + (size_t) i * tk;
   b2[i] = Tl + (size_t) col[s] * tk;
@@ -379,6 +384,11 @@ struct xform {
   gk_error *err;
   gk_device_buffer ptrs;  // 6 pointer arrays of ptr_count entries
   int ptr_count;
+  // An input computed on the fly (h2_otf.h) stores no dense blocks, and no
+  // couplings unless it is itself a compressed one: those are evaluated as
+  // built, chunk by chunk, from the tree's geometry on the GPU.
+  bool couplings_otf, dense_otf;
+  h2_gpu_geometry geo;
 
   // A device buffer of `count` entries of E (at least one), zeroed when asked.
   template <typename E = T>
@@ -538,22 +548,28 @@ struct xform {
     return project_levels(st, nt, Tl, src, dst, w, st->top_level, st->depth, false);
   }
   /* The same for the levels l0..l1 only; level_dst: dst holds one level's
-   * blocks (from its first), not the whole coupling array. */
+   * blocks (from its first), not the whole coupling array. The source is
+   * the input's couplings (st = x.t): src, or evaluated chunk by chunk when
+   * the input computes them on the fly. */
   gk_status project_levels(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src,
                            T *dst, work_set &w, int l0, int l1, bool level_dst)
   {
-    // One workspace for every level: the largest chunk of kn x k products.
+    // One workspace for every level: the largest chunk of kn x k products
+    // (and of the k x k input blocks evaluated).
     auto chunk_of = [&](int l) {
-      size_t per = (size_t) nt->level_rank[l] * st->level_rank[l];
+      size_t k = st->level_rank[l], per = (size_t) nt->level_rank[l] * k + (couplings_otf ? k * k : 0);
       int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
                                                              (size_t) ptr_count));
       return std::min(chunk, st->coupling[l].n_blocks);
     };
-    size_t most = 0;
-    for (int l = st->top_level; l <= st->depth; l++)
+    size_t most = 0, most_in = 0;
+    for (int l = st->top_level; l <= st->depth; l++) {
       most = std::max(most, (size_t) chunk_of(l) * nt->level_rank[l] * st->level_rank[l]);
+      most_in = std::max(most_in, (size_t) chunk_of(l) * st->level_rank[l] * st->level_rank[l]);
+    }
     T *tmp = most ? alloc(w, most, "the H2 projection workspace") : NULL;
-    if (most && !tmp) return err->status;
+    T *made = couplings_otf && most_in ? alloc(w, most_in, "the H2 couplings evaluated") : NULL;
+    if ((most && !tmp) || (couplings_otf && most_in && !made)) return err->status;
     for (int l = std::max(l0, st->top_level); l <= std::min(l1, st->depth); l++) {
       int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
       if (!nb) continue;
@@ -563,8 +579,16 @@ struct xform {
       const T **p = (const T **) ptrs.ptr;
       for (int first = 0; first < nb; first += chunk) {
         int cnt = std::min(chunk, nb - first);
+        const T *from = src + st->coupling_ptr[l];
+        int from_first = 0;
+        if (couplings_otf) {
+          if (h2_gpu_fill_as_built(st, in, &geo, H2_COUPLING, l, first, cnt, made, s, err))
+            return err->status;
+          from = made;
+          from_first = first;
+        }
         marshal_projection<T><<<(cnt + 255) / 256, 256, 0, s>>>(
-          row, col, first, cnt, Tl[l], kn, k, src + st->coupling_ptr[l], tmp,
+          row, col, first, cnt, Tl[l], kn, k, from, from_first, tmp,
           dst + (level_dst ? 0 : nt->coupling_ptr[l]), p, p + ptr_count, (T **) (p + 2 * ptr_count),
           p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
         if (launched("the H2 projection pointer arrays")) return err->status;
@@ -585,6 +609,7 @@ struct xform {
         return err->status;
     }
     if (tmp) release(w, tmp);
+    if (made) release(w, made);
     return GK_OK;
   }
 };
@@ -684,6 +709,7 @@ static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2
   if (!c) return gk_fail(x.err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
   *c = *x.in;
   c->dense_refs = NULL;   // not one of the dense blocks' owners
+  c->otf = NULL;          // nor of the input's on-the-fly data
   *O = c;
   c->S = GK_DEVICE_BUFFER_EMPTY;
   const size_t counts[2] = {h2_basis_entries(ot), h2_transfer_entries(ot)};
@@ -697,9 +723,21 @@ static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2
   return GK_OK;
 }
 
-/* The orthogonal form of x.in: structure ot, data O (sharing the dense
- * blocks; a working copy without couplings when working_copy), projections
- * T[l] (kn x k per node) kept in w for the caller. */
+/* A result of the transform for the structure nt: U, E and S for the caller
+ * to write; the dense blocks those of the input, shared, or on the fly as
+ * the input's are (a new dense-only h2_otf: the leaves do not change). */
+template <typename T>
+static gk_status create_result(xform<T> &x, const h2_tree *nt, h2_gpu **out)
+{
+  h2_otf *dense = NULL;
+  if (x.dense_otf && h2_otf_build_dense(nt, &dense, x.err)) return x.err->status;
+  return h2_gpu_create_for_transform(nt, x.in->single, x.dense_otf ? NULL : x.in, dense, out,
+                                     x.err);
+}
+
+/* The orthogonal form of x.in: structure ot, data O (its dense blocks as
+ * x.in's, create_result; a working copy without couplings when
+ * working_copy), projections T[l] (kn x k per node) kept in w for the caller. */
 template <typename T>
 static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu **O,
                                    std::vector<T *> &Tl, h2_compress_stats *st, bool working_copy)
@@ -718,7 +756,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
   h2_tree_set_ranks(ot, kn.data());
   if (working_copy) {
     if (working_copy_of(x, w, ot, O)) return err->status;
-  } else if (h2_gpu_create_sharing_dense(ot, x.in->single, x.in, O, err)) {
+  } else if (create_result(x, ot, O)) {
     return err->status;
   }
   T *U = (T *) (*O)->U.ptr, *E = (T *) (*O)->E.ptr, *S = (T *) (*O)->S.ptr;
@@ -795,12 +833,38 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
   return GK_OK;
 }
 
+/* Sum of squares of the input's dense blocks: stored, or evaluated in chunks. */
 template <typename T>
-static gk_status norm_of(xform<T> &x, const h2_tree *t, h2_gpu *g, bool couplings, double *norm)
+static gk_status dense_sum_squares(xform<T> &x, work_set &w, double *out)
+{
+  const h2_tree *t = x.t;
+  if (!x.dense_otf) return x.sum_squares((const T *) x.in->D.ptr, h2_dense_entries(t), out);
+  size_t mm = (size_t) t->leaf_size * t->leaf_size, blocks = (size_t) t->dense.n_blocks;
+  size_t chunk = std::max<size_t>(1, std::min(blocks, WORK_CHUNK_BYTES / (mm * sizeof(T))));
+  T *made = x.alloc(w, chunk * mm, "the H2 dense blocks evaluated");
+  if (!made) return x.err->status;
+  double total = 0.0;
+  for (size_t first = 0; first < blocks; first += chunk) {
+    size_t count = std::min(chunk, blocks - first);
+    double part = 0.0;
+    if (h2_gpu_fill_as_built(t, x.in, &x.geo, H2_DENSE, 0, first, count, made, x.s, x.err) ||
+        x.sum_squares(made, count * mm, &part))   // nrm2 returns to the host: made is free again
+      return x.err->status;
+    total += part;
+  }
+  x.release(w, made);
+  *out = total;
+  return GK_OK;
+}
+
+/* ||A||_F: the dense blocks (the input's) and, when asked, g's couplings. */
+template <typename T>
+static gk_status norm_of(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *g, bool couplings,
+                         double *norm)
 {
   double s2 = 0.0, d2 = 0.0;
   if ((couplings && x.sum_squares((const T *) g->S.ptr, h2_coupling_entries(t), &s2)) ||
-      x.sum_squares((const T *) g->D.ptr, h2_dense_entries(t), &d2))
+      dense_sum_squares(x, w, &d2))
     return x.err->status;
   *norm = sqrt(s2 + d2);
   return GK_OK;
@@ -1138,7 +1202,7 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   for (int l = 0; l < top; l++) rk[l] = 1;
   if (h2_tree_copy(nt, t, err)) return err->status;
   h2_tree_set_ranks(nt, rk.data());
-  if (h2_gpu_create_sharing_dense(nt, O->single, x.in, C, err)) return err->status;
+  if (create_result(x, nt, C)) return err->status;
 
   // New leaf bases U Q(:, 1:r) and transfers (the halves of the parents' Q).
   {
@@ -1187,6 +1251,10 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
 {
   xform<T> x = {t, in, NULL, (cudaStream_t) in->low_rank, threads, 0.0, err,
                 GK_DEVICE_BUFFER_EMPTY, 0};
+  x.couplings_otf = in->otf && in->otf->couplings_on_the_fly;
+  x.dense_otf = in->otf != NULL;
+  x.geo = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY,
+           GK_DEVICE_BUFFER_EMPTY};
   h2_tree ot;
   h2_gpu *O = NULL;
   std::vector<T *> Tl;
@@ -1203,8 +1271,10 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
       status = err->status;
     } else {
       w.keep(x.ptrs);
-      status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st, working_copy);
-      if (!status) status = norm_of<T>(x, &ot, O, !working_copy, &st->norm_frobenius);
+      if ((x.couplings_otf || x.dense_otf) && h2_gpu_geometry_upload(t, &x.geo, err))
+        status = err->status;
+      if (!status) status = orthogonalize_gpu<T>(x, w, &ot, &O, Tl, st, working_copy);
+      if (!status) status = norm_of<T>(x, w, &ot, O, !working_copy, &st->norm_frobenius);
       if (!status && working_copy) {
         status = compress_gpu<T>(x, w, &ot, O, tol, nt, out, st, Tl.data());
       } else if (!status) {   // orthogonalization (or nothing to truncate): O is the result
@@ -1225,6 +1295,7 @@ static gk_status transform(const h2_tree *t, h2_gpu *in, double tol, int threads
       status = gk_fail(err, GK_ERR_INTERNAL, "the H2 %s on the GPU gave non-finite values",
                        tol > 0 ? "compression" : "orthogonalization");
   }  // work buffers freed here
+  h2_gpu_geometry_free(&x.geo);
   st->flops = x.flops;
   if (working_copy) free(O);
   else h2_gpu_free(O);

@@ -44,9 +44,28 @@ struct h2_gpu {
 };
 
 /* A GPU matrix for the structure t whose U, E and S are allocated but not
- * filled (the caller writes them) and whose dense blocks are those of
- * `dense_from` (same tree shape at the leaves), shared. On the device in use. */
-gk_status h2_gpu_create_sharing_dense(const h2_tree *t, int single, h2_gpu *dense_from,
-                                      h2_gpu **out, gk_error *err);
+ * filled (the caller writes them) and whose dense blocks are either those of
+ * `dense_from` (same tree shape at the leaves), shared, or on the fly through
+ * `dense_otf` (h2_otf_build_dense of t, owned from then on, also on failure).
+ * On the device in use. */
+gk_status h2_gpu_create_for_transform(const h2_tree *t, int single, h2_gpu *dense_from,
+                                      h2_otf *dense_otf, h2_gpu **out, gk_error *err);
+
+/* The tree's geometry on the device in use (boxes, leaf points and sizes):
+ * what the entries as built (h2_entries.h) are evaluated from. */
+struct h2_gpu_geometry {
+  gk_device_buffer center, half, points, counts;
+};
+gk_status h2_gpu_geometry_upload(const h2_tree *t, h2_gpu_geometry *geo, gk_error *err);
+void h2_gpu_geometry_free(h2_gpu_geometry *geo);
+
+/* Blocks first .. first + count - 1 (storage order) of g's coupling level
+ * `level` (which = H2_COUPLING; t must have the ranks as built) or of its
+ * dense blocks (H2_DENSE), as the construction evaluates them, into dst (one
+ * after the other, in g's precision) on `stream`: for matrices that do not
+ * store them (on the fly). */
+gk_status h2_gpu_fill_as_built(const h2_tree *t, const h2_gpu *g, const h2_gpu_geometry *geo,
+                               int which, int level, size_t first, size_t count, void *dst,
+                               cudaStream_t stream, gk_error *err);
 
 #endif

@@ -14,6 +14,15 @@
 
 #define AT(base, entries) ((void *) ((char *) (base) + (size_t) (entries) * ops->elsize))
 
+static gk_status dense_product(const h2_tree *t, const h2_ops *ops, const h2_data *data,
+                               const h2_work *w, int nrhs, gk_error *err)
+{
+  int m = t->leaf_size, ldp = t->n_leaves * m;
+  if (t->dense.n_blocks == 0) return GK_OK;
+  return ops->bsr(ops->ctx, H2_STREAM_DENSE, H2_DENSE, t->depth, data->D, m, w->xp, ldp, w->yp,
+                  ldp, nrhs, err);
+}
+
 gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const h2_work *w,
                  int nrhs, gk_error *err)
 {
@@ -26,9 +35,7 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
 
   if (ops->fork(ctx, err)) return err->status;
   if (ops->zero(ctx, H2_STREAM_DENSE, w->yp, (size_t) ldp * nrhs, err)) return err->status;
-  if (t->dense.n_blocks > 0 &&
-      ops->bsr(ctx, H2_STREAM_DENSE, H2_DENSE, q, data->D, m, w->xp, ldp, w->yp, ldp, nrhs, err))
-    return err->status;
+  if (!ops->dense_last && dense_product(t, ops, data, w, nrhs, err)) return err->status;
 
   int top = t->top_level;
   if (top <= q) {
@@ -67,6 +74,7 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
         return err->status;
     }
   }
+  if (ops->dense_last && dense_product(t, ops, data, w, nrhs, err)) return err->status;
   if (ops->join(ctx, err)) return err->status;
   // Leaf expansion into the dense result.
   if (top <= q &&
