@@ -31,18 +31,28 @@
 # predictions, and the N(0, 1) error against the exact tiled product.
 # Targets at 2^20: float64 <= 12 ms and float32 <= 3 ms at eta 3; float64 <= 30
 # ms under 4 GB at eta 1.5.
+# Fourth part (issue 11's tol = 1e-3 target, "otfcompress"): the on-the-fly
+# form at eta 3, order 5 (whose stored form would not fit at 2^20: 119 GB)
+# compressed on the GPU without ever storing its blocks, to tol = 4e-4 and
+# 2e-4; the result stores its couplings and keeps its dense blocks on the fly.
+# Times, GPU memory of the result against the default stored matrix (eta 3,
+# order 4), HMV before and after, N(0, 1) errors; then h2_matrix(tol = 1e-3),
+# which should find this route by itself. Target at 2^20: error <= 1e-3 with
+# memory <= 1/3 of the stored matrix and HMV <= 7.85 ms.
 # Arguments: max log2 n (default 20), "nocompress" to skip the second part,
 # "onlycompress" to skip the first, "single" to add float32 compressions,
 # "hostcompress" to time the host (LAPACK) compression of GPU matrices instead,
-# "onlyotf" to run the third part only, "nootf" to skip it.
+# "onlyotf" to run the third part only, "nootf" to skip it, "otfcompress" to
+# run the fourth part only.
 library(gpukernels)
 if (!gk_has_gpu()) stop("this benchmark needs a GPU")
 args <- commandArgs(trailingOnly = TRUE)
 max_log2 <- if (length(args) && !is.na(suppressWarnings(as.integer(args[1])))) as.integer(args[1]) else 20L
 only_otf <- "onlyotf" %in% args
-do_hmv <- !"onlycompress" %in% args && !only_otf
-do_compress <- !"nocompress" %in% args && !only_otf
-do_otf <- !"nootf" %in% args && !"onlycompress" %in% args
+only_otf_compress <- "otfcompress" %in% args
+do_hmv <- !"onlycompress" %in% args && !only_otf && !only_otf_compress
+do_compress <- !"nocompress" %in% args && !only_otf && !only_otf_compress
+do_otf <- !"nootf" %in% args && !"onlycompress" %in% args && !only_otf_compress
 options(gpukernels.h2_compress_on_host = "hostcompress" %in% args)
 peak <- 3.01e12
 
@@ -220,4 +230,63 @@ if (length(orows)) {
   cat("\nH2 on the fly (3D exponential, range 0.2, order 4; targets at 2^20: float64 <= 12 ms ",
       "and float32 <= 3 ms at eta 3, float64 <= 30 ms under 4 GB at eta 1.5)\n", sep = "")
   print(do.call(rbind, orows), row.names = FALSE)
+}
+
+# ---- on-the-fly forms compressed (issue 11's tol = 1e-3 target) --------------
+if (only_otf_compress) {
+  kernel <- gk_kernel("exponential", range = 0.2)
+  hmv <- function(A) .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 20L, FALSE)
+  gpu_mb <- function() gk_memory()[["gpu1"]] / 2^20
+  crows <- list()
+  for (p in intersect(c(16L, 18L, 20L), 14:max_log2)) {
+    n <- 2^p
+    locs <- perturbed_grid(n, 3)
+    m0 <- gpu_mb()
+    A <- h2_matrix(locs, kernel, eta = 3, order = 5, backend = "gpu", storage = "on_the_fly")
+    otf_mb <- gpu_mb() - m0
+    info <- gpukernels:::h2_info(A)
+    # the default stored matrix of these points (eta 3, order 4: rank 64, not 125)
+    stored4 <- info$bytes_per_entry * (info$basis_entries * (64 / 125) +
+      (info$transfer_entries + info$coupling_entries) * (64 / 125)^2 + info$dense_entries) / 2^20
+    hmv_a <- hmv(A)
+    err_a <- h2_error(A, probes = 4, iterations = 0, rows = min(n, 16384))$probe
+    h2_compress(h2_matrix(locs[1:5000, ], kernel, eta = 3, order = 5, backend = "gpu",
+                          storage = "on_the_fly"), 1e-3)   # warm-up
+    for (tol in c(4e-4, 2e-4)) {
+      m1 <- gpu_mb()
+      secs <- system.time(B <- h2_compress(A, tol))[["elapsed"]]
+      taken <- gpu_mb() - m1
+      cmp <- B$compression
+      err_b <- h2_error(B, probes = 4, iterations = 0, rows = min(n, 16384))$probe
+      row <- data.frame(n = n, tol = tol, compress_s = round(secs, 3),
+                        gen_s = round(cmp$seconds_generate, 3),
+                        trunc_s = round(cmp$seconds_truncate, 3),
+                        proj_s = round(cmp$seconds_project, 3),
+                        gflops = round(cmp$flops / secs / 1e9),
+                        ranks = paste(cmp$ranks[cmp$ranks > 1], collapse = "/"),
+                        otf_MB = round(otf_mb), gpu_MB_after = round(taken),
+                        stored_o4_MB = round(stored4), mem_ratio = round(taken / stored4, 3),
+                        hmv_ms_otf = round(hmv_a, 2), hmv_ms_after = round(hmv(B), 2),
+                        frob_est = signif(cmp$error_frobenius, 3),
+                        err_otf = signif(err_a, 3), err_after = signif(err_b, 3))
+      print(row, row.names = FALSE)
+      crows[[length(crows) + 1]] <- row
+      rm(B)
+      invisible(gc())
+    }
+    rm(A)
+    invisible(gc())
+  }
+  cat("\nOn-the-fly H2 (3D exponential, range 0.2, eta 3, order 5) compressed on the GPU; ",
+      "mem_ratio: GPU memory of the result / the stored eta 3, order 4 matrix (target <= 1/3 ",
+      "at 2^20 with err_after <= 1e-3 and hmv_ms_after <= 7.85)\n", sep = "")
+  print(do.call(rbind, crows), row.names = FALSE)
+  if (max_log2 >= 20) {
+    locs <- perturbed_grid(2^20, 3)
+    m0 <- gpu_mb()
+    secs <- system.time(A <- h2_matrix(locs, kernel, tol = 1e-3, backend = "gpu"))[["elapsed"]]
+    cat(sprintf("\nh2_matrix(tol = 1e-3) at 2^20: %.1f s, GPU MB %.0f, HMV %.2f ms\n", secs,
+                gpu_mb() - m0, hmv(A)))
+    print(A)
+  }
 }
