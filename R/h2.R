@@ -89,8 +89,9 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   times the cost. At \eqn{n = 2^{20}} in 3D (eta 3, order 4) that takes the
 #'   on-the-fly form in both precisions (9.4 against 15.7 ms per product in
 #'   double, 3.0 against 8.3 ms in single, on an H100). `summary()` says which, why,
-#'   and both predictions. [h2_compress()] of an on-the-fly matrix builds the
-#'   stored blocks first. With `tol`, see above.
+#'   and both predictions. [h2_compress()] of an on-the-fly matrix stores its
+#'   compressed couplings and keeps the dense blocks on the fly. With `tol`,
+#'   see above.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
@@ -261,10 +262,11 @@ as.matrix.h2matrix <- function(x, ...) {
 summary.h2matrix <- function(object, accuracy = FALSE, ...) {
   info <- h2_info(object)
   bytes <- info$bytes_per_entry
-  if (info$on_the_fly) {   # nothing stored but bases, transfers, nodes and ranges
-    info$coupling_entries <- 0
-    info$dense_entries <- 0
-  }
+  # On the fly, nothing stored but bases, transfers, nodes and ranges; with
+  # dense blocks alone on the fly (a compressed on-the-fly matrix), the
+  # couplings too.
+  if (isTRUE(info$couplings_on_the_fly)) info$coupling_entries <- 0
+  if (info$on_the_fly) info$dense_entries <- 0
   storage <- h2_storage_summary(info)
   # built in the form h2_matrix(tol = ) chose: print() says why on its own line
   if (!is.null(object$tol_choice)) storage$reason <- "tol"

@@ -22,12 +22,18 @@ h2_compress_on_gpu <- function() !isTRUE(getOption("gpukernels.h2_compress_on_ho
 
 h2_level_ranks <- function(A) .Call(gk_r_h2_ranks, h2_ptr(A))
 
-# Bytes of the stored matrix data: low rank (bases, transfers, couplings) and dense.
+# Bytes of what the matrix holds: the stored low-rank data (bases, transfers,
+# and the couplings unless they are computed on the fly), the stored dense
+# blocks (none when they are computed on the fly), and the on-the-fly products'
+# nodes and ranges (src/h2/h2_otf.h; 0 for a stored matrix).
 h2_bytes <- function(A) {
   info <- h2_info(A)
   b <- info$bytes_per_entry
-  c(low_rank = b * (info$basis_entries + info$transfer_entries + info$coupling_entries),
-    dense = b * info$dense_entries)
+  couplings <- if (isTRUE(info$couplings_on_the_fly)) 0 else info$coupling_entries
+  dense <- if (isTRUE(info$on_the_fly)) 0 else info$dense_entries
+  c(low_rank = b * (info$basis_entries + info$transfer_entries + couplings),
+    dense = b * dense,
+    on_the_fly = if (isTRUE(info$on_the_fly)) info$on_the_fly_bytes else 0)
 }
 
 # A new h2matrix object for `ptr`, made from A by the transform `tol` (NA:
@@ -77,6 +83,17 @@ h2_derived <- function(A, ptr, tol) {
 #' the last matrix that uses them): the new matrix needs GPU memory only for
 #' its bases, transfers and coupling matrices, plus workspaces of at most
 #' about 1 GB and one projection per level.
+#'
+#' A matrix computed on the fly (`h2_matrix(storage = "on_the_fly")`) can be
+#' orthogonalized and compressed too. On the GPU its blocks are never
+#' stored: the coupling matrices are evaluated chunk by chunk as the
+#' compression needs them (on the CPU they are evaluated into the host copy
+#' the computation works on). The result stores its compressed coupling
+#' matrices and keeps its dense blocks on the fly (`summary()` says "dense
+#' blocks on the fly, compressed couplings stored"), so that it holds only
+#' its bases, transfers and compressed couplings; compressing it again keeps
+#' that form. The result of a stored matrix stores its blocks, its dense ones
+#' shared with `A` on the GPU as above.
 #'
 #' @param A An `h2matrix`.
 #' @param tol Relative Frobenius error allowed, between 0 and 1.

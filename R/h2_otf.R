@@ -20,24 +20,39 @@ h2_storage_code <- function(storage) {
   match(storage, c("stored", "on_the_fly", "auto")) - 1L
 }
 
+# on_the_fly: the dense blocks are computed on the fly; couplings_on_the_fly:
+# the couplings too (an h2_matrix(storage = "on_the_fly")). Dense blocks alone
+# on the fly: the compression of such a matrix (h2_compress()), whose
+# compressed couplings are stored.
 h2_storage_summary <- function(info) {
   list(on_the_fly = info$on_the_fly,
+       couplings_on_the_fly = isTRUE(info$couplings_on_the_fly),
        reason = c("requested", "faster", "memory")[info$storage_reason + 1L],
        ms_stored = info$ms_stored, ms_on_the_fly = info$ms_on_the_fly,
        kernel_pairs = info$kernel_pairs, bytes = info$on_the_fly_bytes)
 }
 
 h2_print_storage <- function(s) {
-  form <- if (s$on_the_fly) "on the fly" else "stored"
+  mixed <- s$on_the_fly && !isTRUE(s$couplings_on_the_fly)
+  form <- if (mixed) {
+    "dense blocks on the fly, compressed couplings stored"
+  } else if (s$on_the_fly) {
+    "on the fly"
+  } else {
+    "stored"
+  }
   why <- switch(s$reason,
-                requested = "as requested",
+                # a compression keeps the form of its input
+                requested = if (mixed) "from an on-the-fly matrix" else "as requested",
                 faster = sprintf("auto: predicted HMV %.3g ms on the fly, %.3g ms stored",
                                  s$ms_on_the_fly, s$ms_stored),
                 memory = "auto: the stored blocks would not fit in the memory budget",
                 tol = "chosen for `tol`, see below")
   cat(sprintf("  storage: %s (%s)\n", form, why))
   if (s$on_the_fly) {
-    cat(sprintf("    %.3g kernel evaluations per product and right-hand side; nodes and ranges %.1f MB\n",
-                s$kernel_pairs, s$bytes / 2^20))
+    pairs <- if (is.na(s$kernel_pairs)) "kernel evaluations not known" else
+      sprintf("%.3g kernel evaluations", s$kernel_pairs)
+    cat(sprintf("    %s per product and right-hand side; %s %.1f MB\n", pairs,
+                if (mixed) "ranges" else "nodes and ranges", s$bytes / 2^20))
   }
 }

@@ -13,6 +13,11 @@
 #include "device/gk_memory.h"
 #include "device/gk_resident.h"
 
+/* The forms of an h2matrix: every block stored; couplings and dense blocks
+ * on the fly (h2_otf_build); dense blocks on the fly with stored couplings
+ * (h2_otf_build_dense: the compression of an on-the-fly matrix). */
+enum { H2_FORM_STORED = 0, H2_FORM_ON_THE_FLY = 1, H2_FORM_DENSE_ON_THE_FLY = 2 };
+
 typedef struct {
   h2_tree tree;
   int single;
@@ -20,7 +25,8 @@ typedef struct {
   h2_cpu *cpu;   /* exactly one of cpu / gpu is set */
   h2_gpu *gpu;
   gk_memory_hold mem;   /* the bytes registered with device/gk_memory.h */
-  int on_the_fly, storage_reason;   /* h2_otf.h: which form, and why     */
+  int on_the_fly;       /* the form (H2_FORM_*), h2_otf.h                 */
+  int storage_reason;   /* why (H2_STORAGE_*)                              */
   double ms_stored, ms_otf, kernel_pairs;   /* the model's predictions    */
   size_t otf_bytes;
 } h2_handle;
@@ -63,9 +69,11 @@ static void make_room_and_register(h2_handle *h, int gpu)
 {
   int device = gpu ? gk_device_current() : GK_MEMORY_HOST;
   size_t data = h2_data_bytes(&h->tree, h->single), host = h2_tree_bytes(&h->tree);
-  if (h->on_the_fly)   // bases, transfers, nodes and ranges (h2_otf.h)
-    data = (h2_basis_entries(&h->tree) + h2_transfer_entries(&h->tree)) * (h->single ? 4 : 8) +
-           h->otf_bytes;
+  if (h->on_the_fly) {   // bases, transfers (couplings), nodes and ranges (h2_otf.h)
+    size_t entries = h2_basis_entries(&h->tree) + h2_transfer_entries(&h->tree);
+    if (h->on_the_fly == H2_FORM_DENSE_ON_THE_FLY) entries += h2_coupling_entries(&h->tree);
+    data = entries * (h->single ? 4 : 8) + h->otf_bytes;
+  }
   if (!gpu) host += data;
   gk_r_make_room(GK_MEMORY_HOST, host, 1);
   if (gpu) gk_r_make_room(device, data, 1);
@@ -106,7 +114,7 @@ static gk_status choose_storage(h2_handle *h, int storage, int gpu, h2_otf **otf
     *otf = NULL;
     return GK_OK;
   }
-  h->on_the_fly = 1;
+  h->on_the_fly = H2_FORM_ON_THE_FLY;
   h->otf_bytes = (*otf)->host_bytes;
   return GK_OK;
 }
@@ -295,7 +303,8 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "dense_entries",
                          "bytes_per_entry", "build_seconds", "tree_seconds", "top_level", "gpu",
                          "nodes",
-                         "max_dense_per_row", "on_the_fly", "storage_reason", "ms_stored",
+                         "max_dense_per_row", "on_the_fly", "couplings_on_the_fly",
+                         "storage_reason", "ms_stored",
                          "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes",
                          "level_coupling_blocks", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -324,7 +333,9 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
-  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->on_the_fly));
+  // on_the_fly: the dense blocks (forms 1 and 2); the couplings too in form 1
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->on_the_fly != H2_FORM_STORED));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->on_the_fly == H2_FORM_ON_THE_FLY));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->storage_reason));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_stored));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->ms_otf));
@@ -339,32 +350,41 @@ SEXP gk_r_h2_info(SEXP ptr)
 
 /* ---- orthogonalization and compression (src/h2/h2_compress.h) ---------- */
 
-/* h's matrix data in double on the host. An on-the-fly matrix stores no
- * couplings nor dense blocks: a stored twin is built for the export (on the
- * same backend, in h's precision) and freed, so that compression works on
- * either form (and gives a stored matrix). */
+/* h's matrix data in double on the host, of every form: the blocks it does
+ * not store are evaluated as built by the export (h2.h). */
 static gk_status handle_export(h2_handle *h, h2_host_data *d, int threads, gk_error *err)
 {
-  if (!h->on_the_fly) {
-    if (h->gpu) return h2_gpu_export(&h->tree, h->gpu, d, err);
-    return h2_cpu_export(&h->tree, h->cpu, d, err);
-  }
-  if (h->gpu) {
-    h2_gpu *twin = NULL;
-    if (h2_gpu_build(&h->tree, h->single, &twin, err) == GK_OK) h2_gpu_export(&h->tree, twin, d, err);
-    h2_gpu_free(twin);
-  } else {
-    h2_cpu *twin = NULL;
-    if (h2_cpu_build(&h->tree, h->single, threads, &twin, err) == GK_OK)
-      h2_cpu_export(&h->tree, twin, d, err);
-    h2_cpu_free(twin);
-  }
-  return err->status;
+  if (h->gpu) return h2_gpu_export(&h->tree, h->gpu, threads, d, err);
+  return h2_cpu_export(&h->tree, h->cpu, d, err);
 }
 
+/* The storage model's figures for nh in form 2 (dense blocks on the fly,
+ * couplings stored) from its dense-only product o (NULL: one is made for the
+ * count and freed): the kernel pairs of a product and the predicted times of
+ * the stored and the mixed form (h2_otf_choose). NA where none can be made. */
+static void set_dense_otf_model(h2_handle *nh, const h2_otf *o, int gpu)
+{
+  h2_otf *own = NULL;
+  nh->ms_stored = nh->ms_otf = nh->kernel_pairs = NA_REAL;
+  if (!o) {
+    gk_error ignored;
+    gk_error_clear(&ignored);
+    if (h2_otf_build_dense(&nh->tree, &own, &ignored)) return;
+    o = own;
+  }
+  double cpl, dense;
+  int reason;
+  h2_otf_pairs(o, gpu, &cpl, &dense);
+  nh->kernel_pairs = cpl + dense;   // cpl is 0: the couplings are stored
+  h2_otf_choose(&nh->tree, o, nh->single, gpu, INFINITY, &nh->ms_stored, &nh->ms_otf, &reason);
+  h2_otf_free(own);
+}
 
 /* A new h2matrix from A: orthogonalized when tol is NA, else compressed to
- * tol, on A's backend (see h2_compress.h). Returns list(ptr, stats). */
+ * tol, on A's backend (see h2_compress.h). Returns list(ptr, stats). The
+ * result's form follows from A's: with A's dense blocks on the fly (forms 1
+ * and 2) its dense blocks stay on the fly and its compressed couplings are
+ * stored (form 2), else everything is stored. */
 SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
 {
   h2_handle *h = handle_of(ptr);
@@ -384,32 +404,55 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
     gk_stop("out of host memory for the H2 matrix");
   }
   nh->single = h->single;
+  // The form follows from the input (summary() says so), not from a choice.
+  int dense_otf = h->on_the_fly != H2_FORM_STORED;
+  nh->on_the_fly = dense_otf ? H2_FORM_DENSE_ON_THE_FLY : H2_FORM_STORED;
+  nh->storage_reason = H2_STORAGE_REQUESTED;
+  nh->ms_stored = nh->ms_otf = NA_REAL;   // no model for a stored result
+  nh->kernel_pairs = 0.0;                 // a stored product evaluates no kernel
   double start = now_seconds();
-  if (h->gpu && gk_as_flag(on_gpu) && !h->on_the_fly) {
-    // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks;
-    // room for at most A's low-rank part is made first, its own bytes counted after.
+  if (h->gpu && gk_as_flag(on_gpu)) {
+    // On the GPU (h2_compress_cuda.cu): the new matrix shares A's dense blocks
+    // or, with A's dense blocks on the fly, gets a dense-only on-the-fly product
+    // of its own (the couplings of an on-the-fly A evaluated chunk by chunk,
+    // never stored); room for at most A's low-rank part is made first, its own
+    // bytes counted after.
     int device = ((const gk_resident *) h->gpu)->device;   // an h2_gpu starts with it
-    size_t dense = h2_dense_entries(&h->tree) * (h->single ? sizeof(float) : sizeof(double));
-    size_t data = h2_data_bytes(&h->tree, h->single);
-    gk_r_make_room(device, data > dense ? data - dense : 0, 1);
+    size_t el = h->single ? sizeof(float) : sizeof(double);
+    size_t low = (h2_basis_entries(&h->tree) + h2_transfer_entries(&h->tree) +
+                  h2_coupling_entries(&h->tree)) * el;
+    gk_r_make_room(device, low, 1);
     h2_transform_gpu(&h->tree, h->gpu, ISNA(tolerance) ? 0.0 : tolerance, nthreads, &nh->tree,
                      &nh->gpu, &st, &err);
-    if (!err.status)
-      gk_memory_register(&nh->mem, device, h2_tree_bytes(&nh->tree), h2_gpu_own_bytes(nh->gpu));
+    if (!err.status) {
+      if (dense_otf) nh->otf_bytes = h2_gpu_otf_host_bytes(nh->gpu);
+      gk_memory_register(&nh->mem, device, h2_tree_bytes(&nh->tree) + nh->otf_bytes,
+                         h2_gpu_own_bytes(nh->gpu));
+      if (dense_otf) set_dense_otf_model(nh, NULL, 1);
+    }
   } else {
-    // On the host with LAPACK; a GPU matrix goes there and back (on the fly,
-    // or with options(gpukernels.h2_compress_on_host = TRUE)).
-    handle_export(h, &in, nthreads, &err);   // on the fly: through a stored twin
+    // On the host with LAPACK; a GPU matrix goes there and back (with
+    // options(gpukernels.h2_compress_on_host = TRUE)). An on-the-fly A's
+    // export evaluates the blocks it does not store.
+    handle_export(h, &in, nthreads, &err);
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
       else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);
     }
     h2_host_data_free(&in);
+    h2_otf *o = NULL;
+    if (!err.status && dense_otf && h2_otf_build_dense(&nh->tree, &o, &err) == GK_OK) {
+      nh->otf_bytes = o->host_bytes;
+      set_dense_otf_model(nh, o, h->gpu != NULL);
+    }
     if (!err.status) {
       make_room_and_register(nh, h->gpu != NULL);
-      if (h->gpu) h2_gpu_import(&nh->tree, nh->single, &out, &nh->gpu, &err);
-      else h2_cpu_import(&nh->tree, nh->single, nthreads, &out, &nh->cpu, &err);
+      // o is owned by the import from here, also on failure
+      if (h->gpu) h2_gpu_import(&nh->tree, nh->single, &out, o, &nh->gpu, &err);
+      else h2_cpu_import(&nh->tree, nh->single, nthreads, &out, o, &nh->cpu, &err);
+      o = NULL;
     }
+    h2_otf_free(o);
     h2_host_data_free(&out);
   }
   nh->build_seconds = now_seconds() - start;

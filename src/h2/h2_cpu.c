@@ -14,12 +14,21 @@
 #include "device/gk_omp.h"
 #include "device/gk_hooks.h"
 
+/* Three forms: stored (otf NULL: U, E, S, D stored); on the fly (otf with
+ * couplings_on_the_fly: U, E stored, S and D evaluated in every product);
+ * mixed (a dense-only otf: U, E, S stored, D evaluated), the compressed form
+ * of an on-the-fly matrix. */
 struct h2_cpu {
   int single, threads;
   h2_data data;
   const h2_tree *tree;
-  h2_otf *otf;   /* owned; set: couplings and dense blocks computed on the fly */
+  h2_otf *otf;   /* owned; set: the dense blocks (and maybe the couplings) on the fly */
 };
+
+static int couplings_on_the_fly(const h2_cpu *h)
+{
+  return h->otf && h->otf->couplings_on_the_fly;
+}
 
 /* C = op(A) B + beta C in float, column-major. */
 static void sgemm_small(int trans_a, int m, int n, int k, const float *a, int lda,
@@ -106,8 +115,9 @@ static gk_status cpu_bsr(void *ctx, int stream, int which, int level, const void
   (void) stream;
   (void) err;
   h2_cpu *h = (h2_cpu *) ctx;
-  // On the fly: every level's couplings in one call (coupling_all_levels).
-  if (h->otf)
+  // On the fly: the dense blocks, and every level's couplings in one call
+  // (coupling_all_levels) unless they are stored (the mixed form).
+  if (h->otf && (which == H2_DENSE || h->otf->couplings_on_the_fly))
     return h2_otf_cpu_product(h->otf, h->tree, h->single, h->threads, which, x, ldx, y, ldy,
                               nrhs, err);
   const h2_bsr *b = which == H2_DENSE ? &h->tree->dense : &h->tree->coupling[level];
@@ -143,33 +153,36 @@ static void put(void *p, size_t i, int single, double v)
   else ((double *) p)[i] = v;
 }
 
-/* Evaluates U, E, S and D (the same entry functions as the GPU kernels).
- * Returns nonzero when the user interrupted (checked between blocks of
- * entries by every thread). */
-static int fill_data(const h2_tree *t, h2_cpu *h)
+/* The matrix as built into the arrays given (h2.h): the same entry functions
+ * as the GPU kernels. Returns nonzero when the user interrupted (checked
+ * between blocks of entries by every thread). */
+int h2_fill_as_built(const h2_tree *t, int single, int threads, void *U, void *E, void *S, void *D)
 {
   h2_geometry g = h2_geometry_of(t, t->center, t->half, t->leaf_points, t->leaf_count);
-  int m = t->leaf_size, k = t->rank, single = h->single, threads = gk_omp_threads(h->threads);
+  int m = t->leaf_size, k = t->rank;
   size_t kk = (size_t) k * k, mm = (size_t) m * m;
+  // Loop bounds of 0 for the arrays not asked (the same in every thread).
+  int leaves = U ? t->n_leaves : 0, nodes = E ? t->n_nodes : 0;
+  int first_level = S ? t->top_level : t->depth + 1, dense = D ? t->dense.n_blocks : 0;
   gk_stop_flag stop;
   gk_stop_flag_init(&stop);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(gk_omp_threads(threads))
   {
 #pragma omp for schedule(static)
-    for (int i = 0; i < t->n_leaves; i++) {
+    for (int i = 0; i < leaves; i++) {
       if (gk_stop_requested(&stop)) continue;
       for (int a = 0; a < k; a++)
         for (int r = 0; r < m; r++)
-          put(h->data.U, (size_t) i * m * k + (size_t) a * m + r, single, h2_basis_entry(&g, i, r, a));
+          put(U, (size_t) i * m * k + (size_t) a * m + r, single, h2_basis_entry(&g, i, r, a));
     }
 #pragma omp for schedule(static)
-    for (int c = 1; c < t->n_nodes; c++) {
+    for (int c = 1; c < nodes; c++) {
       if (gk_stop_requested(&stop)) continue;
       for (int b = 0; b < k; b++)
         for (int a = 0; a < k; a++)
-          put(h->data.E, c * kk + (size_t) b * k + a, single, h2_transfer_entry(&g, c, a, b));
+          put(E, c * kk + (size_t) b * k + a, single, h2_transfer_entry(&g, c, a, b));
     }
-    for (int l = h->otf ? t->depth + 1 : t->top_level; l <= t->depth; l++) {
+    for (int l = first_level; l <= t->depth; l++) {
       const h2_bsr *bl = &t->coupling[l];
 #pragma omp for schedule(static)
       for (int s = 0; s < bl->n_blocks; s++) {
@@ -178,19 +191,26 @@ static int fill_data(const h2_tree *t, h2_cpu *h)
         size_t base = (t->coupling_offset[l] + s) * kk;
         for (int b = 0; b < k; b++)
           for (int a = 0; a < k; a++)
-            put(h->data.S, base + (size_t) b * k + a, single, h2_coupling_entry(&g, i, j, a, b));
+            put(S, base + (size_t) b * k + a, single, h2_coupling_entry(&g, i, j, a, b));
       }
     }
 #pragma omp for schedule(dynamic, 8)
-    for (int s = 0; s < (h->otf ? 0 : t->dense.n_blocks); s++) {
+    for (int s = 0; s < dense; s++) {
       if (gk_stop_requested(&stop)) continue;
       for (int c = 0; c < m; c++)
         for (int r = 0; r < m; r++)
-          put(h->data.D, s * mm + (size_t) c * m + r, single,
+          put(D, s * mm + (size_t) c * m + r, single,
               h2_dense_entry(&g, t->dense.row[s], t->dense.col[s], r, c));
     }
   }
   return stop.stop;
+}
+
+/* Evaluates the arrays h stores. */
+static int fill_data(const h2_tree *t, h2_cpu *h)
+{
+  return h2_fill_as_built(t, h->single, h->threads, h->data.U, h->data.E,
+                          couplings_on_the_fly(h) ? NULL : h->data.S, h->otf ? NULL : h->data.D);
 }
 
 static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_otf *otf,
@@ -209,13 +229,15 @@ static gk_status cpu_alloc(const h2_tree *t, int single, int threads, h2_otf *ot
   size_t el = single ? sizeof(float) : sizeof(double);
   h->data.U = malloc(h2_basis_entries(t) * el + 1);
   h->data.E = malloc(h2_transfer_entries(t) * el + 1);
-  h->data.S = malloc((otf ? 0 : h2_coupling_entries(t)) * el + 1);
+  h->data.S = malloc((couplings_on_the_fly(h) ? 0 : h2_coupling_entries(t)) * el + 1);
   h->data.D = malloc((otf ? 0 : h2_dense_entries(t)) * el + 1);
   if (!h->data.U || !h->data.E || !h->data.S || !h->data.D) {
+    double entries = (double) (h2_basis_entries(t) + h2_transfer_entries(t));
+    if (!couplings_on_the_fly(h)) entries += (double) h2_coupling_entries(t);
+    if (!otf) entries += (double) h2_dense_entries(t);
     h2_cpu_free(h);
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix data (%.3g GB)",
-                   (double) (h2_basis_entries(t) + h2_transfer_entries(t) +
-                             h2_coupling_entries(t) + h2_dense_entries(t)) * el / 1e9);
+                   entries * el / 1e9);
   }
   *out = h;
   return GK_OK;
@@ -269,26 +291,54 @@ static void convert(void *dst, int dst_single, const void *src, int src_single, 
   }
 }
 
+static void round_to_float(double *p, size_t count)
+{
+  for (size_t i = 0; i < count; i++) p[i] = (double) (float) p[i];
+}
+
+/* Every form: the arrays h stores converted, the others evaluated as built
+ * (the couplings are on the fly only in a tree of Chebyshev ranks, h2_otf_build). */
 gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *h, h2_host_data *d, gk_error *err)
 {
-  if (h->otf) return h2_otf_refuse_export(err);
+  int fill_s = couplings_on_the_fly(h), fill_d = h->otf != NULL;
+  if (fill_s)
+    for (int l = 0; l <= t->depth; l++)
+      if (t->level_rank[l] != t->rank)
+        return gk_fail(err, GK_ERR_INTERNAL, "couplings on the fly with ranks other than "
+                       "the Chebyshev ones");
   if (h2_host_data_alloc(t, d, err)) return err->status;
   convert(d->U, 0, h->data.U, h->single, h2_basis_entries(t));
   convert(d->E, 0, h->data.E, h->single, h2_transfer_entries(t));
-  convert(d->S, 0, h->data.S, h->single, h2_coupling_entries(t));
-  convert(d->D, 0, h->data.D, h->single, h2_dense_entries(t));
+  if (!fill_s) convert(d->S, 0, h->data.S, h->single, h2_coupling_entries(t));
+  if (!fill_d) convert(d->D, 0, h->data.D, h->single, h2_dense_entries(t));
+  if ((fill_s || fill_d) &&
+      h2_fill_as_built(t, 0, h->threads, NULL, NULL, fill_s ? d->S : NULL, fill_d ? d->D : NULL)) {
+    h2_host_data_free(d);
+    return gk_fail(err, GK_ERR_INTERRUPTED, "the export of the H2 matrix was interrupted");
+  }
+  // Rounded as a stored matrix of h's precision holds them, so that every
+  // form of one matrix exports the same data (and compresses to the same ranks).
+  if (h->single) {
+    if (fill_s) round_to_float(d->S, h2_coupling_entries(t));
+    if (fill_d) round_to_float(d->D, h2_dense_entries(t));
+  }
   return GK_OK;
 }
 
 gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
-                        h2_cpu **out, gk_error *err)
+                        struct h2_otf_s *dense_otf, h2_cpu **out, gk_error *err)
 {
-  if (cpu_alloc(t, single, threads, NULL, out, err)) return err->status;
+  *out = NULL;
+  if (dense_otf && dense_otf->couplings_on_the_fly) {
+    h2_otf_free(dense_otf);
+    return gk_fail(err, GK_ERR_INTERNAL, "an H2 import needs a dense-only on-the-fly product");
+  }
+  if (cpu_alloc(t, single, threads, dense_otf, out, err)) return err->status;   // frees it on failure
   h2_cpu *h = *out;
   convert(h->data.U, single, d->U, 0, h2_basis_entries(t));
   convert(h->data.E, single, d->E, 0, h2_transfer_entries(t));
   convert(h->data.S, single, d->S, 0, h2_coupling_entries(t));
-  convert(h->data.D, single, d->D, 0, h2_dense_entries(t));
+  if (!dense_otf) convert(h->data.D, single, d->D, 0, h2_dense_entries(t));
   return GK_OK;
 }
 
@@ -311,7 +361,7 @@ gk_status h2_cpu_matmul(const h2_tree *t, h2_cpu *h, const double *x, int nrhs, 
     for (int i = 0; i < t->n; i++)
       put(w.xp, t->slot_of_point[i] + rows * j, h->single, x[i + (size_t) j * t->n]);
   h2_ops ops = {h, el, cpu_gemm_strided, cpu_transfer, cpu_bsr, cpu_zero, cpu_nothing,
-                cpu_nothing, h->otf != NULL};
+                cpu_nothing, couplings_on_the_fly(h)};
   status = h2_hmv(t, &ops, &h->data, &w, nrhs, err);
   if (status == GK_OK)
     for (int j = 0; j < nrhs; j++)

@@ -1,6 +1,7 @@
 /* The GPU backend of the H2 engine in a CPU-only build: none can be built. */
 #ifndef GK_HAVE_CUDA
 #include "h2/h2.h"
+#include "h2/h2_otf.h"
 
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err)
 {
@@ -46,18 +47,25 @@ gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int c
 
 void h2_gpu_free(h2_gpu *g) { (void) g; }
 
-gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, h2_host_data *d, gk_error *err)
+gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, int threads, h2_host_data *d, gk_error *err)
 {
-  (void) t; (void) g; (void) d;
+  (void) t; (void) g; (void) threads; (void) d;
   return gk_fail_no_cuda(err);
 }
 
-gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d, h2_gpu **out,
-                        gk_error *err)
+gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d,
+                        struct h2_otf_s *dense_otf, h2_gpu **out, gk_error *err)
 {
   (void) t; (void) single; (void) d;
+  h2_otf_free(dense_otf);   // owned, also on failure
   *out = NULL;
   return gk_fail_no_cuda(err);
+}
+
+size_t h2_gpu_otf_host_bytes(const h2_gpu *g)
+{
+  (void) g;
+  return 0;
 }
 #else
 /* ISO C forbids an empty translation unit. */

@@ -123,8 +123,31 @@ gk_status h2_otf_build(const h2_tree *t, h2_otf **out, gk_error *err)
   if (!o) return no_memory(err);
   o->depth = t->depth;
   o->dim = t->dim;
+  o->couplings_on_the_fly = 1;
   if ((t->top_level <= t->depth && build_coupling(t, &o->coupling, &o->host_bytes, err)) ||
       build_dense(t, &o->dense, &o->host_bytes, err)) {
+    h2_otf_free(o);
+    return err->status;
+  }
+  *out = o;
+  return GK_OK;
+}
+
+gk_status h2_otf_build_dense(const h2_tree *t, h2_otf **out, gk_error *err)
+{
+  *out = NULL;
+  // The ranks do not matter (the couplings are stored); the leaf slots are
+  // the engine's rows, ints.
+  if ((size_t) t->n_leaves * t->leaf_size > INT_MAX)
+    return gk_fail(err, GK_ERR_INPUT, "this H2 matrix is too large for its dense blocks to be "
+                   "computed on the fly (%.0f leaf slots, at most %d)",
+                   (double) t->n_leaves * t->leaf_size, INT_MAX);
+  h2_otf *o = (h2_otf *) calloc(1, sizeof *o);   // the coupling product empty: rows 0
+  if (!o) return no_memory(err);
+  o->depth = t->depth;
+  o->dim = t->dim;
+  o->couplings_on_the_fly = 0;
+  if (build_dense(t, &o->dense, &o->host_bytes, err)) {
     h2_otf_free(o);
     return err->status;
   }
@@ -205,13 +228,6 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
   return st;
 }
 
-gk_status h2_otf_refuse_export(gk_error *err)
-{
-  return gk_fail(err, GK_ERR_INPUT, "this H2 matrix is computed on the fly (storage = \"on_the_fly\"): "
-                 "its coupling and dense blocks are not stored, so it cannot be orthogonalized or "
-                 "compressed; build it with storage = \"stored\"");
-}
-
 /* ---- the storage choice -------------------------------------------------- */
 
 /* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R and
@@ -239,12 +255,18 @@ gk_status h2_otf_refuse_export(gk_error *err)
 #define CPU_STORED_BYTES_PER_S 5.0e9
 #define CPU_PAIRS_PER_S 2.0e8
 
+/* With a dense-only o (couplings_on_the_fly = 0: the compressed form of an
+ * on-the-fly matrix) the couplings are streamed as stored blocks in both
+ * forms: ms_otf is then that mixed form's prediction. */
 int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double available,
                   double *ms_stored, double *ms_otf, int *reason)
 {
   double el = single ? 4.0 : 8.0;
+  double couplings = (double) h2_coupling_entries(t) * el;
   double low = (double) (h2_basis_entries(t) + h2_transfer_entries(t)) * el;
-  double blocks = (double) (h2_coupling_entries(t) + h2_dense_entries(t)) * el;
+  double blocks = (double) h2_dense_entries(t) * el;
+  if (o->couplings_on_the_fly) blocks += couplings;
+  else low += couplings;
   double cpl, dense;
   h2_otf_pairs(o, gpu, &cpl, &dense);
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;

@@ -125,14 +125,23 @@ test_that("storage is checked, kept in the settings and rebuilt after saveRDS an
   A <- h2_matrix(locs, k, nugget = 0.2, backend = "cpu", storage = "on_the_fly")
   x <- rnorm(n)
   y <- A %*% x
-  # Compression goes through a stored twin and gives the stored form's result.
+  # Compression keeps the dense blocks on the fly and gives the stored form's result.
   S <- h2_matrix(locs, k, nugget = 0.2, backend = "cpu", storage = "stored")
   CA <- h2_compress(A, 1e-5)
   CS <- h2_compress(S, 1e-5)
-  expect_false(summary(CA)$storage$on_the_fly)
+  expect_true(summary(CA)$storage$on_the_fly)
+  expect_false(summary(CA)$storage$couplings_on_the_fly)
   expect_equal(CA %*% x, CS %*% x, tolerance = 1e-13)
   expect_equal(gpukernels:::h2_level_ranks(CA), gpukernels:::h2_level_ranks(CS))
   expect_lt(rel2(h2_orthogonalize(A) %*% x, y), 1e-12)
+  # saved and read back: rebuilt on the fly, then compressed again (form 2)
+  f <- tempfile(fileext = ".rds")
+  saveRDS(CA, f)
+  CB <- readRDS(f)
+  unlink(f)
+  expect_equal(CB %*% x, CA %*% x, tolerance = 1e-13)
+  expect_false(gpukernels:::h2_info(CB)$couplings_on_the_fly)
+  expect_true(gpukernels:::h2_info(CB)$on_the_fly)
   f <- tempfile(fileext = ".rds")
   saveRDS(A, f)
   B <- readRDS(f)
@@ -191,6 +200,184 @@ test_that("repeated on-the-fly products do not grow memory", {
                  storage = "on_the_fly")
   x <- rnorm(n)
   p <- repeated_products(A, x, 20)
+  expect_identical(p$last, p$first)
+})
+
+# ---- compression of on-the-fly matrices (dense blocks stay on the fly) ------
+
+# The exact matrix K + nugget I from the kernel's formula in R (test-kernel.R's
+# reference): "exponential" exp(-d / range) or "gaussian" exp(-d^2 / (2 range^2)).
+brute_force <- function(locs, name, range, nugget) {
+  d <- as.matrix(stats::dist(locs)) / range
+  K <- switch(name, exponential = exp(-d), gaussian = exp(-d^2 / 2))
+  K + diag(nugget, nrow(locs))
+}
+
+# Form codes seen from R: 2 = dense blocks on the fly, compressed couplings stored.
+expect_form <- function(A, form) {
+  info <- gpukernels:::h2_info(A)
+  expect_identical(c(info$on_the_fly, info$couplings_on_the_fly),
+                   switch(form, stored = c(FALSE, FALSE), on_the_fly = c(TRUE, TRUE),
+                          dense_on_the_fly = c(TRUE, FALSE)))
+}
+
+# The compression (tol) or orthogonalization (NA) of the on-the-fly `otf`
+# and of `stored`, built with the same arguments (so the same tree and data).
+compare_transforms <- function(otf, stored, tol, X, K, eps, label) {
+  f <- if (is.na(tol)) h2_orthogonalize else function(A) h2_compress(A, tol)
+  Bo <- f(otf)
+  Bs <- f(stored)
+  expect_form(Bo, "dense_on_the_fly")
+  expect_form(Bs, "stored")
+  expect_identical(gpukernels:::h2_level_ranks(Bo), gpukernels:::h2_level_ranks(Bs),
+                   label = label)
+  Yo <- Bo %*% X
+  Ys <- Bs %*% X
+  expect_lt(rel2(Yo, Ys), eps, label = label)
+  # against the exact matrix: within the stored input's compression bound
+  # (its error plus 2 tol, test-h2-compress.R) and as accurate as Bs
+  exact <- K %*% X
+  expect_lte(rel2(Yo, exact), rel2(otf %*% X, exact) + 2 * (if (is.na(tol)) eps else tol),
+             label = label)
+  expect_lte(rel2(Yo, exact), rel2(Ys, exact) * (1 + 1e-3) + eps, label = label)
+  if (!is.na(tol)) {
+    expect_equal(Bo$compression$error_frobenius, Bs$compression$error_frobenius,
+                 tolerance = 1e-8, label = label)
+    expect_lte(Bo$compression$error_frobenius, tol * 1.0001, label = label)
+  }
+  expect_equal(Bo$compression$norm_frobenius, Bs$compression$norm_frobenius, tolerance = 1e-10)
+  # memory: no dense blocks, the same low-rank data as Bs, the ranges
+  bo <- gpukernels:::h2_bytes(Bo)
+  bs <- gpukernels:::h2_bytes(Bs)
+  expect_identical(bo[["dense"]], 0)
+  expect_identical(bo[["low_rank"]], bs[["low_rank"]])
+  expect_gt(bo[["on_the_fly"]], 0)
+  expect_identical(bs[["on_the_fly"]], 0)
+  expect_identical(summary(Bo)$dense_bytes, 0)
+  expect_identical(summary(Bo)$low_rank_bytes, bs[["low_rank"]])
+  expect_output(print(Bo), paste0("storage: dense blocks on the fly, compressed couplings ",
+                                  "stored \\(from an on-the-fly matrix\\)"))
+  expect_output(print(Bo), if (is.na(tol)) "orthogonalized" else "compressed to tol")
+  list(otf = Bo, stored = Bs)
+}
+
+test_that("compressing an on-the-fly matrix keeps its dense blocks on the fly, as the stored one's", {
+  set.seed(1213)
+  cases <- list(list(d = 2, n = 1109, leaf = 64, order = NULL, kernel = "exponential", range = 0.1),
+                list(d = 3, n = 1301, leaf = 64, order = NULL, kernel = "exponential", range = 0.2),
+                list(d = 3, n = 601, leaf = 20, order = 3, kernel = "gaussian", range = 0.15))
+  for (cs in cases) {
+    locs <- matrix(runif(cs$n * cs$d), ncol = cs$d)
+    k <- gk_kernel(cs$kernel, range = cs$range)
+    K <- brute_force(locs, cs$kernel, cs$range, 0.1)
+    expect_lt(max(abs(K - kernel_matrix(locs, kernel = k, backend = "cpu") - diag(0.1, cs$n))),
+              1e-12)
+    X <- matrix(rnorm(cs$n * 3), cs$n, 3)   # mean-zero N(0, 1) probes
+    for (precision in c("double", "single")) {
+      args <- list(locs, k, nugget = 0.1, eta = 2, leaf_size = cs$leaf, order = cs$order,
+                   precision = precision, backend = "cpu")
+      otf <- do.call(h2_matrix, c(args, storage = "on_the_fly"))
+      stored <- do.call(h2_matrix, c(args, storage = "stored"))
+      expect_form(otf, "on_the_fly")
+      eps <- if (precision == "double") 1e-12 else 1e-5
+      label <- sprintf("%dD n = %d %s", cs$d, cs$n, precision)
+      Q <- compare_transforms(otf, stored, NA, X, K, eps, paste(label, "orthogonalized"))
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Q$otf)), 10 * eps)
+      expect_gt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(otf)), 1e-3)
+      expect_lt(rel2(Q$otf %*% X, otf %*% X), eps)
+      tols <- if (precision == "double") c(1e-3, 1e-6) else c(1e-2, 1e-4)
+      for (tol in tols) {
+        B <- compare_transforms(otf, stored, tol, X, K, max(eps, tol * 1e-6),
+                                paste(label, "tol", tol))
+        expect_lt(max(gpukernels:::h2_level_ranks(B$otf)),
+                  max(gpukernels:::h2_level_ranks(otf)))
+        # (the input stored no couplings: the result may hold more than it)
+        expect_lt(sum(gpukernels:::h2_bytes(B$otf)), sum(gpukernels:::h2_bytes(stored)) / 2)
+        # the model's figures of the mixed form: the dense blocks' kernel pairs
+        s <- summary(B$otf)$storage
+        expect_gt(s$kernel_pairs, 0)
+        expect_lt(s$kernel_pairs, summary(otf)$storage$kernel_pairs)
+        expect_true(s$ms_on_the_fly > 0 && s$ms_stored > 0)
+      }
+    }
+  }
+})
+
+test_that("a compressed on-the-fly matrix compresses and orthogonalizes again, on the fly", {
+  set.seed(1214)
+  for (d in 2:3) {
+    n <- if (d == 2) 1403 else 1187
+    locs <- matrix(runif(n * d), ncol = d)
+    K <- brute_force(locs, "exponential", 0.2, 0.05)
+    k <- gk_kernel("exponential", range = 0.2)
+    X <- matrix(rnorm(n * 2), n, 2)
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-12 else 1e-5
+      args <- list(locs, k, nugget = 0.05, precision = precision, backend = "cpu")
+      otf <- do.call(h2_matrix, c(args, storage = "on_the_fly"))
+      stored <- do.call(h2_matrix, c(args, storage = "stored"))
+      tol <- if (precision == "double") 1e-5 else 1e-3
+      Bo <- h2_compress(otf, tol)
+      Bs <- h2_compress(stored, tol)
+      # its export evaluates the dense blocks; the result stays in form 2
+      Co <- h2_compress(Bo, 10 * tol)
+      Cs <- h2_compress(Bs, 10 * tol)
+      expect_form(Co, "dense_on_the_fly")
+      expect_identical(gpukernels:::h2_level_ranks(Co), gpukernels:::h2_level_ranks(Cs))
+      expect_lt(rel2(Co %*% X, Cs %*% X), eps)
+      exact <- K %*% X
+      expect_lte(rel2(Co %*% X, exact), rel2(otf %*% X, exact) + 2 * (tol + 10 * tol))
+      expect_identical(gpukernels:::h2_bytes(Co)[["dense"]], 0)
+      Qo <- h2_orthogonalize(Bo)
+      expect_form(Qo, "dense_on_the_fly")
+      expect_lt(rel2(Qo %*% X, Bo %*% X), eps)
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qo)), 10 * eps)
+      # compressed twice from the settings after gk_free(): the same matrix
+      y <- Co %*% X
+      gk_free(Co)
+      expect_equal(Co %*% X, y, tolerance = 1e-13)
+      expect_form(Co, "dense_on_the_fly")
+    }
+  }
+})
+
+test_that("compressions of an on-the-fly matrix hold what h2_bytes says and do not grow memory", {
+  set.seed(1215)
+  n <- 1500
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  otf <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "on_the_fly")
+  stored <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "stored")
+  x <- rnorm(n)
+  # the host bytes each result registers: the same tree, so they differ by
+  # what h2_bytes counts (the stored dense blocks, the ranges)
+  held_by <- function(A) {
+    invisible(gc())
+    before <- gk_memory()[["host"]]
+    B <- h2_compress(A, 1e-4)
+    grown <- gk_memory()[["host"]] - before
+    bytes <- gpukernels:::h2_bytes(B)
+    gk_free(B)
+    expect_equal(gk_memory()[["host"]], before)
+    list(grown = grown, bytes = bytes)
+  }
+  o <- held_by(otf)
+  s <- held_by(stored)
+  expect_equal(o$grown - s$grown, sum(o$bytes) - sum(s$bytes))
+  expect_gt(o$grown, sum(o$bytes))   # plus the tree
+  expect_lt(o$grown, s$grown - 0.9 * s$bytes[["dense"]])
+  # repeated compressions (each result replacing the last) hold no more
+  B <- h2_compress(otf, 1e-4)
+  y <- B %*% x
+  invisible(gc())
+  held <- gk_memory()
+  for (i in 1:5) {
+    B <- h2_compress(otf, 1e-4)
+    expect_identical(B %*% x, y)
+  }
+  invisible(gc())
+  expect_identical(gk_memory(), held)
+  p <- repeated_products(B, x, 10)
   expect_identical(p$last, p$first)
 })
 
@@ -294,3 +481,114 @@ test_that("GPU on-the-fly matrices free, rebuild and do not grow memory", {
   expect_lt(rel2(h2_compress(A, 1e-6) %*% x, y), 1e-5)
 })
 
+
+test_that("GPU compression of an on-the-fly matrix keeps its dense blocks on the fly, as the CPU's", {
+  skip_if_no_gpu()
+  set.seed(1216)
+  on_host <- function(A, tol) {   # the GPU matrix through the host (LAPACK) path
+    old <- options(gpukernels.h2_compress_on_host = TRUE)
+    on.exit(options(old))
+    h2_compress(A, tol)
+  }
+  for (d in 2:3) {
+    n <- if (d == 2) 3001 else 2777
+    locs <- matrix(runif(n * d), ncol = d)
+    k <- gk_kernel("exponential", range = 0.2)
+    K <- brute_force(locs, "exponential", 0.2, 0.05)
+    X <- matrix(rnorm(n * 2), n, 2)
+    exact <- K %*% X
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-10 else 1e-4
+      label <- sprintf("%dD %s", d, precision)
+      args <- list(locs, k, nugget = 0.05, eta = 2, precision = precision)
+      gpu <- do.call(h2_matrix, c(args, backend = "gpu", storage = "on_the_fly"))
+      cpu <- do.call(h2_matrix, c(args, backend = "cpu", storage = "on_the_fly"))
+      gstored <- do.call(h2_matrix, c(args, backend = "gpu", storage = "stored"))
+      yg <- gpu %*% X
+      Qg <- h2_orthogonalize(gpu)
+      Qc <- h2_orthogonalize(cpu)
+      expect_form(Qg, "dense_on_the_fly")
+      expect_identical(summary(Qg)$backend, "gpu")
+      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
+                if (precision == "double") 1e-11 else 1e-4, label = label)
+      expect_lt(rel2(Qg %*% X, Qc %*% X), eps, label = label)
+      expect_lt(rel2(Qg %*% X, yg), eps, label = label)
+      expect_equal(Qg$compression$norm_frobenius, Qc$compression$norm_frobenius,
+                   tolerance = if (precision == "double") 1e-10 else 1e-5)
+      for (tol in if (precision == "double") c(1e-3, 1e-5) else c(1e-2, 1e-4)) {
+        Bg <- h2_compress(gpu, tol)
+        Bc <- h2_compress(cpu, tol)
+        Bs <- h2_compress(gstored, tol)
+        expect_form(Bg, "dense_on_the_fly")
+        expect_identical(summary(Bg)$backend, "gpu")
+        rg <- gpukernels:::h2_level_ranks(Bg)
+        rc <- gpukernels:::h2_level_ranks(Bc)
+        if (precision == "double") {
+          expect_equal(rg, rc)
+          expect_lt(rel2(Bg %*% X, Bc %*% X), eps, label = label)
+          expect_lt(rel2(Bg %*% X, Bs %*% X), eps, label = label)
+          expect_equal(Bg$compression$error_frobenius, Bc$compression$error_frobenius,
+                       tolerance = 1e-6)
+        } else {
+          expect_lte(max(abs(rg - rc)), 1)
+          expect_lt(rel2(Bg %*% X, Bc %*% X), 4 * tol + eps, label = label)
+          expect_lt(rel2(Bg %*% X, Bs %*% X), 4 * tol + eps, label = label)
+        }
+        expect_lte(Bg$compression$error_frobenius, tol * 1.0001)
+        expect_lt(rel2(Bg %*% X, yg), 2 * tol + eps, label = label)
+        expect_lte(rel2(Bg %*% X, exact), rel2(yg, exact) + 2 * tol + eps, label = label)
+        b <- gpukernels:::h2_bytes(Bg)
+        expect_identical(b[["dense"]], 0)
+        if (identical(rg, gpukernels:::h2_level_ranks(Bs))) {
+          expect_identical(b[["low_rank"]], gpukernels:::h2_bytes(Bs)[["low_rank"]])
+        }
+        expect_output(print(Bg), "dense blocks on the fly, compressed couplings stored")
+        # again, on the GPU and through the host: still form 2
+        C <- h2_compress(Bg, 1e-2)
+        expect_form(C, "dense_on_the_fly")
+        expect_lt(rel2(C %*% X, yg), 2e-2 + 2 * tol + eps, label = label)
+        Bh <- on_host(gpu, tol)
+        expect_form(Bh, "dense_on_the_fly")
+        expect_identical(summary(Bh)$backend, "gpu")
+        expect_lte(max(abs(gpukernels:::h2_level_ranks(Bh) - rg)), 1)
+        expect_lt(rel2(Bh %*% X, Bg %*% X), 4 * tol + eps, label = label)
+        expect_form(on_host(Bg, 1e-2), "dense_on_the_fly")
+      }
+    }
+  }
+})
+
+test_that("GPU compressions of an on-the-fly matrix hold no dense blocks and do not grow memory", {
+  skip_if_no_gpu()
+  set.seed(1217)
+  n <- 20000
+  locs <- matrix(runif(3 * n), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  x <- rnorm(n)
+  for (precision in c("double", "single")) {
+    A <- h2_matrix(locs, k, precision = precision, backend = "gpu", storage = "on_the_fly")
+    ya <- A %*% x
+    B <- NULL   # the last iteration's, collected now rather than during the count
+    before <- gpu_free_after_gc()
+    held <- gk_memory()
+    B <- h2_compress(A, 1e-4)
+    yb <- B %*% x
+    used <- before - gpu_free_after_gc()
+    # its bases, transfers, couplings and ranges, no dense blocks
+    expect_lt(used, sum(gpukernels:::h2_bytes(B)) + 16 * 2^20)
+    expect_lt(rel2(yb, ya), 2e-4 + 1e-5)
+    gk_free(B)
+    expect_equal(gk_memory(), held)
+    # the input gone, B (rebuilt from its settings) still multiplies
+    B <- h2_compress(A, 1e-4)
+    rm(A)
+    invisible(gc())
+    expect_equal(B %*% x, yb, tolerance = if (precision == "double") 1e-12 else 1e-5)
+    A <- h2_matrix(locs, k, precision = precision, backend = "gpu", storage = "on_the_fly")
+    invisible(h2_compress(A, 1e-3) %*% x)
+    before <- gpu_free_after_gc()
+    for (i in 1:4) invisible(h2_compress(A, 1e-3) %*% x)
+    expect_lt(before - gpu_free_after_gc(), 32 * 2^20)
+  }
+})

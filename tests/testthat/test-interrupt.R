@@ -8,6 +8,8 @@ interrupt_cases <- c(
   kmin = "knn(x_few, y_many, k = 3, backend = BACKEND)",
   kernel_matrix = "kernel_matrix(x_square, kernel = k_slow, backend = BACKEND)",
   h2 = "h2_matrix(locs, k_slow, backend = BACKEND)",
+  # The export of an on-the-fly matrix evaluates its blocks as a stored build does.
+  h2_compress_on_the_fly = "h2_compress(otf, 1e-4)",
   # try() catches errors only: the interrupt must pass through it.
   through_try = "try(kernel_matvec(x_few, y_many, b_many, k_slow, backend = BACKEND), silent = TRUE)"
 )
@@ -20,6 +22,7 @@ interrupt_setup <- "
   k_slow <- gk_kernel('matern', range = 0.1, smoothness = 0.7)
   x_square <- matrix(runif(2 * 8000), 8000, 2)
   locs <- matrix(runif(2 * 5e4), ncol = 2)
+  otf <- h2_matrix(locs, k_slow, backend = 'cpu', storage = 'on_the_fly')   # bases alone: fast
   small_x <- matrix(runif(2 * 37), 37, 2)
   small_b <- rnorm(37)
 "
