@@ -50,27 +50,39 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param precision `"double"` or `"single"` (the matrix data and products).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param tol `NULL`, or the relative error wanted instead of `eta` / `order`:
-#'   the order is raised (at the given or default `eta`) until the error of
+#'   the order is raised (at the given `eta`, else 3) until the error of
 #'   products with N(0, 1) vectors, measured on 2000 sampled rows against the
-#'   exact kernel, meets `tol`. A stored form must meet `tol / 2` and is then
-#'   compressed with [h2_compress()] to `tol / 2`; an on-the-fly form cannot be
-#'   compressed and must meet `0.8 tol` itself (measured with 4 vectors instead of
-#'   2); without `eta`, the on-the-fly search tries eta = 3, 2 and 1.5 and keeps
-#'   the form that meets it with the fastest predicted product (at
+#'   exact kernel, meets `tol`, and the order found is compressed with
+#'   [h2_compress()] (smaller ranks, faster products): an order within
+#'   `tol / 2` to `tol / 2`, an order within `tol` to what `tol` leaves (the
+#'   two errors add at most); the compressed matrix is kept when its measured
+#'   error meets `tol`. `storage = "stored"` builds stored forms.
+#'   `"on_the_fly"` builds on-the-fly forms (their memory is \eqn{O(nk)}, so
+#'   accuracy is limited by time, not memory) and compresses them likewise: the
+#'   result stores its compressed couplings and, on the GPU, keeps its dense
+#'   blocks on the fly. An order within `tol` but not `0.75 tol` is compressed
+#'   only when the next order is not built or gives no compressed form that
+#'   meets `tol`; at most 4 orders within `10 tol` are built, and none once
+#'   the error stops improving. Should no compressed form meet `tol` (or a
+#'   compression fail, e.g. for memory), an uncompressed on-the-fly form is
+#'   searched, which must meet `0.8 tol` itself (measured with 4 vectors
+#'   instead of 2); without `eta`, that search tries eta = 3, 2 and 1.5 and
+#'   keeps the form that meets it with the fastest predicted product (at
 #'   \eqn{n = 2^{20}} in 3D on an H100, `tol = 1e-4` takes order 7 and 218 ms
-#'   per product at eta 3, order 5 and 38 ms at eta 2). `storage = "stored"` and `"on_the_fly"` keep to their form. `"auto"`
-#'   builds stored forms while the next order's would fit in the memory
-#'   budget (85% of the free GPU memory, no limit on the CPU, or
+#'   per product at eta 3, order 5 and 38 ms at eta 2). `"auto"` builds stored
+#'   forms while the next order's would fit in the memory budget (85% of the
+#'   free GPU memory, no limit on the CPU, or
 #'   `options(gpukernels.h2_tol_budget = bytes)`) and can be built, then goes
-#'   on with on-the-fly forms from that order (their memory is \eqn{O(nk)}, so
-#'   accuracy is limited by time, not memory); a stored order that already
-#'   meets `tol` is compressed by what `tol` leaves instead, since compressed
-#'   stored products are the faster (5.6 against 10 ms at \eqn{n = 2^{20}} in
-#'   3D on an H100). The measured error of the result is kept and shown by
-#'   `print()`, with the order and form chosen and why. When no order meets
-#'   `tol` (the next does not fit in memory, or the highest order tried is
-#'   not accurate enough) a warning says so and the most accurate matrix built
-#'   is returned.
+#'   on on the fly from that order, as `"on_the_fly"` does (a stored order
+#'   within `tol` is compressed by what `tol` leaves first: compressed stored
+#'   products took 5.6 against 10 ms for the on-the-fly ones at
+#'   \eqn{n = 2^{20}} in 3D on an H100). The measured error of the result is
+#'   kept and shown by `print()`, with the order, eta and form chosen and why
+#'   (for a compressed form, the error before the compression and the
+#'   compression's tolerance; for an uncompressed one, why no compressed form
+#'   was taken). When no order meets `tol` (the next does not fit in memory,
+#'   or the highest order tried is not accurate enough) a warning says so and
+#'   the most accurate matrix built is returned.
 #' @param storage `"auto"` (default), `"stored"` or `"on_the_fly"`: whether the
 #'   coupling and dense blocks are stored, or evaluated in every product as
 #'   block-sparse kernel sums of the reduction engine (see [kernel_reduce()]'s

@@ -252,15 +252,32 @@ print.h2_error <- function(x, ...) {
   invisible(x)
 }
 
-# h2_matrix(tol = ): raise the Chebyshev order until the measured N(0, 1)
-# error meets tol. A stored form (at the given eta) must meet tol / 2 and is
-# then compressed to tol / 2; an on-the-fly form cannot be compressed and must
-# meet 0.8 tol itself, and without a given eta the fastest of etas 3, 2 and 1.5
-# is kept (h2_tol_search's on_the_fly). "auto" starts stored and goes on with
-# on-the-fly forms (far less memory, slower products than a compressed stored
-# form) from the first order whose stored form would not fit the budget or
-# cannot be built. The tree (and so the number of blocks) does not depend on
-# the order, so the memory of the next order is known before it is built.
+# h2_matrix(tol = ): raise the Chebyshev order (at the given eta, else 3)
+# until the measured N(0, 1) error meets tol, and compress the order found,
+# compressed products being the faster (h2_tol_compress: the errors of the
+# order and of the compression add at most, and a compressed matrix is kept
+# only if its measured error meets tol). storage = "stored" builds stored
+# forms: an order within tol / 2 is compressed to tol / 2; when no higher
+# order is built (it would not fit the budget or cannot be built), the most
+# accurate order within tol is compressed by what tol leaves. "on_the_fly"
+# builds on-the-fly forms (bases stored, blocks evaluated in every product:
+# O(nk) memory, so accuracy is limited by time, not memory) and compresses
+# them alike (h2_tol_search's compressed_on_the_fly: an order within 0.75 tol
+# is compressed by what tol leaves at once; at most h2_tol_fly_orders orders
+# within 10 tol, none once the error stops improving); the result stores its
+# compressed couplings and, on the GPU, keeps its dense blocks on the fly.
+# "auto" starts stored and goes on on the fly from the first order whose
+# stored form would not fit the budget or cannot be built (a stored order
+# within tol is compressed by what tol leaves first). On the fly, when no
+# compressed form meets tol (or a compression fails, e.g. for memory), the
+# uncompressed forms are searched (h2_tol_search's on_the_fly): at each eta
+# (the given one, else 3, 2 and 1.5) the lowest order that meets 0.8 tol, of
+# those the one with the fastest predicted product. The tree (and so the
+# number of blocks) does not depend on the order, so the memory of the next
+# order is known before it is built. At n = 2^20 in 3D (exponential, range
+# 0.2), tol = 1e-3 should so take order 5 on the fly (error 6.0e-4; stored,
+# 119 GB, it does not fit an H100), compressed by the 4e-4 left (not yet
+# measured there).
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
                              tol, storage, etas = eta) {
   # Every matrix built on the way is freed on return, not when R's garbage
@@ -282,17 +299,23 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
   result
 }
 
+# Orders within 10 tol the compressed search on the fly builds at most: the
+# first and 3 more (at n = 2^20 in 3D, orders 5-8 on the fly take 5, 14, 32
+# and 68 GB of the GPU, 31, 94, 218 and about 450 ms per product).
+h2_tol_fly_orders <- 4L
+
 h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
                           storage, etas, track) {
   d <- ncol(locs)
   orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
   budget <- h2_tol_budget(backend)
   rows <- min(nrow(locs), 2000L)
-  # An on-the-fly form must meet tol itself (a stored form has tol / 2 and the
-  # compression's bound): twice the probes, since the error of one N(0, 1)
-  # probe scatters by a factor of 2-3 around the Frobenius error, and 0.8 tol,
-  # since every eta tried is one more chance to measure an error near tol
-  # below it.
+  # An uncompressed on-the-fly form must meet tol itself (a compressed form
+  # has its measured error checked after the compression): twice the probes,
+  # since the error of one N(0, 1) probe scatters by a factor of 2-3 around
+  # the Frobenius error, and 0.8 tol, since every eta tried is one more chance
+  # to measure an error near tol below it. On-the-fly forms are measured so
+  # for both searches (the compressed one's are kept for the uncompressed one).
   measure <- function(A, probes = 2L) h2_error(A, probes = probes, iterations = 0, rows = rows)
   # Order o at eta e in `form`, or a condition of class "h2_unbuilt" saying why
   # not. The blocks' memory follows from any built order of the same points.
@@ -312,13 +335,105 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
                                   conditionMessage(err)), err)
              })
   }
-  # On the fly: at each eta (the given one, else 3, 2 and 1.5), the lowest
-  # order from `first` that meets tol; of those, the one with the fastest
-  # product (the storage model's prediction, h2_info()$ms_on_the_fly). A
-  # smaller eta evaluates more pairs per product but reaches a given error at
-  # a lower order: at n = 2^20 in 3D, 1e-4 takes order 7 (218 ms per product)
-  # at eta 3 and order 5 (38 ms) at eta 2. An order predicted slower than a
-  # form already found ends that eta's search.
+  # A matrix superseded by a more accurate one is freed at once rather than on
+  # return: at n = 2^20 in 3D the stored orders 3 and 4 hold 17 and 40 GB of
+  # the GPU that the on-the-fly orders after them need. (Should it be wanted
+  # after all, e.g. returned, it is rebuilt on first use.)
+  release <- function(built) if (!is.null(built)) gk_free(built$A)
+  # The orders built (or found unbuildable: h2_unbuilt) on the fly at eta by
+  # the compressed search, by order, for the uncompressed search.
+  fly_at_eta <- new.env(parent = emptyenv())
+  # Compressed on the fly, at eta, from order `first` (`previous`: the stored
+  # order below it, or NULL). An order within tol / 2 is compressed to tol / 2.
+  # An order within 0.75 tol is compressed by what tol leaves
+  # (h2_tol_compress_rest) at once rather than the next order built: the
+  # results are alike (1777 points in 3D, tol = 1e-3: order 5, error 6.2e-4,
+  # compressed to 3.8e-4 has ranks 20-22 and an error of 7.6e-4; order 6
+  # compressed to 5e-4, ranks 19-20 and 6.3e-4), and the next order costs a
+  # build and a larger compression (rank 216 against 125). An order within tol
+  # but not 0.75 tol, which would be compressed to less than tol / 4 (larger
+  # ranks), is remembered and compressed so only when the next order is not
+  # built or gives no compressed form meeting tol. One order at most is built
+  # beyond the first within tol. The order is raised at most
+  # h2_tol_fly_orders - 1 times from the first order within 10 tol (the
+  # orders below are the cheaper ones, and the uncompressed search would
+  # build them too; in 2D an order gains only a factor 2.5-5 near 1e-5),
+  # but for the one after an order remembered, and no more once the error
+  # stops improving or a compression fails (e.g. out of memory: a higher
+  # order needs more). Returns the chosen matrix, else list(why: why no
+  # compressed form was taken, stopped: why no higher order was built).
+  compressed_on_the_fly <- function(first, previous, why) {
+    last <- previous       # the order below: its memory and its error
+    within <- NULL         # the order within tol remembered (not 0.75 tol)
+    first_within <- NULL   # the first order within tol
+    stopped <- NULL
+    missed <- NULL
+    counted <- 0L          # orders built within 10 tol
+    for (o in orders[orders >= first]) {
+      if (counted >= h2_tol_fly_orders && is.null(within)) {
+        stopped <- sprintf("the compressed search builds at most %d orders within 10 tol",
+                           h2_tol_fly_orders)
+        break
+      }
+      A <- build(o, "on_the_fly", last)
+      if (inherits(A, "h2_unbuilt")) {
+        fly_at_eta[[as.character(o)]] <- A
+        stopped <- conditionMessage(A)
+        break
+      }
+      info <- h2_info(A)
+      built <- list(A = A, order = o, eta = eta, form = "on_the_fly", error = measure(A, 4L),
+                    ms = info$ms_on_the_fly, info = info)
+      rm(A)
+      fly_at_eta[[as.character(o)]] <- built
+      err <- built$error$probe
+      if (err < 10 * tol) counted <- counted + 1L
+      # superseded: the uncompressed search would return a more accurate order
+      if (!is.null(last) && err < last$error$probe && !identical(last, within)) release(last)
+      if (err <= tol / 2) {
+        done <- h2_tol_compress(built, tol, tol / 2, measure, why, track)
+        if (inherits(done, "h2matrix")) return(done)
+        missed <- c(missed, conditionMessage(done))
+        break
+      }
+      if (err < tol) {
+        first_within <- first_within %||% o
+        if (err <= 0.75 * tol) {   # what tol leaves is at least tol / 4
+          done <- h2_tol_compress_rest(built, tol, measure, why, track)
+          if (inherits(done, "h2matrix")) return(done)
+          missed <- c(missed, conditionMessage(done))
+          if (!is.null(done$parent)) break   # the compression failed
+        } else if (is.null(within) || err < within$error$probe) {
+          within <- built
+        }
+      }
+      if (!is.null(last) && err > 0.9 * last$error$probe) {
+        stopped <- sprintf("the error stopped improving (order %d: %.3g, order %d: %.3g)",
+                           last$order, last$error$probe, o, err)
+        break
+      }
+      if (!is.null(first_within) && o > first_within) break
+      last <- built
+    }
+    if (!is.null(within)) {
+      done <- h2_tol_compress_rest(within, tol, measure, c(why, stopped), track)
+      if (inherits(done, "h2matrix")) return(done)
+      missed <- c(missed, conditionMessage(done))
+    }
+    if (is.null(missed)) {
+      missed <- sprintf("no order on the fly at eta %g was within tol%s", eta,
+                        if (is.null(stopped)) "" else sprintf(" (%s)", stopped))
+    }
+    list(why = paste(missed, collapse = "; "), stopped = stopped)
+  }
+  # Uncompressed on the fly: at each eta (the given one, else 3, 2 and 1.5),
+  # the lowest order from `first` that meets 0.8 tol; of those, the one with
+  # the fastest product (the storage model's prediction,
+  # h2_info()$ms_on_the_fly). A smaller eta evaluates more pairs per product
+  # but reaches a given error at a lower order: at n = 2^20 in 3D, 1e-4 takes
+  # order 7 (218 ms per product) at eta 3 and order 5 (38 ms) at eta 2. An
+  # order predicted slower than a form already found ends that eta's search.
+  # The orders the compressed search built at eta are not built again.
   on_the_fly <- function(first, previous) {
     found <- NULL
     best <- previous
@@ -326,18 +441,20 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
     failed <- NULL
     for (e in etas) {
       for (o in orders[orders >= (if (e == eta) first else orders[1L])]) {
-        A <- build(o, "on_the_fly", best, e)
-        if (inherits(A, "h2_unbuilt")) {
-          stopped <- conditionMessage(A)
-          failed <- A
+        built <- if (e == eta) fly_at_eta[[as.character(o)]]
+        if (is.null(built)) built <- build(o, "on_the_fly", best, e)
+        if (inherits(built, "h2_unbuilt")) {
+          stopped <- conditionMessage(built)
+          failed <- built
           break
         }
-        info <- h2_info(A)
-        ms <- info$ms_on_the_fly
-        if (!is.null(found) && ms >= found$ms) break
-        built <- list(A = A, order = o, eta = e, form = "on_the_fly", error = measure(A, 4L),
-                      ms = ms, info = info)
-        rm(A)
+        if (inherits(built, "h2matrix")) {
+          info <- h2_info(built)
+          built <- list(A = built, order = o, eta = e, form = "on_the_fly", error = NULL,
+                        ms = info$ms_on_the_fly, info = info)
+        }
+        if (!is.null(found) && built$ms >= found$ms) break
+        if (is.null(built$error)) built$error <- measure(built$A, 4L)
         if (built$error$probe <= 0.8 * tol) {
           found <- built
           break
@@ -352,13 +469,18 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
     if (is.null(found) && is.null(best)) stop(failed$parent %||% failed)   # nothing could be built
     list(found = found, best = best, stopped = stopped)
   }
-  finish_on_the_fly <- function(fly, why) {
+  # On the fly from order `first`: compressed, else uncompressed.
+  finish_on_the_fly <- function(first, previous, why) {
+    compressed <- compressed_on_the_fly(first, previous, why)
+    if (inherits(compressed, "h2matrix")) return(compressed)
+    fly <- on_the_fly(first, previous)
     if (!is.null(fly$found)) {
-      return(h2_tol_chosen(fly$found, tol, paste(c(why, fly$found$why), collapse = "; ")))
+      return(h2_tol_chosen(fly$found, tol, paste(c(why, paste("uncompressed:", compressed$why),
+                                                   fly$found$why), collapse = "; ")))
     }
-    h2_tol_missed(fly$best, tol, fly$stopped %||% why)
+    h2_tol_missed(fly$best, tol, fly$stopped %||% compressed$stopped %||% why[1L])
   }
-  if (storage == "on_the_fly") return(finish_on_the_fly(on_the_fly(orders[1L], NULL), "as requested"))
+  if (storage == "on_the_fly") return(finish_on_the_fly(orders[1L], NULL, "as requested"))
   best <- NULL      # the most accurate stored matrix built: list(A, order, eta, form, error)
   stopped <- NULL   # why no higher order was built
   for (o in orders) {
@@ -368,23 +490,28 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
       stopped <- conditionMessage(A)
       if (storage == "auto") {
         done <- h2_tol_compress_rest(best, tol, measure, stopped, track)
-        if (!is.null(done)) return(done)
-        return(finish_on_the_fly(on_the_fly(o, best), stopped))
+        if (inherits(done, "h2matrix")) return(done)
+        return(finish_on_the_fly(o, best, c(stopped, if (!is.null(done)) conditionMessage(done))))
       }
       break
     }
     built <- list(A = A, order = o, eta = eta, form = "stored", error = measure(A),
                   info = h2_info(A))
-    if (is.null(best) || built$error$probe <= best$error$probe) best <- built
+    rm(A)
+    if (is.null(best) || built$error$probe <= best$error$probe) {
+      release(best)
+      best <- built
+    }
     if (built$error$probe <= tol / 2) {
       done <- h2_tol_compress(built, tol, tol / 2, measure, NULL, track)
-      return(done %||% h2_tol_chosen(built, tol, "uncompressed: the compressed forms missed tol"))
+      if (inherits(done, "h2matrix")) return(done)
+      return(h2_tol_chosen(built, tol, paste("uncompressed:", conditionMessage(done))))
     }
   }
   # No order met tol / 2; a stored form within tol still does, compressed by
   # what is left.
   done <- h2_tol_compress_rest(best, tol, measure, stopped, track)
-  if (!is.null(done)) return(done)
+  if (inherits(done, "h2matrix")) return(done)
   h2_tol_missed(best, tol, stopped)
 }
 
@@ -420,7 +547,20 @@ h2_unbuilt <- function(message, parent = NULL) {
             list(message = message, call = NULL, parent = parent))
 }
 
-h2_form_words <- function(form) if (form == "on_the_fly") "on the fly" else "stored"
+# Words for a form built by h2_matrix(tol = ) ("stored" or "on_the_fly"),
+# compressed or not. A compressed on-the-fly matrix stores its compressed
+# couplings; it keeps its dense blocks on the fly where the compression does
+# (the GPU's, whose result h2_info() reports on the fly), else it is stored
+# whole (the host's compression, through a stored twin).
+h2_form_words <- function(form, compressed = FALSE, dense_on_the_fly = TRUE) {
+  if (form != "on_the_fly") return(if (compressed) "stored, compressed" else "stored")
+  if (!compressed) return("on the fly")
+  if (dense_on_the_fly) {
+    "on the fly, compressed (dense blocks on the fly, couplings compressed)"
+  } else {
+    "on the fly, compressed (all blocks stored)"
+  }
+}
 
 h2_format_bytes <- function(bytes) {
   if (bytes >= 1e9) sprintf("%.1f GB", bytes / 1e9) else sprintf("%.1f MB", bytes / 1e6)
@@ -456,26 +596,39 @@ h2_order_bytes <- function(info, o, form) {
   bases + b * (info$coupling_entries * grow^2 + info$dense_entries)
 }
 
-# The stored `built` compressed to ctol (its errors and the compression's add
-# at most), if the measured error of the result meets tol; else NULL.
+# `built` (stored or on the fly) compressed to ctol (its errors and the
+# compression's add at most), if the measured error of the result meets tol;
+# else an h2_unbuilt condition saying why not (the compressed forms missed
+# tol, or the compression failed, e.g. out of memory).
 h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
-  for (to in c(ctol, ctol / 4)) {   # rarely, the first misses: compress less
-    B <- track(h2_compress(built$A, to))
+  words <- h2_form_words(built$form)
+  errors <- numeric()
+  tos <- c(ctol, ctol / 4)   # rarely, the first misses: compress less
+  for (to in tos) {
+    B <- tryCatch(track(h2_compress(built$A, to)), error = function(err) err)
+    if (inherits(B, "error")) {
+      return(h2_unbuilt(sprintf("order %d %s compressed to %.3g failed (%s)", built$order, words,
+                                to, conditionMessage(B)), B))
+    }
     err <- measure(B)
     if (err$probe <= tol) {
       B$compression$tol_requested <- tol
-      before <- sprintf("error %.3g before compression to %g", built$error$probe, to)
-      return(h2_tol_chosen(list(A = B, order = built$order, form = "stored", error = err), tol,
+      before <- sprintf("error %.3g before compression to %.3g", built$error$probe, to)
+      return(h2_tol_chosen(list(A = B, order = built$order, form = built$form, error = err), tol,
                            paste(c(before, why), collapse = "; ")))
     }
+    errors <- c(errors, err$probe)
+    gk_free(B)   # not returned
   }
-  NULL
+  h2_unbuilt(sprintf("order %d %s compressed to %s missed tol (measured %s)", built$order, words,
+                     paste(sprintf("%.3g", tos), collapse = " and "),
+                     paste(sprintf("%.3g", errors), collapse = " and ")))
 }
 
-# When no higher order can be built: the stored `best` compressed by what tol
-# leaves, if its error is below tol; else NULL.
+# `best` compressed by what tol leaves, if its error is below tol
+# (h2_tol_compress's result); else NULL.
 h2_tol_compress_rest <- function(best, tol, measure, why, track = identity) {
-  if (is.null(best) || best$form != "stored" || best$error$probe >= tol) return(NULL)
+  if (is.null(best) || best$error$probe >= tol) return(NULL)
   h2_tol_compress(best, tol, tol - best$error$probe, measure, why, track)
 }
 
@@ -483,8 +636,9 @@ h2_tol_compress_rest <- function(best, tol, measure, why, track = identity) {
 # error and what was chosen and why (print() shows it).
 h2_tol_chosen <- function(chosen, tol, why, met = TRUE) {
   A <- chosen$A
-  storage <- h2_form_words(chosen$form)
-  if (!is.null(A$compression)) storage <- paste0(storage, ", compressed")
+  compressed <- !is.null(A$compression)
+  storage <- h2_form_words(chosen$form, compressed,
+                           dense_on_the_fly = compressed && isTRUE(h2_info(A)$on_the_fly))
   A$tol_choice <- list(tol = tol, order = as.integer(chosen$order), eta = A$eta,
                        storage = storage, why = why, met = met)
   h2_with_accuracy(A, chosen$error)

@@ -172,7 +172,37 @@ budget_between_orders_3_and_4 <- function(locs, k, K, X, ...) {
   list(budget = mean(bytes), error3 = rel2(S3 %*% X, K %*% X))
 }
 
-test_that("h2_matrix(tol =, storage = \"on_the_fly\") raises the order on the fly", {
+# What h2_matrix(tol = ) returns when it compresses an order built on the fly:
+# the settings say on the fly (a saved copy is rebuilt so and compressed
+# again); the words say how the result keeps its blocks (the dense ones on the
+# fly where the compression keeps them so, else all stored); the compression
+# is to tol / 2 or to what the order's error leaves of tol (or a quarter).
+expect_compressed_on_the_fly <- function(A, tol) {
+  expect_identical(A$storage, "on_the_fly")
+  expect_false(is.null(A$compression))
+  expect_lte(A$compression$tol, tol / 2)
+  expect_identical(A$compression$tol_requested, tol)
+  ch <- A$tol_choice
+  expect_true(ch$met)
+  expect_identical(ch$order, A$order)
+  expect_identical(ch$eta, A$eta)
+  expect_match(ch$storage, "^on the fly, compressed")
+  expect_identical(grepl("dense blocks on the fly", ch$storage),
+                   gpukernels:::h2_info(A)$on_the_fly)
+  expect_match(ch$why, "^error [0-9.e-]+ before compression to [0-9.e-]+")
+  expect_lte(A$accuracy$probe, tol)
+}
+
+# The error before compression that tol_choice$why states.
+error_before <- function(A) {
+  as.numeric(sub("^error ([0-9.e-]+) before compression.*", "\\1", A$tol_choice$why))
+}
+
+# The measured error is the largest of 2 N(0, 1) probes; other probes (the
+# pooled error of X's columns) may be somewhat above it.
+probe_scatter <- 1.25
+
+test_that("h2_matrix(tol =, storage = \"on_the_fly\") compresses an order built on the fly", {
   set.seed(46)
   n <- 1777
   locs <- matrix(runif(n * 3), ncol = 3)
@@ -184,19 +214,33 @@ test_that("h2_matrix(tol =, storage = \"on_the_fly\") raises the order on the fl
     for (backend in test_backends()) {
       A <- h2_matrix(locs, k, nugget = 0.05, tol = tol, eta = 3, storage = "on_the_fly",
                      backend = backend)
-      expect_true(gpukernels:::h2_info(A)$on_the_fly)
-      expect_null(A$compression)   # on-the-fly forms are not compressed
+      expect_compressed_on_the_fly(A, tol)
       expect_gt(A$order, 3)        # order 3 has errors of about 1e-2 here
-      expect_lte(rel2(A %*% X, K %*% X), tol)
-      expect_lte(A$accuracy$probe, tol)
-      expect_identical(A$tol_choice$storage, "on the fly")
-      expect_output(print(A), sprintf(
-        "chosen for tol = 0.001: order %d, eta 3, on the fly \\(as requested", A$order))
+      expect_lte(rel2(A %*% X, K %*% X), tol * probe_scatter)
+      expect_output(print(A), sprintf(paste0(
+        "chosen for tol = 0.001: order %d, eta 3, on the fly, compressed \\(.*\\) \\(error ",
+        "[0-9.e-]+ before compression to [0-9.e-]+; as requested\\)"), A$order))
+      expect_output(print(A), sprintf("rank %d \\(order %d\\) as built", A$order^3, A$order))
+    }
+  }
+  # 2D, at the default eta (3)
+  set.seed(51)
+  n <- 2500
+  locs <- matrix(runif(n * 2), ncol = 2)
+  X <- matrix(rnorm(n * 3), n, 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  K <- dense_of(locs, k)
+  for (backend in test_backends()) {
+    for (tol in c(1e-4, 1e-5)) {
+      A <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
+      expect_compressed_on_the_fly(A, tol)
+      expect_identical(A$eta, 3)
+      expect_lte(rel2(A %*% X, K %*% X), tol * probe_scatter)
     }
   }
 })
 
-test_that("h2_matrix(tol =) goes on the fly when the next stored order would not fit", {
+test_that("h2_matrix(tol =) goes on the fly, compressed, when stored orders stop fitting", {
   cs <- tol_case(47, 1901)
   locs <- cs$locs; k <- cs$k; K <- cs$K; X <- cs$X
   tol <- 1e-3
@@ -208,25 +252,24 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
   on.exit(options(old))
   for (backend in test_backends()) {
     A <- expect_silent(h2_matrix(locs, k, leaf_size = 128, tol = tol, eta = 3, backend = backend))
-    expect_true(gpukernels:::h2_info(A)$on_the_fly)
+    expect_compressed_on_the_fly(A, tol)
     expect_gt(A$order, 3)
-    expect_lte(rel2(A %*% X, K %*% X), tol)
-    expect_lte(A$accuracy$probe, tol)
+    expect_lte(rel2(A %*% X, K %*% X), tol * probe_scatter)
     ch <- A$tol_choice
-    expect_true(ch$met)
-    expect_identical(ch$order, A$order)
-    expect_match(ch$why, "order 4 stored would need [0-9.]+ MB of memory")
-    expect_output(print(A), "storage: on the fly \\(chosen for `tol`")
+    expect_match(ch$why,
+                 "before compression to [0-9.e-]+; order 4 stored would need [0-9.]+ MB of memory")
+    expect_output(print(A), "storage: (stored|on the fly) \\(chosen for `tol`")
     expect_output(print(A), sprintf(
-      "chosen for tol = 0.001: order %d, eta 3, on the fly \\(order 4 stored would need", A$order))
-    # saved and read back: rebuilt on the fly at the chosen order from the settings
-    expect_identical(A$storage, "on_the_fly")
+      "chosen for tol = 0.001: order %d, eta 3, on the fly, compressed .*order 4 stored would need",
+      A$order))
+    # saved and read back: rebuilt on the fly at the chosen order from the
+    # settings, and compressed again
     f <- tempfile(fileext = ".rds")
     saveRDS(A, f)
     B <- readRDS(f)
     unlink(f)
-    expect_equal(B %*% X, A %*% X, tolerance = 1e-13)
-    expect_true(gpukernels:::h2_info(B)$on_the_fly)
+    expect_equal(B %*% X, A %*% X, tolerance = 1e-12)
+    expect_identical(gpukernels:::h2_info(B)$on_the_fly, gpukernels:::h2_info(A)$on_the_fly)
     expect_identical(B$tol_choice, A$tol_choice)
     expect_output(print(B), "would need")
     # a derived matrix is not the one chosen for tol
@@ -234,13 +277,88 @@ test_that("h2_matrix(tol =) goes on the fly when the next stored order would not
   }
 })
 
-test_that("h2_matrix(tol =) without eta takes the fastest on-the-fly form that meets tol", {
+test_that("h2_matrix(tol =) on the fly compresses what is left, or warns, at the budget", {
+  set.seed(52)
+  n <- 1901
+  locs <- matrix(runif(n * 3), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  K <- dense_of(locs, k)
+  X <- matrix(rnorm(n * 3), n, 3)
+  # A budget between the on-the-fly sizes of orders 4 and 5 (2.1 and 6.0 MB):
+  # order 4 is the highest built (measured errors about 2e-3).
+  F3 <- h2_matrix(locs, k, order = 3, leaf_size = 128, storage = "on_the_fly", backend = "cpu")
+  info <- gpukernels:::h2_info(F3)
+  bytes <- vapply(4:5, function(o) gpukernels:::h2_order_bytes(info, o, "on_the_fly"), 0)
+  old <- options(gpukernels.h2_tol_budget = mean(bytes))
+  on.exit(options(old))
+  for (backend in test_backends()) {
+    # Order 4 within tol: compressed by what tol leaves, at once when its
+    # measured error is within 0.75 tol, else once order 5 is found not to
+    # fit. Its measured errors (the largest of 4 probes) scatter from 1.5e-3 to
+    # 3.1e-3; the seed's are the latter case (2.5e-3).
+    tol <- 3e-3
+    set.seed(54)
+    A <- expect_silent(h2_matrix(locs, k, leaf_size = 128, tol = tol, eta = 3,
+                                 storage = "on_the_fly", backend = backend))
+    expect_compressed_on_the_fly(A, tol)
+    expect_identical(A$order, 4L)
+    before <- error_before(A)
+    expect_gt(before, tol / 2)
+    expect_lt(before, tol)
+    # what tol leaves (or a quarter of it, if that missed)
+    expect_true(any(abs(A$compression$tol / (tol - before) - c(1, 1 / 4)) < 0.01))
+    if (before > 0.75 * tol) expect_match(A$tol_choice$why, "order 5 on the fly would need")
+    expect_lte(rel2(A %*% X, K %*% X), tol * probe_scatter)
+    # A tol no order built meets: a warning, and the most accurate order (4)
+    # uncompressed.
+    expect_warning(B <- h2_matrix(locs, k, leaf_size = 128, tol = 1e-4, eta = 3,
+                                  storage = "on_the_fly", backend = backend),
+                   "order 5 on the fly would need .* returning order 4 on the fly")
+    expect_identical(B$order, 4L)
+    expect_null(B$compression)
+    expect_false(B$tol_choice$met)
+    expect_identical(B$tol_choice$storage, "on the fly")
+    expect_true(gpukernels:::h2_info(B)$on_the_fly)
+    expect_output(print(B), paste("chosen for tol = 0.0001 \\(not met\\): order 4, eta 3,",
+                                  "on the fly \\(order 5 on the fly would need"))
+  }
+})
+
+# Runs `code` with h2_compress() failing as it would out of memory.
+with_failing_compression <- function(code) {
+  ns <- asNamespace("gpukernels")
+  real <- get("h2_compress", envir = ns)
+  unlockBinding("h2_compress", ns)
+  assign("h2_compress", function(A, tol) stop("out of GPU memory (test)", call. = FALSE),
+         envir = ns)
+  on.exit({
+    assign("h2_compress", real, envir = ns)
+    lockBinding("h2_compress", ns)
+  })
+  code
+}
+
+test_that("h2_matrix(tol =) without eta compresses at eta 3, else takes the fastest form", {
   cs <- tol_case(49, 1733)
   locs <- cs$locs; k <- cs$k; K <- cs$K; X <- cs$X
   tol <- 1e-3
   for (backend in test_backends()) {
-    A <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
-    B <- h2_matrix(locs, k, tol = tol, eta = 3, storage = "on_the_fly", backend = backend)
+    C <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
+    expect_compressed_on_the_fly(C, tol)
+    expect_identical(C$eta, 3)
+    expect_lte(rel2(C %*% X, K %*% X), tol * probe_scatter)
+    # When the compression fails, the uncompressed forms at eta 3, 2 and 1.5.
+    with_failing_compression({
+      A <- h2_matrix(locs, k, tol = tol, storage = "on_the_fly", backend = backend)
+      B <- h2_matrix(locs, k, tol = tol, eta = 3, storage = "on_the_fly", backend = backend)
+    })
+    for (M in list(A, B)) {
+      expect_null(M$compression)
+      expect_true(M$tol_choice$met)
+      expect_identical(M$tol_choice$storage, "on the fly")
+      expect_match(M$tol_choice$why, paste0("^as requested; uncompressed: order [0-9]+ on the fly ",
+                                            "compressed to [0-9.e-]+ failed \\(out of GPU memory"))
+    }
     expect_true(A$eta %in% c(3, 2, 1.5))
     expect_identical(A$tol_choice$eta, A$eta)
     expect_lte(A$accuracy$probe, 0.8 * tol)
