@@ -258,7 +258,8 @@ test_that("h2_matrix(tol =) goes on the fly, compressed, when stored orders stop
     ch <- A$tol_choice
     expect_match(ch$why,
                  "before compression to [0-9.e-]+; order 4 stored would need [0-9.]+ MB of memory")
-    expect_output(print(A), "storage: (stored|on the fly) \\(chosen for `tol`")
+    expect_output(print(A),
+                  "storage: dense blocks on the fly, compressed couplings stored \\(chosen for `tol`")
     expect_output(print(A), sprintf(
       "chosen for tol = 0.001: order %d, eta 3, on the fly, compressed .*order 4 stored would need",
       A$order))
