@@ -53,7 +53,13 @@ for (rep in 1:3) {
                    precision = precision, backend = "gpu", storage = "on_the_fly")
     O %*% matrix(rnorm(3000), 1500, 2)
     O %*% rnorm(1500)   # one right-hand side: the symmetric (two-way) sums
-    rm(A, C, O)
+    # compressed on the GPU without storing its blocks (couplings evaluated in
+    # chunks), into dense blocks on the fly with stored couplings; and again
+    OC <- h2_compress(O, tol = 1e-4)
+    OC %*% matrix(rnorm(3000), 1500, 2)
+    h2_compress(OC, tol = 1e-3) %*% rnorm(1500)
+    h2_orthogonalize(O) %*% rnorm(1500)
+    rm(A, C, O, OC)
   }
 }
 # The GP engine on the GPU: the Vecchia factor, the solver with an H2 and with a
