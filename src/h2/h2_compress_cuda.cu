@@ -245,6 +245,37 @@ __global__ void marshal_projection(const int *row, const int *col, int first, in
   c2[i] = out + (size_t) s * kn * kn;
 }
 
+/* The same for the blocks at row-order positions p_first .. p_first + count - 1
+ * of a level (row_blocks: the storage index of each position; out: their
+ * S' one after the other, in row order), and the row-order positions' own
+ * indices for a stack QR that reads out: iota[p] = p - p_first. */
+template <typename T>
+__global__ void marshal_projection_rows(const int *row_blocks, const int *row, const int *col,
+                                        size_t p_first, int count, const T *Tl, int kn, int k,
+                                        const T *S, T *tmp, T *out, int *iota, const T **a1,
+                                        const T **b1, T **c1, const T **a2, const T **b2, T **c2)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  size_t p = p_first + i;
+  int s = row_blocks[p];
+  size_t tk = (size_t) kn * k;
+  a1[i] = Tl + (size_t) row[s] * tk;
+  b1[i] = S + (size_t) s * k * k;
+  c1[i] = tmp + (size_t) i * tk;
+  a2[i] = tmp + (size_t) i * tk;
+  b2[i] = Tl + (size_t) col[s] * tk;
+  c2[i] = out + (size_t) i * kn * kn;
+  iota[p] = i;
+}
+
+// iota[i] += by, i < count (marshal_projection_rows writes sub-chunk indices).
+__global__ void shift_iota(int *iota, int count, int by)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) iota[i] += by;
+}
+
 /* ---- cuBLAS, both precisions ---------------------------------------------------- */
 
 static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -547,6 +578,48 @@ struct xform {
   {
     return project_levels(st, nt, Tl, src, dst, w, st->top_level, st->depth, false);
   }
+  /* S' of level l's blocks at row-order positions [p0, p1) (the rows of a
+   * chunk of nodes), from the input's couplings (structure st, ranks k) into
+   * out (kn x kn each, in row order); iota[p] = p - p0 there (see
+   * marshal_projection_rows); *sq gets the sum of their squares. */
+  gk_status project_rows(const h2_tree *st, const h2_tree *nt, T *const *Tl, int l, size_t p0,
+                         size_t p1, T *out, int *iota, double *sq, work_set &w)
+  {
+    int k = st->level_rank[l], kn = nt->level_rank[l];
+    size_t per = (size_t) kn * k;
+    int most = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
+                                                          (size_t) ptr_count));
+    T *tmp = alloc(w, (size_t) most * per, "the H2 projection workspace");
+    if (!tmp) return err->status;
+    const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
+    const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
+    const int *row_blocks = (const int *) in->cpl_row_blocks.ptr + st->coupling_offset[l];
+    const T *S = (const T *) in->S.ptr + st->coupling_ptr[l];
+    const T **p = (const T **) ptrs.ptr;
+    for (size_t first = p0; first < p1; first += most) {
+      int cnt = (int) std::min<size_t>(most, p1 - first);
+      marshal_projection_rows<T><<<(cnt + 255) / 256, 256, 0, s>>>(
+        row_blocks, row, col, first, cnt, Tl[l], kn, k, S, tmp, out + (first - p0) * kn * kn,
+        iota, p, p + ptr_count, (T **) (p + 2 * ptr_count), p + 3 * ptr_count,
+        p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
+      if (launched("the H2 projection pointer arrays")) return err->status;
+      if (blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_N, kn, k, k, p, kn, p + ptr_count, k,
+                       (T **) (p + 2 * ptr_count), kn, cnt),
+               "the H2 coupling projection") ||
+          blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_T, kn, kn, k, p + 3 * ptr_count, kn,
+                       p + 4 * ptr_count, kn, (T **) (p + 5 * ptr_count), kn, cnt),
+               "the H2 coupling projection"))
+        return err->status;
+      if (first > p0) {   // the marshaling wrote indices within this sub-chunk
+        shift_iota<<<(cnt + 255) / 256, 256, 0, s>>>(iota + first, cnt, (int) (first - p0));
+        if (launched("the H2 projection indices")) return err->status;
+      }
+      flops += (double) cnt * (2.0 * kn * k * k + 2.0 * kn * kn * k);
+    }
+    release(w, tmp);
+    return sum_squares(out, (p1 - p0) * kn * kn, sq);
+  }
+
   /* The same for the levels l0..l1 only; level_dst: dst holds one level's
    * blocks (from its first), not the whole coupling array. The source is
    * the input's couplings (st = x.t): src, or evaluated chunk by chunk when
@@ -997,7 +1070,8 @@ static bool gen_qr_cublas(void)
  * one thread block per node reads them and its coupling blocks in place. */
 template <typename T>
 static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
-                                const T *S, int l, std::vector<T *> &R, stream_clock &qr_clock)
+                                const T *S, int l, std::vector<T *> &R, stream_clock &qr_clock,
+                                T *const *Tl, double *couplings_sq)
 {
   gk_error *err = x.err;
   const h2_bsr *b = &t->coupling[l];
@@ -1018,8 +1092,42 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
   const int *row_ptr = (const int *) O->cpl_row_ptr.ptr + t->level_ptr[l] + l;
   const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
-  for (int first = 0; first < nodes; first += chunk) {
+  // With Tl (the input's couplings stored): each chunk's orthogonal
+  // couplings are projected from the input's, in row order, into Sc (at most
+  // WORK_CHUNK_BYTES), and the stack QR reads them there through iota.
+  const size_t block = (size_t) kl * kl;
+  const size_t chunk_blocks = std::max<size_t>(1, WORK_CHUNK_BYTES / (block * sizeof(T)));
+  T *Sc = NULL;
+  int *iota = NULL;
+  if (Tl) {
+    size_t most = 0;   // the most blocks of two rows (a chunk holds at least two)
+    for (int i = 0; i < nodes; i += 2)
+      most = std::max(most, (size_t) (b->row_ptr[std::min(i + 2, nodes)] - b->row_ptr[i]));
+    Sc = x.alloc(w, std::max(chunk_blocks, most) * block, "a chunk of the H2 orthogonal couplings");
+    iota = x.template alloc<int>(w, (size_t) b->n_blocks, "the H2 stack QR's block indices");
+    if (!Sc || !iota) return err->status;
+  }
+  for (int first = 0; first < nodes;) {
     int cnt = std::min(chunk, nodes - first);
+    if (Tl) {   // the longest even run of rows whose blocks fit Sc (two rows at least)
+      auto blocks_of = [&](int c) { return (size_t) (b->row_ptr[first + c] - b->row_ptr[first]); };
+      if (cnt >= 2) {
+        int lo = 1, hi = cnt / 2;   // in pairs of rows
+        while (lo < hi) {
+          int mid = (lo + hi + 1) / 2;
+          if (blocks_of(2 * mid) <= chunk_blocks) lo = mid;
+          else hi = mid - 1;
+        }
+        cnt = 2 * lo;
+      }
+      double sq = 0.0;
+      if (x.project_rows(x.t, t, Tl, l, b->row_ptr[first], b->row_ptr[first + cnt], Sc, iota, &sq,
+                         w))
+        return err->status;
+      *couplings_sq += sq;
+      S = Sc;
+      row_blocks = iota;
+    }
     for (int c = 0; per && c < 2; c++)   // nodes first + c + 2j have the parents first/2 + j
       if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kl, kp, kp, E + (first + c) * per, kl, 2 * per,
                          R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
@@ -1032,6 +1140,7 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
         x.launched("the H2 stack QR") ||
         gk_cuda_status(qr_clock.mark(x.s), "the H2 compression's timer", err))
       return err->status;
+    first += cnt;
   }
   for (int i = 0; i < nodes; i++) {
     double rows = kp + (double) (b->row_ptr[i + 1] - b->row_ptr[i]) * kl;
@@ -1039,18 +1148,24 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   }
   if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
   x.release(w, H);
+  if (Tl) {
+    x.release(w, Sc);
+    x.release(w, iota);
+  }
   return GK_OK;
 }
 
 /* Compression of the orthogonal form (ot, O: a working copy without
  * couplings, working_copy_of) into (nt, *C). Tl: the orthogonalization's
- * projections (kn x k per node). Each level's orthogonal couplings are
- * projected from the input's just before that level's generation, into one
- * buffer that every level reuses, and the new couplings are projected from
- * the input's with the product of both projections. So the orthogonal
- * couplings (27.5 GB at 2^20 points in 3D) are never all allocated;
- * st->norm_frobenius (the dense part on entry, from norm_of) gets their part
- * level by level. */
+ * projections (kn x k per node). The orthogonal couplings are projected from
+ * the input's chunk by chunk of clusters just before the chunk's stack QRs
+ * (generate_level), or a level at a time into one buffer that every level
+ * reuses (the cuBLAS passes, and an input whose couplings are evaluated on
+ * the fly, which project_levels evaluates in storage order); the new
+ * couplings are projected from the input's with the product of both
+ * projections. So the orthogonal couplings (27.5 GB at 2^20 points in 3D)
+ * are never all allocated; st->norm_frobenius (the dense part on entry, from
+ * norm_of) gets their part as they are made. */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
                               h2_tree *nt, h2_gpu **C, h2_compress_stats *st, T *const *Tl)
@@ -1070,28 +1185,36 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   const int P = stack_pieces();
   const bool cublas_only = gen_qr_cublas();
   stream_clock qr_clock;
-  size_t most = 0;
-  for (int l = top; l <= q; l++)
-    most = std::max(most, (size_t) t->coupling[l].n_blocks * k[l] * k[l]);
-  T *level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings");
-  if (!level_S) return err->status;
+  T *level_S = NULL;   // one level's orthogonal couplings, where not made by chunk
   double couplings_sq = 0.0;
   for (int l = top; l <= q; l++) {
-    double at = seconds_now(), sq = 0.0;
-    if (x.project_levels(x.t, t, Tl, S_in, level_S, w, l, l, true) ||
-        x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
-      return err->status;
-    couplings_sq += sq;
-    st->seconds_project += seconds_now() - at;
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    if (kernel ? generate_level(x, w, t, O, level_S, l, R, qr_clock)
-               : generate_level_passes(x, w, t, O, level_S, l, P, R, qr_clock))
+    bool by_chunk = kernel && !x.couplings_otf;
+    const T *Sl = NULL;
+    if (!by_chunk) {
+      if (!level_S) {
+        size_t most = 0;
+        for (int m2 = top; m2 <= q; m2++)
+          most = std::max(most, (size_t) t->coupling[m2].n_blocks * k[m2] * k[m2]);
+        level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings");
+        if (!level_S) return err->status;
+      }
+      double at = seconds_now(), sq = 0.0;
+      if (x.project_levels(x.t, t, Tl, S_in, level_S, w, l, l, true) ||
+          x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
+        return err->status;
+      couplings_sq += sq;
+      Sl = level_S;
+      st->seconds_project += seconds_now() - at;
+    }
+    if (kernel ? generate_level(x, w, t, O, Sl, l, R, qr_clock, by_chunk ? Tl : NULL, &couplings_sq)
+               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->norm_frobenius = sqrt(st->norm_frobenius * st->norm_frobenius + couplings_sq);
-  x.release(w, level_S);
+  if (level_S) x.release(w, level_S);
   st->seconds_generate = seconds_now() - start - st->seconds_project;
   start = seconds_now();
 
