@@ -549,17 +549,10 @@ h2_unbuilt <- function(message, parent = NULL) {
 
 # Words for a form built by h2_matrix(tol = ) ("stored" or "on_the_fly"),
 # compressed or not. A compressed on-the-fly matrix stores its compressed
-# couplings; it keeps its dense blocks on the fly where the compression does
-# (the GPU's, whose result h2_info() reports on the fly), else it is stored
-# whole (the host's compression, through a stored twin).
-h2_form_words <- function(form, compressed = FALSE, dense_on_the_fly = TRUE) {
+# couplings and keeps its dense blocks on the fly (on either backend).
+h2_form_words <- function(form, compressed = FALSE) {
   if (form != "on_the_fly") return(if (compressed) "stored, compressed" else "stored")
-  if (!compressed) return("on the fly")
-  if (dense_on_the_fly) {
-    "on the fly, compressed (dense blocks on the fly, couplings compressed)"
-  } else {
-    "on the fly, compressed (all blocks stored)"
-  }
+  if (compressed) "on the fly, compressed (dense blocks on the fly, couplings compressed)" else "on the fly"
 }
 
 h2_format_bytes <- function(bytes) {
@@ -637,8 +630,7 @@ h2_tol_compress_rest <- function(best, tol, measure, why, track = identity) {
 h2_tol_chosen <- function(chosen, tol, why, met = TRUE) {
   A <- chosen$A
   compressed <- !is.null(A$compression)
-  storage <- h2_form_words(chosen$form, compressed,
-                           dense_on_the_fly = compressed && isTRUE(h2_info(A)$on_the_fly))
+  storage <- h2_form_words(chosen$form, compressed)
   A$tol_choice <- list(tol = tol, order = as.integer(chosen$order), eta = A$eta,
                        storage = storage, why = why, met = met)
   h2_with_accuracy(A, chosen$error)
