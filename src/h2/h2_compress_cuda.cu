@@ -61,6 +61,20 @@
 // The largest workspace a chunked step allocates at once.
 static const size_t WORK_CHUNK_BYTES = (size_t) 1 << 30;
 
+/* Bytes of one chunk of a level's orthogonal couplings, projected just before
+ * its stack QRs (generate_level): larger chunks mean fewer QR launches (each
+ * ends with a partly idle wave), smaller ones less memory to allocate and
+ * free (about 3 and 5 ms per GB on an H100). GK_H2_PROJECT_CHUNK_MB overrides
+ * it; 0 there projects a whole level at once into one buffer (for side-by-side
+ * measurements). */
+static size_t project_chunk_bytes(void)
+{
+  const char *v = getenv("GK_H2_PROJECT_CHUNK_MB");
+  if (!v) return (size_t) 4 << 30;   // run BS: 0.372 s at 2^20 in 3D, per level 0.379, 1 GB 0.430
+  long mb = atol(v);
+  return mb > 0 ? (size_t) mb << 20 : 0;
+}
+
 static double seconds_now(void)
 {
   struct timespec ts;
@@ -1094,16 +1108,17 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
   // With Tl (the input's couplings stored): each chunk's orthogonal
   // couplings are projected from the input's, in row order, into Sc (at most
-  // WORK_CHUNK_BYTES), and the stack QR reads them there through iota.
+  // project_chunk_bytes()), and the stack QR reads them there through iota.
   const size_t block = (size_t) kl * kl;
-  const size_t chunk_blocks = std::max<size_t>(1, WORK_CHUNK_BYTES / (block * sizeof(T)));
+  const size_t chunk_blocks = std::max<size_t>(1, project_chunk_bytes() / (block * sizeof(T)));
   T *Sc = NULL;
   int *iota = NULL;
   if (Tl) {
     size_t most = 0;   // the most blocks of two rows (a chunk holds at least two)
     for (int i = 0; i < nodes; i += 2)
       most = std::max(most, (size_t) (b->row_ptr[std::min(i + 2, nodes)] - b->row_ptr[i]));
-    Sc = x.alloc(w, std::max(chunk_blocks, most) * block, "a chunk of the H2 orthogonal couplings");
+    Sc = x.alloc(w, std::max(std::min(chunk_blocks, (size_t) b->n_blocks), most) * block,
+                 "a chunk of the H2 orthogonal couplings");
     iota = x.template alloc<int>(w, (size_t) b->n_blocks, "the H2 stack QR's block indices");
     if (!Sc || !iota) return err->status;
   }
@@ -1189,7 +1204,7 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   double couplings_sq = 0.0;
   for (int l = top; l <= q; l++) {
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    bool by_chunk = kernel && !x.couplings_otf;
+    bool by_chunk = kernel && !x.couplings_otf && project_chunk_bytes() > 0;
     const T *Sl = NULL;
     if (!by_chunk) {
       if (!level_S) {

@@ -680,14 +680,17 @@ clumped_points <- function(n, d) {
 }
 
 # h2_compress(A, tol) with the GPU downsweep by the stack QR kernel (pieces NA)
-# or by geqrfBatched in passes of `pieces` coupling blocks (the fallback).
-compress_with_pieces <- function(A, tol, pieces) {
-  vars <- c("GK_H2_STACK_PIECES", "GK_H2_GEN_QR")
+# or by geqrfBatched in passes of `pieces` coupling blocks (the fallback); the
+# kernel's orthogonal couplings projected in chunks of chunk_mb MB (NA: the
+# default, 4 GB; 0: a whole level at once).
+compress_with_pieces <- function(A, tol, pieces, chunk_mb = NA) {
+  vars <- c("GK_H2_STACK_PIECES", "GK_H2_GEN_QR", "GK_H2_PROJECT_CHUNK_MB")
   old <- Sys.getenv(vars, unset = NA, names = TRUE)
   on.exit(for (v in vars) if (is.na(old[[v]])) Sys.unsetenv(v) else
     do.call(Sys.setenv, as.list(old[v])))
-  if (is.na(pieces)) Sys.unsetenv(vars) else
-    Sys.setenv(GK_H2_STACK_PIECES = pieces, GK_H2_GEN_QR = "cublas")
+  Sys.unsetenv(vars)
+  if (!is.na(pieces)) Sys.setenv(GK_H2_STACK_PIECES = pieces, GK_H2_GEN_QR = "cublas")
+  if (!is.na(chunk_mb)) Sys.setenv(GK_H2_PROJECT_CHUNK_MB = chunk_mb)
   h2_compress(A, tol)
 }
 
@@ -697,8 +700,9 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
   # The stack QR kernel streams stacks of every height; the geqrfBatched
   # fallback factors each level in passes over the nodes that still have
   # blocks (src/h2/h2_compress_cuda.cu): 1 and 3 blocks per pass give many
-  # passes and first passes of every height. Leaves of 20 under rank 25 (2D):
-  # the parents' rank is above the leaves'.
+  # passes and first passes of every height; chunks of 1 MB of the orthogonal
+  # couplings give the kernel many chunks of rows of every length, 0 one per
+  # level. Leaves of 20 under rank 25 (2D): the parents' rank is above the leaves'.
   cases <- list(list(d = 3, n = 3000, leaf = 32, order = 3),
                 list(d = 2, n = 2501, leaf = 20, order = 5))
   for (cs in cases) {
@@ -718,8 +722,8 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
         rc <- gpukernels:::h2_level_ranks(Bc)
         expect_true(is.na(Bc$compression$seconds_generate_qr))   # timed apart on the GPU only
         ref <- NULL
-        for (pieces in c(NA, 1, 3)) {
-          Bg <- compress_with_pieces(gpu, tol, pieces)
+        for (way in list(c(NA, NA), c(NA, 1), c(NA, 0), c(1, NA), c(3, NA))) {
+          Bg <- compress_with_pieces(gpu, tol, way[1], way[2])
           rg <- gpukernels:::h2_level_ranks(Bg)
           cg <- Bg$compression
           expect_lte(max(abs(rg - rc)), 1)
