@@ -39,11 +39,13 @@
  * Memory: the result shares the dense leaf blocks with the input (they do not
  * change), or keeps them on the fly as an on-the-fly input does (whose
  * couplings are evaluated a chunk at a time where they are read, never
- * stored: compressing an order that could never be stored); the other workspaces are per level (R factors and projections
- * T, each nodes x k x k) or chunks of at most WORK_CHUNK_BYTES (the
- * downsweep's heads R_parent E_i^T, or its stacks on the fallback path; the
- * projection products). The arithmetic is in the matrix's precision; the SVDs
- * in double.
+ * stored: compressing an order that could never be stored). The other
+ * workspaces are per level (R factors and projections T, each nodes x k x k),
+ * chunks of the orthogonal couplings (project_chunk_bytes(); a whole level on
+ * the fallback path and for on-the-fly inputs) or chunks of at most
+ * WORK_CHUNK_BYTES (the downsweep's heads R_parent E_i^T, or its stacks on the
+ * fallback path; the projection products). The arithmetic is in the
+ * matrix's precision; the SVDs in double.
  */
 #include <stdlib.h>
 #include <string.h>
