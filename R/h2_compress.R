@@ -81,8 +81,10 @@ h2_derived <- function(A, ptr, tol) {
 #' H100 from about \eqn{2k \times k} with \eqn{k = 120}). The dense leaf blocks
 #' do not change, so a GPU result shares them with `A` (they are freed with
 #' the last matrix that uses them): the new matrix needs GPU memory only for
-#' its bases, transfers and coupling matrices, plus workspaces of at most
-#' about 1 GB and one projection per level.
+#' its bases, transfers and coupling matrices, plus workspaces: one level's
+#' couplings in its new bases a chunk of at most 4 GB at a time (a whole
+#' level for an on-the-fly `A`), other chunks of at most 1 GB, and one
+#' projection per level.
 #'
 #' A matrix computed on the fly (`h2_matrix(storage = "on_the_fly")`) can be
 #' orthogonalized and compressed too. On the GPU its blocks are never
