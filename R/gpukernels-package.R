@@ -17,7 +17,7 @@
 #'
 #' @section H2 matrices to a tolerance:
 #' [h2_matrix()] with `tol` builds an order only when its estimated size fits
-#' a budget: `getOption("gpukernels.h2_tol_budget")` bytes when set, else 85%
+#' a budget: `getOption("gpukernels.h2_tol_budget")` bytes when set, else 80%
 #' of the free GPU memory, no limit on the CPU. A smaller budget makes
 #' `storage = "auto"` go on the fly sooner (the tests use it on the CPU).
 #'

@@ -70,7 +70,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   keeps the form that meets it with the fastest predicted product (at
 #'   \eqn{n = 2^{20}} in 3D on an H100, `tol = 1e-4` takes order 7 and 218 ms
 #'   per product at eta 3, order 5 and 38 ms at eta 2). `"auto"` builds stored
-#'   forms while the next order's would fit in the memory budget (85% of the
+#'   forms while the next order's would fit in the memory budget (80% of the
 #'   free GPU memory, no limit on the CPU, or
 #'   `options(gpukernels.h2_tol_budget = bytes)`) and can be built, then goes
 #'   on on the fly from that order, as `"on_the_fly"` does (a stored order

@@ -562,7 +562,7 @@ h2_format_bytes <- function(bytes) {
 }
 
 # The memory one order's matrix may use in h2_matrix(tol = ), and its words for
-# messages: options(gpukernels.h2_tol_budget) bytes, else 85% of the free GPU
+# messages: options(gpukernels.h2_tol_budget) bytes, else 80% of the free GPU
 # memory, unlimited on the CPU.
 h2_tol_budget <- function(backend) {
   bytes <- getOption("gpukernels.h2_tol_budget")
@@ -576,7 +576,8 @@ h2_tol_budget <- function(backend) {
   }
   if (backend != "gpu") return(list(bytes = Inf, words = "memory"))
   info <- gk_info()
-  free <- 0.85 * info$devices$free_memory[info$current_device]
+  # the budget every engine keeps to (GK_MEMORY_BUDGET_FRACTION in src/device/gk_device.h)
+  free <- 0.8 * info$devices$free_memory[info$current_device]
   list(bytes = free, words = sprintf("GPU memory, %s free", h2_format_bytes(free)))
 }
 
