@@ -598,6 +598,11 @@ h2_order_bytes <- function(info, o, form) {
 # tol, or the compression failed, e.g. out of memory).
 h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
   words <- h2_form_words(built$form)
+  room <- h2_compress_room(built$A)
+  if (!is.null(room)) {
+    return(h2_unbuilt(sprintf("order %d %s not compressed: it would need about %s more GPU memory, %s",
+                              built$order, words, h2_format_bytes(room$need), room$words)))
+  }
   errors <- numeric()
   tos <- c(ctol, ctol / 4)   # rarely, the first misses: compress less
   for (to in tos) {
@@ -619,6 +624,26 @@ h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
   h2_unbuilt(sprintf("order %d %s compressed to %s missed tol (measured %s)", built$order, words,
                      paste(sprintf("%.3g", tos), collapse = " and "),
                      paste(sprintf("%.3g", errors), collapse = " and ")))
+}
+
+# NULL when the GPU compression of A should fit the GPU's free memory, else
+# what it would need and the free memory's words. The compression's
+# workspaces (the orthogonalization's projections and working copy, chunks of
+# couplings of at most 4 GB and 1 GB of others: src/h2/h2_compress_cuda.cu)
+# come to about A's bases, transfers and nodes again, plus 5 GB (its stored
+# blocks are read or shared, not copied). Checked before the attempt: at 2^20
+# in 3D the compression of order 7 on the fly (those: 51 GB) ran 75 s until an
+# allocation failed (run BV in inst/bench/RESULTS.md).
+h2_compress_room <- function(A) {
+  info <- h2_info(A)
+  if (!info$gpu || !h2_compress_on_gpu()) return(NULL)
+  need <- info$bytes_per_entry * (info$basis_entries + info$transfer_entries) +
+    info$on_the_fly_bytes + 5e9
+  # the free memory itself: gpukernels.h2_tol_budget bounds the matrices built
+  dev <- gk_info()
+  free <- 0.8 * dev$devices$free_memory[dev$current_device]
+  if (need <= free) return(NULL)
+  list(need = need, words = sprintf("%s free", h2_format_bytes(free)))
 }
 
 # `best` compressed by what tol leaves, if its error is below tol

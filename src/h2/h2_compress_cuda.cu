@@ -41,8 +41,7 @@
  * couplings are evaluated a chunk at a time where they are read, never
  * stored: compressing an order that could never be stored). The other
  * workspaces are per level (R factors and projections T, each nodes x k x k),
- * chunks of the orthogonal couplings (project_chunk_bytes(); a whole level on
- * the fallback path and for on-the-fly inputs) or chunks of at most
+ * chunks of the orthogonal couplings (project_chunk_bytes()) or chunks of at most
  * WORK_CHUNK_BYTES (the downsweep's heads R_parent E_i^T, or its stacks on the
  * fallback path; the projection products). The arithmetic is in the
  * matrix's precision; the SVDs in double.
@@ -264,12 +263,14 @@ __global__ void marshal_projection(const int *row, const int *col, int first, in
 /* The same for the blocks at row-order positions p_first .. p_first + count - 1
  * of a level (row_blocks: the storage index of each position; out: their
  * S' one after the other, in row order), and the row-order positions' own
- * indices for a stack QR that reads out: iota[p] = p - p_first. */
+ * indices for a stack QR that reads out: iota[p] = p - p_first. S holds the
+ * level's stored blocks, or (in_order) just these, evaluated in row order. */
 template <typename T>
 __global__ void marshal_projection_rows(const int *row_blocks, const int *row, const int *col,
                                         size_t p_first, int count, const T *Tl, int kn, int k,
-                                        const T *S, T *tmp, T *out, int *iota, const T **a1,
-                                        const T **b1, T **c1, const T **a2, const T **b2, T **c2)
+                                        const T *S, int in_order, T *tmp, T *out, int *iota,
+                                        const T **a1, const T **b1, T **c1, const T **a2,
+                                        const T **b2, T **c2)
 {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count) return;
@@ -277,7 +278,7 @@ __global__ void marshal_projection_rows(const int *row_blocks, const int *row, c
   int s = row_blocks[p];
   size_t tk = (size_t) kn * k;
   a1[i] = Tl + (size_t) row[s] * tk;
-  b1[i] = S + (size_t) s * k * k;
+  b1[i] = S + (size_t) (in_order ? i : s) * k * k;
   c1[i] = tmp + (size_t) i * tk;
   a2[i] = tmp + (size_t) i * tk;
   b2[i] = Tl + (size_t) col[s] * tk;
@@ -597,16 +598,18 @@ struct xform {
   /* S' of level l's blocks at row-order positions [p0, p1) (the rows of a
    * chunk of nodes), from the input's couplings (structure st, ranks k) into
    * out (kn x kn each, in row order); iota[p] = p - p0 there (see
-   * marshal_projection_rows); *sq gets the sum of their squares. */
+   * marshal_projection_rows); *sq gets the sum of their squares. An input
+   * computed on the fly has its blocks evaluated here, in row order. */
   gk_status project_rows(const h2_tree *st, const h2_tree *nt, T *const *Tl, int l, size_t p0,
                          size_t p1, T *out, int *iota, double *sq, work_set &w)
   {
     int k = st->level_rank[l], kn = nt->level_rank[l];
-    size_t per = (size_t) kn * k;
+    size_t per = (size_t) kn * k + (couplings_otf ? (size_t) k * k : 0);
     int most = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
-                                                          (size_t) ptr_count));
-    T *tmp = alloc(w, (size_t) most * per, "the H2 projection workspace");
-    if (!tmp) return err->status;
+                                                          std::min<size_t>(ptr_count, p1 - p0)));
+    T *tmp = alloc(w, (size_t) most * kn * k, "the H2 projection workspace");
+    T *made = couplings_otf ? alloc(w, (size_t) most * k * k, "the H2 couplings evaluated") : NULL;
+    if (!tmp || (couplings_otf && !made)) return err->status;
     const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
     const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
     const int *row_blocks = (const int *) in->cpl_row_blocks.ptr + st->coupling_offset[l];
@@ -614,8 +617,12 @@ struct xform {
     const T **p = (const T **) ptrs.ptr;
     for (size_t first = p0; first < p1; first += most) {
       int cnt = (int) std::min<size_t>(most, p1 - first);
+      if (couplings_otf &&
+          h2_gpu_fill_as_built(st, in, &geo, H2_COUPLING, l, first, cnt, row_blocks, made, s, err))
+        return err->status;
       marshal_projection_rows<T><<<(cnt + 255) / 256, 256, 0, s>>>(
-        row_blocks, row, col, first, cnt, Tl[l], kn, k, S, tmp, out + (first - p0) * kn * kn,
+        row_blocks, row, col, first, cnt, Tl[l], kn, k, couplings_otf ? made : S,
+        couplings_otf ? 1 : 0, tmp, out + (first - p0) * kn * kn,
         iota, p, p + ptr_count, (T **) (p + 2 * ptr_count), p + 3 * ptr_count,
         p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
       if (launched("the H2 projection pointer arrays")) return err->status;
@@ -633,6 +640,7 @@ struct xform {
       flops += (double) cnt * (2.0 * kn * k * k + 2.0 * kn * kn * k);
     }
     release(w, tmp);
+    if (made) release(w, made);
     return sum_squares(out, (p1 - p0) * kn * kn, sq);
   }
 
@@ -671,7 +679,7 @@ struct xform {
         const T *from = src + st->coupling_ptr[l];
         int from_first = 0;
         if (couplings_otf) {
-          if (h2_gpu_fill_as_built(st, in, &geo, H2_COUPLING, l, first, cnt, made, s, err))
+          if (h2_gpu_fill_as_built(st, in, &geo, H2_COUPLING, l, first, cnt, NULL, made, s, err))
             return err->status;
           from = made;
           from_first = first;
@@ -936,7 +944,7 @@ static gk_status dense_sum_squares(xform<T> &x, work_set &w, double *out)
   for (size_t first = 0; first < blocks; first += chunk) {
     size_t count = std::min(chunk, blocks - first);
     double part = 0.0;
-    if (h2_gpu_fill_as_built(t, x.in, &x.geo, H2_DENSE, 0, first, count, made, x.s, x.err) ||
+    if (h2_gpu_fill_as_built(t, x.in, &x.geo, H2_DENSE, 0, first, count, NULL, made, x.s, x.err) ||
         x.sum_squares(made, count * mm, &part))   // nrm2 returns to the host: made is free again
       return x.err->status;
     total += part;
@@ -959,6 +967,60 @@ static gk_status norm_of(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *g, 
   return GK_OK;
 }
 
+/* The chunks of a level's orthogonal couplings that the downsweep makes just
+ * before their QRs (generate_level and generate_level_passes, when given the
+ * orthogonalization's projections Tl): buffers for the most blocks a chunk
+ * holds (project_chunk_bytes(), two rows at least, no more than the level)
+ * and the per-chunk index (see marshal_projection_rows). */
+template <typename T>
+struct coupling_chunks {
+  size_t fit = 0;   // blocks a chunk may hold
+  T *Sc = NULL;
+  int *iota = NULL;
+
+  gk_status alloc(xform<T> &x, work_set &w, const h2_tree *t, int l)
+  {
+    const h2_bsr *b = &t->coupling[l];
+    int nodes = 1 << l;
+    size_t block = (size_t) t->level_rank[l] * t->level_rank[l], most = 0;
+    fit = std::max<size_t>(1, project_chunk_bytes() / (block * sizeof(T)));
+    for (int i = 0; i < nodes; i += 2)
+      most = std::max(most, (size_t) (b->row_ptr[std::min(i + 2, nodes)] - b->row_ptr[i]));
+    Sc = x.alloc(w, std::max(std::min(fit, (size_t) b->n_blocks), most) * block,
+                 "a chunk of the H2 orthogonal couplings");
+    iota = x.template alloc<int>(w, (size_t) b->n_blocks, "the H2 stack QR's block indices");
+    return Sc && iota ? GK_OK : x.err->status;
+  }
+  /* The rows first .. first + *cnt - 1 (*cnt shortened to the longest even
+   * run, two rows at least, whose blocks fit) projected into Sc. */
+  gk_status make(xform<T> &x, work_set &w, const h2_tree *t, int l, T *const *Tl, int first,
+                 int *cnt, double *couplings_sq)
+  {
+    const h2_bsr *b = &t->coupling[l];
+    auto blocks_of = [&](int c) { return (size_t) (b->row_ptr[first + c] - b->row_ptr[first]); };
+    if (*cnt >= 2) {
+      int lo = 1, hi = *cnt / 2;   // in pairs of rows
+      while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (blocks_of(2 * mid) <= fit) lo = mid;
+        else hi = mid - 1;
+      }
+      *cnt = 2 * lo;
+    }
+    double sq = 0.0;
+    if (x.project_rows(x.t, t, Tl, l, b->row_ptr[first], b->row_ptr[first + *cnt], Sc, iota, &sq,
+                       w))
+      return x.err->status;
+    *couplings_sq += sq;
+    return GK_OK;
+  }
+  void release(xform<T> &x, work_set &w)
+  {
+    if (Sc) x.release(w, Sc);
+    if (iota) x.release(w, iota);
+  }
+};
+
 /* Coupling blocks per pass of the downsweep: 4. Fewer flops at 8 (the carried
  * R is a fifth of the QR work at 4 in 3D), but cuBLAS's batched QR is slower on
  * the taller stacks: on an H100 at 2^20 points the generation took 1.59 s (3D)
@@ -980,7 +1042,8 @@ static int stack_pieces(void)
 template <typename T>
 static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
                                        const T *Sl, int l, int P, std::vector<T *> &R,
-                                       stream_clock &qr_clock)
+                                       stream_clock &qr_clock, T *const *Tl,
+                                       double *couplings_sq)
 {
   gk_error *err = x.err;
   const T *Eo = (const T *) O->E.ptr;
@@ -1029,8 +1092,17 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
     return err->status;
   const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
   const int *row_blocks = row_blocks_all + t->coupling_offset[l];
-  for (int first = 0; first < nodes; first += chunk) {
-    int cnt = std::min(chunk, nodes - first);
+  // With Tl: each chunk of rows has its orthogonal couplings projected first
+  // (coupling_chunks), and the stacks read them there.
+  coupling_chunks<T> cc;
+  if (Tl && cc.alloc(x, w, t, l)) return err->status;
+  const int *stack_blocks = Tl ? cc.iota : row_blocks;
+  for (int first = 0, cnt = 0; first < nodes; first += cnt) {
+    cnt = std::min(chunk, nodes - first);
+    if (Tl) {
+      if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
+      Sl = cc.Sc;
+    }
     if (kp) {   // the heads R_parent E_i^T of every node of the chunk
       for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
         int count = (cnt - c + 1) / 2;
@@ -1051,7 +1123,7 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
       if (rows > head) {
         size_t total = (size_t) count * (rows - head) * kl;
         fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(Sl, row_ptr,
-                                                        row_blocks, dlists + lo, first, pass, P,
+                                                        stack_blocks, dlists + lo, first, pass, P,
                                                         kl, head, rows, ld, per, M, total);
         if (x.launched("the H2 compression's stacks")) return err->status;
       }
@@ -1070,6 +1142,7 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
   x.release(w, M);
   x.release(w, tau);
   x.release(w, dlists);
+  cc.release(x, w);
   return GK_OK;
 }
 
@@ -1108,42 +1181,16 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
   const int *row_ptr = (const int *) O->cpl_row_ptr.ptr + t->level_ptr[l] + l;
   const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
-  // With Tl (the input's couplings stored): each chunk's orthogonal
-  // couplings are projected from the input's, in row order, into Sc (at most
-  // project_chunk_bytes()), and the stack QR reads them there through iota.
-  const size_t block = (size_t) kl * kl;
-  const size_t chunk_blocks = std::max<size_t>(1, project_chunk_bytes() / (block * sizeof(T)));
-  T *Sc = NULL;
-  int *iota = NULL;
-  if (Tl) {
-    size_t most = 0;   // the most blocks of two rows (a chunk holds at least two)
-    for (int i = 0; i < nodes; i += 2)
-      most = std::max(most, (size_t) (b->row_ptr[std::min(i + 2, nodes)] - b->row_ptr[i]));
-    Sc = x.alloc(w, std::max(std::min(chunk_blocks, (size_t) b->n_blocks), most) * block,
-                 "a chunk of the H2 orthogonal couplings");
-    iota = x.template alloc<int>(w, (size_t) b->n_blocks, "the H2 stack QR's block indices");
-    if (!Sc || !iota) return err->status;
-  }
+  // With Tl: each chunk of rows has its orthogonal couplings projected first
+  // (coupling_chunks), and the stack QR reads them there.
+  coupling_chunks<T> cc;
+  if (Tl && cc.alloc(x, w, t, l)) return err->status;
+  if (Tl) row_blocks = cc.iota;
   for (int first = 0; first < nodes;) {
     int cnt = std::min(chunk, nodes - first);
-    if (Tl) {   // the longest even run of rows whose blocks fit Sc (two rows at least)
-      auto blocks_of = [&](int c) { return (size_t) (b->row_ptr[first + c] - b->row_ptr[first]); };
-      if (cnt >= 2) {
-        int lo = 1, hi = cnt / 2;   // in pairs of rows
-        while (lo < hi) {
-          int mid = (lo + hi + 1) / 2;
-          if (blocks_of(2 * mid) <= chunk_blocks) lo = mid;
-          else hi = mid - 1;
-        }
-        cnt = 2 * lo;
-      }
-      double sq = 0.0;
-      if (x.project_rows(x.t, t, Tl, l, b->row_ptr[first], b->row_ptr[first + cnt], Sc, iota, &sq,
-                         w))
-        return err->status;
-      *couplings_sq += sq;
-      S = Sc;
-      row_blocks = iota;
+    if (Tl) {
+      if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
+      S = cc.Sc;
     }
     for (int c = 0; per && c < 2; c++)   // nodes first + c + 2j have the parents first/2 + j
       if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kl, kp, kp, E + (first + c) * per, kl, 2 * per,
@@ -1165,22 +1212,18 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   }
   if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
   x.release(w, H);
-  if (Tl) {
-    x.release(w, Sc);
-    x.release(w, iota);
-  }
+  cc.release(x, w);
   return GK_OK;
 }
 
 /* Compression of the orthogonal form (ot, O: a working copy without
  * couplings, working_copy_of) into (nt, *C). Tl: the orthogonalization's
  * projections (kn x k per node). The orthogonal couplings are projected from
- * the input's chunk by chunk of clusters just before the chunk's stack QRs
- * (generate_level), or a level at a time into one buffer that every level
- * reuses (the cuBLAS passes, and an input whose couplings are evaluated on
- * the fly, which project_levels evaluates in storage order); the new
- * couplings are projected from the input's with the product of both
- * projections. So the orthogonal couplings (27.5 GB at 2^20 points in 3D)
+ * the input's (stored, or evaluated in row order when the input computes
+ * them on the fly) chunk by chunk of clusters just before the chunk's QRs
+ * (coupling_chunks; with GK_H2_PROJECT_CHUNK_MB=0 a level at a time into
+ * one buffer that every level reuses); the new couplings are projected from
+ * the input's with the product of both projections. So the orthogonal couplings (27.5 GB at 2^20 points in 3D)
  * are never all allocated; st->norm_frobenius (the dense part on entry, from
  * norm_of) gets their part as they are made. */
 template <typename T>
@@ -1206,7 +1249,7 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   double couplings_sq = 0.0;
   for (int l = top; l <= q; l++) {
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    bool by_chunk = kernel && !x.couplings_otf && project_chunk_bytes() > 0;
+    bool by_chunk = project_chunk_bytes() > 0;
     const T *Sl = NULL;
     if (!by_chunk) {
       if (!level_S) {
@@ -1225,7 +1268,8 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
       st->seconds_project += seconds_now() - at;
     }
     if (kernel ? generate_level(x, w, t, O, Sl, l, R, qr_clock, by_chunk ? Tl : NULL, &couplings_sq)
-               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock))
+               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock,
+                                       by_chunk ? Tl : NULL, &couplings_sq))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
     if (gk_interrupt_pending()) return interrupted(err);

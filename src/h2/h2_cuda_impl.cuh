@@ -63,9 +63,11 @@ void h2_gpu_geometry_free(h2_gpu_geometry *geo);
  * `level` (which = H2_COUPLING; t must have the ranks as built) or of its
  * dense blocks (H2_DENSE), as the construction evaluates them, into dst (one
  * after the other, in g's precision) on `stream`: for matrices that do not
- * store them (on the fly). */
+ * store them (on the fly). With `list` (a device array of storage indices
+ * within the level; couplings only) the blocks list[first .. first + count - 1]
+ * instead, e.g. a level's row_blocks for blocks in row order. */
 gk_status h2_gpu_fill_as_built(const h2_tree *t, const h2_gpu *g, const h2_gpu_geometry *geo,
-                               int which, int level, size_t first, size_t count, void *dst,
-                               cudaStream_t stream, gk_error *err);
+                               int which, int level, size_t first, size_t count,
+                               const int *list, void *dst, cudaStream_t stream, gk_error *err);
 
 #endif

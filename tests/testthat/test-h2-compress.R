@@ -722,7 +722,7 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
         rc <- gpukernels:::h2_level_ranks(Bc)
         expect_true(is.na(Bc$compression$seconds_generate_qr))   # timed apart on the GPU only
         ref <- NULL
-        for (way in list(c(NA, NA), c(NA, 1), c(NA, 0), c(1, NA), c(3, NA))) {
+        for (way in list(c(NA, NA), c(NA, 1), c(NA, 0), c(1, NA), c(3, NA), c(3, 1))) {
           Bg <- compress_with_pieces(gpu, tol, way[1], way[2])
           rg <- gpukernels:::h2_level_ranks(Bg)
           cg <- Bg$compression

@@ -592,3 +592,46 @@ test_that("GPU compressions of an on-the-fly matrix hold no dense blocks and do 
     expect_lt(before - gpu_free_after_gc(), 32 * 2^20)
   }
 })
+
+test_that("GPU compression of an on-the-fly matrix: chunks of its couplings in row order", {
+  skip_if_no_gpu()
+  set.seed(1219)
+  # 1 MB chunks: the couplings of a level evaluated and projected in many
+  # chunks of rows (src/h2/h2_compress_cuda.cu, coupling_chunks), with the
+  # stack QR kernel and with the geqrfBatched passes (GK_H2_GEN_QR=cublas),
+  # against a whole level at once (0) and the CPU.
+  n <- 3001
+  for (cs in list(list(d = 3, order = 3, leaf = 32), list(d = 2, order = 7, leaf = 16))) {
+    locs <- matrix(runif(cs$d * n), ncol = cs$d)
+    k <- gk_kernel("matern", range = 0.3, smoothness = 1.5)
+    X <- matrix(rnorm(2 * n), n, 2)
+    for (precision in c("double", "single")) {
+      eps <- if (precision == "double") 1e-10 else 2e-5
+      cpu <- h2_compress(h2_matrix(locs, k, order = cs$order, leaf_size = cs$leaf,
+                                   precision = precision, backend = "cpu",
+                                   storage = "on_the_fly"), 1e-4)
+      A <- h2_matrix(locs, k, order = cs$order, leaf_size = cs$leaf, precision = precision,
+                     backend = "gpu", storage = "on_the_fly")
+      vars <- c("GK_H2_PROJECT_CHUNK_MB", "GK_H2_GEN_QR")
+      old <- Sys.getenv(vars, unset = NA, names = TRUE)
+      res <- lapply(list(c("1", "kernel"), c("0", "kernel"), c("1", "cublas")), function(way) {
+        on.exit(for (v in vars) if (is.na(old[[v]])) Sys.unsetenv(v) else
+          do.call(Sys.setenv, as.list(old[v])))
+        Sys.setenv(GK_H2_PROJECT_CHUNK_MB = way[1], GK_H2_GEN_QR = way[2])
+        h2_compress(A, 1e-4)
+      })
+      rc <- gpukernels:::h2_level_ranks(cpu)
+      for (B in res) {
+        expect_lte(max(abs(gpukernels:::h2_level_ranks(B) - rc)), 1)
+        expect_lt(rel2(B %*% X, cpu %*% X), 4e-4 + eps)
+        expect_lte(B$compression$error_frobenius, 1e-4 * 1.0001)
+        expect_true(gpukernels:::h2_info(B)$on_the_fly)
+        expect_false(gpukernels:::h2_info(B)$couplings_on_the_fly)
+      }
+      expect_equal(res[[1]]$compression$norm_frobenius, res[[2]]$compression$norm_frobenius,
+                   tolerance = if (precision == "double") 1e-10 else 1e-4)
+      if (identical(gpukernels:::h2_level_ranks(res[[1]]), gpukernels:::h2_level_ranks(res[[2]])))
+        expect_lt(rel2(res[[1]] %*% X, res[[2]] %*% X), eps * 10)
+    }
+  }
+})
