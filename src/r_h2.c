@@ -433,8 +433,21 @@ SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
   } else {
     // On the host with LAPACK; a GPU matrix goes there and back (with
     // options(gpukernels.h2_compress_on_host = TRUE)). An on-the-fly A's
-    // export evaluates the blocks it does not store.
-    handle_export(h, &in, nthreads, &err);
+    // export evaluates the blocks it does not store, so the copy in double can
+    // be far larger than A: checked against the host budget before it is made
+    // (malloc may promise what the pages cannot keep).
+    const h2_tree *t = &h->tree;
+    double copy = 8.0 * (double) (h2_basis_entries(t) + h2_transfer_entries(t) +
+                                  h2_coupling_entries(t) + h2_dense_entries(t));
+    gk_r_make_room(GK_MEMORY_HOST, (size_t) copy, 0);
+    double available = gk_memory_available(GK_MEMORY_HOST);
+    if (copy > available)
+      gk_fail(&err, GK_ERR_NOMEM, "compressing this H2 matrix on the host needs its blocks in double "
+              "precision, %.1f GB of host memory, and %.1f GB are available "
+              "(options(gpukernels.host_memory_budget)); on a GPU it is compressed without that copy",
+              copy / 1e9, available / 1e9);
+    else
+      handle_export(h, &in, nthreads, &err);
     if (!err.status) {
       if (ISNA(tolerance)) h2_orthogonalize_host(&h->tree, &in, nthreads, &nh->tree, &out, &st, &err);
       else h2_compress_host(&h->tree, &in, tolerance, nthreads, &nh->tree, &out, &st, &err);

@@ -635,3 +635,22 @@ test_that("GPU compression of an on-the-fly matrix: chunks of its couplings in r
     }
   }
 })
+
+test_that("compressing on the host checks the copy of the blocks against the host budget", {
+  set.seed(1221)
+  locs <- matrix(runif(3 * 1500), ncol = 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  A <- h2_matrix(locs, k, order = 3, storage = "on_the_fly", backend = "cpu")
+  x <- rnorm(nrow(locs))
+  y <- A %*% x
+  invisible(gc())   # what earlier tests left unreachable is not counted
+  held <- gk_memory()
+  old <- options(gpukernels.host_memory_budget = 2^20)   # 1 MB: less than the blocks
+  on.exit(options(old))
+  expect_error(h2_compress(A, 1e-3), "needs its blocks in double precision, .* GB of host memory")
+  expect_error(h2_orthogonalize(A), "gpukernels.host_memory_budget")
+  options(old)
+  expect_equal(gk_memory(), held)   # nothing made, nothing kept
+  expect_equal(A %*% x, y)
+  expect_lt(rel2(h2_compress(A, 1e-3) %*% x, y), 2e-3)
+})
