@@ -82,9 +82,8 @@ h2_derived <- function(A, ptr, tol) {
 #' do not change, so a GPU result shares them with `A` (they are freed with
 #' the last matrix that uses them): the new matrix needs GPU memory only for
 #' its bases, transfers and coupling matrices, plus workspaces: one level's
-#' couplings in its new bases a chunk of at most 4 GB at a time (a whole
-#' level for an on-the-fly `A`), other chunks of at most 1 GB, and one
-#' projection per level.
+#' couplings in its new bases a chunk of at most 4 GB at a time, other
+#' chunks of at most 1 GB, and one projection per level.
 #'
 #' A matrix computed on the fly (`h2_matrix(storage = "on_the_fly")`) can be
 #' orthogonalized and compressed too. On the GPU its blocks are never
@@ -277,9 +276,9 @@ print.h2_error <- function(x, ...) {
 # those the one with the fastest predicted product. The tree (and so the
 # number of blocks) does not depend on the order, so the memory of the next
 # order is known before it is built. At n = 2^20 in 3D (exponential, range
-# 0.2), tol = 1e-3 should so take order 5 on the fly (error 6.0e-4; stored,
-# 119 GB, it does not fit an H100), compressed by the 4e-4 left (not yet
-# measured there).
+# 0.2), tol = 1e-3 takes order 5 or 6 on the fly (order 5 stored, 119 GB,
+# does not fit an H100), compressed: 2.3-6.4 GB, 4.9-6.3 ms per product
+# (runs BP and BV in inst/bench/RESULTS.md).
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
                              tol, storage, etas = eta) {
   # Every matrix built on the way is freed on return, not when R's garbage
@@ -575,10 +574,15 @@ h2_tol_budget <- function(backend) {
                                                h2_format_bytes(bytes))))
   }
   if (backend != "gpu") return(list(bytes = Inf, words = "memory"))
-  info <- gk_info()
-  # the budget every engine keeps to (GK_MEMORY_BUDGET_FRACTION in src/device/gk_device.h)
-  free <- 0.8 * info$devices$free_memory[info$current_device]
+  free <- h2_gpu_free_budget()
   list(bytes = free, words = sprintf("GPU memory, %s free", h2_format_bytes(free)))
+}
+
+# Bytes of the current GPU's free memory that may be used: the budget every
+# engine keeps to (GK_MEMORY_BUDGET_FRACTION in src/device/gk_device.h).
+h2_gpu_free_budget <- function() {
+  info <- gk_info()
+  0.8 * info$devices$free_memory[info$current_device]
 }
 
 # Bytes of order o's matrix in `form`, from `info` of the same points at
@@ -640,8 +644,7 @@ h2_compress_room <- function(A) {
   need <- info$bytes_per_entry * (info$basis_entries + info$transfer_entries) +
     info$on_the_fly_bytes + 5e9
   # the free memory itself: gpukernels.h2_tol_budget bounds the matrices built
-  dev <- gk_info()
-  free <- 0.8 * dev$devices$free_memory[dev$current_device]
+  free <- h2_gpu_free_budget()
   if (need <= free) return(NULL)
   list(need = need, words = sprintf("%s free", h2_format_bytes(free)))
 }

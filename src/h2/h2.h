@@ -199,6 +199,13 @@ gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host
  * asked) into the arrays given (NULL: not wanted), in double or float
  * (single), OpenMP over blocks. Returns nonzero when the user interrupted. */
 int h2_fill_as_built(const h2_tree *t, int single, int threads, void *U, void *E, void *S, void *D);
+/* For the exports: the couplings (fill_s) and dense blocks (fill_d) a matrix
+ * computes on the fly, evaluated as built into d and rounded through float
+ * for a single-precision matrix, as its stored form would hold them (so that
+ * every form of one matrix exports the same data). On failure (an interrupt)
+ * d is freed. */
+gk_status h2_export_fill_missing(const h2_tree *t, int single, int threads, int fill_s, int fill_d,
+                                 h2_host_data *d, gk_error *err);
 
 /* GPU backend: data resident on the GPU selected when it was built (an
  * h2_gpu starts with a gk_resident header); products and the free run there.

@@ -237,10 +237,26 @@ __global__ void finish_pass(T *M, int ld, size_t per, const int *list, int first
   }
 }
 
-/* Pointers of the projection S'_s = (T_row S_s) T_col^T for the blocks
- * first .. first + count - 1 of a level (tmp: kn x k per block; S_s at S +
- * (s - s_first) k^2: the level's stored blocks with s_first = 0, or a chunk
- * of them evaluated from s_first on). */
+/* Entry i of the pointer arrays of the projection S' = (T_row(s) S) T_col(s)^T
+ * of block s (level-local storage index; tmp: kn x k per entry), its S at
+ * `from` and its S' to `to` (the two batched GEMMs of xform::projection_gemms). */
+template <typename T>
+__device__ void projection_pointers(int i, int s, const int *row, const int *col, const T *Tl,
+                                    int kn, int k, const T *from, T *tmp, T *to, const T **a1,
+                                    const T **b1, T **c1, const T **a2, const T **b2, T **c2)
+{
+  size_t tk = (size_t) kn * k;
+  a1[i] = Tl + (size_t) row[s] * tk;
+  b1[i] = from;
+  c1[i] = tmp + (size_t) i * tk;
+  a2[i] = tmp + (size_t) i * tk;
+  b2[i] = Tl + (size_t) col[s] * tk;
+  c2[i] = to;
+}
+
+/* Pointers of the projection for the blocks first .. first + count - 1 of a
+ * level (S_s at S + (s - s_first) k^2: the level's stored blocks with s_first
+ * = 0, or a chunk of them evaluated from s_first on; S'_s at out + s kn^2). */
 template <typename T>
 __global__ void marshal_projection(const int *row, const int *col, int first, int count,
                                    const T *Tl, int kn, int k, const T *S, int s_first, T *tmp,
@@ -251,13 +267,8 @@ __global__ void marshal_projection(const int *row, const int *col, int first, in
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count) return;
   int s = first + i;
-  size_t tk = (size_t) kn * k;
-  a1[i] = Tl + (size_t) row[s] * tk;
-  b1[i] = S + (size_t) (s - s_first) * k * k;
-  c1[i] = tmp + (size_t) i * tk;
-  a2[i] = tmp + (size_t) i * tk;
-  b2[i] = Tl + (size_t) col[s] * tk;
-  c2[i] = out + (size_t) s * kn * kn;
+  projection_pointers(i, s, row, col, Tl, kn, k, S + (size_t) (s - s_first) * k * k, tmp,
+                      out + (size_t) s * kn * kn, a1, b1, c1, a2, b2, c2);
 }
 
 /* The same for the blocks at row-order positions p_first .. p_first + count - 1
@@ -276,13 +287,8 @@ __global__ void marshal_projection_rows(const int *row_blocks, const int *row, c
   if (i >= count) return;
   size_t p = p_first + i;
   int s = row_blocks[p];
-  size_t tk = (size_t) kn * k;
-  a1[i] = Tl + (size_t) row[s] * tk;
-  b1[i] = S + (size_t) (in_order ? i : s) * k * k;
-  c1[i] = tmp + (size_t) i * tk;
-  a2[i] = tmp + (size_t) i * tk;
-  b2[i] = Tl + (size_t) col[s] * tk;
-  c2[i] = out + (size_t) i * kn * kn;
+  projection_pointers(i, s, row, col, Tl, kn, k, S + (size_t) (in_order ? i : s) * k * k, tmp,
+                      out + (size_t) i * kn * kn, a1, b1, c1, a2, b2, c2);
   iota[p] = i;
 }
 
@@ -587,6 +593,22 @@ struct xform {
     return GK_OK;
   }
 
+  /* The two batched GEMMs of marshaled projections f .. f + count - 1
+   * (count <= H2_MAX_BATCH): tmp = T_row S, then S' = tmp T_col^T. */
+  gk_status projection_gemms(int kn, int k, int f, int count)
+  {
+    const T **p = (const T **) ptrs.ptr;
+    if (blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_N, kn, k, k, p + f, kn, p + ptr_count + f, k,
+                     (T **) (p + 2 * ptr_count) + f, kn, count),
+             "the H2 coupling projection") ||
+        blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_T, kn, kn, k, p + 3 * ptr_count + f, kn,
+                     p + 4 * ptr_count + f, kn, (T **) (p + 5 * ptr_count) + f, kn, count),
+             "the H2 coupling projection"))
+      return err->status;
+    flops += (double) count * (2.0 * kn * k * k + 2.0 * kn * kn * k);
+    return GK_OK;
+  }
+
   /* S'_s = T_row(s) S_s T_col(s)^T for every coupling block of the levels
    * top..q; T[l] is kn x k per node; src has ranks k (structure st), dst kn
    * (structure nt). Chunks of blocks keep the temporary within WORK_CHUNK_BYTES. */
@@ -625,19 +647,12 @@ struct xform {
         couplings_otf ? 1 : 0, tmp, out + (first - p0) * kn * kn,
         iota, p, p + ptr_count, (T **) (p + 2 * ptr_count), p + 3 * ptr_count,
         p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
-      if (launched("the H2 projection pointer arrays")) return err->status;
-      if (blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_N, kn, k, k, p, kn, p + ptr_count, k,
-                       (T **) (p + 2 * ptr_count), kn, cnt),
-               "the H2 coupling projection") ||
-          blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_T, kn, kn, k, p + 3 * ptr_count, kn,
-                       p + 4 * ptr_count, kn, (T **) (p + 5 * ptr_count), kn, cnt),
-               "the H2 coupling projection"))
+      if (launched("the H2 projection pointer arrays") || projection_gemms(kn, k, 0, cnt))
         return err->status;
       if (first > p0) {   // the marshaling wrote indices within this sub-chunk
         shift_iota<<<(cnt + 255) / 256, 256, 0, s>>>(iota + first, cnt, (int) (first - p0));
         if (launched("the H2 projection indices")) return err->status;
       }
-      flops += (double) cnt * (2.0 * kn * k * k + 2.0 * kn * kn * k);
     }
     release(w, tmp);
     if (made) release(w, made);
@@ -689,17 +704,8 @@ struct xform {
           dst + (level_dst ? 0 : nt->coupling_ptr[l]), p, p + ptr_count, (T **) (p + 2 * ptr_count),
           p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
         if (launched("the H2 projection pointer arrays")) return err->status;
-        for (int f = 0; f < cnt; f += H2_MAX_BATCH) {
-          int c = std::min(H2_MAX_BATCH, cnt - f);
-          if (blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_N, kn, k, k, p + f, kn,
-                           p + ptr_count + f, k, (T **) (p + 2 * ptr_count) + f, kn, c),
-                   "the H2 coupling projection") ||
-              blas(gemm_pb(h, CUBLAS_OP_N, CUBLAS_OP_T, kn, kn, k, p + 3 * ptr_count + f, kn,
-                           p + 4 * ptr_count + f, kn, (T **) (p + 5 * ptr_count) + f, kn, c),
-                   "the H2 coupling projection"))
-            return err->status;
-        }
-        flops += (double) cnt * (2.0 * kn * k * k + 2.0 * kn * kn * k);
+        for (int f = 0; f < cnt; f += H2_MAX_BATCH)
+          if (projection_gemms(kn, k, f, std::min(H2_MAX_BATCH, cnt - f))) return err->status;
       }
       // the next chunk's marshaling must not overwrite pointers still in use
       if (gk_cuda_status(cudaStreamSynchronize(s), "the H2 coupling projection", err))
@@ -923,7 +929,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->seconds_orthogonalize = seconds_now() - start;
-  if (working_copy) return GK_OK;   // the compression projects the couplings level by level
+  if (working_copy) return GK_OK;   // the compression projects the couplings as it needs them
   start = seconds_now();
   if (x.project(t, ot, Tl.data(), (const T *) x.in->S.ptr, S, w)) return err->status;
   st->seconds_project = seconds_now() - start;
@@ -1223,9 +1229,10 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
  * them on the fly) chunk by chunk of clusters just before the chunk's QRs
  * (coupling_chunks; with GK_H2_PROJECT_CHUNK_MB=0 a level at a time into
  * one buffer that every level reuses); the new couplings are projected from
- * the input's with the product of both projections. So the orthogonal couplings (27.5 GB at 2^20 points in 3D)
- * are never all allocated; st->norm_frobenius (the dense part on entry, from
- * norm_of) gets their part as they are made. */
+ * the input's with the product of both projections. So the orthogonal
+ * couplings (27.5 GB at 2^20 points in 3D) are never all allocated;
+ * st->norm_frobenius (the dense part on entry, from norm_of) gets their part
+ * as they are made. */
 template <typename T>
 static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu *O, double tol,
                               h2_tree *nt, h2_gpu **C, h2_compress_stats *st, T *const *Tl)
@@ -1247,9 +1254,9 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   stream_clock qr_clock;
   T *level_S = NULL;   // one level's orthogonal couplings, where not made by chunk
   double couplings_sq = 0.0;
+  const bool by_chunk = project_chunk_bytes() > 0;
   for (int l = top; l <= q; l++) {
     bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    bool by_chunk = project_chunk_bytes() > 0;
     const T *Sl = NULL;
     if (!by_chunk) {
       if (!level_S) {

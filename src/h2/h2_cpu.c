@@ -296,33 +296,40 @@ static void round_to_float(double *p, size_t count)
   for (size_t i = 0; i < count; i++) p[i] = (double) (float) p[i];
 }
 
-/* Every form: the arrays h stores converted, the others evaluated as built
- * (the couplings are on the fly only in a tree of Chebyshev ranks, h2_otf_build). */
+gk_status h2_export_fill_missing(const h2_tree *t, int single, int threads, int fill_s, int fill_d,
+                                 h2_host_data *d, gk_error *err)
+{
+  if (!fill_s && !fill_d) return GK_OK;
+  // The couplings are on the fly only in a tree of Chebyshev ranks (h2_otf_build).
+  for (int l = 0; fill_s && l <= t->depth; l++)
+    if (t->level_rank[l] != t->rank) {
+      h2_host_data_free(d);
+      return gk_fail(err, GK_ERR_INTERNAL, "couplings on the fly with ranks other than "
+                     "the Chebyshev ones");
+    }
+  if (h2_fill_as_built(t, 0, threads, NULL, NULL, fill_s ? d->S : NULL, fill_d ? d->D : NULL)) {
+    h2_host_data_free(d);
+    return gk_fail(err, GK_ERR_INTERRUPTED, "the export of the H2 matrix was interrupted");
+  }
+  // Rounded as a stored matrix of this precision holds them, so that every
+  // form of one matrix exports the same data (and compresses to the same ranks).
+  if (single) {
+    if (fill_s) round_to_float(d->S, h2_coupling_entries(t));
+    if (fill_d) round_to_float(d->D, h2_dense_entries(t));
+  }
+  return GK_OK;
+}
+
+/* Every form: the arrays h stores converted, the others evaluated. */
 gk_status h2_cpu_export(const h2_tree *t, const h2_cpu *h, h2_host_data *d, gk_error *err)
 {
   int fill_s = couplings_on_the_fly(h), fill_d = h->otf != NULL;
-  if (fill_s)
-    for (int l = 0; l <= t->depth; l++)
-      if (t->level_rank[l] != t->rank)
-        return gk_fail(err, GK_ERR_INTERNAL, "couplings on the fly with ranks other than "
-                       "the Chebyshev ones");
   if (h2_host_data_alloc(t, d, err)) return err->status;
   convert(d->U, 0, h->data.U, h->single, h2_basis_entries(t));
   convert(d->E, 0, h->data.E, h->single, h2_transfer_entries(t));
   if (!fill_s) convert(d->S, 0, h->data.S, h->single, h2_coupling_entries(t));
   if (!fill_d) convert(d->D, 0, h->data.D, h->single, h2_dense_entries(t));
-  if ((fill_s || fill_d) &&
-      h2_fill_as_built(t, 0, h->threads, NULL, NULL, fill_s ? d->S : NULL, fill_d ? d->D : NULL)) {
-    h2_host_data_free(d);
-    return gk_fail(err, GK_ERR_INTERRUPTED, "the export of the H2 matrix was interrupted");
-  }
-  // Rounded as a stored matrix of h's precision holds them, so that every
-  // form of one matrix exports the same data (and compresses to the same ranks).
-  if (h->single) {
-    if (fill_s) round_to_float(d->S, h2_coupling_entries(t));
-    if (fill_d) round_to_float(d->D, h2_dense_entries(t));
-  }
-  return GK_OK;
+  return h2_export_fill_missing(t, h->single, h->threads, fill_s, fill_d, d, err);
 }
 
 gk_status h2_cpu_import(const h2_tree *t, int single, int threads, const h2_host_data *d,
