@@ -1,4 +1,4 @@
-# Family codes shared with src/kernels/gk_kernel.h (gk_kernel_family).
+# Family codes shared with inst/include/gpukernels/gk_kernel.h (gk_kernel_family).
 gk_kernel_families <- c(gaussian = 0L, exponential = 1L, matern = 2L, cauchy = 3L,
                         inverse_multiquadric = 4L, linear = 5L, squared_distance = 6L)
 gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance",

@@ -444,3 +444,31 @@ SEXP gk_r_knn_scale(SEXP x, SEXP y)
   return Rf_ScalarReal(reduce_knn_scale(REAL(x), (size_t) Rf_nrows(x), REAL(y),
                                         (size_t) Rf_nrows(y), Rf_ncols(x)));
 }
+
+/* gk_warmup(): cases is a list of lists (kernel, reduction, k, single,
+ * symmetric, dim, cols, ranged, rows), checked by the R caller. */
+SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads)
+{
+  if (!Rf_isNewList(cases)) gk_stop("`cases` must be a list");
+  int n = Rf_length(cases);
+  gk_reduce_spec *specs = (gk_reduce_spec *) R_alloc(n > 0 ? n : 1, sizeof(gk_reduce_spec));
+  int *ints = (int *) R_alloc(4 * (size_t) (n > 0 ? n : 1), sizeof(int));
+  int *dims = ints, *cols = ints + n, *ranged = ints + 2 * n, *rows = ints + 3 * n;
+  for (int i = 0; i < n; i++) {
+    SEXP c = VECTOR_ELT(cases, i);
+    memset(&specs[i], 0, sizeof specs[i]);
+    specs[i].kernel = gk_kernel_from_r(gk_list_get(c, "kernel"));
+    specs[i].reduction = (gk_reduction) gk_as_int(gk_list_get(c, "reduction"));
+    specs[i].k = gk_as_int(gk_list_get(c, "k"));
+    specs[i].single = gk_as_flag(gk_list_get(c, "single"));
+    specs[i].symmetric = gk_as_flag(gk_list_get(c, "symmetric"));
+    dims[i] = gk_as_int(gk_list_get(c, "dim"));
+    cols[i] = gk_as_int(gk_list_get(c, "cols"));
+    ranged[i] = gk_as_flag(gk_list_get(c, "ranged"));
+    rows[i] = gk_as_int(gk_list_get(c, "rows"));
+  }
+  gk_error err;
+  gk_error_clear(&err);
+  if (reduce_cuda_warmup(n, specs, dims, cols, ranged, rows, gk_as_int(threads), &err)) gk_raise(&err);
+  return R_NilValue;
+}

@@ -10,7 +10,7 @@
 #include <R.h>
 #include <Rinternals.h>
 #include "device/gk_error.h"
-#include "kernels/gk_kernel.h"
+#include "gpukernels/gk_kernel.h"
 
 /* Every error the glue raises: like Rf_error, but without a call (R's
  * `call. = FALSE`), as the package's R checks do, so users never see the

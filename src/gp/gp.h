@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 #include "device/gk_error.h"
-#include "kernels/gk_kernel.h"
+#include "gpukernels/gk_kernel.h"
 #include "reduce/reduce.h"
 
 #ifdef __cplusplus

@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 #include "device/gk_error.h"
-#include "kernels/gk_kernel.h"
+#include "gpukernels/gk_kernel.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #ifndef GK_H2_CHEB_H
 #define GK_H2_CHEB_H
 
-#include "kernels/gk_kernel.h"
+#include "gpukernels/gk_kernel.h"
 
 #define H2_MAX_DIM 3
 

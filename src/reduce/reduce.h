@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include "device/gk_error.h"
 #include "device/gk_device.h"
-#include "kernels/gk_kernel.h"
+#include "gpukernels/gk_kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -186,6 +186,14 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
                               double *out, int *index, const int *devices, int n_devices,
                               gk_error *err);
 
+/* Compiles ahead of their first calls the GPU kernels (run-time compiled,
+ * device/gk_jit.h) that `count` reductions would use on the GPU in use:
+ * specs[i] (kernel, reduction, k, single, symmetric) over dims[i] coordinates
+ * with cols[i] weight columns, block-sparse when ranged[i], rows[i] rows per
+ * thread (1, 2 or 4: the gaussian sums), on up to `threads` host threads. */
+gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
+                             const int *cols, const int *ranged, const int *rows, int threads,
+                             gk_error *err);
 
 /* ---- block-sparse ranges (reduce_ranges.c) ---- */
 

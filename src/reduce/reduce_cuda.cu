@@ -1,6 +1,8 @@
 // The GPU engine of the kernel reductions (semantics in reduce.h): plans the
 // 1D or 2D scheme, prepares the operands on the device in the device layer's
-// scratch (kept between calls) and launches the kernels of reduce_kernels.cuh.
+// scratch (kept between calls) and launches the kernels of reduce_kernels.cuh
+// (inst/include/gpukernels), each specialization compiled for the GPU in use
+// the first time it is needed (device/gk_jit.h).
 // One synchronize per call, after the results are downloaded (and one between
 // the slices of a long reduction, for interrupts).
 #include <limits.h>
@@ -8,13 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <string>
 #include <utility>
 #include <vector>
 #include "reduce/reduce.h"
-#include "reduce/reduce_kernels.cuh"
+#include "gpukernels/reduce_args.h"
 #include "reduce/reduce_kmin_large.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_jit.h"
 
 using namespace gkreduce;
 
@@ -109,48 +116,104 @@ __global__ void add_transposed(Args a)
 
 // Shared memory per tile entry of a two-way launch: the column sums of each
 // warp of the block (reduce_kernels.cuh).
-template <typename T> constexpr size_t two_way_entry_bytes()
+size_t two_way_entry_bytes(size_t value_bytes)
 {
-  return (size_t) (threads_per_block<true>() / 32) * sizeof(T);
+  return (size_t) (threads_per_block<true>() / 32) * value_bytes;
 }
 
-// ---- launching one (op, value, dimension) combination ----
-template <typename T, class Op, class Val, int DS, int ROWS>
-gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
+// ---- one specialization of the tile kernel, compiled on first use ----
+
+// The template arguments of reduce_tiles and combine_chunks
+// (reduce_kernels.cuh) for one launch; the kernels are compiled for the GPU
+// in use by the device layer's run-time compiler (device/gk_jit.h) the first
+// time a specialization is needed.
+struct Variant {
+  bool single = false;
+  OpKind op = OP_SUM;
+  int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
+  int kmax = 0;            // KMIN: the list length compiled
+  const char *val = "ValKernel";
+  int ds = 0;              // dimension held in registers (0: any, from memory)
+  int rows = 1;            // rows per thread
+  bool ranged = false, two_way = false;
+
+  const char *type() const { return single ? "float" : "double"; }
+  std::string op_type() const
+  {
+    const std::string t = type();
+    switch (op) {
+    case OP_SUM: return "gkreduce::SumOp<" + t + ", " + std::to_string(ec) + ">";
+    case OP_LOGSUMEXP: return "gkreduce::ExpOp<" + t + ", " + std::to_string(ec) + ", false>";
+    case OP_SOFTMAX: return "gkreduce::ExpOp<" + t + ", " + std::to_string(ec) + ", true>";
+    case OP_MIN: return "gkreduce::ExtremeOp<" + t + ", false>";
+    case OP_MAX: return "gkreduce::ExtremeOp<" + t + ", true>";
+    case OP_KMIN: return "gkreduce::KMinOp<" + t + ", " + std::to_string(kmax) + ">";
+    }
+    return "";
+  }
+  std::string tiles() const
+  {
+    return "gkreduce::reduce_tiles<" + std::string(type()) + ", " + op_type() + ", gkreduce::" + val +
+           ", " + std::to_string(ds) + ", " + std::to_string(rows) + ", " + (ranged ? "true" : "false") +
+           ", " + (two_way ? "true" : "false") + ">";
+  }
+  std::string combine() const { return "gkreduce::combine_chunks<" + op_type() + ">"; }
+  int queue() const { return op == OP_KMIN ? KMIN_QUEUE : 0; }
+  size_t value_bytes() const { return single ? sizeof(float) : sizeof(double); }
+};
+
+// The tile kernel and the combining pass of a variant.
+gk_status variant_kernels(const Variant &v, const void **tiles, const void **combine, gk_error *err)
+{
+  const std::string names[2] = {v.tiles(), v.combine()};
+  const char *const list[2] = {names[0].c_str(), names[1].c_str()};
+  const void *kernels[2];
+  char what[160];
+  snprintf(what, sizeof what, "a %s reduction kernel (%s, %s)", v.type(), v.op_type().c_str() + 10, v.val);
+  if (gk_jit_kernels("#include \"gpukernels/reduce_kernels.cuh\"\n", 2, list, what, kernels, err))
+    return err->status;
+  *tiles = kernels[0];
+  *combine = kernels[1];
+  return GK_OK;
+}
+
+gk_status launch_kernel(const void *kernel, dim3 grid, int threads, size_t smem, Args *a, const char *what,
+                        gk_error *err)
+{
+  void *args[1] = {a};
+  if (gk_cuda_status(cudaLaunchKernel(kernel, grid, dim3((unsigned) threads), args, smem, 0), what, err))
+    return err->status;
+  return gk_cuda_check_launch(what, err);
+}
+
+gk_status launch(const gk_reduce_spec *spec, Args a, const Variant &v, gk_error *err)
 {
   const bool ranged = a.pieces != NULL;
   const bool two_way = a.transposed != NULL;
   const int threads = ranged ? threads_per_block<true>() : threads_per_block<false>();
-  if (ranged && a.piece_rows != threads * ROWS)
+  if (ranged && a.piece_rows != threads * v.rows)
     return gk_fail(err, GK_ERR_INTERNAL, "block-sparse pieces of %d rows for blocks of %d", a.piece_rows,
-                   threads * ROWS);
-  auto kernel = ranged ? reduce_tiles<T, Op, Val, DS, ROWS, true> : reduce_tiles<T, Op, Val, DS, ROWS, false>;
+                   threads * v.rows);
   // Two-way launches exist for the sums of one weight column, one row per thread.
-  bool two_way_kernel = false;
-  if constexpr (std::is_same<Op, SumOp<T, 1>>::value && ROWS == 1) {
-    if (two_way && ranged) {
-      kernel = reduce_tiles<T, Op, Val, DS, ROWS, true, true>;
-      two_way_kernel = true;
-    }
-  }
-  if (two_way && !two_way_kernel)
+  if (two_way != v.two_way || (two_way && (v.op != OP_SUM || v.ec != 1 || v.rows != 1 || !ranged)))
     return gk_fail(err, GK_ERR_INTERNAL, "a two-way launch of a reduction that has none");
+  const void *kernel = NULL, *combine = NULL;
+  if (variant_kernels(v, &kernel, &combine, err)) return err->status;
   // The tile (and, block-sparse, the j of each entry: tiles gather ranges).
-  size_t smem = queue_offset(a.tile, a.stride * (int) sizeof(T), ranged);
-  if (Op::QUEUE > 0) smem += queue_bytes<T, Op>(threads, ROWS);
-  if (two_way) smem += (size_t) a.tile * two_way_entry_bytes<T>();
+  size_t smem = queue_offset(a.tile, a.stride * (int) v.value_bytes(), ranged);
+  smem += queue_bytes(v.queue(), threads, v.rows, v.value_bytes());
+  if (two_way) smem += (size_t) a.tile * two_way_entry_bytes(v.value_bytes());
   if (smem > 48 * 1024 &&
-      gk_cuda_status(cudaFuncSetAttribute((const void *) kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int) smem), "allowing the reduction's shared memory", err))
+      gk_cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem),
+                     "allowing the reduction's shared memory", err))
     return err->status;
   // Blocks that fit on a multiprocessor, for the 2D rule (cached per device,
   // kernel and shared-memory size by the device layer).
-  const int per_sm = gk_device_occupancy((const void *) kernel, threads, smem);
+  const int per_sm = gk_device_occupancy(kernel, threads, smem);
   // The columns to slice: j in [0, n), or block-sparse, the positions in
   // each piece's list of kept columns (a slice then gives every piece with a
-  // long enough list the same work; slices of j gave each piece its kept
-  // columns in that slice, unevenly, and cost up to 12% at kept fractions of
-  // 10-20%).
+  // long enough list the same work; slices of j would give each piece its
+  // kept columns in that slice, unevenly).
   const size_t columns = ranged ? a.list_max : a.n;
   // Rows per column position: every row in the first positions of the lists,
   // fewer after, as the shorter lists end; the average is the kept pairs over
@@ -159,7 +222,7 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   const size_t slice = slice_columns(spec, rows_per_column, columns, a.tile);
   const size_t nslices = columns == 0 ? 1 : (columns + slice - 1) / slice;
   const unsigned row_blocks = ranged ? (unsigned) a.npieces
-                                     : (unsigned) ((a.m + BLOCK * ROWS - 1) / (BLOCK * ROWS));
+                                     : (unsigned) ((a.m + BLOCK * v.rows - 1) / (BLOCK * v.rows));
   a.sliced = nslices > 1;
   a.chunk0 = a.sliced ? 1 : 0;
   // The columns' sums gather over every slice and chunk from zero.
@@ -176,8 +239,8 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   plan_chunks(spec, row_blocks, columns - (nslices - 1) * slice, per_sm, &last);
   const size_t slots = (size_t) a.chunk0 + (first.nchunks > last.nchunks ? first.nchunks : last.nchunks);
   if (a.sliced || first.nchunks > 1 || last.nchunks > 1) {
-    size_t values = slots * Op::slots(a.e, a.k) * a.m * sizeof(double);
-    size_t indices = slots * Op::index_slots(a.k) * a.m * sizeof(int);
+    size_t values = slots * partial_value_slots(v.op, a.e, a.k) * a.m * sizeof(double);
+    size_t indices = slots * partial_index_slots(v.op, a.k) * a.m * sizeof(int);
     void *partials = NULL;
     if (gk_device_scratch(GK_SCRATCH_PARTIALS, values + indices,
                           "the 2D scheme's partial results", &partials, err))
@@ -194,12 +257,12 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
     a.nchunks = plan.nchunks;
     a.carry_in = s > 0;
     a.carry_out = s + 1 < nslices;
-    kernel<<<dim3(row_blocks, (unsigned) a.nchunks), threads, smem>>>(a);
-    if (gk_cuda_check_launch("the reduction kernel", err)) return err->status;
-    if (a.nchunks > 1 || a.sliced) {
-      combine_chunks<Op><<<(unsigned) ((a.m + 255) / 256), 256>>>(a);
-      if (gk_cuda_check_launch("the combining kernel", err)) return err->status;
-    }
+    if (launch_kernel(kernel, dim3(row_blocks, (unsigned) a.nchunks), threads, smem, &a,
+                      "the reduction kernel", err))
+      return err->status;
+    if ((a.nchunks > 1 || a.sliced) &&
+        launch_kernel(combine, dim3((unsigned) ((a.m + 255) / 256)), 256, 0, &a, "the combining kernel", err))
+      return err->status;
     if (a.carry_out) {
       // Waiting here costs nothing measurable (a slice is tens of milliseconds)
       // and lets the user stop a long call between slices.
@@ -215,53 +278,24 @@ gk_status launch(const gk_reduce_spec *spec, Args a, gk_error *err)
   return GK_OK;
 }
 
-// Registers hold x_i for the small dimensions; any other reads it from memory.
-template <typename T, class Op, class Val, int ROWS, bool ALL_DIMS>
-gk_status launch_dim(const gk_reduce_spec *spec, const Args &a, gk_error *err)
+// Registers hold x_i for the small dimensions (1 to 3 where all_dims, else 3);
+// any other dimension reads it from memory.
+void set_dim(Variant *v, int dim, bool all_dims)
 {
-  switch (a.dim) {
-  case 1: if constexpr (ALL_DIMS) return launch<T, Op, Val, 1, ROWS>(spec, a, err); break;
-  case 2: if constexpr (ALL_DIMS) return launch<T, Op, Val, 2, ROWS>(spec, a, err); break;
-  case 3: return launch<T, Op, Val, 3, ROWS>(spec, a, err);
-  default: break;
-  }
-  return launch<T, Op, Val, 0, ROWS>(spec, a, err);
+  v->ds = dim == 3 || (all_dims && (dim == 1 || dim == 2)) ? dim : 0;
 }
 
-// logsumexp and softmax: the gaussian on pre-scaled points (exp2_points), the
-// exponential family without the switch over families, any other kernel
-// through it.
-template <typename T, class Op>
-gk_status launch_exp(const gk_reduce_spec *spec, const Args &a, gk_error *err)
+// The exponential-family coefficients (poly1, poly2) of a kernel, or false.
+bool exp_poly_of(const gk_kernel &k, double *poly1, double *poly2)
 {
-  double p1, p2;
-  if (spec->kernel.family == GK_KERNEL_GAUSSIAN)
-    return launch_dim<T, Op, ValGauss2Variance, 1, false>(spec, a, err);
-  if (exp_poly_of(spec->kernel, &p1, &p2))
-    return p1 == 0 && p2 == 0 ? launch_dim<T, Op, WithVariance<ValExp>, 1, false>(spec, a, err)
-                              : launch_dim<T, Op, WithVariance<ValExpPoly>, 1, false>(spec, a, err);
-  return launch_dim<T, Op, ValKernel, 1, false>(spec, a, err);
-}
-
-template <typename T, int EC>
-gk_status launch_weighted(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
-                          gk_error *err)
-{
-  switch (spec->reduction) {
-  case GK_REDUCE_SUM:
-    if (!gauss2) {
-      double p1, p2;
-      if (exp_poly_of(spec->kernel, &p1, &p2))
-        return p1 == 0 && p2 == 0 ? launch_dim<T, SumOp<T, EC>, ValExp, 1, true>(spec, a, err)
-                                  : launch_dim<T, SumOp<T, EC>, ValExpPoly, 1, true>(spec, a, err);
-      return launch_dim<T, SumOp<T, EC>, ValKernel, 1, true>(spec, a, err);
-    }
-    if constexpr (EC == 1)
-      if (rows == 4) return launch_dim<T, SumOp<T, EC>, ValGauss2, 4, true>(spec, a, err);
-    if (rows == 2) return launch_dim<T, SumOp<T, EC>, ValGauss2, 2, true>(spec, a, err);
-    return launch_dim<T, SumOp<T, EC>, ValGauss2, 1, true>(spec, a, err);
-  case GK_REDUCE_LOGSUMEXP: return launch_exp<T, ExpOp<T, EC, false>>(spec, a, err);
-  default: return launch_exp<T, ExpOp<T, EC, true>>(spec, a, err);
+  *poly1 = *poly2 = 0.0;
+  if (k.family == GK_KERNEL_EXPONENTIAL) return true;
+  if (k.family != GK_KERNEL_MATERN) return false;
+  switch (k.matern_twice_nu) {
+  case 1: return true;
+  case 3: *poly1 = 1.0; return true;
+  case 5: *poly1 = 1.0; *poly2 = 1.0 / 3.0; return true;
+  default: return false;
   }
 }
 
@@ -275,44 +309,91 @@ bool sqdist_values(const gk_reduce_spec *spec)
          (spec->reduction == GK_REDUCE_KMIN && spec->k <= KMIN_LARGE);
 }
 
-template <typename T>
-gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, bool gauss2, int rows,
-                           gk_error *err)
+// The value functor of a reduction (reduce_kernels.cuh): the gaussian on
+// pre-scaled points, the exponential family without the switch over
+// families, the squared distance of knn, or any kernel through the switch.
+// Sums leave the variance to the end (out_scale); the reductions that
+// exponentiate F take it per pair.
+const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
 {
-  const bool sqdist = sqdist_values(spec);
-  // The smallest value and its j (MIN, ARGMIN, and KMIN with k = 1: no list).
-  auto smallest = [&]() {
-    if (sqdist) return launch_dim<T, ExtremeOp<T, false>, ValSqdist, 1, false>(spec, a, err);
-    return launch_dim<T, ExtremeOp<T, false>, ValKernel, 1, false>(spec, a, err);
-  };
+  double p1, p2;
+  const bool exponentiated = spec->reduction == GK_REDUCE_LOGSUMEXP || spec->reduction == GK_REDUCE_SOFTMAX_SUM;
+  if (spec->reduction == GK_REDUCE_SUM) {
+    if (gauss2) return "ValGauss2";
+    if (exp_poly_of(spec->kernel, &p1, &p2)) return p1 == 0 && p2 == 0 ? "ValExp" : "ValExpPoly";
+    return "ValKernel";
+  }
+  if (exponentiated) {
+    if (spec->kernel.family == GK_KERNEL_GAUSSIAN) return "ValGauss2Variance";
+    if (exp_poly_of(spec->kernel, &p1, &p2))
+      return p1 == 0 && p2 == 0 ? "WithVariance<gkreduce::ValExp>" : "WithVariance<gkreduce::ValExpPoly>";
+    return "ValKernel";
+  }
+  return sqdist_values(spec) ? "ValSqdist" : "ValKernel";
+}
+
+// The kernel specialization a reduction runs: for `dim` coordinates, `e`
+// weight columns in this launch, block-sparse or not, two-way or not, and
+// `rows` rows per thread (the gaussian sums). False for KMIN beyond the
+// register lists (kmin_large, compiled with the package).
+bool choose_variant(const gk_reduce_spec *spec, bool single, int dim, int e, bool ranged, bool two_way,
+                    int rows, Variant *v)
+{
+  const bool gauss2 = spec->reduction == GK_REDUCE_SUM && spec->kernel.family == GK_KERNEL_GAUSSIAN;
+  *v = Variant();
+  v->single = single;
+  v->ranged = ranged;
+  v->two_way = two_way;
+  v->val = value_functor(spec, gauss2);
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
   case GK_REDUCE_SOFTMAX_SUM:
-    return a.e == 1 ? launch_weighted<T, 1>(spec, a, gauss2, rows, err)
-                    : launch_weighted<T, WEIGHT_CHUNK>(spec, a, gauss2, rows, err);
+    v->op = spec->reduction == GK_REDUCE_SUM ? OP_SUM
+            : spec->reduction == GK_REDUCE_LOGSUMEXP ? OP_LOGSUMEXP : OP_SOFTMAX;
+    v->ec = e == 1 ? 1 : WEIGHT_CHUNK;
+    // Plain sums: every dimension up to 3 in registers, and for the
+    // gaussian several rows per thread (4 only with one weight column).
+    if (v->op == OP_SUM) v->rows = gauss2 ? (rows == 4 && v->ec == 1 ? 4 : rows == 2 ? 2 : 1) : 1;
+    set_dim(v, dim, v->op == OP_SUM);
+    return true;
   case GK_REDUCE_MIN:
-  case GK_REDUCE_ARGMIN: return smallest();
+  case GK_REDUCE_ARGMIN:
+    v->op = OP_MIN;
+    break;
   case GK_REDUCE_MAX:
-  case GK_REDUCE_ARGMAX: return launch_dim<T, ExtremeOp<T, true>, ValKernel, 1, false>(spec, a, err);
+  case GK_REDUCE_ARGMAX:
+    v->op = OP_MAX;
+    break;
   case GK_REDUCE_KMIN:
-    if (a.k == 1) return smallest();
+    // k = 1: the smallest value and its j, without a list.
+    if (spec->k == 1) {
+      v->op = OP_MIN;
+      break;
+    }
+    if (spec->k > KMIN_LARGE) return false;
     // One row per thread: two (one shared-memory read of y_j for two lists)
-    // measured slower on the H100 (more registers and queue memory, fewer
-    // blocks; run J in inst/bench/RESULTS.md).
-    if (a.k <= KMIN_SMALL && sqdist)
-      return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValSqdist, 1, true>(spec, a, err);
-    if (a.k <= KMIN_SMALL) return launch_dim<T, KMinOp<T, KMIN_SMALL>, ValKernel, 1, true>(spec, a, err);
-    if (a.k <= KMIN_LARGE && sqdist)
-      return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValSqdist, 1, true>(spec, a, err);
-    if (a.k <= KMIN_LARGE) return launch_dim<T, KMinOp<T, KMIN_LARGE>, ValKernel, 1, true>(spec, a, err);
-    if (a.pieces)
-      return gk_fail(err, GK_ERR_INPUT, "with block-sparse `ranges` the GPU engine finds at most %d "
-                     "smallest values (k = %d); use backend = \"cpu\" or k <= %d", KMIN_LARGE, a.k,
-                     KMIN_LARGE);
-    return kmin_large<T>(a, err);
+    // is slower (more registers and queue memory, fewer blocks).
+    v->op = OP_KMIN;
+    v->kmax = spec->k <= KMIN_SMALL ? KMIN_SMALL : KMIN_LARGE;
+    set_dim(v, dim, true);
+    return true;
   }
-  return gk_fail(err, GK_ERR_INTERNAL, "unknown reduction %d", (int) spec->reduction);
+  set_dim(v, dim, false);
+  return true;
+}
+
+template <typename T>
+gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, int rows, bool two_way, gk_error *err)
+{
+  Variant v;
+  if (choose_variant(spec, sizeof(T) == 4, a.dim, a.e, a.pieces != NULL, two_way, rows, &v))
+    return launch(spec, a, v, err);
+  if (a.pieces)
+    return gk_fail(err, GK_ERR_INPUT, "with block-sparse `ranges` the GPU engine finds at most %d "
+                   "smallest values (k = %d); use backend = \"cpu\" or k <= %d", KMIN_LARGE, a.k,
+                   KMIN_LARGE);
+  return kmin_large<T>(a, err);
 }
 
 // Fraction of the last wave of blocks that is busy, averaged over all waves.
@@ -377,6 +458,25 @@ void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blo
   chunk = (chunk + a->tile - 1) / a->tile * a->tile;
   a->j_chunk = (int) chunk;
   a->nchunks = (int) ((n + chunk - 1) / chunk);
+}
+
+// dst = src (double or float) with column c shifted by shift[c], then
+// multiplied by scale[c] (each if given), in double, then rounded to the
+// compute precision: a device matrix's centre moved to the common point of
+// the call before scaling (reduce.h), so differences keep their digits.
+template <typename T>
+__global__ void prepare_operand(const void *src, int src_single, size_t rows, int cols,
+                                const double *shift, const double *scale, T *dst)
+{
+  size_t count = rows * (size_t) cols;
+  for (size_t q = (size_t) blockIdx.x * blockDim.x + threadIdx.x; q < count;
+       q += (size_t) gridDim.x * blockDim.x) {
+    double v = src_single ? (double) static_cast<const float *>(src)[q]
+                          : static_cast<const double *>(src)[q];
+    if (shift) v += shift[q / rows];
+    if (scale) v *= scale[q / rows];
+    dst[q] = (T) v;
+  }
 }
 
 // A device-matrix operand in the compute precision, shifted and scaled by
@@ -593,7 +693,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.pieces = NULL;   // dense unless ranges are given
   a.stride = padded<T>(dim + ec_template);
   size_t tile = TILE_BYTES / ((size_t) a.stride * sizeof(T) + (spec->ranges ? sizeof(int) : 0) +
-                              (two_way ? two_way_entry_bytes<T>() : 0));
+                              (two_way ? two_way_entry_bytes(sizeof(T)) : 0));
   if (tile == 0)
     return gk_fail(err, GK_ERR_INPUT, "points of dimension %d with %d weight columns do not fit "
                    "the GPU engine's shared-memory tile; use backend = \"cpu\"", dim, e_chunk);
@@ -728,7 +828,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
     a.b = has_w ? bp + (size_t) c0 * n : NULL;
     double *values = spec->device_out ? spec->device_out : (double *) (base + at_out);
     a.out = vcols ? values + (size_t) c0 * m : NULL;
-    if (launch_reduction<T>(spec, a, gauss2, rows_per_thread, err)) return err->status;
+    if (launch_reduction<T>(spec, a, rows_per_thread, two_way, err)) return err->status;
   }
   // Resident results: nothing to download, but the staging buffer and the
   // workspace are reused by the next call, so this one finishes first.
@@ -776,4 +876,58 @@ extern "C" gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_ope
   if (reduce_device(ops, &device, err) || gk_device_enter(device, err)) return err->status;
   if (spec->single) return reduce_cuda_typed<float>(spec, x, y, b, out, index, err);
   return reduce_cuda_typed<double>(spec, x, y, b, out, index, err);
+}
+
+// Compiles the kernels of `count` reductions ahead of their first calls, on
+// up to `threads` host threads (NVRTC compiles programs side by side).
+extern "C" gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
+                                        const int *cols, const int *ranged, const int *rows, int threads,
+                                        gk_error *err)
+{
+  int device = 0;
+  if (gk_device_enter(GK_DEVICE_ACTIVE, err) ||
+      gk_cuda_status(cudaGetDevice(&device), "finding the GPU in use", err))
+    return err->status;
+  std::vector<Variant> variants;
+  for (int i = 0; i < count; i++) {
+    Variant v;
+    const bool two_way = specs[i].symmetric && ranged[i] && cols[i] == 1;
+    if (choose_variant(&specs[i], specs[i].single != 0, dims[i], cols[i], ranged[i] != 0, two_way, rows[i], &v))
+      variants.push_back(v);
+  }
+  std::atomic<size_t> next(0);
+  std::mutex failed;
+  gk_error first;
+  gk_error_clear(&first);
+  auto work = [&](bool main_thread) {
+    if (!main_thread) {
+      // Helper threads print nothing and never ask R about interrupts.
+      gk_hooks_bind_worker([](void *) { return 0; }, NULL);
+      if (cudaSetDevice(device) != cudaSuccess) return;
+    }
+    for (size_t i = next++; i < variants.size(); i = next++) {
+      const void *tiles, *combine;
+      gk_error e;
+      gk_error_clear(&e);
+      if (variant_kernels(variants[i], &tiles, &combine, &e)) {
+        std::lock_guard<std::mutex> g(failed);
+        if (!first.status) first = e;
+        next = variants.size();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  const int extra = std::min<int>(threads > 0 ? threads : 1, (int) variants.size()) - 1;
+  try {
+    for (int t = 0; t < extra; t++) helpers.emplace_back(work, false);
+  } catch (...) {
+    // Fewer threads than asked: the rest is done by those that started.
+  }
+  work(true);
+  for (std::thread &h : helpers) h.join();
+  if (first.status) {
+    *err = first;
+    return first.status;
+  }
+  return GK_OK;
 }

@@ -6,7 +6,8 @@
 #ifndef GK_REDUCE_KMIN_LARGE_CUH
 #define GK_REDUCE_KMIN_LARGE_CUH
 
-#include "reduce/reduce_ops.cuh"
+#include "device/gk_error.h"
+#include "gpukernels/reduce_args.h"
 
 namespace gkreduce {
 

@@ -6,7 +6,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include "reduce/reduce_kmin_large.cuh"
-#include "reduce/reduce_kernels.cuh"
+#include "gpukernels/reduce_kernels.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
 

@@ -20,6 +20,14 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
   return gk_fail_no_cuda(err);
 }
 
+gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
+                             const int *cols, const int *ranged, const int *rows, int threads,
+                             gk_error *err)
+{
+  (void) count; (void) specs; (void) dims; (void) cols; (void) ranged; (void) rows; (void) threads;
+  return gk_fail_no_cuda(err);
+}
+
 /* A CPU-only build never fills a plan: nothing to free. */
 void reduce_plan_free(gk_reduce_plan *plan)
 {

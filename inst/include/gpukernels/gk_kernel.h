@@ -1,7 +1,9 @@
 /*
  * The package's one kernel vocabulary, shared by every engine and by both
  * backends: the same inline functions compile as C on the CPU and as
- * __host__ __device__ code under nvcc, so CPU and GPU results agree.
+ * __host__ __device__ code under nvcc and NVRTC, so CPU and GPU results
+ * agree. Installed with the package (inst/include): the reduction kernels
+ * are compiled from it at run time.
  *
  * A kernel is evaluated on scaled coordinates x / range (range is one number
  * or one per dimension; engines apply it when they load coordinates). With
@@ -33,12 +35,25 @@
 #ifndef GK_KERNEL_H
 #define GK_KERNEL_H
 
+#ifdef __CUDACC_RTC__
+/* NVRTC (the reduction kernels compiled at run time) has the math functions
+ * built in but no <math.h>. */
+#define INFINITY __longlong_as_double(0x7ff0000000000000LL)
+#define NAN __longlong_as_double(0x7ff8000000000000LL)
+#else
 #include <math.h>
+#endif
 
 #ifdef __CUDACC__
 #define GK_HD __host__ __device__ __forceinline__
+/* The general-nu Matern series and the derivative families: one call instead
+ * of their loops inlined into every kernel that can evaluate any family (they
+ * cost hundreds of operations per value anyway, and inlining them made each
+ * such kernel take seconds to compile). */
+#define GK_HD_CALL static __host__ __device__ __noinline__
 #else
 #define GK_HD static inline
+#define GK_HD_CALL static
 #endif
 
 typedef enum {
@@ -82,6 +97,7 @@ GK_HD double gk_matern_log_norm(double nu)
   return log(2.0) + 0.5 * log(nu) - GK_HALF_LOG_2PI - gk_matern_stirling(nu);
 }
 
+#ifndef __CUDACC_RTC__   /* host only */
 /* Rough cost of one evaluation, in gaussian evaluations. Engines size their
  * units of work between interrupt checks by it: the general-nu Matern sums a
  * quadrature of tens of double-precision exponentials (measured on the H100:
@@ -112,6 +128,8 @@ static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance,
   }
   return k;
 }
+
+#endif
 
 GK_HD int gk_kernel_uses_inner_product(const gk_kernel *k)
 {
@@ -168,7 +186,7 @@ GK_HD double gk_matern_term(double t, double t_peak, double nu, double d, double
   return w * exp(peak + psi) * other;
 }
 
-GK_HD double gk_matern_correlation_general(double d, double nu, double log_norm)
+GK_HD_CALL double gk_matern_correlation_general(double d, double nu, double log_norm)
 {
   if (d <= 0.0) return 1.0;
   double big_r = sqrt(nu * nu + d * d), d2r = d * d / (nu + big_r);
@@ -230,7 +248,7 @@ GK_HD double gk_matern_dlogrange_general(double d, double nu)
 }
 
 /* d k / d log(range) for the derivative families, in double precision. */
-GK_HD double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
+GK_HD_CALL double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
 {
   double d = sqrt(stat);
   switch ((int) k->family - (int) GK_KERNEL_DLOGRANGE) {

@@ -1,43 +1,13 @@
 // The GPU kernels of the reductions: the tiled map-reduce (KeOps GPU_1D, and
-// GPU_2D when blockIdx.y splits the j range into chunks), the pass that
-// combines the 2D chunks, and the preparation of the operands.
+// GPU_2D when blockIdx.y splits the j range into chunks) and the pass that
+// combines the 2D chunks. Installed with the package and compiled at run
+// time by NVRTC, one specialization at a time (src/reduce/reduce_jit.cu).
 #ifndef GK_REDUCE_KERNELS_CUH
 #define GK_REDUCE_KERNELS_CUH
 
-#include <type_traits>
-#include "reduce/reduce_ops.cuh"
+#include "gpukernels/reduce_ops.cuh"
 
 namespace gkreduce {
-
-constexpr int BLOCK = 256;   // threads per block, and rows of y per shared tile
-// Threads per block of the block-sparse kernel: its work pieces are clusters,
-// often of a few dozen rows (64 in the matrix-free H2 products), which blocks
-// of 256 threads would leave mostly idle. Blocks of 64 cut pieces of 64 x ROWS
-// rows; more blocks then share a multiprocessor, at the same thread count.
-constexpr int RANGED_BLOCK = 64;
-template <bool RANGED> __host__ __device__ constexpr int threads_per_block()
-{
-  return RANGED ? RANGED_BLOCK : BLOCK;
-}
-
-// Shared memory of a block: the tile (per entry: the values of y_j and b_j,
-// and with block-sparse ranges the entry's j), then, for ops with candidate
-// queues (KMinOp), the queues of every row of the block.
-__host__ __device__ constexpr size_t queue_offset(int tile, int entry_bytes, bool ranged)
-{
-  return ((size_t) tile * (entry_bytes + (ranged ? sizeof(int) : 0)) + 15) / 16 * 16;
-}
-template <typename T, class Op> __host__ __device__ constexpr size_t queue_bytes(int threads, int rows)
-{
-  return (size_t) Op::QUEUE * threads * rows * (sizeof(T) + sizeof(int));
-}
-
-// Values of the operands per j in the shared tile, padded to 16 bytes so that
-// a point with its weights is read with vector loads.
-template <typename T> __host__ __device__ constexpr int padded(int count)
-{
-  return sizeof(T) == 4 ? (count + 3) / 4 * 4 : (count + 1) / 2 * 2;
-}
 
 // The kernel as a function of the pair statistic, from the shared vocabulary.
 __device__ __forceinline__ float kernel_value(const gk_kernel &k, float stat) { return gk_kernel_eval_f(&k, stat); }
@@ -136,20 +106,6 @@ template <class Val> struct WithVariance {
   }
 };
 
-// The exponential-family coefficients (poly1, poly2) of a kernel, or false.
-inline bool exp_poly_of(const gk_kernel &k, double *poly1, double *poly2)
-{
-  *poly1 = *poly2 = 0.0;
-  if (k.family == GK_KERNEL_EXPONENTIAL) return true;
-  if (k.family != GK_KERNEL_MATERN) return false;
-  switch (k.matern_twice_nu) {
-  case 1: return true;
-  case 3: *poly1 = 1.0; return true;
-  case 5: *poly1 = 1.0; *poly2 = 1.0 / 3.0; return true;
-  default: return false;
-  }
-}
-
 // Squared distance (or inner product) of x_i, held in registers (DS > 0) or
 // read from global memory (DS == 0, any dimension), with y_j in shared memory.
 template <typename T, int DS, bool MAY_BE_INNER>
@@ -181,7 +137,7 @@ __device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const
   return s;
 }
 
-// Calls f(std::integral_constant<int, K>) for K = count in 1..MOST (count is
+// Calls f(int_constant<K>) for K = count in 1..MOST (count is
 // warp-uniform): a loop over K rows per thread compiled for each K, so that a
 // warp with fewer rows issues fewer instructions instead of idle ones.
 template <int MOST, class F> __device__ __forceinline__ void with_row_count(int count, F &&f)
@@ -192,7 +148,7 @@ template <int MOST, class F> __device__ __forceinline__ void with_row_count(int 
       return;
     }
   }
-  f(std::integral_constant<int, MOST>());
+  f(int_constant<MOST>());
 }
 
 // ---- two-way (symmetric) launches -----------------------------------------
@@ -206,10 +162,6 @@ template <int MOST, class F> __device__ __forceinline__ void with_row_count(int 
 // memory and each column goes to `transposed` with one atomic add per block
 // and tile. Groups of 32 in float32; 16 in float64, where 32 values per lane
 // would add 64 registers to the kernel's 80.
-template <typename T> __host__ __device__ constexpr int column_group()
-{
-  return sizeof(T) == 4 ? 32 : 16;
-}
 
 // One step of the transpose-reduce over lane bit O: each lane keeps half of
 // its O + O columns (the upper half when its bit O is set), sends the other
@@ -415,7 +367,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
     __syncthreads();
     if (busy) {
       if constexpr (RANGED) with_row_count<ROWS>(warp_rows, reduce_rows);
-      else reduce_rows(std::integral_constant<int, ROWS>());
+      else reduce_rows(int_constant<ROWS>());
     }
     __syncthreads();
     if constexpr (TWO_WAY) {
@@ -511,25 +463,6 @@ __global__ void combine_chunks(Args a)
   }
   if (a.carry_out) st.save(a, 0, i);
   else st.finish(a, i);
-}
-
-// dst = src (double or float) with column c shifted by shift[c], then
-// multiplied by scale[c] (each if given), in double, then rounded to the
-// compute precision: a device matrix's centre moved to the common point of
-// the call before scaling (reduce.h), so differences keep their digits.
-template <typename T>
-__global__ void prepare_operand(const void *src, int src_single, size_t rows, int cols,
-                                const double *shift, const double *scale, T *dst)
-{
-  size_t count = rows * (size_t) cols;
-  for (size_t q = (size_t) blockIdx.x * blockDim.x + threadIdx.x; q < count;
-       q += (size_t) gridDim.x * blockDim.x) {
-    double v = src_single ? (double) static_cast<const float *>(src)[q]
-                          : static_cast<const double *>(src)[q];
-    if (shift) v += shift[q / rows];
-    if (scale) v *= scale[q / rows];
-    dst[q] = (T) v;
-  }
 }
 
 }  // namespace gkreduce

@@ -9,53 +9,10 @@
 #ifndef GK_REDUCE_OPS_CUH
 #define GK_REDUCE_OPS_CUH
 
-#include <math.h>
-#include "reduce/reduce.h"
+#include "gpukernels/reduce_args.h"
 
 namespace gkreduce {
 
-// Everything a launch needs; the pointers are device memory.
-struct Args {
-  const void *x, *y, *b;   // prepared (scaled, in the compute precision), column-major
-  size_t m, n;
-  int dim, e, k;           // e: columns of b in this launch (<= the op's EC)
-  int stride;              // per-j values in the shared tile: dim + e, padded
-  int tile;                // rows of y per shared tile
-  size_t j_begin, j_end;   // the slice of [0, n) this launch reduces over (block-sparse:
-                           // of the positions in each piece's list of kept columns)
-  int j_chunk, nchunks;    // the 2D split of the slice
-  // Long reductions run in slices (so that they can be interrupted): every
-  // block then saves its state, and the combining pass merges the state of the
-  // earlier slices (partial slot 0) with this slice's chunks (slots chunk0...).
-  int sliced, chunk0, carry_in, carry_out;
-  int inner;               // the kernel's statistic is an inner product
-  gk_kernel kernel;
-  double out_scale;        // multiplies finished sums (the variance of the gaussian and exponential-family sums)
-  double root_scale;       // > 0: finished values are root_scale sqrt(values) (reduce.h)
-  double poly1, poly2;     // the exponential family's polynomial (ValExpPoly)
-  double *out;             // m x (value columns), or NULL
-  int *index;              // m x (index columns), or NULL; 1-based, 0 = none
-  double *partial;         // 2D or sliced: (chunk0 + nchunks) x slots x m
-  int *partial_index;      // 2D or sliced: (chunk0 + nchunks) x index slots x m  // Block-sparse (reduce.h): block x works on the rows pieces[4x] .. pieces[4x+1]
-  // over the j ranges redranges[pieces[4x+2] .. pieces[4x+3]); j_chunk and
-  // blockIdx.y then split the concatenation of those ranges (within the slice).
-  const int *pieces;
-  const int *redranges;
-  int npieces, piece_rows; // host planning: pieces and their most rows, the longest list (in j), pairs kept
-  size_t list_max;
-  double kept_pairs;
-  // Two-way launches (symmetric sums, reduce.h; block-sparse, one weight
-  // column): the sums of the columns, m doubles zeroed before the launch,
-  // added into `out` (times out_scale) after it.
-  double *transposed;
-};
-
-// The exponentials of the GPU engine, 2^(u / EXP2_UNIT), take their argument
-// in units of 1 / EXP2_UNIT: 1 in float32 (one MUFU.EX2), 64 in float64 (a
-// table of 2^(q/64) and a short polynomial). Callers fold the unit into their
-// constants or into the scale of the points (a power of two: exact).
-template <typename T> constexpr T EXP2_UNIT = 1;
-template <> constexpr double EXP2_UNIT<double> = 64;
 
 // 2^u in one MUFU.EX2 (u <= 0 here; relative error about 2^-22).
 __device__ __forceinline__ float exp2_units(float u)
@@ -129,8 +86,6 @@ struct SumOp {
   static constexpr int QUEUE = 0;   // no candidate queue (see KMinOp)
   T part[EC];
   double total[EC];
-  static int slots(int e, int k) { return e; }
-  static int index_slots(int k) { return 0; }
   __device__ void init(const Args &a) {
 #pragma unroll
     for (int c = 0; c < EC; c++) { part[c] = 0; total[c] = 0.0; }
@@ -174,8 +129,6 @@ struct ExtremeOp {
   static constexpr int QUEUE = 0;
   T best;
   int arg;   // -1: nothing seen
-  static int slots(int e, int k) { return 1; }
-  static int index_slots(int k) { return 1; }
   __device__ void init(const Args &a) { best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>(); arg = -1; }
   __device__ __forceinline__ bool better(T v) const { return IS_MAX ? v > best : v < best; }
   __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
@@ -217,7 +170,7 @@ struct ExtremeOp {
 template <typename T, int KMAX>
 struct KMinOp {
   static constexpr int EC_ = 1;
-  static constexpr int QUEUE = 16;        // queued candidates per row
+  static constexpr int QUEUE = KMIN_QUEUE;   // queued candidates per row
   static constexpr int CHECK_EVERY = 4;   // values per group (push_group)
   static constexpr int EMPTY = -1, FILLER = -2;
   T val[KMAX];
@@ -225,8 +178,6 @@ struct KMinOp {
   T *queue_val;
   int *queue_j;
   int queue_end, queue_stride;   // queued entries end at queue_end = count * stride
-  static int slots(int e, int k) { return k; }
-  static int index_slots(int k) { return k; }
   __device__ void init(const Args &a) {
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
@@ -356,8 +307,6 @@ struct ExpOp {
   T part[EC], part_den;   // this tile's sums, relative to mx
   double sum[EC];         // the earlier tiles', relative to mx
   double den;
-  static int slots(int e, int k) { return e + 2; }
-  static int index_slots(int k) { return 0; }
   __device__ __forceinline__ static T exp_of(T t)
   {
     return exp2_units(t * (T) (1.4426950408889634 * EXP2_UNIT<T>));
