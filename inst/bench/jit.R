@@ -31,7 +31,7 @@ if (length(args) && args[1] == "--session") {
       cl <- cbind(seq(1L, m, 500L), pmin(seq(1L, m, 500L) + 499L, m))
       keep <- abs(outer(seq_len(nrow(cl)), seq_len(nrow(cl)), "-")) <= 2
       r <- ranges_from_mask(cl, cl, keep)
-      kernel_matvec(xs, b = b, kernel = "exponential", ranges = r, symmetric = TRUE)
+      kernel_reduce(xs, b = b, kernel = "exponential", ranges = r, symmetric = TRUE)
     })
   rows <- lapply(names(cases), function(case) {
     first <- system.time(cases[[case]]())[["elapsed"]]

@@ -25,6 +25,7 @@ struct device_context {
   gk_device_buffer scratch[GK_SCRATCH_SLOTS] = {};
   gk_pinned_buffer staging = {NULL, 0};
   int sm_count = 0;                       // 0: not asked yet
+  int arch = 0;                           // 10 major + minor; 0: not asked yet
   std::vector<occupancy_entry> occupancy;
 };
 
@@ -103,6 +104,23 @@ int gk_device_sm_count(void)
     ctx->sm_count = sms;
   }
   return ctx->sm_count;
+}
+
+int gk_device_arch(void)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 0;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->arch) {
+    int major = 0, minor = 0, device = gk_device_in_use();
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;   // not cached: asked again next time
+    }
+    ctx->arch = 10 * major + minor;
+  }
+  return ctx->arch;
 }
 
 int gk_device_occupancy(const void *kernel, int block, size_t smem)

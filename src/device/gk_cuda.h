@@ -38,6 +38,10 @@ gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err);
  * in use; asked once per (device, kernel, block, smem) and cached. At least 1. */
 int gk_device_occupancy(const void *kernel, int block, size_t smem);
 
+/* The compute capability of the device in use as 10 major + minor (90 for
+ * an H100), asked once per device; 0 when it cannot be asked. */
+int gk_device_arch(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,9 +42,8 @@ struct Target {
   std::string option;
 };
 
-gk_status target_for(int major, int minor, Target *t, gk_error *err)
+gk_status target_for(int want, Target *t, gk_error *err)
 {
-  const int want = 10 * major + minor;
   int count = 0;
   if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0)
     return gk_fail(err, GK_ERR_CUDA, "NVRTC lists no GPU architectures");
@@ -55,7 +54,7 @@ gk_status target_for(int major, int minor, Target *t, gk_error *err)
     if (a <= want && a > t->arch) t->arch = a;
   if (t->arch == 0)
     return gk_fail(err, GK_ERR_CUDA, "this CUDA toolkit's NVRTC cannot compile for the GPU "
-                   "(compute capability %d.%d)", major, minor);
+                   "(compute capability %d.%d)", want / 10, want % 10);
   t->ptx = t->arch != want;
   t->option = (t->ptx ? "--gpu-architecture=compute_" : "--gpu-architecture=sm_") + std::to_string(t->arch);
   return GK_OK;
@@ -179,16 +178,11 @@ extern "C" gk_status gk_jit_kernels(const char *source, int count, const char *c
   if (!gk_jit_configured())
     return gk_fail(err, GK_ERR_INTERNAL, "the GPU kernel sources were not found (the package's "
                    "include directory); reinstall gpukernels");
-  int device = 0, major = 0, minor = 0;
-  if (gk_cuda_status(cudaGetDevice(&device), "finding the GPU in use", err) ||
-      gk_cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-                     "asking the GPU's architecture", err) ||
-      gk_cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
-                     "asking the GPU's architecture", err))
-    return err->status;
+  const int arch = gk_device_arch();
+  if (arch <= 0) return gk_fail(err, GK_ERR_CUDA, "could not ask the GPU's architecture");
   std::vector<std::string> name_list(names, names + count);
   Target t;
-  if (target_for(major, minor, &t, err)) return err->status;
+  if (target_for(arch, &t, err)) return err->status;
   int nvrtc_major = 0, nvrtc_minor = 0;
   nvrtcVersion(&nvrtc_major, &nvrtc_minor);
   uint64_t key = gk_jit_sources_hash();

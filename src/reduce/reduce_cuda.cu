@@ -884,10 +884,8 @@ extern "C" gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, 
                                         const int *cols, const int *ranged, const int *rows, int threads,
                                         gk_error *err)
 {
-  int device = 0;
-  if (gk_device_enter(GK_DEVICE_ACTIVE, err) ||
-      gk_cuda_status(cudaGetDevice(&device), "finding the GPU in use", err))
-    return err->status;
+  if (gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
+  const int device = gk_device_in_use();
   std::vector<Variant> variants;
   for (int i = 0; i < count; i++) {
     Variant v;
@@ -903,7 +901,9 @@ extern "C" gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, 
     if (!main_thread) {
       // Helper threads print nothing and never ask R about interrupts.
       gk_hooks_bind_worker([](void *) { return 0; }, NULL);
-      if (cudaSetDevice(device) != cudaSuccess) return;
+      gk_error ignored;
+      gk_error_clear(&ignored);
+      if (gk_device_enter(device, &ignored)) return;   // the main thread does the work
     }
     for (size_t i = next++; i < variants.size(); i = next++) {
       const void *tiles, *combine;
