@@ -17,6 +17,7 @@ SEXP gk_r_device_info(SEXP device);
 SEXP gk_r_set_device(SEXP device);
 SEXP gk_r_current_device(void);
 SEXP gk_r_omp_threads(void);
+SEXP gk_r_tunables(void);
 
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
@@ -101,6 +102,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
+  {"gk_r_tunables", (DL_FUNC) &gk_r_tunables, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
