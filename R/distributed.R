@@ -110,7 +110,6 @@ gk_row_bands <- function(n, count, triangle = FALSE) {
 # The options a chunk runs under on its worker.
 gk_chunk_options <- function() {
   names <- c("gpukernels.threads", "gpukernels.backend", "gpukernels.pcf_budget_bytes",
-             "gpukernels.pcf_gpu_walk", "gpukernels.pcf_gpu_shared",
              "gpukernels.future_devices")
   opts <- options()[names]
   opts[!vapply(opts, is.null, NA)]

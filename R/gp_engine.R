@@ -397,10 +397,9 @@ gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
 # vector on the device (gp_cuda.cu: the same iteration, and G' applied there
 # too); otherwise gp_block_cg() on the products A(V). `clock` (or NULL): the
 # device solver's time goes to clock$solver.
-# (options(gpukernels.gp_device_solver = FALSE): the host loop, for comparison.)
 gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
   ctl <- prob$control
-  on_device <- prob$backend == "gpu" && isTRUE(getOption("gpukernels.gp_device_solver", TRUE))
+  on_device <- prob$backend == "gpu"
   device_solve <- if (on_device && inherits(op$sigma, "h2matrix")) {
     function(blocks, tol, x, gt_b) {
       .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, blocks, tol,

@@ -21,6 +21,11 @@
 #' of the free GPU memory, no limit on the CPU. A smaller budget makes
 #' `storage = "auto"` go on the fly sooner (the tests use it on the CPU).
 #'
+#' @section Tunables:
+#' The few settings read from environment variables (sizes of GPU work
+#' chunks and of shared-memory staging) form one registry, listed with their
+#' values and defaults by [gk_info()] (`gk_info()$tunables`); see its help.
+#'
 #' @keywords internal
 #' @useDynLib gpukernels, .registration = TRUE
 "_PACKAGE"

@@ -1,13 +1,43 @@
 #' What this build of gpukernels can use
 #'
 #' Reports how the package was built (with CUDA or CPU-only, the CUDA version
-#' and target architectures) and, for each GPU, its name, compute capability,
-#' number of multiprocessors, and total and free memory.
+#' and target architectures), for each GPU its name, compute capability,
+#' number of multiprocessors, and total and free memory, and the package's
+#' tunables.
+#'
+#' @section Tunables:
+#' The few settings the engines read from the environment are listed in one
+#' registry, `gk_info()$tunables`; each is an environment variable that holds
+#' a number. The defaults are what the package was tuned with; a variable
+#' changes what the engines do from their next call (set it with
+#' `Sys.setenv()` in the session, or before R starts), and results stay the
+#' same up to rounding. A value that is not a whole number in the tunable's
+#' range is ignored (the default applies) and the report says so.
+#' \describe{
+#'   \item{`GK_REDUCE_ROWS`}{rows per thread of the GPU gaussian-sum fast path
+#'     (1, 2 or 4); 0, the default, chooses by problem size.}
+#'   \item{`GK_REDUCE_SLICE_PAIRS`}{kernel evaluations per launch of a long GPU
+#'     reduction, with an interrupt check between launches; 0, the default,
+#'     chooses.}
+#'   \item{`GK_PCF_SHARED_BYTES`}{shared memory per thread block of the PCF GPU
+#'     kernel for staged column functions (default 40960 bytes).}
+#'   \item{`GK_H2_PROJECT_CHUNK_MB`}{size of the chunks in which the GPU H2
+#'     compression projects a level's couplings (default 4096 MB): smaller
+#'     chunks need less GPU memory and make more launches.}
+#'   \item{`GK_H2_STACK_QR_MAX_RANK`}{highest level rank whose QRs in the GPU H2
+#'     compression use the package's stack QR kernel (default 256, the
+#'     kernel's limit); levels of higher rank use cuBLAS's batched QR in passes.}
+#'   \item{`GK_H2_STACK_PIECES`}{coupling blocks per pass of those batched QRs
+#'     (default 4).}
+#' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),
 #'   `cuda_version`, `runtime_version`, `driver_version`, `device_count`,
-#'   `no_device_reason`, `current_device` and `devices` (a data frame, one row per
-#'   GPU). It prints as a short report.
+#'   `no_device_reason`, `current_device`, `devices` (a data frame, one row per
+#'   GPU) and `tunables` (a data frame, one row per tunable: `name`, the
+#'   environment variable; `value`, the value in effect; `default`; `set`,
+#'   whether the variable is set; `valid`, whether its value is accepted, `NA`
+#'   where it is not set; `description`). It prints as a short report.
 #' @examples
 #' gk_info()
 #' @export
@@ -27,6 +57,7 @@ gk_info <- function() {
   }
   build$current_device <- if (build$device_count > 0L) .Call(gk_r_current_device) else NA_integer_
   build$devices <- devices
+  build$tunables <- gk_tunables()
   structure(build, class = "gk_info")
 }
 
@@ -57,7 +88,24 @@ print.gk_info <- function(x, ...) {
     }
     cat("  backend \"auto\" uses GPU ", x$current_device, "\n", sep = "")
   }
+  tun <- x$tunables
+  changed <- tun$set
+  if (any(changed)) {
+    cat("  tunables set in the environment (the others at their defaults; ?gk_info):\n")
+    for (i in which(changed)) {
+      cat(sprintf("    %s = %s%s\n", tun$name[i], format(tun$value[i], scientific = FALSE),
+                  if (isTRUE(tun$valid[i])) "" else
+                    sprintf(" (the default: \"%s\" is not valid)", Sys.getenv(tun$name[i]))))
+    }
+  } else {
+    cat("  tunables: all at their defaults (", nrow(tun), " listed in $tunables)\n", sep = "")
+  }
   invisible(x)
+}
+
+# The registry of tunables (src/device/gk_tunables.c), one row per tunable.
+gk_tunables <- function() {
+  as.data.frame(.Call(gk_r_tunables), stringsAsFactors = FALSE)
 }
 
 gk_cpu_threads <- function() {

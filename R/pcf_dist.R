@@ -127,20 +127,7 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
   budget <- pcf_budget()
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
-          backend, gk_threads(), as.double(budget), devices, gk_progress_lines(),
-          pcf_tuning()))
-}
-
-# GPU tuning knobs (internal): the walk variant and shared memory per block.
-# Walks (src/pcf/pcf_cuda.cu): 0 the CPU's walk, 1 the row read one interval
-# ahead, 2..4 that many column functions per thread at once; unset (-1), the
-# fastest measured for the precision (inst/bench/pcf_tuning.R compares them).
-pcf_tuning <- function() {
-  walk <- getOption("gpukernels.pcf_gpu_walk", -1L)
-  if (!is.numeric(walk) || length(walk) != 1L || !walk %in% -1:4) {
-    stop("option gpukernels.pcf_gpu_walk must be one of 0, 1, 2, 3, 4", call. = FALSE)
-  }
-  c(as.integer(walk), as.integer(getOption("gpukernels.pcf_gpu_shared", 0L)))
+          backend, gk_threads(), as.double(budget), devices, gk_progress_lines()))
 }
 
 pcf_budget <- function() {

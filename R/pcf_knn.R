@@ -51,8 +51,7 @@ pcf_knn_call <- function(X, Y, k, p, precision, backend, devices, column_lists =
   devices <- if (backend == "gpu") pcf_devices(devices) else integer()
   res <- gk_with_engine_progress(
     .Call(gk_r_pcf_knn, unclass(X), if (is.null(Y)) NULL else unclass(Y), k, p, single,
-          backend, gk_threads(), pcf_budget(), devices, gk_progress_lines(), pcf_tuning(),
-          column_lists))
+          backend, gk_threads(), pcf_budget(), devices, gk_progress_lines(), column_lists))
   out <- list(index = res[[1L]], distance = res[[2L]])
   if (column_lists) out[c("column_index", "column_distance")] <- res[3:4]
   out

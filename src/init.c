@@ -21,6 +21,7 @@ SEXP gk_r_device_info(SEXP device);
 SEXP gk_r_set_device(SEXP device);
 SEXP gk_r_current_device(void);
 SEXP gk_r_omp_threads(void);
+SEXP gk_r_tunables(void);
 
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
@@ -38,10 +39,10 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
 /* PCF engine (r_pcf.c) and the block scheduler it uses (r_blocks.c) */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning);
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress);
 SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
-                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP column_lists);
+                  SEXP budget, SEXP devices, SEXP progress, SEXP column_lists);
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle);
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);
@@ -109,6 +110,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},
   {"gk_r_current_device", (DL_FUNC) &gk_r_current_device, 0},
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
+  {"gk_r_tunables", (DL_FUNC) &gk_r_tunables, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
@@ -118,9 +120,9 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
   /* PCF engine */
-  {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 11},
+  {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 10},
   {"gk_r_pcf_validate", (DL_FUNC) &gk_r_pcf_validate, 1},
-  {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 12},
+  {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 11},
   {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
   {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},

@@ -3,6 +3,7 @@
 #include "gk_config.h"
 #include "device/gk_device.h"
 #include "device/gk_omp.h"
+#include "device/gk_tunables.h"
 
 SEXP gk_r_build_info(void)
 {
@@ -41,6 +42,33 @@ SEXP gk_r_device_info(SEXP device)
   SET_VECTOR_ELT(out, 5, Rf_ScalarReal((double) info.free_memory));
   SET_VECTOR_ELT(out, 6, Rf_ScalarReal((double) info.l2_bytes));
   SET_VECTOR_ELT(out, 7, Rf_ScalarReal((double) info.shared_per_block_optin));
+  UNPROTECT(1);
+  return out;
+}
+
+/* The registry of tunables (device/gk_tunables.h) as the columns of a data
+ * frame: name, value (in effect), default, set, valid (NA where unset),
+ * description. */
+SEXP gk_r_tunables(void)
+{
+  const char *names[] = {"name", "value", "default", "set", "valid", "description", ""};
+  const int n = GK_TUNE_COUNT;
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SEXP name = gk_list_put(out, 0, Rf_allocVector(STRSXP, n));
+  SEXP value = gk_list_put(out, 1, Rf_allocVector(REALSXP, n));
+  SEXP fallback = gk_list_put(out, 2, Rf_allocVector(REALSXP, n));
+  SEXP set = gk_list_put(out, 3, Rf_allocVector(LGLSXP, n));
+  SEXP valid = gk_list_put(out, 4, Rf_allocVector(LGLSXP, n));
+  SEXP doc = gk_list_put(out, 5, Rf_allocVector(STRSXP, n));
+  for (int i = 0; i < n; i++) {
+    gk_tunable_id id = (gk_tunable_id) i;
+    SET_STRING_ELT(name, i, Rf_mkChar(gk_tunable_name(id)));
+    REAL(value)[i] = gk_tunable(id);
+    REAL(fallback)[i] = gk_tunable_default(id);
+    LOGICAL(set)[i] = gk_tunable_is_set(id) != 0;
+    LOGICAL(valid)[i] = gk_tunable_is_set(id) ? gk_tunable_is_valid(id) != 0 : NA_LOGICAL;
+    SET_STRING_ELT(doc, i, Rf_mkChar(gk_tunable_doc(id)));
+  }
   UNPROTECT(1);
   return out;
 }

@@ -83,7 +83,7 @@ SEXP gk_r_pcf_validate(SEXP x)
 
 /* The engine options from the R arguments shared by every PCF entry point. */
 static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP devices,
-                                  SEXP progress, SEXP tuning)
+                                  SEXP progress)
 {
   pcf_options opt;
   opt.single = gk_as_flag(single);
@@ -92,8 +92,6 @@ static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   opt.progress = gk_as_flag(progress);
   opt.devices = INTEGER(devices);
   opt.n_devices = Rf_length(devices);
-  opt.gpu_walk = INTEGER(tuning)[0];
-  opt.gpu_shared_bytes = INTEGER(tuning)[1];
   return opt;
 }
 
@@ -136,7 +134,7 @@ SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP tuning)
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress)
 {
   const char *what = CHAR(STRING_ELT(kind, 0));
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
@@ -146,7 +144,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   gk_block_writer writer;
   gk_error err;
   gk_error_clear(&err);
-  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
   sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
   if (opt.single) {
@@ -198,14 +196,14 @@ static void knn_missing_as_na(SEXP index, SEXP distance)
  * with column_lists (y given), also the k nearest of x for each function of
  * y, from the same distances (list elements 3 and 4). */
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
-                  SEXP budget, SEXP devices, SEXP progress, SEXP tuning, SEXP column_lists)
+                  SEXP budget, SEXP devices, SEXP progress, SEXP column_lists)
 {
   pcf_set xs, ys;
   const pcf_set *yp;
   pcf_knn_state *state = NULL;
   gk_error err;
   gk_error_clear(&err);
-  pcf_options opt = options_from_r(single, threads, budget, devices, progress, tuning);
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = pcf_op_for_p(gk_as_double(p));
   int kk = gk_as_int(k), both = gk_as_flag(column_lists) && !Rf_isNull(y);
   sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);

@@ -14,13 +14,11 @@
 # the GPU (src/h2/h2_compress_cuda.cu) at tol = 1e-3 (3D) / 1e-7 (2D), float64
 # (and float32 with "single"): times (after a warm-up compression; the phases
 # generate / truncate / project of the compression; gen_qr_s: the batched QRs of
-# the generation, by CUDA events; GK_H2_GEN_QR=cublas in the environment takes
-# the geqrfBatched passes instead of the stack QR kernel, GK_H2_STACK_PIECES=p
-# then sets the coupling blocks per pass, default 4; orth_basis_s: the new bases
-# and transfers of h2_orthogonalize(), its projections of the couplings not
-# included, and GK_H2_ORTH_QR=cublas takes geqrfBatched + form_q there instead of
-# the fused QR kernel of src/h2/h2_small_qr.cuh; GK_H2_SVD=jacobi takes the
-# truncation's first SVD kernel, one warp per column pair), GFLOP/s of the work done, memory
+# the generation, by CUDA events; the tunables GK_H2_STACK_QR_MAX_RANK and
+# GK_H2_STACK_PIECES in the environment set which levels take the geqrfBatched
+# passes instead of the stack QR kernel and the coupling blocks per pass, see
+# ?gk_info; orth_basis_s: the new bases and transfers of h2_orthogonalize(),
+# its projections of the couplings not included), GFLOP/s of the work done, memory
 # of the matrix and GPU memory taken by the compressed one (it shares the
 # dense blocks), HMV time before and after, N(0, 1) errors against the exact
 # kernel. Targets at 2^20 in 3D, float64: compression <= 0.4 s; at tol = 1e-3

@@ -53,9 +53,6 @@ run_case <- function(X, op, precision, backend, reps, devices = NULL, label = ba
 }
 
 options(gpukernels.progress = FALSE)
-if (file.exists("pcf_tuning_best.R")) source("pcf_tuning_best.R")   # from pcf_tuning.R
-cat("GPU walk", gpukernels:::pcf_tuning()[1], "shared bytes", gpukernels:::pcf_tuning()[2],
-    "(-1 / 0: the defaults, walk 3 in single and 2 in double precision, 40 KiB)\n")
 print(gk_info())
 if (mode == "quick") {
   X <- draw_pcfs(600)

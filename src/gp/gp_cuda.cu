@@ -14,10 +14,8 @@
  */
 #include <limits.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <vector>
 #include <cub/cub.cuh>
 #include "gp/gp.h"
@@ -272,24 +270,6 @@ __global__ void next_direction(size_t n, const int *cols, const double *beta, co
     pj[i] = rj[i] + b * pj[i];
 }
 
-/* GK_GP_TRACE=1 in the environment: the solver's phases on stderr (seconds
- * since its start, after synchronizing), to see where a solve spends its time. */
-struct tracer {
-  int on;
-  double start;
-  static double now()
-  {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-  }
-  tracer() : on(getenv("GK_GP_TRACE") != NULL), start(now()) {}
-  void mark(const char *what, int it)
-  {
-    if (on) fprintf(stderr, "gp solver %8.3f s  %s %d\n", now() - start, what, it);
-  }
-};
-
 /* Everything the solver keeps on the GPU, freed together. */
 struct solver_state {
   gk_device_buffer nbr, coef, tptr, trow, tval;
@@ -426,7 +406,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   size_t nnz = gp_vecchia_nonzeros(n, m, nbr);
   std::vector<int> active, next_active;
   std::vector<double> host_small;
-  tracer trace;
   unsigned parts = blocks_for(nn);
   if (parts > 512) parts = 512;
   double *bnorm = NULL, *rr = NULL;
@@ -509,7 +488,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     if (up) goto fail;
   }
   GK_TRY(build_transpose(n, m, &st, err));
-  trace.mark("transposed", 0);
   {
     double *into = (double *) (op->order ? st.w1.ptr : st.r.ptr);
     for (int i = 0, at = 0; i < nblocks; at += b_cols[i], i++)
@@ -526,7 +504,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
               "the solver's vectors", err);
   GK_CUDA_TRY(cudaMemsetAsync(st.x.ptr, 0, block, s), "the solver's vectors", err);
   GK_TRY(gk_stream_sync(st.stream, "the solver's uploads", err));
-  trace.mark("uploaded", 0);
 
   {
     double *d_small = (double *) st.small.ptr;
@@ -563,7 +540,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       bnorm[c] = sqrt(rr[c]);
       if (bnorm[c] > 0) active.push_back(c);
     }
-    trace.mark("norms", 0);
 
     for (it = 1; it <= maxit && !active.empty(); it++) {
       int ka = (int) active.size();
@@ -576,10 +552,8 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
           nn, gt, (const double *) st.coef.ptr, W1, ka, W2);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(gk_stream_sync(st.stream, "the preconditioner product", err));
-      trace.mark("iteration: G' done", it);
       GK_TRY(op->apply(op->ctx, W2, ka, W1, err));
       GK_TRY(gk_device_enter(op->device, err));
-      trace.mark("iteration: Sigma done", it);
       apply_rows<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
           nn, g_rows, (const double *) st.coef.ptr, W1, ka, W2);
       // the CG step on the active columns (Q = W2)
@@ -600,7 +574,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       GK_CUDA_TRY(cudaMemcpyAsync(rr, d_rr, k * sizeof(double), cudaMemcpyDeviceToHost, s),
                   "the conjugate-gradient step", err);
       GK_TRY(gk_stream_sync(st.stream, "the conjugate-gradient step", err));
-      trace.mark("iteration: step done", it);
 
       int bad_step = 0, bad_rr = 0;
       next_active.clear();
@@ -641,7 +614,6 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     GK_TRY(download_rows(res->x, (double *) st.x.ptr, (double *) st.w2.ptr, nn, k,
                          (const int *) st.order.ptr, &st, err));
   GK_TRY(gk_stream_sync(st.stream, "the solutions", err));
-  trace.mark("downloaded", 0);
   state_free(&st);
   return GK_OK;
 fail:

@@ -75,7 +75,7 @@ size_t h2_gpu_own_bytes(const h2_gpu *g);
  * LAPACK info or -1000 (out of memory) otherwise. */
 int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
                       int threads, double *flops);
-/* The GPU's batched SVD (h2_svd_cuda.cuh, the kernel GK_H2_SVD chooses) on
+/* The GPU's batched SVD (h2_svd_cuda.cuh, the kernel its shape chooses) on
  * host data, for tests: h2_svd_left_batch's inputs and outputs, the matrices
  * rounded to float and the vectors computed in float where single is set;
  * nodes * rows * cols entries must fit the GPU. A CPU-only build fails with

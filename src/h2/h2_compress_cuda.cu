@@ -7,19 +7,18 @@
  *   matrix in shared memory, R and the first columns of Q written out in one
  *   launch (Q's halves straight into the children's transfers). Shapes beyond
  *   it (more than 256 rows, or beyond the block's shared memory: 250 x 125 in
- *   double, order 5 in 3D), or all with GK_H2_ORTH_QR=cublas, take cuBLAS
- *   geqrfBatched (a matrix with fewer rows than columns padded with zero
- *   rows, which leaves R and the used part of Q unchanged), take_r and
- *   form_q (one thread block per matrix; cuBLAS and cuSOLVER have no batched
- *   orgqr).
+ *   double, order 5 in 3D) take cuBLAS geqrfBatched (a matrix with fewer rows
+ *   than columns padded with zero rows, which leaves R and the used part of Q
+ *   unchanged), take_r and form_q (one thread block per matrix; cuBLAS and
+ *   cuSOLVER have no batched orgqr).
  * - The downsweep's stacks [R_parent E_i^T; S_e^T ...] (R only) by
  *   stack_qr_kernel (h2_stack_qr.cuh): one thread block per node, R in shared
  *   memory, the rows streamed from the heads and the coupling blocks where
  *   they lie, so no stack is formed. geqrfBatched reached ~0.5 TFLOP/s there.
  *   Levels whose rank exceeds the kernel's limit (kl <= 240 in double, 256 in
- *   float on an H100), or all with GK_H2_GEN_QR=cublas, take the former path:
- *   passes of P blocks (stack_pieces()), each handing geqrfBatched pointer
- *   arrays of the nodes that take part.
+ *   float on an H100), or the tunable GK_H2_STACK_QR_MAX_RANK, take the former
+ *   path: passes of P blocks (the tunable GK_H2_STACK_PIECES), each handing
+ *   geqrfBatched pointer arrays of the nodes that take part.
  * - Products: cuBLAS strided-batched GEMMs; the couplings' projections
  *   T_i S T_j^T through pointer arrays (gemmBatched), marshaled per chunk.
  * - The SVDs of the truncation run on the GPU too: a batched one-sided
@@ -58,6 +57,7 @@
 #include "h2/h2_stack_qr.cuh"
 #include "h2/h2_small_qr.cuh"
 #include "device/gk_hooks.h"
+#include "device/gk_tunables.h"
 
 // The largest workspace a chunked step allocates at once.
 static const size_t WORK_CHUNK_BYTES = (size_t) 1 << 30;
@@ -65,15 +65,12 @@ static const size_t WORK_CHUNK_BYTES = (size_t) 1 << 30;
 /* Bytes of one chunk of a level's orthogonal couplings, projected just before
  * its stack QRs (generate_level): larger chunks mean fewer QR launches (each
  * ends with a partly idle wave), smaller ones less memory to allocate and
- * free (about 3 and 5 ms per GB on an H100). GK_H2_PROJECT_CHUNK_MB overrides
- * it; 0 there projects a whole level at once into one buffer (for side-by-side
- * measurements). */
+ * free (about 3 and 5 ms per GB on an H100). The tunable
+ * GK_H2_PROJECT_CHUNK_MB, 4 GB by default: at 2^20 points in 3D as fast as a
+ * level at a time, and faster than 1 GB. */
 static size_t project_chunk_bytes(void)
 {
-  const char *v = getenv("GK_H2_PROJECT_CHUNK_MB");
-  if (!v) return (size_t) 4 << 30;   // run BS: 0.372 s at 2^20 in 3D, per level 0.379, 1 GB 0.430
-  long mb = atol(v);
-  return mb > 0 ? (size_t) mb << 20 : 0;
+  return (size_t) gk_tunable(GK_TUNE_H2_PROJECT_CHUNK_MB) << 20;
 }
 
 static double seconds_now(void)
@@ -609,14 +606,6 @@ struct xform {
     return GK_OK;
   }
 
-  /* S'_s = T_row(s) S_s T_col(s)^T for every coupling block of the levels
-   * top..q; T[l] is kn x k per node; src has ranks k (structure st), dst kn
-   * (structure nt). Chunks of blocks keep the temporary within WORK_CHUNK_BYTES. */
-  gk_status project(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src, T *dst,
-                    work_set &w)
-  {
-    return project_levels(st, nt, Tl, src, dst, w, st->top_level, st->depth, false);
-  }
   /* S' of level l's blocks at row-order positions [p0, p1) (the rows of a
    * chunk of nodes), from the input's couplings (structure st, ranks k) into
    * out (kn x kn each, in row order); iota[p] = p - p0 there (see
@@ -659,12 +648,13 @@ struct xform {
     return sum_squares(out, (p1 - p0) * kn * kn, sq);
   }
 
-  /* The same for the levels l0..l1 only; level_dst: dst holds one level's
-   * blocks (from its first), not the whole coupling array. The source is
-   * the input's couplings (st = x.t): src, or evaluated chunk by chunk when
-   * the input computes them on the fly. */
-  gk_status project_levels(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src,
-                           T *dst, work_set &w, int l0, int l1, bool level_dst)
+  /* S'_s = T_row(s) S_s T_col(s)^T for every coupling block of the levels
+   * top..q; T[l] is kn x k per node; the source has ranks k (structure st =
+   * x.t, the input's couplings: src, or evaluated chunk by chunk when the
+   * input computes them on the fly), dst kn (structure nt). Chunks of blocks
+   * keep the temporary within WORK_CHUNK_BYTES. */
+  gk_status project(const h2_tree *st, const h2_tree *nt, T *const *Tl, const T *src, T *dst,
+                    work_set &w)
   {
     // One workspace for every level: the largest chunk of kn x k products
     // (and of the k x k input blocks evaluated).
@@ -682,7 +672,7 @@ struct xform {
     T *tmp = most ? alloc(w, most, "the H2 projection workspace") : NULL;
     T *made = couplings_otf && most_in ? alloc(w, most_in, "the H2 couplings evaluated") : NULL;
     if ((most && !tmp) || (couplings_otf && most_in && !made)) return err->status;
-    for (int l = std::max(l0, st->top_level); l <= std::min(l1, st->depth); l++) {
+    for (int l = st->top_level; l <= st->depth; l++) {
       int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
       if (!nb) continue;
       int chunk = chunk_of(l);
@@ -701,7 +691,7 @@ struct xform {
         }
         marshal_projection<T><<<(cnt + 255) / 256, 256, 0, s>>>(
           row, col, first, cnt, Tl[l], kn, k, from, from_first, tmp,
-          dst + (level_dst ? 0 : nt->coupling_ptr[l]), p, p + ptr_count, (T **) (p + 2 * ptr_count),
+          dst + nt->coupling_ptr[l], p, p + ptr_count, (T **) (p + 2 * ptr_count),
           p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
         if (launched("the H2 projection pointer arrays")) return err->status;
         for (int f = 0; f < cnt; f += H2_MAX_BATCH)
@@ -722,18 +712,10 @@ static gk_status interrupted(gk_error *err)
   return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
 }
 
-/* GK_H2_ORTH_QR=cublas: the orthogonalization's QRs through geqrfBatched,
- * take_r and form_q at every level, for side-by-side measurements. */
-static bool orth_qr_cublas(void)
-{
-  const char *v = getenv("GK_H2_ORTH_QR");
-  return v && !strcmp(v, "cublas");
-}
-
-/* The fallback for the leaves (shapes beyond small_qr_fits, or GK_H2_ORTH_QR
- * = cublas): U0_i (m x kq) = Q_i R_i by geqrfBatched on copies padded to
- * ld = max(m, kq) rows, in chunks; Q_i(:, 1:r) to U (m x r per leaf), R_i's
- * first r rows to Tl (r x kq per leaf). */
+/* The fallback for the leaves (shapes beyond small_qr_fits): U0_i (m x kq) =
+ * Q_i R_i by geqrfBatched on copies padded to ld = max(m, kq) rows, in chunks;
+ * Q_i(:, 1:r) to U (m x r per leaf), R_i's first r rows to Tl (r x kq per
+ * leaf). */
 template <typename T>
 static gk_status leaf_qr_cublas(xform<T> &x, work_set &w, const T *U0, T *U, T *Tl, int m,
                                 int kq, int r, int nodes)
@@ -878,14 +860,13 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
                      "the H2 orthogonalization", err))
     return err->status;
 
-  const bool cublas_qr = orth_qr_cublas();
   // Leaves: U_i = Q_i T_i, T_i = R_i (r x kq, r = min(m, kq)).
   {
     int kq = k[q], r = kn[q], nodes = t->n_leaves;
     const T *U0 = (const T *) x.in->U.ptr;
     Tl[q] = x.alloc(w, (size_t) nodes * r * kq, "the H2 projection tree");
     if (!Tl[q]) return err->status;
-    if (!cublas_qr && r == std::min(m, kq) && small_qr_fits<T>(m, kq)) {
+    if (r == std::min(m, kq) && small_qr_fits<T>(m, kq)) {
       small_qr_batch<T> b = {U0, (size_t) m * kq, m, kq, Tl[q], (size_t) r * kq,
                              U, (size_t) m * r, m, m, 0};
       if (gk_cuda_status(small_qr_launch<T>(nodes, b, x.s), "the H2 orthogonalization QR", err) ||
@@ -901,7 +882,7 @@ static gk_status orthogonalize_gpu(xform<T> &x, work_set &w, h2_tree *ot, h2_gpu
   // Inner levels: Z = [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the new transfers.
   for (int l = q - 1; l >= top; l--) {
     int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc, nodes = 1 << l;
-    const bool fused = !cublas_qr && r == std::min(rows, kp) && small_qr_fits<T>(rows, kp);
+    const bool fused = r == std::min(rows, kp) && small_qr_fits<T>(rows, kp);
     int ld = fused ? rows : std::max(rows, kp);   // geqrfBatched: zero rows to kp
     T *z = x.alloc(w, (size_t) nodes * ld * kp, "the H2 orthogonalization workspace", ld > rows);
     Tl[l] = x.alloc(w, (size_t) nodes * r * kp, "the H2 projection tree");
@@ -974,7 +955,7 @@ static gk_status norm_of(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *g, 
 }
 
 /* The chunks of a level's orthogonal couplings that the downsweep makes just
- * before their QRs (generate_level and generate_level_passes, when given the
+ * before their QRs (generate_level and generate_level_passes, from the
  * orthogonalization's projections Tl): buffers for the most blocks a chunk
  * holds (project_chunk_bytes(), two rows at least, no more than the level)
  * and the per-chunk index (see marshal_projection_rows). */
@@ -1027,19 +1008,17 @@ struct coupling_chunks {
   }
 };
 
-/* Coupling blocks per pass of the downsweep: 4. Fewer flops at 8 (the carried
- * R is a fifth of the QR work at 4 in 3D), but cuBLAS's batched QR is slower on
- * the taller stacks: on an H100 at 2^20 points the generation took 1.59 s (3D)
- * and 0.59 s (2D) at 4, 2.29 s and 1.09 s at 8. GK_H2_STACK_PIECES = 1 .. 64
- * overrides it, for measurements and for tests of many passes. */
+/* Coupling blocks per pass of the downsweep: the tunable GK_H2_STACK_PIECES,
+ * 4 by default. Fewer flops at 8 (the carried R is a fifth of the QR work at 4
+ * in 3D), but cuBLAS's batched QR is slower on the taller stacks: on an H100
+ * at 2^20 points the generation took 1.59 s (3D) and 0.59 s (2D) at 4, 2.29 s
+ * and 1.09 s at 8. Tests set 1 and 3 for many passes. */
 static int stack_pieces(void)
 {
-  const char *v = getenv("GK_H2_STACK_PIECES");
-  int p = v ? atoi(v) : 0;
-  return p >= 1 && p <= 64 ? p : 4;
+  return (int) gk_tunable(GK_TUNE_H2_STACK_PIECES);
 }
 
-/* R[l] by geqrfBatched (the fallback; GK_H2_GEN_QR=cublas): node i's stack in
+/* R[l] by geqrfBatched (the fallback, stack_qr_takes): node i's stack in
  * passes of at most P blocks, R <- R of [R; next P blocks] (stack_passes()).
  * A pass factors only the nodes that take part, grouped by stack height (pass
  * 0: by the number of its blocks; later passes: all (P + 1) kl rows), so no
@@ -1047,14 +1026,12 @@ static int stack_pieces(void)
  * so a larger P does less work but takes more memory per stack. */
 template <typename T>
 static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
-                                       const T *Sl, int l, int P, std::vector<T *> &R,
-                                       stream_clock &qr_clock, T *const *Tl,
-                                       double *couplings_sq)
+                                       int l, int P, std::vector<T *> &R, stream_clock &qr_clock,
+                                       T *const *Tl, double *couplings_sq)
 {
   gk_error *err = x.err;
   const T *Eo = (const T *) O->E.ptr;
   const int *row_ptr_all = (const int *) O->cpl_row_ptr.ptr;
-  const int *row_blocks_all = (const int *) O->cpl_row_blocks.ptr;
   const h2_bsr *b = &t->coupling[l];
   int top = t->top_level, kl = t->level_rank[l], nodes = 1 << l, passes = 1;
   int kp = l > top ? t->level_rank[l - 1] : 0;
@@ -1097,18 +1074,13 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
                      "the H2 compression's stack lists", err))
     return err->status;
   const int *row_ptr = row_ptr_all + t->level_ptr[l] + l;
-  const int *row_blocks = row_blocks_all + t->coupling_offset[l];
-  // With Tl: each chunk of rows has its orthogonal couplings projected first
+  // Each chunk of rows has its orthogonal couplings projected first
   // (coupling_chunks), and the stacks read them there.
   coupling_chunks<T> cc;
-  if (Tl && cc.alloc(x, w, t, l)) return err->status;
-  const int *stack_blocks = Tl ? cc.iota : row_blocks;
+  if (cc.alloc(x, w, t, l)) return err->status;
   for (int first = 0, cnt = 0; first < nodes; first += cnt) {
     cnt = std::min(chunk, nodes - first);
-    if (Tl) {
-      if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
-      Sl = cc.Sc;
-    }
+    if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
     if (kp) {   // the heads R_parent E_i^T of every node of the chunk
       for (int c = 0; c < 2; c++) {   // nodes first + c + 2j have the parents first/2 + j
         int count = (cnt - c + 1) / 2;
@@ -1128,9 +1100,9 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
       int rows = std::max(head + group_pieces[g] * kl, kl);
       if (rows > head) {
         size_t total = (size_t) count * (rows - head) * kl;
-        fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(Sl, row_ptr,
-                                                        stack_blocks, dlists + lo, first, pass, P,
-                                                        kl, head, rows, ld, per, M, total);
+        fill_stack<T><<<grid_of(total), 256, 0, x.s>>>(cc.Sc, row_ptr, cc.iota, dlists + lo,
+                                                        first, pass, P, kl, head, rows, ld, per,
+                                                        M, total);
         if (x.launched("the H2 compression's stacks")) return err->status;
       }
       if (x.qr_listed(M, ld, per, rows, kl, tau, dlists + lo, count, first, qr_clock))
@@ -1152,21 +1124,24 @@ static gk_status generate_level_passes(xform<T> &x, work_set &w, const h2_tree *
   return GK_OK;
 }
 
-/* GK_H2_GEN_QR=cublas: the downsweep through geqrfBatched at every level, for
- * side-by-side measurements. */
-static bool gen_qr_cublas(void)
+/* Whether level rank kl takes the stack QR kernel: where it fits, up to the
+ * tunable GK_H2_STACK_QR_MAX_RANK (the kernel's limit by default; tests set 0
+ * so that small matrices take the passes of generate_level_passes, which
+ * otherwise only ranks beyond the kernel reach). */
+template <typename T>
+static bool stack_qr_takes(int kl)
 {
-  const char *v = getenv("GK_H2_GEN_QR");
-  return v && !strcmp(v, "cublas");
+  return kl <= (int) gk_tunable(GK_TUNE_H2_STACK_QR_MAX_RANK) &&
+         stack_qr_fits<T, STACK_QR_ROWS>(kl);
 }
 
 /* R[l] by stack_qr_kernel: per chunk of nodes the heads as H_i^T = E_i R_parent^T
  * (kl x kp, so that each of the stack's rows is contiguous, as in S_e), then
  * one thread block per node reads them and its coupling blocks in place. */
 template <typename T>
-static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O,
-                                const T *S, int l, std::vector<T *> &R, stream_clock &qr_clock,
-                                T *const *Tl, double *couplings_sq)
+static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_gpu *O, int l,
+                                std::vector<T *> &R, stream_clock &qr_clock, T *const *Tl,
+                                double *couplings_sq)
 {
   gk_error *err = x.err;
   const h2_bsr *b = &t->coupling[l];
@@ -1186,25 +1161,20 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
   if (!R[l] || (per && !H)) return err->status;
   const T *E = (const T *) O->E.ptr + t->transfer_ptr[l];
   const int *row_ptr = (const int *) O->cpl_row_ptr.ptr + t->level_ptr[l] + l;
-  const int *row_blocks = (const int *) O->cpl_row_blocks.ptr + t->coupling_offset[l];
-  // With Tl: each chunk of rows has its orthogonal couplings projected first
+  // Each chunk of rows has its orthogonal couplings projected first
   // (coupling_chunks), and the stack QR reads them there.
   coupling_chunks<T> cc;
-  if (Tl && cc.alloc(x, w, t, l)) return err->status;
-  if (Tl) row_blocks = cc.iota;
+  if (cc.alloc(x, w, t, l)) return err->status;
   for (int first = 0; first < nodes;) {
     int cnt = std::min(chunk, nodes - first);
-    if (Tl) {
-      if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
-      S = cc.Sc;
-    }
+    if (cc.make(x, w, t, l, Tl, first, &cnt, couplings_sq)) return err->status;
     for (int c = 0; per && c < 2; c++)   // nodes first + c + 2j have the parents first/2 + j
       if (x.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, kl, kp, kp, E + (first + c) * per, kl, 2 * per,
                          R[l - 1] + (size_t) (first / 2) * kp * kp, kp, (size_t) kp * kp,
                          H + c * per, kl, 2 * per, (cnt - c + 1) / 2))
         return err->status;
     if (gk_cuda_status(qr_clock.mark(x.s), "the H2 compression's timer", err) ||
-        gk_cuda_status(stack_qr_launch<T, STACK_QR_ROWS>(cnt, H, kp, S, row_ptr, row_blocks, kl,
+        gk_cuda_status(stack_qr_launch<T, STACK_QR_ROWS>(cnt, H, kp, cc.Sc, row_ptr, cc.iota, kl,
                                                          first, R[l], x.s),
                        "the H2 stack QR", err) ||
         x.launched("the H2 stack QR") ||
@@ -1227,8 +1197,7 @@ static gk_status generate_level(xform<T> &x, work_set &w, const h2_tree *t, h2_g
  * projections (kn x k per node). The orthogonal couplings are projected from
  * the input's (stored, or evaluated in row order when the input computes
  * them on the fly) chunk by chunk of clusters just before the chunk's QRs
- * (coupling_chunks; with GK_H2_PROJECT_CHUNK_MB=0 a level at a time into
- * one buffer that every level reuses); the new couplings are projected from
+ * (coupling_chunks); the new couplings are projected from
  * the input's with the product of both projections. So the orthogonal
  * couplings (27.5 GB at 2^20 points in 3D) are never all allocated;
  * st->norm_frobenius (the dense part on entry, from norm_of) gets their part
@@ -1242,7 +1211,6 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
   int q = t->depth, top = t->top_level, m = t->leaf_size;
   const int *k = t->level_rank;
   const T *Eo = (const T *) O->E.ptr, *Uo = (const T *) O->U.ptr;
-  const T *S_in = (const T *) x.in->S.ptr;
   std::vector<T *> R(q + 1, (T *) NULL), Tn(q + 1, (T *) NULL);
   std::vector<T *> Q(q + 1, (T *) NULL);   // left singular vectors of the truncation
   std::vector<int> rk(q + 1, 1), two(q + 1, 0);
@@ -1250,39 +1218,17 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
 
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed).
   const int P = stack_pieces();
-  const bool cublas_only = gen_qr_cublas();
   stream_clock qr_clock;
-  T *level_S = NULL;   // one level's orthogonal couplings, where not made by chunk
   double couplings_sq = 0.0;
-  const bool by_chunk = project_chunk_bytes() > 0;
   for (int l = top; l <= q; l++) {
-    bool kernel = !cublas_only && stack_qr_fits<T, STACK_QR_ROWS>(k[l]);
-    const T *Sl = NULL;
-    if (!by_chunk) {
-      if (!level_S) {
-        size_t most = 0;
-        for (int m2 = top; m2 <= q; m2++)
-          most = std::max(most, (size_t) t->coupling[m2].n_blocks * k[m2] * k[m2]);
-        level_S = x.alloc(w, most, "one level of the H2 orthogonal couplings");
-        if (!level_S) return err->status;
-      }
-      double at = seconds_now(), sq = 0.0;
-      if (x.project_levels(x.t, t, Tl, S_in, level_S, w, l, l, true) ||
-          x.sum_squares(level_S, (size_t) t->coupling[l].n_blocks * k[l] * k[l], &sq))
-        return err->status;
-      couplings_sq += sq;
-      Sl = level_S;
-      st->seconds_project += seconds_now() - at;
-    }
-    if (kernel ? generate_level(x, w, t, O, Sl, l, R, qr_clock, by_chunk ? Tl : NULL, &couplings_sq)
-               : generate_level_passes(x, w, t, O, Sl, l, P, R, qr_clock,
-                                       by_chunk ? Tl : NULL, &couplings_sq))
+    if (stack_qr_takes<T>(k[l]) ? generate_level(x, w, t, O, l, R, qr_clock, Tl, &couplings_sq)
+                                : generate_level_passes(x, w, t, O, l, P, R, qr_clock, Tl,
+                                                        &couplings_sq))
       return err->status;
     st->seconds_generate_qr += qr_clock.take_seconds();
     if (gk_interrupt_pending()) return interrupted(err);
   }
   st->norm_frobenius = sqrt(st->norm_frobenius * st->norm_frobenius + couplings_sq);
-  if (level_S) x.release(w, level_S);
   st->seconds_generate = seconds_now() - start - st->seconds_project;
   start = seconds_now();
 
@@ -1428,7 +1374,8 @@ static gk_status compress_gpu(xform<T> &x, work_set &w, const h2_tree *ot, h2_gp
       return err->status;
     x.flops += 2.0 * nodes * rk[l] * k[l] * kin;
   }
-  if (x.project(x.t, nt, both.data(), S_in, (T *) (*C)->S.ptr, w)) return err->status;
+  if (x.project(x.t, nt, both.data(), (const T *) x.in->S.ptr, (T *) (*C)->S.ptr, w))
+    return err->status;
   if (gk_cuda_status(cudaStreamSynchronize(x.s), "the H2 compression", err)) return err->status;
   st->seconds_project += seconds_now() - start;
   st->error_frobenius =

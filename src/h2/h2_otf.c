@@ -165,17 +165,10 @@ void h2_otf_free(h2_otf *o)
   free(o);
 }
 
-int h2_otf_symmetric(void)
-{
-  const char *env = getenv("GK_H2_OTF_SYMMETRIC");
-  return !(env && strcmp(env, "0") == 0);
-}
-
 void h2_otf_pairs(const h2_otf *o, int gpu, double *coupling, double *dense)
 {
-  const int symmetric = gpu && h2_otf_symmetric();
-  *coupling = symmetric ? o->coupling.pairs_symmetric : o->coupling.pairs;
-  *dense = symmetric ? o->dense.pairs_symmetric : o->dense.pairs;
+  *coupling = gpu ? o->coupling.pairs_symmetric : o->coupling.pairs;
+  *dense = gpu ? o->dense.pairs_symmetric : o->dense.pairs;
 }
 
 gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int threads,
@@ -271,7 +264,7 @@ int h2_otf_choose(const h2_tree *t, const h2_otf *o, int single, int gpu, double
   h2_otf_pairs(o, gpu, &cpl, &dense);
   double bw = gpu ? GPU_STORED_BYTES_PER_S : CPU_STORED_BYTES_PER_S;
   double rate = gpu ? (single ? GPU_PAIRS_PER_S_SINGLE : GPU_PAIRS_PER_S_DOUBLE) : CPU_PAIRS_PER_S;
-  if (gpu && h2_otf_symmetric()) rate /= single ? GPU_TWO_WAY_COST_SINGLE : GPU_TWO_WAY_COST_DOUBLE;
+  if (gpu) rate /= single ? GPU_TWO_WAY_COST_SINGLE : GPU_TWO_WAY_COST_DOUBLE;
   *ms_stored = 1e3 * (low + blocks) / bw;
   int products = (o->dense.rows > 0) + (o->coupling.rows > 0);   // one engine call each
   *ms_otf = 1e3 * (low / bw + (cpl + dense) / rate) + (gpu ? GPU_MS_PER_PRODUCT * products : 0.0);

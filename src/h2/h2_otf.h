@@ -26,9 +26,7 @@
  * the vocabulary symmetric): they run as symmetric sums (reduce.h's
  * `symmetric`), so that the GPU evaluates each coupling and off-diagonal
  * dense block once for both of its uses, about half the kernel evaluations
- * (for one right-hand side). GK_H2_OTF_SYMMETRIC=0 in the environment turns
- * this off (every pair evaluated, as before), read at each product so that
- * both can be timed in one session.
+ * (for one right-hand side).
  *
  * The points are the tree's, already divided by the kernel's range: the
  * reductions use range 1, so both forms evaluate gk_kernel_eval on the same
@@ -80,11 +78,8 @@ gk_status h2_otf_build_dense(const h2_tree *t, h2_otf **out, gk_error *err);
 void h2_otf_free(h2_otf *o);   /* the GPU mirror too */
 
 /* Kernel evaluations of one HMV of one right-hand side (coupling, dense) on
- * the GPU (gpu != 0: symmetric unless switched off) or on the CPU (every pair). */
+ * the GPU (gpu != 0: symmetric) or on the CPU (every pair). */
 void h2_otf_pairs(const h2_otf *o, int gpu, double *coupling, double *dense);
-
-/* Whether the products run as symmetric sums: 1 unless GK_H2_OTF_SYMMETRIC=0. */
-int h2_otf_symmetric(void);
 
 /* y += A x for the block-sparse product `which` of h2_ops on the CPU:
  * H2_COUPLING (every level: x, y the whole xhat / yhat trees) or H2_DENSE

@@ -19,30 +19,30 @@
  * test), which completes the basis with unit vectors where a singular value
  * is (numerically) zero, as LAPACK's U is orthonormal.
  *
- * Two kernels; GK_H2_SVD=jacobi in the environment takes the first, for
- * side-by-side measurements:
- * - svd_left_jacobi: one warp per column pair, round-robin order, a barrier
- *   after each of the cols - 1 rounds of a sweep. At 64 rows a lane holds 2
- *   entries per column, so each rotation costs 3 warp sums of 5 shuffle
- *   steps for 6 multiply-adds, and its scalar work (divisions, square roots)
- *   serves one pair; 79.6 ms at n = 2^18 in 3D (ncu, inst/bench/RESULTS.md).
- *   Its output orthonormalizes every column by Gram-Schmidt (one column at a
- *   time, 6 barriers each).
- * - svd_left_block_jacobi (the default): the columns in blocks of two, a
- *   round-robin order over the blocks; a group of g lanes (g = 8 for 64
- *   rows, BJ_ROWS rows per lane) loads the 4 columns of a block pair into
- *   registers once, makes the 4 rotations between the blocks (and in the
- *   first round of a sweep the 2 within them) in registers, two disjoint
- *   pairs at a time, and stores them once. Per rotation: 1.3 m shared-memory
- *   entries moved instead of 6 m, log2(g) shuffle steps for 6 sums shared
- *   by 2 pairs, the scalar work spread over 32 / g groups of a warp; a
- *   sweep has cols / 2 rounds (barriers) instead of cols - 1. Every pair is
- *   still rotated once per sweep, with the same test and rotation, so the
- *   sweeps are those of cyclic Jacobi. A matrix with fewer rows than
- *   columns (the inner levels: 2 r x k with r < k / 2 at tol = 1e-3 in 3D)
- *   is first reduced to its rows x rows triangle L (W = L Q, Householder
- *   from the right as LAPACK's gelq2; U and S are L's): the rotations then
- *   run over rows columns instead of cols, and none drain to zero.
+ * Two kernels, by the number of rows:
+ * - svd_left_jacobi (more than 32 BJ_ROWS = 256 rows): one warp per column
+ *   pair, round-robin order, a barrier after each of the cols - 1 rounds of
+ *   a sweep. At 64 rows a lane holds 2 entries per column, so each rotation
+ *   costs 3 warp sums of 5 shuffle steps for 6 multiply-adds, and its scalar
+ *   work (divisions, square roots) serves one pair. Its output
+ *   orthonormalizes every column by Gram-Schmidt (one column at a time, 6
+ *   barriers each).
+ * - svd_left_block_jacobi (up to 256 rows: every shape of the usual
+ *   orders): the columns in blocks of two, a round-robin order over the
+ *   blocks; a group of g lanes (g = 8 for 64 rows, BJ_ROWS rows per lane)
+ *   loads the 4 columns of a block pair into registers once, makes the 4
+ *   rotations between the blocks (and in the first round of a sweep the 2
+ *   within them) in registers, two disjoint pairs at a time, and stores
+ *   them once. Per rotation: 1.3 m shared-memory entries moved instead of
+ *   6 m, log2(g) shuffle steps for 6 sums shared by 2 pairs, the scalar
+ *   work spread over 32 / g groups of a warp; a sweep has cols / 2 rounds
+ *   (barriers) instead of cols - 1. Every pair is still rotated once per
+ *   sweep, with the same test and rotation, so the sweeps are those of
+ *   cyclic Jacobi. A matrix with fewer rows than columns (the inner levels:
+ *   2 r x k with r < k / 2 at tol = 1e-3 in 3D) is first reduced to its
+ *   rows x rows triangle L (W = L Q, Householder from the right as LAPACK's
+ *   gelq2; U and S are L's): the rotations then run over rows columns
+ *   instead of cols, and none drain to zero.
  */
 #include <float.h>
 #include <math.h>
@@ -456,14 +456,6 @@ static gk_status launch_block_jacobi(int count, int rows, int cols, const T *w, 
   return gk_cuda_check_launch("the H2 batched SVD", err);
 }
 
-/* GK_H2_SVD=jacobi: svd_left_jacobi for every shape, for side-by-side
- * measurements. */
-static bool svd_jacobi_only(void)
-{
-  const char *v = getenv("GK_H2_SVD");
-  return v && !strcmp(v, "jacobi");
-}
-
 bool h2_svd_gpu_fits(int rows, int cols)
 {
   int device = 0, optin = 0;
@@ -482,7 +474,7 @@ static gk_status svd_left_gpu(int count, int rows, int cols, const T *w, int tra
 {
   if (count <= 0 || rows <= 0 || cols <= 0) return GK_OK;
   const size_t smem = svd_shared_bytes(rows, cols);
-  switch (svd_jacobi_only() ? 0 : block_jacobi_lanes(rows)) {
+  switch (block_jacobi_lanes(rows)) {
   case 4: return launch_block_jacobi<T, 4>(count, rows, cols, w, transposed, sig, u, smem, s, err);
   case 8: return launch_block_jacobi<T, 8>(count, rows, cols, w, transposed, sig, u, smem, s, err);
   case 16: return launch_block_jacobi<T, 16>(count, rows, cols, w, transposed, sig, u, smem, s, err);

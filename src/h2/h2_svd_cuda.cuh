@@ -2,7 +2,7 @@
  * Batched SVD for the H2 truncation (h2_svd_cuda.cu): singular values and
  * left singular vectors of many small dense matrices, one thread block per
  * matrix held in shared memory, one-sided Jacobi in double (block Jacobi in
- * registers by default, GK_H2_SVD=jacobi for the first kernel). The result is
+ * registers up to 256 rows). The result is
  * that of h2_svd_left_batch (h2_compress.h): for each rows x cols matrix,
  * km = min(rows, cols) singular values in descending order and the rows x km
  * orthonormal left singular vectors, matrices one after the other.

@@ -49,10 +49,6 @@ typedef struct {
   int progress;           /* print progress lines                         */
   const int *devices;     /* GPUs to use (0-based), for the CUDA engine   */
   int n_devices;
-  int gpu_walk;           /* GPU walk: 0 the shared walk, 1 prefetching rows, 2..4 that
-                             many column functions per thread at once; -1: the measured
-                             default of the precision (pcf_cuda.cu) */
-  int gpu_shared_bytes;   /* shared memory per GPU thread block (0: default) */
 } pcf_options;
 
 /* The first row of column j (global indices) a writer needs: the rows

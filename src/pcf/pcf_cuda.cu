@@ -17,11 +17,10 @@
 //
 // The walk of a pair is a chain of dependent loads (each step's comparison
 // picks the next interval to read), so one pair per thread leaves the SM
-// waiting on memory latency (RESULTS.md, the ncu profile of run AV). The
-// multi-chain walks (gpu_walk k = 2..4) therefore walk the row function
-// against k staged columns at once, as k independent chains in one loop.
-// Walks 0 (the CPU's walk) and 1 (the row read one interval ahead) stay
-// selectable, so that one GPU run can compare them.
+// waiting on memory latency. Each thread therefore walks its row function
+// against K staged columns at once, as K independent chains in one loop:
+// K = 3 in float, 2 in double, which were faster on an H100 than 1 to 4
+// chains otherwise and than walking one pair at a time.
 //
 // On a diagonal block of a symmetric result (same band for rows and columns,
 // hence the same slots), pair {a, b} is computed once, for slot a > b (or
@@ -35,61 +34,29 @@
 #include "pcf/pcf_integrate.h"
 #include "device/block_pipeline.h"
 #include "device/gk_cuda.h"
+#include "device/gk_tunables.h"
 
 namespace {
 
 const int kTileRows = 256;
 const int kTileCols = 32;
-// Default shared memory per thread block (internal option gpukernels.pcf_gpu_shared)
-// and default walks: the fastest in inst/bench/pcf_tuning.R on an H100 (RESULTS.md,
-// 2026-11-25: float 3 chains, double 2, both with 40 KiB; walk 1 was best at 48).
-const int kSharedBytes = 40 * 1024;
-const int kDefaultWalkFloat = 3, kDefaultWalkDouble = 2;
+// Chains per thread by interval type. The shared memory per thread block for
+// staged columns is the tunable GK_PCF_SHARED_BYTES (device/gk_tunables.c):
+// 40 KiB by default, the fastest with these chains.
+template <typename I> struct chains_of;
+template <> struct chains_of<pcf_interval_f> { static const int value = 3; };
+template <> struct chains_of<pcf_interval_d> { static const int value = 2; };
 // Largest block: bounds the pinned host buffers (allocating them costs time).
 const size_t kMaxBlockElements = (size_t) 1 << 26;
-// Most column functions a thread walks at once (gpu_walk 2..kMaxChains).
-const int kMaxChains = 4;
 
-// Overloads so that the templates below pick the shared walk by interval type.
-// All arithmetic and every result is double (pcf_integrate.h).
-__device__ __forceinline__ double pair(int op, const pcf_interval_d *f, const pcf_interval_d *g,
-                                       double p) { return pcf_pair_d(op, f, g, p); }
-__device__ __forceinline__ double pair(int op, const pcf_interval_f *f, const pcf_interval_f *g,
-                                       double p) { return pcf_pair_f(op, f, g, p); }
+// Overloads so that the templates below pick the shared finish by interval
+// type. All arithmetic and every result is double (pcf_integrate.h).
 __device__ __forceinline__ double finish(int op, double acc, double a, double b, double p,
                                          const pcf_interval_d *f, const pcf_interval_d *g)
 { return pcf_finish_d(op, acc, a, b, p, f, g); }
 __device__ __forceinline__ double finish(int op, double acc, double a, double b, double p,
                                          const pcf_interval_f *f, const pcf_interval_f *g)
 { return pcf_finish_f(op, acc, a, b, p, f, g); }
-
-// The same walk as pcf_pair, but the row function (from global memory) is
-// read one interval ahead, so its load latency overlaps the next steps. Kept
-// as walk 1, the reference the multi-chain walks are measured against.
-template <typename I>
-__device__ __forceinline__ double pair_prefetch(int op, const I *f, size_t nf, const I *g,
-                                                double p)
-{
-  const I *g0 = g;
-  I a = f[0], next = f[1], b = g[0];
-  size_t i = 0;
-  double pos = 0, acc = 0;
-  for (;;) {
-    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
-    double t = next_a ? a.t : b.t;
-    if (t == (double) INFINITY) break;
-    acc = pcf_accumulate(op, acc, t - pos, a.v, b.v, p);
-    pos = t;
-    if (next_a) {
-      a = next;
-      i++;
-      next = f[i + 1 < nf ? i + 1 : nf - 1];
-    }
-    g += next_b;
-    b = *g;
-  }
-  return finish(op, acc, a.v, b.v, p, f, g0);
-}
 
 // One pair's walk held as explicit state, so that a thread can interleave
 // several (walk_chains). The arithmetic is pcf_pair's, step for step. Unlike
@@ -203,8 +170,7 @@ __device__ __forceinline__ void walk_staged(const I *f, const I *staged, const s
 
 // tri: 0 no triangle (dense result or a block below the diagonal);
 // 1 a diagonal block needing pairs i > j (dist); 2 one needing i >= j.
-// WALK: 0 pcf_pair, 1 pair_prefetch, 2..kMaxChains that many chains (walk_chains).
-template <typename I, int OP, int WALK>
+template <typename I, int OP>
 __global__ void __launch_bounds__(kTileRows)
 pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n_rows,
                 const I *cols, const size_t *col_off, const int *col_orig, int n_cols,
@@ -219,9 +185,9 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     c1 = min(c1, limit);
   }
   if (c1 <= c0) return;  // the same for every thread of the block
+  const int K = chains_of<I>::value;
   bool active = r < n_rows;
   const I *f = active ? rows + row_off[r] : rows;
-  size_t nf = active ? row_off[r + 1] - row_off[r] : 0;
   size_t ri = active ? (size_t) row_orig[r] : 0;
   // The columns this thread needs: all, or on a diagonal block the slots
   // before its row slot (up to it for tri == 2).
@@ -237,10 +203,9 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     while (c_end < c1 && col_off[c_end + 1] - base <= capacity) c_end++;
     bool in_shared = c_end > c;
     if (in_shared) {
-      // A multi-chain walk stages a multiple of its chains where it can, so
-      // that no column of a full tile is walked alone.
-      if constexpr (WALK >= 2)
-        if (c_end < c1 && c_end - c > WALK) c_end -= (c_end - c) % WALK;
+      // Stage a multiple of the chains where possible, so that no column of
+      // a full tile is walked alone.
+      if (c_end < c1 && c_end - c > K) c_end -= (c_end - c) % K;
       __syncthreads();  // everyone is done with the previous batch
       size_t len = col_off[c_end] - base;
       for (size_t k = threadIdx.x; k < len; k += kTileRows) staged[k] = cols[base + k];
@@ -249,20 +214,13 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
       c_end = c + 1;    // too long for shared memory: read it from global memory
     }
     int stop = active ? min(c_end, r_limit) : c;
-    if constexpr (WALK >= 2) {
-      if (in_shared) {
-        walk_staged<I, OP, WALK>(f, staged, col_off, base, c, stop, p, store);
-      } else if (c < stop) {
-        const I *g[1] = {cols + col_off[c]};
-        double value[1];
-        walk_chains<I, OP, 1>(f, g, p, value);
-        store(c, value[0]);
-      }
-    } else {
-      for (int cc = c; cc < stop; cc++) {
-        const I *g = in_shared ? staged + (col_off[cc] - base) : cols + col_off[cc];
-        store(cc, WALK == 0 ? pair(OP, f, g, p) : pair_prefetch(OP, f, nf, g, p));
-      }
+    if (in_shared) {
+      walk_staged<I, OP, K>(f, staged, col_off, base, c, stop, p, store);
+    } else if (c < stop) {
+      const I *g[1] = {cols + col_off[c]};
+      double value[1];
+      walk_chains<I, OP, 1>(f, g, p, value);
+      store(c, value[0]);
     }
     c = c_end;
   }
@@ -271,7 +229,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
 struct pcf_ctx {
   pcf_op op;
   const pcf_set *x, *y;
-  int single, walk, tri;
+  int single, tri;
   size_t shared_bytes;   // shared memory per thread block for staged columns
 };
 
@@ -384,9 +342,9 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
   return GK_OK;
 }
 
-template <typename I, int WALK>
-void launch_walk(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
-                 cudaStream_t stream)
+template <typename I>
+void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
+                  cudaStream_t stream)
 {
   dim3 grid((unsigned) ((b->rows + kTileRows - 1) / kTileRows),
             (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
@@ -397,7 +355,7 @@ void launch_walk(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri,
   double p = ctx->op.p;
   size_t capacity = ctx->shared_bytes / sizeof(I);
 #define PCF_LAUNCH(OP)                                                                       \
-  pcf_tile_kernel<I, OP, WALK><<<grid, kTileRows, ctx->shared_bytes, stream>>>(             \
+  pcf_tile_kernel<I, OP><<<grid, kTileRows, ctx->shared_bytes, stream>>>(                   \
       rows, ro, rorig, nr, cols, co, corig, nc, tri, p, (double *) out, capacity)
   switch (ctx->op.kind) {
   case PCF_OP_L1: PCF_LAUNCH(PCF_OP_L1); break;
@@ -407,20 +365,6 @@ void launch_walk(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri,
   default: PCF_LAUNCH(PCF_OP_INNER); break;
   }
 #undef PCF_LAUNCH
-}
-
-template <typename I>
-void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
-                  cudaStream_t stream)
-{
-  static_assert(kMaxChains == 4, "one case per walk below");
-  switch (ctx->walk) {
-  case 0: launch_walk<I, 0>(ctx, s, b, tri, out, stream); break;
-  case 1: launch_walk<I, 1>(ctx, s, b, tri, out, stream); break;
-  case 2: launch_walk<I, 2>(ctx, s, b, tri, out, stream); break;
-  case 3: launch_walk<I, 3>(ctx, s, b, tri, out, stream); break;
-  default: launch_walk<I, 4>(ctx, s, b, tri, out, stream); break;
-  }
 }
 
 gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_stream stream,
@@ -451,12 +395,9 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                                      const gk_block_writer *writer, const pcf_options *options,
                                      gk_error *err)
 {
-  int walk = options->gpu_walk >= 0 ? options->gpu_walk
-                                     : options->single ? kDefaultWalkFloat : kDefaultWalkDouble;
-  pcf_ctx ctx = {*op, x, y, options->single, walk,
+  pcf_ctx ctx = {*op, x, y, options->single,
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
-                 options->gpu_shared_bytes > 0 ? (size_t) options->gpu_shared_bytes
-                                               : (size_t) kSharedBytes};
+                 (size_t) gk_tunable(GK_TUNE_PCF_SHARED_BYTES)};
   size_t elem = sizeof(double);   // results are double in both precisions
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
@@ -464,8 +405,6 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
                               (size_t) 32 * (size_t) options->n_devices, 0};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch};
-  if (ctx.walk < 0 || ctx.walk > kMaxChains)
-    return gk_fail(err, GK_ERR_INPUT, "GPU walk %d is not one of 0..%d", ctx.walk, kMaxChains);
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
 
   // Output budget: the device layer's memory budget of the emptiest GPU,

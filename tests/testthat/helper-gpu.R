@@ -19,3 +19,18 @@ gpu_free_after_gc <- function() {
   invisible(gc())
   gpukernels::gk_info()$devices$free_memory[gpukernels::gk_info()$current_device]
 }
+
+# expr evaluated with the tunables (environment variables, see ?gk_info) set
+# as in `values` (a named list; NA unsets one), each restored afterwards.
+with_tunables <- function(values, expr) {
+  vars <- names(values)
+  old <- Sys.getenv(vars, unset = NA, names = TRUE)
+  on.exit(for (v in vars) {
+    if (is.na(old[[v]])) Sys.unsetenv(v) else do.call(Sys.setenv, as.list(old[v]))
+  })
+  for (v in vars) {
+    if (is.na(values[[v]])) Sys.unsetenv(v)
+    else do.call(Sys.setenv, stats::setNames(list(as.character(values[[v]])), v))
+  }
+  force(expr)
+}

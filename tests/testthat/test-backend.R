@@ -25,6 +25,58 @@ test_that("gk_info reports the build and every GPU", {
   expect_output(print(info), if (info$device_count > 0) "compute capability" else "GPUs:    none")
 })
 
+test_that("gk_info lists the tunables with their values and defaults", {
+  tun <- with_tunables(list(GK_REDUCE_ROWS = NA, GK_PCF_SHARED_BYTES = NA,
+                            GK_H2_STACK_PIECES = NA), gk_info()$tunables)
+  expect_s3_class(tun, "data.frame")
+  expect_named(tun, c("name", "value", "default", "set", "valid", "description"))
+  expect_true(all(c("GK_REDUCE_ROWS", "GK_REDUCE_SLICE_PAIRS", "GK_PCF_SHARED_BYTES",
+                    "GK_H2_PROJECT_CHUNK_MB", "GK_H2_STACK_QR_MAX_RANK",
+                    "GK_H2_STACK_PIECES") %in% tun$name))
+  expect_false(anyDuplicated(tun$name) > 0)
+  expect_true(all(nzchar(tun$description)))
+  row <- function(t, name) t[t$name == name, ]
+  # unset: the default, not set, validity NA
+  r <- row(tun, "GK_PCF_SHARED_BYTES")
+  expect_equal(r$value, 40960)
+  expect_equal(r$value, r$default)
+  expect_false(r$set)
+  expect_true(is.na(r$valid))
+  expect_equal(row(tun, "GK_REDUCE_ROWS")$value, 0)
+  expect_equal(row(tun, "GK_H2_STACK_PIECES")$value, 4)
+  # set through Sys.setenv: reported with its value (read at each call)
+  info <- with_tunables(list(GK_PCF_SHARED_BYTES = 1024, GK_REDUCE_ROWS = 4,
+                             GK_H2_STACK_PIECES = "x"), gk_info())
+  r <- row(info$tunables, "GK_PCF_SHARED_BYTES")
+  expect_equal(r$value, 1024)
+  expect_equal(r$default, 40960)
+  expect_true(r$set)
+  expect_true(r$valid)
+  expect_equal(row(info$tunables, "GK_REDUCE_ROWS")$value, 4)
+  # not a valid value: the default applies, and the report says so
+  r <- row(info$tunables, "GK_H2_STACK_PIECES")
+  expect_equal(r$value, 4)
+  expect_true(r$set)
+  expect_false(r$valid)
+  out <- with_tunables(list(GK_PCF_SHARED_BYTES = 1024, GK_H2_STACK_PIECES = "x"),
+                       capture.output(print(info)))
+  expect_true(any(grepl("GK_PCF_SHARED_BYTES = 1024", out, fixed = TRUE)))
+  expect_true(any(grepl("GK_H2_STACK_PIECES = 4 (the default: \"x\" is not valid)", out,
+                        fixed = TRUE)))
+  # values out of range, not whole or not a power of two where one is needed
+  bad <- list(GK_REDUCE_ROWS = 3, GK_PCF_SHARED_BYTES = 1e6, GK_H2_STACK_PIECES = 2.5,
+              GK_H2_PROJECT_CHUNK_MB = 0, GK_REDUCE_SLICE_PAIRS = -1)
+  tun <- with_tunables(bad, gk_info()$tunables)
+  for (name in names(bad)) {
+    r <- row(tun, name)
+    expect_equal(r$value, r$default, label = name)
+    expect_false(r$valid, label = name)
+  }
+  # with nothing set, the report says the defaults apply
+  unset <- stats::setNames(as.list(rep(NA, nrow(tun))), tun$name)
+  expect_output(print(with_tunables(unset, gk_info())), "tunables: all at their defaults")
+})
+
 test_that("gk_set_device checks its argument and selects a GPU", {
   expect_error(gk_set_device("a"), "single whole number")
   expect_error(gk_set_device(1.5), "single whole number")

@@ -467,17 +467,7 @@ test_that("the GPU compresses like the CPU", {
   }
 })
 
-# expr evaluated with GK_H2_ORTH_QR = value (NA: unset): "cublas" takes the
-# orthogonalization's QRs through geqrfBatched instead of the fused kernel
-# (src/h2/h2_small_qr.cuh).
-with_orth_qr <- function(value, expr) {
-  old <- Sys.getenv("GK_H2_ORTH_QR", unset = NA)
-  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_ORTH_QR") else Sys.setenv(GK_H2_ORTH_QR = old))
-  if (is.na(value)) Sys.unsetenv("GK_H2_ORTH_QR") else Sys.setenv(GK_H2_ORTH_QR = value)
-  force(expr)
-}
-
-test_that("GPU orthogonalization: the fused QR kernel agrees with geqrfBatched", {
+test_that("GPU orthogonalization (fused QR kernel, geqrfBatched fallback) agrees with the CPU", {
   skip_if_no_gpu()
   set.seed(45)
   # The kernel keeps up to 32, 64, 128 or 256 rows per warp; leaves with fewer
@@ -497,30 +487,32 @@ test_that("GPU orthogonalization: the fused QR kernel agrees with geqrfBatched",
     X <- matrix(rnorm(2 * n), n, 2)
     for (precision in c("double", "single")) {
       eps <- if (precision == "double") 1e-10 else 1e-4
-      A <- h2_matrix(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
-                     precision = precision, backend = "gpu")
+      args <- list(locs, k, nugget = 0.05, leaf_size = cs$leaf, order = cs$order,
+                   precision = precision)
+      A <- do.call(h2_matrix, c(args, backend = "gpu"))
+      C <- do.call(h2_matrix, c(args, backend = "cpu"))
       ya <- A %*% X
-      Qk <- with_orth_qr(NA, h2_orthogonalize(A))
-      Qc <- with_orth_qr("cublas", h2_orthogonalize(A))
-      expect_equal(gpukernels:::h2_level_ranks(Qk), gpukernels:::h2_level_ranks(Qc))
-      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qk)),
+      Qg <- h2_orthogonalize(A)
+      Qc <- h2_orthogonalize(C)
+      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
                 if (precision == "double") 1e-11 else 1e-4)
-      expect_lt(rel2(Qk %*% X, ya), eps)
-      expect_lt(rel2(Qk %*% X, Qc %*% X), eps)
-      expect_equal(Qk$compression$norm_frobenius, Qc$compression$norm_frobenius,
+      expect_lt(rel2(Qg %*% X, ya), eps)
+      expect_lt(rel2(Qg %*% X, Qc %*% X), eps)
+      expect_equal(Qg$compression$norm_frobenius, Qc$compression$norm_frobenius,
                    tolerance = if (precision == "double") 1e-10 else 1e-5)
       tol <- if (precision == "double") 1e-5 else 1e-3
-      Bk <- with_orth_qr(NA, h2_compress(A, tol))
-      Bc <- with_orth_qr("cublas", h2_compress(A, tol))
-      rk <- gpukernels:::h2_level_ranks(Bk)
+      Bg <- h2_compress(A, tol)
+      Bc <- h2_compress(C, tol)
+      rg <- gpukernels:::h2_level_ranks(Bg)
       rc <- gpukernels:::h2_level_ranks(Bc)
-      expect_lte(max(abs(rk - rc)), 1)
-      if (identical(rk, rc)) {
-        expect_equal(Bk$compression$error_frobenius, Bc$compression$error_frobenius,
+      expect_lte(max(abs(rg - rc)), 1)
+      if (identical(rg, rc)) {
+        expect_equal(Bg$compression$error_frobenius, Bc$compression$error_frobenius,
                      tolerance = if (precision == "double") 1e-6 else 1e-2)
       }
-      expect_lte(Bk$compression$error_frobenius, tol * 1.0001)
-      expect_lt(rel2(Bk %*% X, ya), 2 * tol + eps)
+      expect_lte(Bg$compression$error_frobenius, tol * 1.0001)
+      expect_lt(rel2(Bg %*% X, ya), 2 * tol + eps)
     }
   }
 })
@@ -587,12 +579,9 @@ test_that("the GPU truncation SVDs agree with the host's", {
 })
 
 # The batched GPU SVD itself (src/h2/h2_svd_cuda.cu) against svd(), on
-# several matrices per call: the default block Jacobi (with the reduction to
-# L for fewer rows than columns) and GK_H2_SVD=jacobi's kernel.
-gpu_svd <- function(W, single, kernel) {
-  old <- Sys.getenv("GK_H2_SVD", unset = NA)
-  on.exit(if (is.na(old)) Sys.unsetenv("GK_H2_SVD") else Sys.setenv(GK_H2_SVD = old))
-  if (kernel == "jacobi") Sys.setenv(GK_H2_SVD = "jacobi") else Sys.unsetenv("GK_H2_SVD")
+# several matrices per call: block Jacobi up to 256 rows (with the reduction
+# to L for fewer rows than columns), the one-warp-per-pair kernel above.
+gpu_svd <- function(W, single) {
   d <- dim(W)
   r <- .Call(gpukernels:::gk_r_h2_svd_gpu, as.double(W), as.integer(d), single)
   km <- min(d[1:2])
@@ -614,8 +603,9 @@ test_that("the GPU batched SVD agrees with svd()", {
   set.seed(45)
   # 200 x 125: the tallest of its width whose doubles fit one block's shared
   # memory (250 x 125, order 5's 2k x k, does not: those go to the host).
+  # 300 x 20 and 260 x 64: more than 256 rows, the one-warp-per-pair kernel.
   shapes <- list(c(64, 64), c(128, 64), c(125, 125), c(200, 125), c(30, 64), c(58, 64),
-                 c(7, 5), c(5, 7), c(63, 63), c(1, 3), c(300, 20))
+                 c(7, 5), c(5, 7), c(63, 63), c(1, 3), c(300, 20), c(260, 64))
   for (sh in shapes) {
     m <- sh[1]; n <- sh[2]
     mats <- list(matrix(rnorm(m * n), m),
@@ -626,26 +616,23 @@ test_that("the GPU batched SVD agrees with svd()", {
     km <- min(m, n)
     for (single in c(FALSE, TRUE)) {
       eps <- if (single) 1e-6 else 1e-13
-      for (kernel in c("block", "jacobi")) {
-        r <- gpu_svd(W, single, kernel)
-        for (i in seq_along(mats)) {
-          Wi <- matrix(W[, , i], m, n)
-          s <- svd(Wi, nu = 0, nv = 0)$d[1:km]
-          d <- r$d[, i]
-          u <- matrix(r$u[, , i], m, km)
-          info <- sprintf("%d x %d, matrix %d, %s, %s", m, n, i, kernel,
-                          if (single) "single" else "double")
-          expect_true(all(diff(d) <= 0), info = info)
-          expect_lte(max(abs(d - s)), 10 * eps * s[1], label = info)
-          # relative accuracy above the input's rounding (float: 6e-8 ||W||)
-          big <- s > (if (single) 1e-2 else 1e-6) * s[1]
-          if (any(big))
-            expect_lt(max(abs(d[big] - s[big]) / s[big]), if (single) 1e-3 else 1e-9, label = info)
-          expect_lt(max(abs(crossprod(u) - diag(km))), 100 * eps, label = info)
-          # U holds the singular vectors: ||u_j^T W|| = sigma_j
-          expect_lte(max(abs(sqrt(colSums(crossprod(Wi, u)^2)) - d)), 10 * eps * s[1],
-                     label = info)
-        }
+      r <- gpu_svd(W, single)
+      for (i in seq_along(mats)) {
+        Wi <- matrix(W[, , i], m, n)
+        s <- svd(Wi, nu = 0, nv = 0)$d[1:km]
+        d <- r$d[, i]
+        u <- matrix(r$u[, , i], m, km)
+        info <- sprintf("%d x %d, matrix %d, %s", m, n, i, if (single) "single" else "double")
+        expect_true(all(diff(d) <= 0), info = info)
+        expect_lte(max(abs(d - s)), 10 * eps * s[1], label = info)
+        # relative accuracy above the input's rounding (float: 6e-8 ||W||)
+        big <- s > (if (single) 1e-2 else 1e-6) * s[1]
+        if (any(big))
+          expect_lt(max(abs(d[big] - s[big]) / s[big]), if (single) 1e-3 else 1e-9, label = info)
+        expect_lt(max(abs(crossprod(u) - diag(km))), 100 * eps, label = info)
+        # U holds the singular vectors: ||u_j^T W|| = sigma_j
+        expect_lte(max(abs(sqrt(colSums(crossprod(Wi, u)^2)) - d)), 10 * eps * s[1],
+                   label = info)
       }
     }
   }
@@ -680,18 +667,13 @@ clumped_points <- function(n, d) {
 }
 
 # h2_compress(A, tol) with the GPU downsweep by the stack QR kernel (pieces NA)
-# or by geqrfBatched in passes of `pieces` coupling blocks (the fallback); the
-# kernel's orthogonal couplings projected in chunks of chunk_mb MB (NA: the
-# default, 4 GB; 0: a whole level at once).
+# or by geqrfBatched in passes of `pieces` coupling blocks (the fallback for
+# ranks beyond the kernel, here forced for every level); the orthogonal
+# couplings projected in chunks of chunk_mb MB (NA: the default, 4 GB).
 compress_with_pieces <- function(A, tol, pieces, chunk_mb = NA) {
-  vars <- c("GK_H2_STACK_PIECES", "GK_H2_GEN_QR", "GK_H2_PROJECT_CHUNK_MB")
-  old <- Sys.getenv(vars, unset = NA, names = TRUE)
-  on.exit(for (v in vars) if (is.na(old[[v]])) Sys.unsetenv(v) else
-    do.call(Sys.setenv, as.list(old[v])))
-  Sys.unsetenv(vars)
-  if (!is.na(pieces)) Sys.setenv(GK_H2_STACK_PIECES = pieces, GK_H2_GEN_QR = "cublas")
-  if (!is.na(chunk_mb)) Sys.setenv(GK_H2_PROJECT_CHUNK_MB = chunk_mb)
-  h2_compress(A, tol)
+  with_tunables(list(GK_H2_STACK_QR_MAX_RANK = if (is.na(pieces)) NA else 0,
+                     GK_H2_STACK_PIECES = pieces, GK_H2_PROJECT_CHUNK_MB = chunk_mb),
+                h2_compress(A, tol))
 }
 
 test_that("GPU compression: nodes with very different numbers of coupling blocks", {
@@ -701,8 +683,8 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
   # fallback factors each level in passes over the nodes that still have
   # blocks (src/h2/h2_compress_cuda.cu): 1 and 3 blocks per pass give many
   # passes and first passes of every height; chunks of 1 MB of the orthogonal
-  # couplings give the kernel many chunks of rows of every length, 0 one per
-  # level. Leaves of 20 under rank 25 (2D): the parents' rank is above the leaves'.
+  # couplings give both many chunks of rows of every length. Leaves of 20
+  # under rank 25 (2D): the parents' rank is above the leaves'.
   cases <- list(list(d = 3, n = 3000, leaf = 32, order = 3),
                 list(d = 2, n = 2501, leaf = 20, order = 5))
   for (cs in cases) {
@@ -722,7 +704,7 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
         rc <- gpukernels:::h2_level_ranks(Bc)
         expect_true(is.na(Bc$compression$seconds_generate_qr))   # timed apart on the GPU only
         ref <- NULL
-        for (way in list(c(NA, NA), c(NA, 1), c(NA, 0), c(1, NA), c(3, NA), c(3, 1))) {
+        for (way in list(c(NA, NA), c(NA, 1), c(1, NA), c(3, NA), c(3, 1))) {
           Bg <- compress_with_pieces(gpu, tol, way[1], way[2])
           rg <- gpukernels:::h2_level_ranks(Bg)
           cg <- Bg$compression

@@ -1,8 +1,9 @@
-# The GPU kernel's walks (option gpukernels.pcf_gpu_walk; src/pcf/pcf_cuda.cu):
-# walks 2..4 interleave that many column functions per thread, so their edge
-# cases are the chains' unequal lengths, a column count that is not a multiple
-# of the chains (odd tiles, a diagonal tile's row limit, batches cut by shared
-# memory), and columns too long for shared memory (walked from global memory).
+# The GPU kernel's walk (src/pcf/pcf_cuda.cu) interleaves several column
+# functions per thread (3 in float, 2 in double), so its edge cases are the
+# chains' unequal lengths, a column count that is not a multiple of the chains
+# (odd tiles, a diagonal tile's row limit, batches cut by shared memory, whose
+# size the tunable GK_PCF_SHARED_BYTES sets), and columns too long for shared
+# memory (walked from global memory).
 
 # Random PCFs of the given lengths that float represents exactly (breakpoints
 # on a dyadic grid, values rounded to float), so that both precisions see the
@@ -46,7 +47,7 @@ expect_walk_matches <- function(got, cpu, ref, what) {
   }
 }
 
-test_that("multi-chain GPU walks match the CPU and the R reference for every op", {
+test_that("the GPU walk matches the CPU and the R reference for every op", {
   skip_if_no_gpu()
   set.seed(1401)
   # An odd count of rows and columns; lengths from 1 to 2000 breakpoints, so
@@ -60,47 +61,41 @@ test_that("multi-chain GPU walks match the CPU and the R reference for every op"
               single = walk_results(X, Y, "cpu", "single"))
   # Shared memory: the default; 1 KiB (64 double / 128 float intervals: batches
   # of one to a few columns, odd counts, long functions from global memory);
-  # 3 KiB. The small budget cuts the result into 24 x 24 blocks: diagonal
+  # 3 KiB; 1040 bytes (65 double / 130 float intervals, batches cut at other
+  # places). The small budget cuts the result into 24 x 24 blocks: diagonal
   # blocks with their triangle, blocks below them, and edge tiles.
-  settings <- list(list(shared = 0L, budget = 0), list(shared = 1024L, budget = 0),
-                   list(shared = 3072L, budget = 2 * 8 * 24^2))
-  for (walk in 1:4) for (s in settings) {
-    old <- options(gpukernels.pcf_gpu_walk = walk, gpukernels.pcf_gpu_shared = s$shared,
-                   gpukernels.pcf_budget_bytes = s$budget)
+  settings <- list(list(shared = NA, budget = 0), list(shared = 1024L, budget = 0),
+                   list(shared = 3072L, budget = 2 * 8 * 24^2),
+                   list(shared = 1040L, budget = 2 * 8 * 24^2))
+  for (s in settings) {
+    old <- options(gpukernels.pcf_budget_bytes = s$budget)
     for (precision in c("double", "single")) {
-      got <- walk_results(X, Y, "gpu", precision)
+      got <- with_tunables(list(GK_PCF_SHARED_BYTES = s$shared),
+                           walk_results(X, Y, "gpu", precision))
       expect_walk_matches(got, cpu[[precision]], ref,
-                          sprintf("walk %d, shared %d, budget %g, %s", walk, s$shared,
-                                  s$budget, precision))
+                          sprintf("shared %s, budget %g, %s", s$shared, s$budget, precision))
     }
     options(old)
   }
 })
 
-test_that("multi-chain walks handle tiles of one column and pairs of equal functions", {
+test_that("the GPU walk handles tiles of one column and pairs of equal functions", {
   skip_if_no_gpu()
   set.seed(1402)
   f <- walk_case(1, 25)[[1]]
   X <- c(list(f, f), walk_case(3, 1:5), list(f))   # equal functions: distance 0
-  for (walk in 2:4) {
-    old <- options(gpukernels.pcf_gpu_walk = walk)
+  # 6 functions: whole groups of 2 and 3 chains; 4 and 7: a remainder of one
+  for (Xk in list(X, X[c(1, 2, 3, 6)], c(X, walk_case(1, 9)))) {
+    same <- which(vapply(Xk, identical, NA, f))
     for (precision in c("double", "single")) {
       for (p in c(1, 2, Inf)) {
-        d <- as.matrix(pcf_pdist(X, p = p, precision = precision, backend = "gpu"))
-        expect_lt(rel_err(d, as.matrix(pcf_pdist(X, p = p, precision = precision,
+        d <- as.matrix(pcf_pdist(Xk, p = p, precision = precision, backend = "gpu"))
+        expect_lt(rel_err(d, as.matrix(pcf_pdist(Xk, p = p, precision = precision,
                                                  backend = "cpu"))), 1e-12)
-        expect_equal(d[1, 2], 0)
-        expect_equal(d[1, 6], 0)
+        expect_equal(d[same, same], matrix(0, length(same), length(same)), ignore_attr = TRUE)
       }
-      expect_lt(rel_err(pcf_cdist(X[3], X, precision = precision, backend = "gpu"),
-                        pcf_ref_matrix(X[3], X, 1)), 1e-12)
+      expect_lt(rel_err(pcf_cdist(Xk[3], Xk, precision = precision, backend = "gpu"),
+                        pcf_ref_matrix(Xk[3], Xk, 1)), 1e-12)
     }
-    options(old)
   }
-})
-
-test_that("the GPU walk option is checked", {
-  old <- options(gpukernels.pcf_gpu_walk = 5)
-  on.exit(options(old))
-  expect_error(pcf_pdist(walk_case(3, 1:4), backend = "cpu"), "pcf_gpu_walk")
 })

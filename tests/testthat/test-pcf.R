@@ -74,14 +74,12 @@ test_that("GPU results match the CPU on tiles, triangles and functions too long 
   X <- X[sample(length(X))]
   for (precision in c("double", "single")) {
     tol <- if (precision == "double") 1e-12 else 1e-4
-    for (walk in 0:1) {
-      old <- options(gpukernels.pcf_gpu_walk = walk, gpukernels.pcf_budget_bytes = 2 * 8 * 100^2)
-      g <- pcf_pdist(X, precision = precision, backend = "gpu")
-      k <- pcf_kernel(X[1:100], X, precision = precision, backend = "gpu")
-      options(old)
-      expect_lt(rel_err(g, pcf_pdist(X, precision = precision, backend = "cpu")), tol)
-      expect_lt(rel_err(k, pcf_kernel(X[1:100], X, precision = precision, backend = "cpu")), tol)
-    }
+    old <- options(gpukernels.pcf_budget_bytes = 2 * 8 * 100^2)
+    g <- pcf_pdist(X, precision = precision, backend = "gpu")
+    k <- pcf_kernel(X[1:100], X, precision = precision, backend = "gpu")
+    options(old)
+    expect_lt(rel_err(g, pcf_pdist(X, precision = precision, backend = "cpu")), tol)
+    expect_lt(rel_err(k, pcf_kernel(X[1:100], X, precision = precision, backend = "cpu")), tol)
   }
   expect_equal(c(pcf_pdist(X, devices = 1)), c(pcf_pdist(X, backend = "cpu")), tolerance = 1e-12)
   expect_error(pcf_pdist(X, backend = "gpu", devices = 0), "GPU numbers")

@@ -1,0 +1,100 @@
+/* The table of tunables (gk_tunables.h). */
+#include <math.h>
+#include <stdlib.h>
+#include "device/gk_tunables.h"
+
+typedef struct {
+  const char *name;
+  double fallback;        /* the default */
+  double lo, hi;          /* accepted values: integers in [lo, hi] ... */
+  int powers_of_two;      /* ... that are 0 or a power of two, when set */
+  const char *doc;
+} tunable;
+
+/* In the order of gk_tunable_id. */
+static const tunable table[GK_TUNE_COUNT] = {
+  {"GK_REDUCE_ROWS", 0, 0, 4, 1,
+   "Rows per thread of the GPU gaussian-sum fast path: 1, 2 or 4 (4 for one weight column "
+   "only); 0 chooses by problem size."},
+  {"GK_REDUCE_SLICE_PAIRS", 0, 0, 1e18, 0,
+   "Kernel evaluations per launch of a long GPU reduction (an interrupt check between "
+   "launches); 0 chooses (about 2^36 gaussian ones). Tests set small values to exercise slicing."},
+  {"GK_PCF_SHARED_BYTES", 40960, 64, 49152, 0,
+   "Shared memory per thread block of the PCF GPU kernel for staged column functions, in "
+   "bytes (64 to 49152); longer functions are read from global memory."},
+  {"GK_H2_PROJECT_CHUNK_MB", 4096, 1, 1048576, 0,
+   "MB of one chunk of a level's orthogonal couplings, projected just before its QRs in the "
+   "GPU H2 compression: larger means fewer QR launches, smaller less memory."},
+  /* 256: STACK_QR_MAX_COLUMNS of h2/h2_stack_qr.cuh, the kernel's own limit. */
+  {"GK_H2_STACK_QR_MAX_RANK", 256, 0, 256, 0,
+   "Highest level rank whose QRs in the GPU H2 compression use the stack QR kernel (where it "
+   "fits); higher ranks take geqrfBatched passes. 0 sends every level there (tests)."},
+  {"GK_H2_STACK_PIECES", 4, 1, 64, 0,
+   "Coupling blocks per geqrfBatched pass of the GPU H2 compression (levels beyond the stack "
+   "QR kernel): more take more memory per stack and re-factor less."},
+};
+
+static int valid(const tunable *t, double v)
+{
+  if (!isfinite(v) || v != floor(v) || v < t->lo || v > t->hi) return 0;
+  if (t->powers_of_two && v > 0) {
+    double e = log2(v);
+    return e == floor(e);
+  }
+  return 1;
+}
+
+/* The variable's value, or NAN when it is unset or not a number in range. */
+static double from_environment(const tunable *t)
+{
+  const char *s = getenv(t->name);
+  if (!s || !*s) return NAN;
+  char *end;
+  double v = strtod(s, &end);
+  while (*end == ' ' || *end == '\t') end++;
+  return *end == '\0' && valid(t, v) ? v : NAN;
+}
+
+static const tunable *entry(gk_tunable_id id)
+{
+  return (int) id >= 0 && (int) id < GK_TUNE_COUNT ? &table[id] : NULL;
+}
+
+double gk_tunable(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  if (!t) return NAN;
+  double v = from_environment(t);
+  return isnan(v) ? t->fallback : v;
+}
+
+int gk_tunable_is_set(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  const char *s = t ? getenv(t->name) : NULL;
+  return s && *s;
+}
+
+int gk_tunable_is_valid(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  return t && !isnan(from_environment(t));
+}
+
+const char *gk_tunable_name(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  return t ? t->name : "";
+}
+
+const char *gk_tunable_doc(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  return t ? t->doc : "";
+}
+
+double gk_tunable_default(gk_tunable_id id)
+{
+  const tunable *t = entry(id);
+  return t ? t->fallback : NAN;
+}
