@@ -19,6 +19,9 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_REDUCE_SLICE_PAIRS", 0, 0, 1e18, 0,
    "Kernel evaluations per launch of a long GPU reduction (an interrupt check between "
    "launches); 0 chooses (about 2^36 gaussian ones). Tests set small values to exercise slicing."},
+  {"GK_KMIN_LARGE_ELEMENTS", 0, 0, 1e18, 0,
+   "Kernel values per chunk of rows sorted by the GPU k-smallest reduction beyond k = 64; 0 "
+   "chooses (within half the memory budget, at most 1 GB). Tests set small values for several chunks."},
   {"GK_PCF_SHARED_BYTES", 40960, 64, 49152, 0,
    "Shared memory per thread block of the PCF GPU kernel for staged column functions, in "
    "bytes (64 to 49152); longer functions are read from global memory."},

@@ -22,6 +22,7 @@
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
 #include "device/gk_jit.h"
+#include "device/gk_tunables.h"
 
 using namespace gkreduce;
 
@@ -47,18 +48,14 @@ struct Layout {
 };
 
 // Rows per thread of the gaussian-sum fast path. More rows share each shared-
-// memory read of y_j (4 rows: about 35% faster than 1 on an H100), but make
-// fewer blocks: a small problem keeps 1 row per thread so that, with the 2D
-// split, it still fills the GPU. GK_REDUCE_ROWS=1, 2 or 4 overrides the choice
-// (for tuning); 4 is compiled for one weight column only.
+// memory read of y_j (4 rows: about a third faster than 1), but make fewer
+// blocks: a small problem keeps 1 row per thread so that, with the 2D split,
+// it still fills the GPU. The tunable GK_REDUCE_ROWS (1, 2 or 4) overrides
+// the choice; 4 is compiled for one weight column only.
 int fast_rows(size_t m, size_t n, int e)
 {
-  const char *env = getenv("GK_REDUCE_ROWS");
-  if (env) {
-    int rows = atoi(env);
-    if (rows == 4 && e != 1) rows = 2;
-    return rows == 1 || rows == 4 ? rows : 2;
-  }
+  const int forced = (int) gk_tunable(GK_TUNE_REDUCE_ROWS);
+  if (forced > 0) return forced == 4 && e != 1 ? 2 : forced == 3 ? 2 : forced;
   // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
   // waves of 8 blocks per multiprocessor.
   double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
@@ -78,18 +75,17 @@ void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blo
 
 // Columns (j) per slice: long reductions run as a sequence of launches of
 // about SLICE_PAIRS gaussian-equivalent pairs each (tens of milliseconds),
-// with an interrupt check between them. GK_REDUCE_SLICE_PAIRS overrides the
-// size (tests use it to exercise slicing on small inputs).
+// with an interrupt check between them. The tunable GK_REDUCE_SLICE_PAIRS
+// sets the size (tests use it to exercise slicing on small inputs).
 size_t slice_columns(const gk_reduce_spec *spec, size_t m, size_t n, int tile)
 {
-  const char *env = getenv("GK_REDUCE_SLICE_PAIRS");
-  const double forced = env ? atof(env) : 0.0;
+  const double forced = gk_tunable(GK_TUNE_REDUCE_SLICE_PAIRS);
   const double cost = gk_kernel_relative_cost(&spec->kernel);
   const double pairs = forced > 0 ? forced : SLICE_PAIRS / cost;
   // The floor on the columns keeps slices efficient for very many rows; it
   // scales with the cost too, or a costly kernel over 1e6 rows would go
   // seconds between interrupt checks.
-  size_t least = env ? (size_t) tile : (size_t) ceil(MIN_SLICE_COLUMNS / cost);
+  size_t least = forced > 0 ? (size_t) tile : (size_t) ceil(MIN_SLICE_COLUMNS / cost);
   if (least < (size_t) tile) least = (size_t) tile;
   double want = ceil(pairs / (double) (m > 0 ? m : 1));
   size_t cols = want > (double) n ? n : (size_t) want;

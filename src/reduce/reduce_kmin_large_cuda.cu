@@ -9,6 +9,7 @@
 #include "gpukernels/reduce_kernels.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_tunables.h"
 
 namespace gkreduce {
 
@@ -78,13 +79,13 @@ gk_status kmin_large(const Args &a, gk_error *err)
                    "engine's sort (at most %d points); use backend = \"cpu\"", k, (double) n,
                    0x7fffffff / 2);
   // Elements per chunk: within half the memory budget and BUFFER_BYTES_MAX;
-  // GK_KMIN_LARGE_ELEMENTS overrides it (tests use it to make several chunks).
+  // the tunable GK_KMIN_LARGE_ELEMENTS overrides it (tests: several chunks).
   const size_t per_element = 2 * (sizeof(T) + sizeof(int));
   size_t budget = 0;
   if (gk_device_memory_budget(&budget, err)) return err->status;
   size_t elements = (budget / 2 < BUFFER_BYTES_MAX ? budget / 2 : BUFFER_BYTES_MAX) / per_element;
-  const char *env = getenv("GK_KMIN_LARGE_ELEMENTS");
-  if (env && atof(env) >= 1) elements = (size_t) atof(env);
+  const double forced = gk_tunable(GK_TUNE_KMIN_LARGE_ELEMENTS);
+  if (forced >= 1) elements = (size_t) forced;
   if (elements < n) elements = n;   // one row at least (the scratch checks the budget)
   size_t rows = elements / n;
   if (rows > m) rows = m;
