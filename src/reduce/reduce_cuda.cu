@@ -30,7 +30,7 @@ namespace {
 
 constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
 constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
-constexpr int KMIN_LARGE = 64;       // beyond: the sorting strategy (reduce_kmin_large.cuh)
+constexpr int KMIN_LARGE = KMIN_LIST_MAX;   // beyond: the sorting strategy (reduce_kmin_large.cuh)
 constexpr size_t TILE_BYTES = 48 * 1024;
 constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automatically
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction

@@ -97,6 +97,8 @@ template <> constexpr double EXP2_UNIT<double> = 64;
 // Candidates queued per row by the k-smallest reductions (KMinOp), which the
 // host sizes shared memory for.
 constexpr int KMIN_QUEUE = 16;
+// The longest k-list of the tile kernels; larger k sort instead (kmin_large).
+constexpr int KMIN_LIST_MAX = 64;
 
 // The reductions' states (reduce_ops.cuh) and the values and indices each
 // keeps per row in the partial results of the 2D scheme and of slices.

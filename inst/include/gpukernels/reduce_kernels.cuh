@@ -435,9 +435,68 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   }
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
+    if constexpr (Op::QUEUE > 0) st[r].flush();   // queued candidates into the list
     if (rows[r] >= row_end) continue;
     if (a.nchunks == 1 && !a.sliced) st[r].finish(a, rows[r]);
     else st[r].save(a, a.chunk0 + blockIdx.y, rows[r]);
+  }
+}
+
+// combine_chunks for the k-smallest lists (KMinOp): each chunk's sorted
+// list (k values and their j, empty entries last with +Inf) merged in order
+// of the chunks, so that among equal values the smaller j stays first. In
+// local memory with run-time indices: the pass runs once per row, and this
+// form compiles in a fraction of the time of the register lists.
+template <class Op>
+__device__ void combine_kmin_lists(const Args &a, size_t i)
+{
+  using T = typename Op::value_type;
+  constexpr int EMPTY = Op::EMPTY;
+  T v[KMIN_LIST_MAX], w[KMIN_LIST_MAX];
+  int j[KMIN_LIST_MAX], jw[KMIN_LIST_MAX];
+  const int k = a.k;
+  auto at = [&](int slot, int p) { return ((size_t) slot * k + p) * a.m + i; };
+  int c = a.carry_in ? 0 : a.chunk0;
+#pragma unroll 1
+  for (int p = 0; p < k; p++) {
+    v[p] = (T) a.partial[at(c, p)];
+    j[p] = a.partial_index[at(c, p)];
+  }
+#pragma unroll 1
+  for (c = a.carry_in ? a.chunk0 : a.chunk0 + 1; c < a.chunk0 + a.nchunks; c++) {
+    int p = 0, q = 0;
+#pragma unroll 1
+    for (int r = 0; r < k; r++) {
+      const T other = q < k ? (T) a.partial[at(c, q)] : plus_infinity<T>();
+      const int other_j = q < k ? a.partial_index[at(c, q)] : EMPTY;
+      const bool mine_left = p < k && j[p] != EMPTY, other_left = other_j != EMPTY;
+      if (mine_left && (!other_left || !(other < v[p]))) {
+        w[r] = v[p];
+        jw[r] = j[p++];
+      } else if (other_left) {
+        w[r] = other;
+        jw[r] = other_j;
+        q++;
+      } else {
+        w[r] = plus_infinity<T>();
+        jw[r] = EMPTY;
+      }
+    }
+#pragma unroll 1
+    for (int r = 0; r < k; r++) {
+      v[r] = w[r];
+      j[r] = jw[r];
+    }
+  }
+#pragma unroll 1
+  for (int p = 0; p < k; p++) {
+    if (a.carry_out) {
+      a.partial[at(0, p)] = (double) v[p];
+      a.partial_index[at(0, p)] = j[p];
+    } else {
+      a.out[i + (size_t) p * a.m] = finished((double) v[p], a);
+      a.index[i + (size_t) p * a.m] = j[p] + 1;
+    }
   }
 }
 
@@ -449,20 +508,24 @@ __global__ void combine_chunks(Args a)
 {
   size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= a.m) return;
-  Op st, other;
-  int c = 0;
-  if (a.carry_in) {
-    st.load(a, 0, i);
+  if constexpr (Op::QUEUE > 0) {
+    combine_kmin_lists<Op>(a, i);
   } else {
-    st.load(a, a.chunk0, i);
-    c = 1;
+    Op st, other;
+    int c = 0;
+    if (a.carry_in) {
+      st.load(a, 0, i);
+    } else {
+      st.load(a, a.chunk0, i);
+      c = 1;
+    }
+    for (; c < a.nchunks; c++) {
+      other.load(a, a.chunk0 + c, i);
+      st.merge(other, a);
+    }
+    if (a.carry_out) st.save(a, 0, i);
+    else st.finish(a, i);
   }
-  for (; c < a.nchunks; c++) {
-    other.load(a, a.chunk0 + c, i);
-    st.merge(other, a);
-  }
-  if (a.carry_out) st.save(a, 0, i);
-  else st.finish(a, i);
 }
 
 }  // namespace gkreduce

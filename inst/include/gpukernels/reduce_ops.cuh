@@ -169,6 +169,8 @@ struct ExtremeOp {
 // together, so the lanes insert side by side.
 template <typename T, int KMAX>
 struct KMinOp {
+  static_assert(KMAX <= KMIN_LIST_MAX, "k-lists up to KMIN_LIST_MAX (combine_kmin_lists)");
+  using value_type = T;
   static constexpr int EC_ = 1;
   static constexpr int QUEUE = KMIN_QUEUE;   // queued candidates per row
   static constexpr int CHECK_EVERY = 4;   // values per group (push_group)
@@ -255,9 +257,10 @@ struct KMinOp {
     queue_end = 0;
   }
   __device__ void end_tile() { checkpoint(); }
-  // The queue must be empty before the list is saved or finished.
-  __device__ void save(const Args &a, int chunk, size_t i) {
-    flush();
+  // The tile kernel empties the queue (flush) before the list is saved or
+  // finished. The combining pass merges saved lists without this state
+  // (combine_kmin_lists in reduce_kernels.cuh).
+  __device__ void save(const Args &a, int chunk, size_t i) const {
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
       const int p = q - (KMAX - a.k);
@@ -266,23 +269,7 @@ struct KMinOp {
       a.partial_index[((size_t) chunk * a.k + p) * a.m + i] = idx[q];
     }
   }
-  __device__ void load(const Args &a, int chunk, size_t i) {
-    init(a);
-#pragma unroll
-    for (int q = 0; q < KMAX; q++) {
-      const int p = q - (KMAX - a.k);
-      if (p < 0) continue;
-      val[q] = (T) a.partial[((size_t) chunk * a.k + p) * a.m + i];
-      idx[q] = a.partial_index[((size_t) chunk * a.k + p) * a.m + i];
-    }
-  }
-  // Once per row (the combining pass): the other list may sit in local memory.
-  __device__ void merge(const KMinOp &o, const Args &a) {
-#pragma unroll 1
-    for (int q = KMAX - a.k; q < KMAX && o.idx[q] != EMPTY; q++) insert(o.val[q], o.idx[q]);
-  }
-  __device__ void finish(const Args &a, size_t i) {
-    flush();
+  __device__ void finish(const Args &a, size_t i) const {
 #pragma unroll
     for (int q = 0; q < KMAX; q++) {
       const int p = q - (KMAX - a.k);
