@@ -46,14 +46,18 @@
 
 #ifdef __CUDACC__
 #define GK_HD __host__ __device__ __forceinline__
-/* The general-nu Matern series and the derivative families: one call instead
- * of their loops inlined into every kernel that can evaluate any family (they
- * cost hundreds of operations per value anyway, and inlining them made each
- * such kernel take seconds to compile). */
-#define GK_HD_CALL static __host__ __device__ __noinline__
 #else
 #define GK_HD static inline
-#define GK_HD_CALL static
+#endif
+/* The general-nu Matern series and the derivative families in the kernels
+ * compiled at run time: one call instead of their loops inlined into every
+ * kernel that can evaluate any family (they cost hundreds of operations per
+ * value anyway, and inlined they made each such kernel take seconds to
+ * compile). Kernels built with the package inline them as before. */
+#ifdef __CUDACC_RTC__
+#define GK_HD_CALL static __host__ __device__ __noinline__
+#else
+#define GK_HD_CALL GK_HD
 #endif
 
 typedef enum {
