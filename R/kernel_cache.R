@@ -98,6 +98,21 @@ print.gk_cache_info <- function(x, ...) {
 gk_warmup <- function(kernels = list("gaussian", "exponential", gk_kernel("matern", smoothness = 1.5)),
                       dims = 1:3, precision = c("double", "single"),
                       reductions = c("sum", "knn"), threads = NULL) {
+  cases <- gk_warmup_cases(kernels, dims, precision, reductions)
+  threads <- if (is.null(threads)) .Call(gk_r_omp_threads)
+             else gk_check_scalar(threads, "threads", lower = 1, integer = TRUE)
+  if (!gk_has_gpu()) {
+    message("gk_warmup: no GPU in use, nothing to compile")
+    return(invisible(0L))
+  }
+  .Call(gk_r_reduce_warmup, cases, as.integer(threads), 0L)
+  invisible(length(cases))
+}
+
+# The reductions gk_warmup() prepares, as the C engine's cases (kernel,
+# reduction code, k, single, symmetric, dim, weight columns, block-sparse,
+# rows per thread).
+gk_warmup_cases <- function(kernels, dims, precision, reductions) {
   kernels <- lapply(if (inherits(kernels, "gk_kernel")) list(kernels) else as.list(kernels),
                     as_gk_kernel)
   if (!is.numeric(dims) || !length(dims) || anyNA(dims) || any(dims < 1 | dims != round(dims))) {
@@ -106,12 +121,6 @@ gk_warmup <- function(kernels = list("gaussian", "exponential", gk_kernel("mater
   precision <- match.arg(precision, c("double", "single"), several.ok = TRUE)
   reductions <- match.arg(reductions, c("sum", "knn", "logsumexp", "softmax_sum", "min", "max"),
                           several.ok = TRUE)
-  threads <- if (is.null(threads)) .Call(gk_r_omp_threads)
-             else gk_check_scalar(threads, "threads", lower = 1, integer = TRUE)
-  if (!gk_has_gpu()) {
-    message("gk_warmup: no GPU in use, nothing to compile")
-    return(invisible(0L))
-  }
   cases <- list()
   add <- function(kernel, reduction, k = 1L, cols = 1L, ranged = FALSE, symmetric = FALSE, rows = 1L) {
     for (single in precision == "single") for (dim in dims) {
@@ -137,7 +146,15 @@ gk_warmup <- function(kernels = list("gaussian", "exponential", gk_kernel("mater
     }
     for (r in intersect(reductions, c("logsumexp", "softmax_sum", "min", "max"))) add(kernel, r)
   }
-  .Call(gk_r_reduce_warmup, cases, as.integer(threads))
+  cases
+}
+
+# Compiles the reduction kernels of gk_warmup_cases() for compute capability
+# `arch` (e.g. 75) without a GPU and without keeping them: a check that the
+# installed kernel sources compile (the tests run it where there is no GPU).
+gk_jit_check <- function(arch, ..., threads = 2L) {
+  cases <- gk_warmup_cases(...)
+  .Call(gk_r_reduce_warmup, cases, as.integer(threads), as.integer(arch))
   invisible(length(cases))
 }
 

@@ -15,7 +15,7 @@ SEXP gk_r_build_info(void);
 SEXP gk_r_jit_configure(SEXP dir, SEXP version, SEXP names, SEXP texts);
 SEXP gk_r_jit_info(void);
 SEXP gk_r_jit_forget(void);
-SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads);
+SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads, SEXP check_arch);
 SEXP gk_r_release_caches(void);
 SEXP gk_r_device_info(SEXP device);
 SEXP gk_r_set_device(SEXP device);
@@ -104,7 +104,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_jit_configure", (DL_FUNC) &gk_r_jit_configure, 4},
   {"gk_r_jit_info", (DL_FUNC) &gk_r_jit_info, 0},
   {"gk_r_jit_forget", (DL_FUNC) &gk_r_jit_forget, 0},
-  {"gk_r_reduce_warmup", (DL_FUNC) &gk_r_reduce_warmup, 2},
+  {"gk_r_reduce_warmup", (DL_FUNC) &gk_r_reduce_warmup, 3},
   {"gk_r_release_caches", (DL_FUNC) &gk_r_release_caches, 0},
   {"gk_r_device_info", (DL_FUNC) &gk_r_device_info, 1},
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},

@@ -446,8 +446,9 @@ SEXP gk_r_knn_scale(SEXP x, SEXP y)
 }
 
 /* gk_warmup(): cases is a list of lists (kernel, reduction, k, single,
- * symmetric, dim, cols, ranged, rows), checked by the R caller. */
-SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads)
+ * symmetric, dim, cols, ranged, rows), checked by the R caller; check_arch
+ * > 0 only compiles them for that architecture (no GPU needed). */
+SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads, SEXP check_arch)
 {
   if (!Rf_isNewList(cases)) gk_stop("`cases` must be a list");
   int n = Rf_length(cases);
@@ -469,6 +470,8 @@ SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads)
   }
   gk_error err;
   gk_error_clear(&err);
-  if (reduce_cuda_warmup(n, specs, dims, cols, ranged, rows, gk_as_int(threads), &err)) gk_raise(&err);
+  if (reduce_cuda_warmup(n, specs, dims, cols, ranged, rows, gk_as_int(threads), gk_as_int(check_arch),
+                         &err))
+    gk_raise(&err);
   return R_NilValue;
 }

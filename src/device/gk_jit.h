@@ -51,6 +51,12 @@ void gk_jit_stats_get(gk_jit_stats *stats);
 gk_status gk_jit_kernels(const char *source, int count, const char *const *names,
                          const char *what, const void **kernels, gk_error *err);
 
+/* Compiles the program for compute capability `arch` (10 major + minor)
+ * without a GPU, keeping nothing: a check that the installed sources
+ * compile (tests run it where there is no GPU). */
+gk_status gk_jit_compile_check(const char *source, int count, const char *const *names,
+                               int arch, const char *what, gk_error *err);
+
 /* Forgets the programs loaded in this session (the next call reads the disk
  * cache as a new session would); for tests. */
 void gk_jit_forget(void);

@@ -1,5 +1,6 @@
 // The run-time compiler (gk_jit.h): NVRTC for the device in use, the
 // session's programs in memory, the disk cache below them.
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "device/gk_jit.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "gk_config.h"
 
 namespace {
 
@@ -78,10 +80,28 @@ struct Compiled {
   std::vector<std::string> lowered;
 };
 
+// NVRTC opens its builtins library by name at its first compile, which the
+// dynamic linker finds only where the toolkit's lib folder is on its search
+// path; loaded first from the folder this build linked NVRTC from, it is
+// found wherever the package is used. Failing here is not an error: NVRTC
+// then searches as usual.
+void preload_builtins()
+{
+  static std::once_flag once;
+  std::call_once(once, []() {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return;
+    const std::string path = std::string(GK_CUDA_LIBDIR) + "/libnvrtc-builtins.so." +
+                             std::to_string(major) + "." + std::to_string(minor);
+    dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  });
+}
+
 void compile(const std::string &source, const std::vector<std::string> &names, const Target &t,
              const char *what, Compiled *out)
 {
   gk_error_clear(&out->err);
+  preload_builtins();
   nvrtcProgram p;
   nvrtcResult r = nvrtcCreateProgram(&p, source.c_str(), "gpukernels_jit.cu", gk_jit_source_count(),
                                      gk_jit_source_texts(), gk_jit_source_names());
@@ -246,6 +266,20 @@ extern "C" gk_status gk_jit_kernels(const char *source, int count, const char *c
   }
   for (int i = 0; i < count; i++) kernels[i] = found->second.kernels[(size_t) i];
   return GK_OK;
+}
+
+extern "C" gk_status gk_jit_compile_check(const char *source, int count, const char *const *names,
+                                          int arch, const char *what, gk_error *err)
+{
+  if (!gk_jit_configured())
+    return gk_fail(err, GK_ERR_INTERNAL, "the GPU kernel sources were not found (the package's "
+                   "include directory); reinstall gpukernels");
+  Target t;
+  if (target_for(arch, &t, err)) return err->status;
+  Compiled c;
+  compile(source, std::vector<std::string>(names, names + count), t, what, &c);
+  if (c.status) *err = c.err;
+  return c.status;
 }
 
 extern "C" void gk_jit_forget(void)

@@ -9,5 +9,12 @@ gk_status gk_jit_kernels(const char *source, int count, const char *const *names
   return gk_fail_no_cuda(err);
 }
 
+gk_status gk_jit_compile_check(const char *source, int count, const char *const *names,
+                               int arch, const char *what, gk_error *err)
+{
+  (void) source; (void) count; (void) names; (void) arch; (void) what;
+  return gk_fail_no_cuda(err);
+}
+
 void gk_jit_forget(void) {}
 #endif

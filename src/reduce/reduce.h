@@ -190,10 +190,12 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
  * device/gk_jit.h) that `count` reductions would use on the GPU in use:
  * specs[i] (kernel, reduction, k, single, symmetric) over dims[i] coordinates
  * with cols[i] weight columns, block-sparse when ranged[i], rows[i] rows per
- * thread (1, 2 or 4: the gaussian sums), on up to `threads` host threads. */
+ * thread (1, 2 or 4: the gaussian sums), on up to `threads` host threads.
+ * check_arch > 0: only compile them for that compute capability (10 major +
+ * minor), without a GPU and keeping nothing (a check of the sources). */
 gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
                              const int *cols, const int *ranged, const int *rows, int threads,
-                             gk_error *err);
+                             int check_arch, gk_error *err);
 
 /* ---- block-sparse ranges (reduce_ranges.c) ---- */
 

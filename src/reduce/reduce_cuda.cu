@@ -158,15 +158,20 @@ struct Variant {
   size_t value_bytes() const { return single ? sizeof(float) : sizeof(double); }
 };
 
-// The tile kernel and the combining pass of a variant.
-gk_status variant_kernels(const Variant &v, const void **tiles, const void **combine, gk_error *err)
+const char *const VARIANT_SOURCE = "#include \"gpukernels/reduce_kernels.cuh\"\n";
+
+// The tile kernel and the combining pass of a variant; with check_arch > 0
+// only compiled for that architecture (no GPU needed), and no handles.
+gk_status variant_kernels(const Variant &v, const void **tiles, const void **combine, gk_error *err,
+                          int check_arch = 0)
 {
   const std::string names[2] = {v.tiles(), v.combine()};
   const char *const list[2] = {names[0].c_str(), names[1].c_str()};
   const void *kernels[2];
   char what[160];
   snprintf(what, sizeof what, "a %s reduction kernel (%s, %s)", v.type(), v.op_type().c_str() + 10, v.val);
-  if (gk_jit_kernels("#include \"gpukernels/reduce_kernels.cuh\"\n", 2, list, what, kernels, err))
+  if (check_arch > 0) return gk_jit_compile_check(VARIANT_SOURCE, 2, list, check_arch, what, err);
+  if (gk_jit_kernels(VARIANT_SOURCE, 2, list, what, kernels, err))
     return err->status;
   *tiles = kernels[0];
   *combine = kernels[1];
@@ -878,16 +883,21 @@ extern "C" gk_status reduce_cuda(const gk_reduce_spec *spec, const gk_reduce_ope
 // up to `threads` host threads (NVRTC compiles programs side by side).
 extern "C" gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
                                         const int *cols, const int *ranged, const int *rows, int threads,
-                                        gk_error *err)
+                                        int check_arch, gk_error *err)
 {
-  if (gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
-  const int device = gk_device_in_use();
+  if (check_arch <= 0 && gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
+  const int device = check_arch > 0 ? 0 : gk_device_in_use();
   std::vector<Variant> variants;
+  std::vector<std::string> seen;   // many reductions share a specialization
   for (int i = 0; i < count; i++) {
     Variant v;
     const bool two_way = specs[i].symmetric && ranged[i] && cols[i] == 1;
-    if (choose_variant(&specs[i], specs[i].single != 0, dims[i], cols[i], ranged[i] != 0, two_way, rows[i], &v))
-      variants.push_back(v);
+    if (!choose_variant(&specs[i], specs[i].single != 0, dims[i], cols[i], ranged[i] != 0, two_way, rows[i], &v))
+      continue;
+    const std::string name = v.tiles();
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    variants.push_back(v);
   }
   std::atomic<size_t> next(0);
   std::mutex failed;
@@ -899,13 +909,13 @@ extern "C" gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, 
       gk_hooks_bind_worker([](void *) { return 0; }, NULL);
       gk_error ignored;
       gk_error_clear(&ignored);
-      if (gk_device_enter(device, &ignored)) return;   // the main thread does the work
+      if (check_arch <= 0 && gk_device_enter(device, &ignored)) return;   // the main thread does the work
     }
     for (size_t i = next++; i < variants.size(); i = next++) {
       const void *tiles, *combine;
       gk_error e;
       gk_error_clear(&e);
-      if (variant_kernels(variants[i], &tiles, &combine, &e)) {
+      if (variant_kernels(variants[i], &tiles, &combine, &e, check_arch)) {
         std::lock_guard<std::mutex> g(failed);
         if (!first.status) first = e;
         next = variants.size();

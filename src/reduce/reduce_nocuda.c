@@ -22,9 +22,10 @@ gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_reduce_operan
 
 gk_status reduce_cuda_warmup(int count, const gk_reduce_spec *specs, const int *dims,
                              const int *cols, const int *ranged, const int *rows, int threads,
-                             gk_error *err)
+                             int check_arch, gk_error *err)
 {
   (void) count; (void) specs; (void) dims; (void) cols; (void) ranged; (void) rows; (void) threads;
+  (void) check_arch;
   return gk_fail_no_cuda(err);
 }
 

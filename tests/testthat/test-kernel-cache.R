@@ -158,3 +158,19 @@ test_that("gk_warmup compiles ahead, and later calls compile nothing", {
   expect_identical(nn$index[, 1], seq_len(100))
   expect_identical(stats()$compiled, compiled)
 })
+
+test_that("the installed kernel sources compile for every reduction (no GPU needed)", {
+  skip_if_not(gk_info()$cuda, "a CPU-only build compiles no GPU kernels")
+  # Every family and reduction the engine specializes, both precisions, the
+  # register dimensions and one from memory, k-lists of both lengths.
+  n <- gpukernels:::gk_jit_check(75, kernels = list("gaussian", "exponential", "cauchy",
+                                                    gk_kernel("matern", smoothness = 2.5),
+                                                    gk_kernel("matern", smoothness = 0.8),
+                                                    "inverse_multiquadric", "linear"),
+                                 dims = c(2, 5), precision = c("double", "single"),
+                                 reductions = c("sum", "knn", "logsumexp", "softmax_sum", "min", "max"))
+  expect_gt(n, 100L)
+  cases <- list(list(kernel = gk_kernel("squared_distance"), reduction = 5L, k = 40L, single = TRUE,
+                     symmetric = FALSE, dim = 3L, cols = 1L, ranged = TRUE, rows = 1L))
+  expect_null(.Call(gpukernels:::gk_r_reduce_warmup, cases, 1L, 90L))
+})
