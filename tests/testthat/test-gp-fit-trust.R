@@ -191,10 +191,17 @@ test_that("an interrupt reaches the caller with the best parameters so far", {
   at <- 2
   big <- matrix(runif(2 * 2001), ncol = 2)
   yb <- rnorm(2001)
-  expect_no_warning(cond <- tryCatch(gp_fit(big, yb, method = "tiled", backend = "cpu"),
-                                     interrupt = function(e) e))
+  # the subset fit's evaluations are progress steps too
+  skip_if_not_installed("progressr")
+  old <- options(progressr.enable = TRUE, gpukernels.progress = NULL)
+  on.exit(options(old), add = TRUE)
+  steps <- 0
+  expect_no_warning(cond <- withCallingHandlers(
+    tryCatch(gp_fit(big, yb, method = "tiled", backend = "cpu"), interrupt = function(e) e),
+    progression = function(p) if (identical(p$type, "update")) steps <<- steps + p$amount))
   expect_s3_class(cond, "gp_fit_interrupt")
   expect_equal(calls, 2)
+  expect_equal(steps, 1)
   expect_named(cond$parameters, c("variance", "range", "nugget"))
 })
 
