@@ -88,7 +88,8 @@
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
-#'   `quadratic`, `beta`, `gradient` (named, when asked), `gradient_se`,
+#'   `quadratic`, `beta`, `xsx` (\eqn{X^\top\Sigma^{-1}X}, whose inverse is
+#'   the GLS covariance of `beta`), `gradient` (named, when asked), `gradient_se`,
 #'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`;
 #'   for the iterative methods `timing` (seconds: total, setup of the
 #'   preconditioner and operators, operator products, preconditioner
