@@ -267,7 +267,10 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
       if (!is.null(e$parameters)) e$parameters[pnames] * fac else NULL
     cond <- structure(
       class = c("gp_fit_interrupt", "interrupt", "condition"),
-      list(message = "gp_fit() was interrupted", call = NULL, parameters = best,
+      list(message = paste0("gp_fit() was interrupted", if (length(best)) {
+             paste0("; best parameters so far: ",
+                    paste(names(best), signif(best, 6), sep = " = ", collapse = ", "))
+           }), call = NULL, parameters = best,
            loglik = if (!is.null(evals$best)) evals$best$loglik - n * log(sc$y) else NA_real_,
            evaluations = evals$count))
     signalCondition(cond)
@@ -683,6 +686,7 @@ print.gp_fit <- function(x, ...) {
 summary.gp_fit <- function(object, ...) {
   se_log <- sqrt(pmax(diag(object$vcov_log), 0))
   est <- object$coefficients
+  se_log[names(est) %in% names(object$fixed)] <- NA_real_     # held fixed, not estimated
   tab <- cbind(estimate = est, "log estimate" = log(est), "std. error (log)" = se_log,
                lower95 = exp(log(est) - 1.96 * se_log), upper95 = exp(log(est) + 1.96 * se_log))
   structure(list(fit = object, table = tab), class = "summary.gp_fit")

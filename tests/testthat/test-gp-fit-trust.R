@@ -138,6 +138,7 @@ test_that("bounds and fixed values are honoured, and a fit on a bound says so", 
   expect_equal(unname(vcov(fx)[3, ]), c(0, 0, 0))
   expect_true(all(abs(fx$projected_gradient) <= fx$gtol))
   expect_output(print(fx), "fixed: nugget = 0.02")
+  expect_true(all(is.na(summary(fx)$table["nugget", c(3, 4, 5)])))
   f <- function(p) ref_nll(c(p, log(0.02)), dat$locs, dat$y, dat$X, nu = 1.5)
   p <- ref_mle(f, log(coef(fx)[1:2]) + 0.01)
   expect_lt(max(abs(coef(fx)[1:2] / exp(p) - 1)), 1e-6)
@@ -178,6 +179,7 @@ test_that("an interrupt reaches the caller with the best parameters so far", {
   expect_s3_class(cond, "interrupt")
   expect_equal(cond$evaluations, 5L)
   expect_named(cond$parameters, c("variance", "range", "nugget"))
+  expect_match(conditionMessage(cond), "interrupted; best parameters so far: variance = ")
   # the traced values are on the fit's internal scale, y / sd(residuals)
   expect_equal(cond$loglik, max(lls[1:5]) - 200 * log(sd(y)), tolerance = 1e-10)
   th <- cond$parameters
