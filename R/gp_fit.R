@@ -6,26 +6,82 @@
 #' Maximises the profile log-likelihood of [gp_loglik()] over the log
 #' variance, log range and log nugget (the nugget is the variance added to the
 #' diagonal, not a ratio) and, with `estimate_smoothness = TRUE`, the log
-#' smoothness of a Matérn kernel (between 0.1 and 8; its derivative is a
-#' central difference of two kernel operators, see [gp_loglik()]), by
-#' L-BFGS-B with the gradient of [gp_loglik()]. The iterative methods use the
-#' same probes at every step, so the objective is smooth.
+#' smoothness of a Matérn kernel (its derivative is a central difference of
+#' two kernel operators, see [gp_loglik()]), within bounds, with the
+#' gradient of [gp_loglik()]. The iterative methods use the same probes at
+#' every step, so the objective is smooth.
 #'
-#' Starting values (when `start` is `NULL`): the variance of the
-#' least-squares residuals split 90/10 between the process and the nugget,
-#' and a range of a quarter of the mean coordinate standard deviation; with
-#' more than 2000 points these are then refined by a dense fit to a random
-#' subset of 1000 points.
+#' @section Scaling:
+#' The fit works on `y` divided by the standard deviation \eqn{s} of the
+#' least-squares residuals (of `y` on `X`) and on `locs`, centred, divided by
+#' their mean coordinate standard deviation \eqn{d}; the estimates are scaled
+#' back. So the fit to `y * c` is the fit to `y` with variance, nugget and
+#' mean coefficients times \eqn{c^2}, \eqn{c^2} and \eqn{c}, and the fit to
+#' `locs * c` has the range times \eqn{c} (to rounding: tested for
+#' \eqn{c} from \eqn{10^{-150}} to \eqn{10^{150}} for `y`, \eqn{10^{-6}} to
+#' \eqn{10^6} for `locs`); `loglik` is that of the data as given.
 #'
+#' @section Bounds and fixed parameters:
+#' `lower` and `upper` are named lists or vectors on the natural scale
+#' (`variance`, `range`, `nugget`, `smoothness`); parameters they do not name
+#' keep the defaults: variance in \eqn{[10^{-8}, 10^8]\, s^2}, range in
+#' \eqn{[10^{-6}, 10^6]\, d}, nugget in \eqn{[10^{-10}, 10^4]\, s^2} and
+#' smoothness in \eqn{[0.1, 8]} (with \eqn{s^2} and \eqn{d} as in Scaling;
+#' the fit keeps them as `fit$lower`, `fit$upper`). Starting values outside
+#' them are moved onto them. `fixed` (same names) holds parameters at the
+#' given values: they are not estimated, and their rows and columns of
+#' [vcov()] are zero. A fixed nugget may be 0; a fixed smoothness is the
+#' kernel's (as `smoothness` with `estimate_smoothness = FALSE`).
+#'
+#' A fit that ends on a bound says so: `fit$at_bound` names the parameters
+#' (`"lower"` or `"upper"`), `fit$convergence` reads `"converged at a bound:
+#' nugget (lower)"`, a warning is given and `print()` shows it. The maximum
+#' then lies on or beyond the bound (a nugget of zero, an infinite range):
+#' widen the bound to see which, or fix the parameter.
+#'
+#' @section Stopping rule:
+#' L-BFGS-B (`optim_control`, by default `factr = 1e5`, `pgtol = gtol`,
+#' `maxit = 200`) on the negative log-likelihood of the scaled data, then
+#' quasi-Newton steps (the Fisher information as the first curvature, BFGS
+#' updates, projected on the bounds, halved until the log-likelihood does not
+#' fall; at most 20) until the projected gradient is small: the fit has
+#' converged when, for every estimated parameter, the derivative of the
+#' log-likelihood in its log is at most `gtol` (default \eqn{10^{-6}}) in
+#' absolute value, or the parameter sits on a bound and the derivative points
+#' out of the box (the projected gradient, kept as
+#' `fit$projected_gradient`). For the iterative methods the gradient is
+#' itself an estimate, and the bound is `gtol` plus three of its standard
+#' errors (`gradient_se` of [gp_loglik()]). On the dense method the default
+#' gives estimates within about \eqn{10^{-7}} (relative) of the exact
+#' maximum; the iterative methods' estimates differ from it by the
+#' stochastic error of their log-likelihood (see [gp_loglik()]). Otherwise
+#' `fit$convergence` says what stopped the fit, with a warning.
+#'
+#' @section Starting values:
+#' When `start` is `NULL`: the variance of the least-squares residuals split
+#' 90/10 between the process and the nugget, and a range of a quarter of the
+#' mean coordinate standard deviation; with more than 2000 points these are
+#' then refined by a dense fit (L-BFGS-B only) to a random subset of 1000
+#' points.
+#'
+#' @section Progress and interrupts:
 #' Progress goes through \pkg{progressr} (see [gk_progress]): one step per
-#' likelihood evaluation, shown by the handler you choose (e.g.
-#' `progressr::handlers(global = TRUE)`), with a line per evaluation
-#' (log-likelihood, parameters, CG iterations, time) as the step's message
-#' when `verbose` is `TRUE`. Without \pkg{progressr}, `verbose` lines are
-#' printed with `message()`; `options(gpukernels.progress = FALSE)` turns
-#' both off. An interrupt (Ctrl-C) stops the optimisation cleanly: the fit
-#' at the best parameters so far is returned, with a warning and
-#' `convergence = "interrupted"`.
+#' likelihood evaluation (so at least one per optimizer iteration),
+#' including those of the start-value fit on a subset, shown by the handler
+#' you choose (e.g. `progressr::handlers(global = TRUE)`); without a
+#' handler nothing is shown, as with \pkg{progressr} in general. With
+#' `verbose = TRUE` each step carries a line (log-likelihood, parameters, CG
+#' iterations, time) as its message. Without \pkg{progressr}, `verbose`
+#' lines are printed with `message()`; `options(gpukernels.progress = FALSE)`
+#' turns both off.
+#'
+#' An interrupt (Ctrl-C) stops the fit at any stage (the start-value fit
+#' included) and reaches the caller as a condition of class
+#' `c("gp_fit_interrupt", "interrupt", "condition")`, caught by
+#' `tryCatch(interrupt = )` (not by `try()`), with `parameters` (the best
+#' parameters so far on the natural scale, `NULL` if none were evaluated),
+#' `loglik` (their log-likelihood) and `evaluations`; uncaught, it ends the
+#' computation as R's own interrupt does.
 #'
 #' @inheritParams gp_loglik
 #' @param kernel Kernel family name: `"matern"`, `"exponential"`,
@@ -35,13 +91,29 @@
 #'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
 #'   `variance`, `range` and `nugget` (and optionally `smoothness`).
+#' @param method `"auto"`, `"dense"`, `"tiled"` or `"h2"`: see the Methods
+#'   section of [gp_loglik()].
 #' @param estimate_smoothness Also estimate the Matérn smoothness.
 #' @param verbose A line per likelihood evaluation (default: when
-#'   `n > 5000`), as the progress message (see Details).
-#' @param optim_control Passed to [stats::optim()]'s `control`.
+#'   `n > 5000`), as the progress message (see Progress and interrupts).
+#' @param optim_control Passed to [stats::optim()]'s `control` (see Stopping
+#'   rule).
+#' @param lower,upper Bounds on the natural scale: named lists or vectors
+#'   (`variance`, `range`, `nugget`, `smoothness`); unnamed parameters keep
+#'   the defaults (see Bounds and fixed parameters).
+#' @param fixed Parameters held at given values, a named list or vector
+#'   (same names).
+#' @param gtol Tolerance on the projected gradient of the log-likelihood in
+#'   the log parameters (see Stopping rule).
 #' @return An object of class `gp_fit` with methods [coef()], [logLik()],
-#'   [vcov()] (the inverse Fisher information, for the log parameters),
-#'   `print()`, `summary()` and [predict.gp_fit()].
+#'   [vcov()] (the inverse expected Fisher information at the estimate, for
+#'   the log parameters), `print()`, `summary()` and [predict.gp_fit()]; its
+#'   elements include `beta` (the GLS mean coefficients) and `vcov_beta`
+#'   (their GLS covariance \eqn{(X^\top\Sigma^{-1}X)^{-1}} at the estimated
+#'   covariance, which does not count the uncertainty of the covariance
+#'   parameters nor, for `"h2"`, the H2 approximation's effect on
+#'   \eqn{\hat\beta}), `convergence`, `at_bound`, `projected_gradient`,
+#'   `lower`, `upper`, `fixed`, `gradient`, `evaluations`.
 #' @examples
 #' set.seed(1)
 #' locs <- matrix(runif(600), ncol = 2)
@@ -49,12 +121,23 @@
 #' fit <- gp_fit(locs, y, kernel = "matern", smoothness = 1.5, backend = "cpu")
 #' fit
 #' predict(fit, matrix(runif(10), ncol = 2), se.fit = TRUE)
+#' # the nugget held at its true value, a range of at most 0.5
+#' gp_fit(locs, y, fixed = list(nugget = 0.1), upper = list(range = 0.5), backend = "cpu")
 #' @export
 gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start = NULL,
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
-                   verbose = NULL, optim_control = list(), backend = NULL) {
+                   verbose = NULL, optim_control = list(), backend = NULL, lower = NULL,
+                   upper = NULL, fixed = NULL, gtol = 1e-6) {
   locs <- gk_check_points(locs, "locs")
   n <- nrow(locs)
+  fixed <- gp_check_params(fixed, "fixed", zero_nugget = TRUE)
+  if ("smoothness" %in% names(fixed)) {
+    # a fixed smoothness is the kernel's, not estimated
+    smoothness <- fixed[["smoothness"]]
+    estimate_smoothness <- FALSE
+    fixed <- fixed[names(fixed) != "smoothness"]
+    if (!length(fixed)) fixed <- NULL
+  }
   template <- gp_kernel_template(kernel, smoothness, ncol(locs))
   estimate_smoothness <- isTRUE(estimate_smoothness)
   if (estimate_smoothness && template$name != "matern") {
@@ -62,100 +145,384 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   }
   data <- gp_check_data(y, X, n)
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
+  gk_check_scalar(gtol, "gtol", lower = 0, lower_open = TRUE)
   backend <- gk_backend(backend)
   method <- gp_method(method, n, ncol(locs), control, backend)
   if (is.null(verbose)) verbose <- n > 5000
-  start <- gp_start(locs, data, template, start, control, backend, estimate_smoothness)
-  prob <- gp_problem(locs, data$y, data$X, method, control, backend)
-  if (isTRUE(prob$duplicates) && start[["nugget"]] == 0) gp_check_duplicates(prob, 0)
+  ctl <- utils::modifyList(list(factr = 1e5, pgtol = gtol, maxit = 200L), optim_control)
+  # one progress step per likelihood evaluation, those of the start-value fit
+  # on a subset included (it shares this progressor)
+  report <- gp_fit_progress(verbose, steps = (ctl$maxit + 20L) * (1L + (n > 2000L)))
+  fit <- gp_fit_run(locs, data, template, start, method, estimate_smoothness, control, ctl,
+                    backend, lower, upper, fixed, gtol, report)
+  fit$X_default <- is.null(X)
+  fit$call <- match.call()
+  if (length(fit$at_bound)) {
+    warning("gp_fit(): ", gp_bound_text(fit), "; the maximum may lie beyond it (widen ",
+            "`lower`/`upper`, or fix the parameter with `fixed`)", call. = FALSE)
+  }
+  if (!grepl("^converged", fit$convergence)) {
+    warning("gp_fit(): ", fit$convergence, call. = FALSE)
+  }
+  fit
+}
 
-  ctl <- utils::modifyList(list(factr = 1e6, pgtol = 0, maxit = 200L), optim_control)
-  report <- gp_fit_progress(verbose, steps = ctl$maxit + 1L)
+# The parameters, in the order of the log parameters (gp_param_names).
+gp_fit_params <- c("variance", "range", "nugget", "smoothness")
+
+# Default bounds, relative to the data's scales (gp_data_scales(): s2 the
+# variance of the least-squares residuals, d the mean coordinate standard
+# deviation); the smoothness's are absolute (0.5 is the exponential kernel;
+# beyond about 5 the data rarely tell smoothness values apart).
+gp_default_lower <- c(variance = 1e-8, range = 1e-6, nugget = 1e-10, smoothness = 0.1)
+gp_default_upper <- c(variance = 1e8, range = 1e6, nugget = 1e4, smoothness = 8)
+
+# A named list or vector of parameter values on the natural scale (bounds or
+# fixed values): checked, as a named double vector (NULL when empty).
+gp_check_params <- function(x, what, zero_nugget = FALSE) {
+  if (is.null(x) || !length(x)) return(NULL)
+  x <- unlist(as.list(x))
+  if (!is.numeric(x) || is.null(names(x)) || any(!nzchar(names(x)))) {
+    stop("`", what, "` must be a named list or vector (variance, range, nugget, smoothness)",
+         call. = FALSE)
+  }
+  bad <- setdiff(names(x), gp_fit_params)
+  if (length(bad)) {
+    stop("`", what, "` has unknown parameter(s) ", paste0("\"", bad, "\"", collapse = ", "),
+         ": use variance, range, nugget, smoothness", call. = FALSE)
+  }
+  if (anyDuplicated(names(x))) stop("`", what, "` names a parameter twice", call. = FALSE)
+  for (nm in names(x)) {
+    zero_ok <- zero_nugget && nm == "nugget"
+    if (is.na(x[[nm]]) || !is.finite(x[[nm]]) || x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)) {
+      stop("`", what, "$", nm, "` must be a positive finite number",
+           if (zero_ok) " (or 0)" else "", call. = FALSE)
+    }
+  }
+  storage.mode(x) <- "double"
+  x
+}
+
+# The scales by which gp_fit() divides the data (so that the fit is the same
+# for y * c and locs * c): y by the standard deviation of the least-squares
+# residuals, the locations (after centring) by their mean coordinate standard
+# deviation. Computed after dividing by the largest value, so that neither
+# 1e-150 nor 1e150 under- or overflows in the squares.
+gp_data_scales <- function(locs, data) {
+  robust_sd <- function(v) {
+    m <- max(abs(v))
+    if (!is.finite(m) || m == 0) return(1)
+    s <- if (length(v) > 1L) m * stats::sd(v / m) else m
+    if (!is.finite(s) || s == 0) m else s
+  }
+  resid <- if (ncol(data$X)) stats::lm.fit(data$X, data$y)$residuals else data$y
+  center <- colMeans(locs)
+  spread <- mean(apply(sweep(locs, 2L, center), 2L, robust_sd))
+  list(y = robust_sd(resid), locs = spread, center = center)
+}
+
+# The factors from the scaled parameters to the natural ones.
+gp_param_factors <- function(scales, k) {
+  c(variance = scales$y^2, range = scales$locs, nugget = scales$y^2, smoothness = 1)[seq_len(k)]
+}
+
+# The fit itself, on data divided by their scales; called by gp_fit() and for
+# the start values (on a subset). Parameters, bounds and fixed values come
+# and go on the natural scale of `locs` and `data`. An interrupt ends it with
+# a condition of class c("gp_fit_interrupt", "interrupt", "condition") that
+# carries the best parameters so far.
+gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness, control, ctl,
+                       backend, lower, upper, fixed, gtol, report, polish = TRUE) {
+  n <- nrow(locs)
+  k <- 3L + estimate_smoothness
+  pnames <- gp_fit_params[seq_len(k)]
+  sc <- gp_data_scales(locs, data)
+  fac <- gp_param_factors(sc, k)
+  slocs <- sweep(locs, 2L, sc$center) / sc$locs
+  sdata <- list(y = data$y / sc$y, X = data$X)
+
+  # bounds (natural scale), then their logs on the scaled problem
+  lower <- gp_check_params(lower, "lower")
+  upper <- gp_check_params(upper, "upper")
+  lo <- gp_default_lower[pnames] * fac
+  hi <- gp_default_upper[pnames] * fac
+  lo[intersect(names(lower), pnames)] <- lower[intersect(names(lower), pnames)]
+  hi[intersect(names(upper), pnames)] <- upper[intersect(names(upper), pnames)]
+  if (any(lo >= hi)) {
+    stop("`lower` must be below `upper` (", paste(pnames[lo >= hi], collapse = ", "), ")",
+         call. = FALSE)
+  }
+  fixed <- fixed[intersect(names(fixed), pnames)]
+  free <- !pnames %in% names(fixed)
+  llo <- log(lo / fac)
+  lhi <- log(hi / fac)
+
   evals <- new.env(parent = emptyenv())
   evals$count <- 0L
   evals$best <- NULL
-  t_start <- proc.time()[["elapsed"]]
-  make_kernel <- function(theta) {
-    gp_kernel_with(template, theta[[1L]], theta[[2L]],
-                   if (estimate_smoothness) theta[[4L]])
+  evals$best_par <- NULL
+  natural <- function(par) stats::setNames(exp(par) * fac, pnames)
+  interrupted <- function(e) {
+    best <- if (!is.null(evals$best_par)) natural(evals$best_par) else
+      if (!is.null(e$parameters)) e$parameters[pnames] * fac else NULL
+    cond <- structure(
+      class = c("gp_fit_interrupt", "interrupt", "condition"),
+      list(message = paste0("gp_fit() was interrupted", if (length(best)) {
+             paste0("; best parameters so far: ",
+                    paste(names(best), signif(best, 6), sep = " = ", collapse = ", "))
+           }), call = NULL, parameters = best,
+           loglik = if (!is.null(evals$best)) evals$best$loglik - n * log(sc$y) else NA_real_,
+           evaluations = evals$count))
+    signalCondition(cond)
+    invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
-  evaluate <- function(par) {
-    key <- paste(format(par, digits = 17), collapse = ",")
-    if (identical(evals$key, key)) return(evals$value)
-    theta <- exp(par)
-    res <- gp_evaluate(prob, make_kernel(theta), theta[[3L]], gradient = TRUE,
-                       smoothness = estimate_smoothness)
-    evals$count <- evals$count + 1L
-    evals$key <- key
-    evals$value <- res
-    if (is.null(evals$best) || res$loglik > evals$best$loglik) {
-      evals$best <- res
-      evals$best_par <- par
+  tryCatch({
+    st <- gp_start(slocs, sdata, template, gp_scale_start(start, fac, pnames), control, backend,
+                   estimate_smoothness, fixed = fixed / fac[names(fixed)],
+                   bounds = list(lower = lo / fac, upper = hi / fac), report = report)
+    par0 <- log(st[pnames])
+    par0[names(fixed)] <- log(fixed / fac[names(fixed)])
+    par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
+    prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend)
+    if (isTRUE(prob$duplicates) && exp(par0[[3L]]) == 0) gp_check_duplicates(prob, 0)
+    t_start <- proc.time()[["elapsed"]]
+    make_kernel <- function(theta) {
+      gp_kernel_with(template, theta[[1L]], theta[[2L]], if (estimate_smoothness) theta[[4L]])
     }
-    report(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g%s  (%s%.1f s)",
-                   evals$count, res$loglik, theta[[1L]], theta[[2L]], theta[[3L]],
-                   if (estimate_smoothness) sprintf("  smoothness %.4g", theta[[4L]]) else "",
-                   if (method == "dense") "" else sprintf("%d CG iterations, ",
-                                                          res$cg_iterations),
-                   proc.time()[["elapsed"]] - t_start))
-    res
-  }
-  par0 <- log(start)
-  lower <- par0 - 12
-  upper <- par0 + 12
-  if (estimate_smoothness) {
-    lower[[4L]] <- log(gp_smoothness_bounds[[1L]])
-    upper[[4L]] <- log(gp_smoothness_bounds[[2L]])
-    par0[[4L]] <- min(max(par0[[4L]], lower[[4L]]), upper[[4L]])
-  }
-  scale <- max(1, abs(evaluate(par0)$loglik))
-  convergence <- "converged"
-  opt <- tryCatch(
-    stats::optim(par0, fn = function(p) -evaluate(p)$loglik / scale,
-                 gr = function(p) -evaluate(p)$gradient / scale, method = "L-BFGS-B",
-                 lower = lower, upper = upper, control = ctl),
-    interrupt = function(e) NULL)
-  if (is.null(opt)) {
-    warning("gp_fit() was interrupted: returning the best parameters found so far",
-            call. = FALSE)
-    convergence <- "interrupted"
-    par <- evals$best_par
-  } else {
-    par <- opt$par
-    if (opt$convergence != 0L) {
-      # a line search that cannot improve any further is the usual end of a
-      # stochastic objective; report it, but only warn for the iteration limit
-      convergence <- opt$message
-      if (opt$convergence == 1L) warning("gp_fit() reached the iteration limit", call. = FALSE)
+    evaluate <- function(par, fisher = FALSE) {
+      key <- paste(format(par, digits = 17), collapse = ",")
+      if (!fisher && identical(evals$key, key)) return(evals$value)
+      theta <- exp(par)
+      res <- gp_evaluate(prob, make_kernel(theta), theta[[3L]], gradient = TRUE, fisher = fisher,
+                         smoothness = estimate_smoothness)
+      evals$count <- evals$count + 1L
+      evals$key <- key
+      evals$value <- res
+      if (is.null(evals$best) || res$loglik > evals$best$loglik) {
+        evals$best <- res
+        evals$best_par <- par
+      }
+      th <- natural(par)
+      report(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g%s  (%s%.1f s)",
+                     evals$count, res$loglik - n * log(sc$y), th[[1L]], th[[2L]], th[[3L]],
+                     if (estimate_smoothness) sprintf("  smoothness %.4g", th[[4L]]) else "",
+                     if (method == "dense") "" else sprintf("%d CG iterations, ",
+                                                            res$cg_iterations),
+                     proc.time()[["elapsed"]] - t_start))
+      res
     }
+    # a covariance matrix that is not positive definite (a nugget far too
+    # small for a smooth kernel) is a step too far: a large objective sends
+    # the line search back
+    full <- function(p) { out <- par0; out[free] <- p; out }
+    safe <- function(p) {
+      tryCatch(evaluate(full(p)), error = function(e) {
+        if (is.null(evals$best) || !identical(conditionMessage(e), gp_not_positive_definite)) stop(e)
+        NULL
+      })
+    }
+    fn <- function(p) {
+      r <- safe(p)
+      if (is.null(r)) return(-evals$best$loglik + 1e6 * (1 + sum((p - evals$best_par[free])^2)))
+      -r$loglik
+    }
+    gr <- function(p) {
+      r <- safe(p)
+      if (is.null(r)) return(2e6 * (p - evals$best_par[free]))
+      -r$gradient[free]
+    }
+    convergence <- NULL
+    par <- par0
+    if (any(free)) {
+      evaluate(par0)
+      opt <- stats::optim(par0[free], fn = fn, gr = gr, method = "L-BFGS-B", lower = llo[free],
+                          upper = lhi[free], control = ctl)
+      par <- full(opt$par)
+      if (opt$convergence == 1L) convergence <- "iteration limit reached"
+    }
+    # Fisher-scoring steps from where L-BFGS-B stopped until the projected
+    # gradient is below the tolerance (for the iterative methods, below it
+    # plus 3 standard errors of the stochastic gradient)
+    polish <- if (polish) {
+      gp_polish(par, free, llo, lhi, gtol, evaluate, dense = method == "dense",
+                steps = if (is.null(convergence)) 20L else 0L)
+    } else {
+      # the start-value fit: no Fisher information, no steps after L-BFGS-B
+      list(par = par, final = evaluate(par), pg = NULL, convergence = "converged")
+    }
+    if (is.null(convergence)) convergence <- polish$convergence
+    list(par = polish$par, final = polish$final, prob = prob, evaluations = evals$count,
+         convergence = convergence, pg = polish$pg, start = natural(par0))
+  }, interrupt = interrupted) -> res
+
+  coefs <- natural(res$par)
+  final <- res$final
+  at <- gp_at_bounds(res$par, free, llo, lhi, final$gradient)
+  info <- final$fisher
+  vc <- matrix(0, k, k, dimnames = list(gp_param_names[seq_len(k)], gp_param_names[seq_len(k)]))
+  if (any(free) && !is.null(info)) {
+    vc[free, free] <- tryCatch(solve(info[free, free, drop = FALSE]),
+                               error = function(e) NA_real_)
   }
-  theta <- exp(par)
-  kern <- make_kernel(theta)
-  final <- gp_evaluate(prob, kern, theta[[3L]], gradient = TRUE, fisher = TRUE,
-                       smoothness = estimate_smoothness)
-  vc <- tryCatch(solve(final$fisher), error = function(e) {
-    matrix(NA_real_, nrow(final$fisher), ncol(final$fisher), dimnames = dimnames(final$fisher))
-  })
-  coefs <- c(variance = theta[[1L]], range = theta[[2L]], nugget = theta[[3L]],
-             if (estimate_smoothness) c(smoothness = theta[[4L]]))
-  # the fit keeps its problem for predict(), which needs no probes: their GPU
-  # copy (400 MB at n = 1e6) is not kept alive, nor saved, with the fit
+  prob <- res$prob
+  # the fit keeps its problem for predict(), in the user's units, and not the
+  # probes' GPU copy (400 MB at n = 1e6)
   prob$probes_device <- NULL
+  prob$locs <- locs[prob$order, , drop = FALSE]
+  prob$y <- data$y[prob$order]
+  if (!is.null(prob$points)) {
+    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
+      prob$locs
+  }
+  kern <- gp_kernel_with(template, coefs[[1L]], coefs[[2L]],
+                         if (estimate_smoothness) coefs[[4L]])
+  convergence <- res$convergence
+  if (length(at) && grepl("^converged", convergence)) {
+    convergence <- paste0("converged at a bound: ",
+                          paste0(names(at), " (", at, ")", collapse = ", "))
+  }
   structure(list(coefficients = coefs,
-                 beta = final$beta, loglik = final$loglik, loglik_se = final$se,
-                 gradient = final$gradient, vcov_log = vc, kernel = kern,
-                 nugget = theta[[3L]], estimate_smoothness = estimate_smoothness,
+                 beta = final$beta * sc$y, vcov_beta = gp_vcov_beta(final$xsx, sc$y),
+                 loglik = final$loglik - n * log(sc$y),
+                 loglik_se = final$se, gradient = final$gradient,
+                 projected_gradient = res$pg, vcov_log = vc, kernel = kern,
+                 nugget = coefs[[3L]], estimate_smoothness = estimate_smoothness,
                  method = method, n = n, locs = locs, y = data$y,
-                 X = data$X, X_default = is.null(X), alpha = final$alpha, prob = prob,
-                 evaluations = evals$count, cg_iterations = final$cg_iterations,
-                 convergence = convergence, start = start, backend = backend,
-                 call = match.call()),
+                 X = data$X, X_default = TRUE, alpha = final$alpha / sc$y, prob = prob,
+                 evaluations = res$evaluations, cg_iterations = final$cg_iterations,
+                 convergence = convergence, at_bound = at, gtol = gtol,
+                 lower = stats::setNames(lo, pnames), upper = stats::setNames(hi, pnames),
+                 fixed = fixed, start = res$start, scales = sc, backend = backend),
             class = "gp_fit")
 }
 
-# Where the optimizer looks for a Matern smoothness (0.5 is the exponential
-# kernel; beyond about 5 the data rarely tell smoothness values apart).
-gp_smoothness_bounds <- c(0.1, 8)
+# The GLS covariance of the mean coefficients, (X' Sigma^-1 X)^-1, in the
+# user's units (Sigma is sy^2 times the scaled problem's).
+gp_vcov_beta <- function(xsx, sy) {
+  if (is.null(xsx) || !length(xsx)) return(matrix(0, 0, 0))
+  v <- tryCatch(solve(xsx), error = function(e) xsx * NA_real_) * sy^2
+  dimnames(v) <- list(colnames(xsx), colnames(xsx))
+  v
+}
+
+# Starting values on the scaled problem from the user's (natural) ones.
+gp_scale_start <- function(start, fac, pnames) {
+  if (is.null(start)) return(NULL)
+  start <- as.list(start)
+  for (nm in intersect(names(start), pnames)) {
+    if (is.numeric(start[[nm]]) && length(start[[nm]]) == 1L) start[[nm]] <- start[[nm]] / fac[[nm]]
+  }
+  start
+}
+
+# The gradient projected on the box: zero where a parameter sits on a bound
+# and the gradient (of the log-likelihood, to be increased) points out of it.
+gp_projected_gradient <- function(par, g, llo, lhi) {
+  out <- g
+  out[par <= llo & g < 0] <- 0
+  out[par >= lhi & g > 0] <- 0
+  out
+}
+
+# Free parameters that ended on a bound: a named character vector, "lower" or "upper".
+gp_at_bounds <- function(par, free, llo, lhi, g) {
+  nm <- gp_fit_params[seq_along(par)]
+  low <- free & par <= llo + 1e-8
+  high <- free & par >= lhi - 1e-8
+  out <- c(stats::setNames(rep("lower", sum(low)), nm[low]),
+           stats::setNames(rep("upper", sum(high)), nm[high]))
+  out[order(match(names(out), nm))]
+}
+
+gp_bound_text <- function(fit) {
+  paste(vapply(names(fit$at_bound), function(nm) {
+    side <- fit$at_bound[[nm]]
+    sprintf("%s ended at its %s bound %.4g", nm, side, fit[[side]][[nm]])
+  }, ""), collapse = "; ")
+}
+
+# Quasi-Newton steps on the free parameters from where L-BFGS-B stopped: the
+# Fisher information as the first curvature, then BFGS updates from the
+# gradients; projected on the bounds and halved until the log-likelihood does
+# not fall. They go on until the largest projected gradient is at most gtol
+# (+ 3 standard errors for the stochastic gradients of the iterative
+# methods). Ends with an evaluation that has the Fisher information.
+gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L) {
+  cur <- evaluate(par, fisher = TRUE)
+  B <- cur$fisher
+  with_fisher <- TRUE
+  pg_of <- function(p, r) gp_projected_gradient(p, r$gradient, llo, lhi)[free]
+  limit_of <- function(r) gtol + if (dense) 0 else 3 * r$gradient_se[free]
+  convergence <- NULL
+  for (i in seq_len(steps + 1L)) {
+    pg <- pg_of(par, cur)
+    if (all(abs(pg) <= limit_of(cur))) {
+      convergence <- "converged"
+      break
+    }
+    if (i > steps) break
+    g <- cur$gradient
+    active <- free & ((par <= llo & g < 0) | (par >= lhi & g > 0))
+    move <- free & !active
+    newton <- function(set) {
+      sol <- tryCatch(solve(B[set, set, drop = FALSE], g[set]), error = function(e) NULL)
+      if (is.null(sol) || any(!is.finite(sol))) return(NULL)
+      if (sum(sol * g[set]) <= 0) sol <- g[set]         # not an ascent direction
+      step <- numeric(length(par))
+      step[set] <- sol
+      step
+    }
+    # a flat direction (a nugget on its way to zero, on the log scale) makes
+    # the curvature singular and would shrink the others' steps: where its
+    # gradient is within the tolerance, it stays put
+    done <- rep(FALSE, length(par))
+    done[free] <- abs(pg) <= limit_of(cur)
+    curv <- diag(B)
+    flat <- done & curv <= 1e-8 * max(curv[move])
+    step <- newton(if (any(move & !flat)) move & !flat else move)
+    if ((is.null(step) || max(abs(step)) > 1) && any(move & !done)) {
+      alt <- newton(move & !done)
+      if (!is.null(alt)) step <- alt
+    }
+    if (is.null(step)) {
+      step <- numeric(length(par))
+      step[move] <- g[move]
+    }
+    big <- max(abs(step))
+    if (big > 1) step <- step / big
+    accepted <- FALSE
+    for (h in 0:8) {
+      cand <- pmin(pmax(par + step / 2^h, llo), lhi)
+      cand[!free] <- par[!free]
+      r <- tryCatch(evaluate(cand), error = function(e) NULL)
+      if (!is.null(r) && r$loglik >= cur$loglik - 1e-11 * max(1, abs(cur$loglik))) {
+        accepted <- TRUE
+        break
+      }
+    }
+    if (!accepted) break
+    # BFGS update of B ~ -Hessian on the free parameters
+    sv <- (cand - par)[free]
+    yv <- -(r$gradient - cur$gradient)[free]
+    sy <- sum(sv * yv)
+    if (is.finite(sy) && sy > 1e-12 * sqrt(sum(sv^2) * sum(yv^2))) {
+      Bf <- B[free, free, drop = FALSE]
+      Bs <- drop(Bf %*% sv)
+      B[free, free] <- Bf - outer(Bs, Bs) / sum(sv * Bs) + outer(yv, yv) / sy
+    }
+    par <- cand
+    cur <- r
+    with_fisher <- FALSE
+  }
+  if (!with_fisher) cur <- evaluate(par, fisher = TRUE)
+  pg <- pg_of(par, cur)
+  if (is.null(convergence)) {
+    convergence <- sprintf(
+      "the projected gradient (largest %.3g) did not reach the tolerance %.3g", max(abs(pg)),
+      gtol)
+  }
+  list(par = par, final = cur, pg = pg, convergence = convergence)
+}
 
 # One progress step per likelihood evaluation through progressr (the user
 # picks the handler, see ?gk_progress), with the evaluation's line as the
@@ -171,8 +538,8 @@ gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
     return(function(line) invisible())
   }
   function(line) {
-    # the evaluations can outnumber the iterations (line searches): past the
-    # planned steps only the line is sent
+    # the evaluations can outnumber the planned steps (line searches): past
+    # them only the line is sent
     amount <- if (done < steps - 1L) 1 else 0
     done <<- done + amount
     if (verbose) p(message = line, amount = amount) else p(amount = amount)
@@ -195,17 +562,23 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
 }
 
 # Starting values (named, positive): variance, range, nugget and, when it is
-# estimated, smoothness (from `start`, else the kernel's).
-gp_start <- function(locs, data, template, start, control, backend, estimate_smoothness = FALSE) {
+# estimated, smoothness (from `start`, else the kernel's). `fixed` values
+# replace them; with more than 2000 points the rough values are refined by a
+# dense fit to a subset of 1000 points, which reports its evaluations through
+# `report` and lets an interrupt through.
+gp_start <- function(locs, data, template, start, control, backend, estimate_smoothness = FALSE,
+                     fixed = NULL, bounds = NULL, report = function(line) invisible()) {
   nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
+  wanted <- c("variance", "range", "nugget", if (estimate_smoothness) "smoothness")
   if (!is.null(start)) {
     start <- as.list(start)
+    for (nm in names(fixed)) start[[nm]] <- fixed[[nm]]
     if (!all(c("variance", "range", "nugget") %in% names(start))) {
       stop("`start` needs `variance`, `range` and `nugget`", call. = FALSE)
     }
-    wanted <- c("variance", "range", "nugget", if (estimate_smoothness) "smoothness")
     if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
     for (nm in wanted) {
+      if (nm %in% names(fixed)) next
       gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
     }
     return(vapply(start[wanted], as.double, numeric(1)))
@@ -214,21 +587,30 @@ gp_start <- function(locs, data, template, start, control, backend, estimate_smo
   resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
   v <- max(stats::var(resid), .Machine$double.eps)
   st <- c(variance = 0.9 * v, range = mean(apply(locs, 2L, stats::sd)) / 4, nugget = 0.1 * v, nu)
+  st[names(fixed)] <- fixed
+  if (!is.null(bounds)) {
+    free <- !names(st) %in% names(fixed)
+    st[free] <- pmin(pmax(st[free], bounds$lower[names(st)][free]), bounds$upper[names(st)][free])
+  }
   n <- nrow(locs)
-  if (n > 2000L) {
+  if (n > 2000L && !all(wanted %in% names(fixed))) {
     sub <- gp_with_seed(control$seed + 2L, sample.int(n, 1000L))
-    old <- options(gpukernels.progress = FALSE)   # the subset fit shows no progress of its own
-    on.exit(options(old), add = TRUE)
+    sdata <- list(y = data$y[sub], X = X[sub, , drop = FALSE])
+    ctl <- list(factr = 1e7, pgtol = 0, maxit = 200L)
+    # errors and warnings of the subset fit only mean rougher start values;
+    # an interrupt goes through (tryCatch(error = ) does not catch it)
     pre <- tryCatch(
-      suppressWarnings(gp_fit(locs[sub, , drop = FALSE], data$y[sub], X[sub, , drop = FALSE],
-                              kernel = template, start = as.list(st), method = "dense",
-                              estimate_smoothness = estimate_smoothness, verbose = FALSE,
-                              backend = backend)),
+      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, as.list(st),
+                                  "dense", estimate_smoothness, control, ctl, backend,
+                                  lower = bounds$lower, upper = bounds$upper, fixed = fixed,
+                                  gtol = 1e-3, report = report, polish = FALSE)),
       error = function(e) NULL)
     if (!is.null(pre) && all(is.finite(pre$coefficients))) {
       st <- pre$coefficients
       # a subset sees fewer close pairs: keep the nugget away from zero
-      st[["nugget"]] <- max(st[["nugget"]], 1e-3 * st[["variance"]])
+      if (!"nugget" %in% names(fixed)) {
+        st[["nugget"]] <- max(st[["nugget"]], 1e-3 * st[["variance"]])
+      }
     }
   }
   st
@@ -245,10 +627,19 @@ logLik.gp_fit <- function(object, ...) {
 
 #' Covariance of the estimates of a Gaussian-process fit
 #'
-#' The inverse of the Fisher information of the covariance parameters, on
-#' the scale of the log parameters (`log_variance`, `log_range`,
-#' `log_nugget` and, when it was estimated, `log_smoothness`), where the normal approximation is better; with
-#' `log = FALSE`, by the delta method on the original scale.
+#' The inverse of the expected (Fisher) information of the covariance
+#' parameters, \eqn{I_{ij} = \tfrac12 \mathrm{tr}(\Sigma^{-1}\partial_i\Sigma\,
+#' \Sigma^{-1}\partial_j\Sigma)}, evaluated at the maximum-likelihood
+#' estimate (ML with the mean coefficients profiled out by GLS, as
+#' [gp_fit()] maximises, not REML; not the observed information), on the
+#' scale of the log parameters (`log_variance`, `log_range`, `log_nugget`
+#' and, when it was estimated, `log_smoothness`), where the normal
+#' approximation is better; with `log = FALSE`, by the delta method on the
+#' original scale. For the iterative methods the traces are estimated with
+#' the probes (see [gp_loglik()]). Parameters held `fixed` have zero rows and
+#' columns; an estimate on a bound makes the normal approximation doubtful
+#' (see `fit$at_bound`). The covariance of the mean coefficients is
+#' `fit$vcov_beta` (see [gp_fit()]).
 #' @param object A [gp_fit()].
 #' @param log Log scale (default) or the original parameters.
 #' @param ... Unused.
@@ -272,12 +663,22 @@ print.gp_fit <- function(x, ...) {
               x$n, x$method))
   print(signif(x$coefficients, 5))
   if (length(x$beta)) {
-    cat("mean coefficients:\n")
-    print(signif(x$beta, 5))
+    cat("mean coefficients (GLS; standard errors at the estimated covariance):\n")
+    se <- if (length(x$vcov_beta)) sqrt(pmax(diag(x$vcov_beta), 0)) else NA_real_ * x$beta
+    tab <- rbind(estimate = x$beta, "std. error" = se)
+    colnames(tab) <- if (is.null(names(x$beta))) paste0("beta", seq_along(x$beta)) else
+      names(x$beta)
+    print(signif(tab, 5))
+  }
+  if (length(x$fixed)) {
+    cat("fixed:", paste(names(x$fixed), signif(x$fixed, 5), sep = " = ", collapse = ", "), "\n")
   }
   cat(sprintf("log-likelihood %.4f%s; %d evaluations (%s)\n", x$loglik,
               if (x$method == "dense") "" else sprintf(" +/- %.3g (3 s.e.)", 3 * x$loglik_se),
               x$evaluations, x$convergence))
+  if (length(x$at_bound)) {
+    cat("note:", gp_bound_text(x), "(see `lower`, `upper` in ?gp_fit)\n")
+  }
   invisible(x)
 }
 
@@ -285,6 +686,7 @@ print.gp_fit <- function(x, ...) {
 summary.gp_fit <- function(object, ...) {
   se_log <- sqrt(pmax(diag(object$vcov_log), 0))
   est <- object$coefficients
+  se_log[names(est) %in% names(object$fixed)] <- NA_real_     # held fixed, not estimated
   tab <- cbind(estimate = est, "log estimate" = log(est), "std. error (log)" = se_log,
                lower95 = exp(log(est) - 1.96 * se_log), upper95 = exp(log(est) + 1.96 * se_log))
   structure(list(fit = object, table = tab), class = "summary.gp_fit")

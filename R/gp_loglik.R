@@ -88,7 +88,8 @@
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
-#'   `quadratic`, `beta`, `gradient` (named, when asked), `gradient_se`,
+#'   `quadratic`, `beta`, `xsx` (\eqn{X^\top\Sigma^{-1}X}, whose inverse is
+#'   the GLS covariance of `beta`), `gradient` (named, when asked), `gradient_se`,
 #'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`;
 #'   for the iterative methods `timing` (seconds: total, setup of the
 #'   preconditioner and operators, operator products, preconditioner
@@ -247,7 +248,8 @@ gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher, smoothness
     grad_se <- stats::setNames(rep(0, length(grad)), names)
     if (fisher) info <- matrix(0.5 * pieces$info, length(terms), dimnames = list(names, names))
   }
-  gp_result(prob, parts, beta, grad, grad_se, info, 0L, list(alpha = drop(alpha)))
+  gp_result(prob, parts, beta, grad, grad_se, info, 0L,
+            list(alpha = drop(alpha), xsx = crossprod(prob$X, W[, -1L, drop = FALSE])))
 }
 
 # GLS coefficients from Sigma^-1 X and Sigma^-1 y.
@@ -351,7 +353,8 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
               operator = clock$operator, preconditioner = clock$preconditioner,
               solver = clock$solver)
   gp_result(prob, parts, beta, grad, grad_se, info, max(cg$iterations),
-            list(alpha = drop(alpha)[order(prob$order)], timing = timing), h2 = h2)
+            list(alpha = drop(alpha)[order(prob$order)], timing = timing,
+                 xsx = crossprod(prob$X, W[, -1L, drop = FALSE])), h2 = h2)
 }
 
 # The first-order effect of the H2 approximation on the log-likelihood,
