@@ -54,6 +54,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
                    verbose = NULL, optim_control = list(), backend = NULL) {
   locs <- gk_check_points(locs, "locs")
+  gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
   template <- gp_kernel_template(kernel, smoothness, ncol(locs))
   estimate_smoothness <- isTRUE(estimate_smoothness)
@@ -318,6 +319,7 @@ print.summary.gp_fit <- function(x, ...) {
 #'   and `se.fit`.
 #' @export
 predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE, ...) {
+  gp_check_fit_object(object)   # an edited alpha or beta (checks.R)
   newlocs <- gk_check_points(newlocs, "newlocs")
   if (ncol(newlocs) != ncol(object$locs)) {
     stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(object$locs),

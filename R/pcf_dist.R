@@ -123,7 +123,9 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
     return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
   }
   backend <- gk_backend(backend)
-  devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  # GPUs that do not exist are an error on either backend
+  devices <- if (backend == "gpu" || !is.null(devices)) pcf_devices(devices) else integer()
+  if (backend != "gpu") devices <- integer()
   budget <- pcf_budget()
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
@@ -142,6 +144,12 @@ pcf_budget <- function() {
 pcf_devices <- function(devices) {
   count <- gk_build_info()$device_count
   if (is.null(devices)) return(seq_len(count) - 1L)
+  if (count == 0L) {
+    stop("`devices` asks for GPU ", paste(format(devices), collapse = ", "),
+         " but there is no GPU here (",
+         if (gk_build_info()$cuda) "none was found" else "gpukernels was built without CUDA",
+         "): leave `devices` out to run on the CPU", call. = FALSE)
+  }
   if (!is.numeric(devices) || !length(devices) || anyNA(devices) || any(devices != round(devices)) ||
       any(devices < 1 | devices > count) || anyDuplicated(devices)) {
     stop("`devices` must be distinct GPU numbers from 1 to ", count, call. = FALSE)
