@@ -45,6 +45,9 @@ test_that("Matern is 0 far away in kernel_matrix and kernel_reduce (CPU)", {
     got <- kernel_reduce(P, P, b = b, kernel = k, reduction = "logsumexp", backend = "cpu")
     expect_equal(drop(got), log(drop(exp(ref) %*% b)), tolerance = 1e-10)
     expect_false(anyNA(kernel_matrix(P, kernel = k, backend = "cpu")))
+    got <- kernel_reduce(P, P, b = b, kernel = k, reduction = "sum", precision = "single",
+                         backend = "cpu")
+    expect_equal(drop(got), drop(ref %*% b), tolerance = 1e-5)
   }
 })
 
