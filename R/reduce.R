@@ -90,7 +90,8 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #' @param devices GPUs to split the rows of the output over (numbers from 1,
 #'   see [gk_info()]), one host thread each; `NULL` (the default) uses the
 #'   selected GPU ([gk_set_device()]). Several GPUs need host matrices, not
-#'   device matrices.
+#'   device matrices. GPUs that do not exist are an
+#'   error unless `backend = "cpu"` (which ignores `devices`).
 #' @param workers Split the rows of the output over \pkg{future} workers:
 #'   `NULL` (the default) when a `future::plan()` other than sequential is
 #'   set, a number of chunks, or `FALSE`/`1` for this process only; see
@@ -156,6 +157,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
       return(gk_reduce_distributed(args, count))
     }
   }
+  requested <- backend
   backend <- gk_backend(backend)
   kernel <- as_gk_kernel(kernel)
   threads <- gk_threads()
@@ -175,10 +177,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
   on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
     inherits(b, "gk_device_matrix")
-  # GPUs that do not exist are an error on either backend (the CPU would
-  # otherwise run silently in their place)
-  gpus <- if (!is.null(devices)) pcf_devices(devices) else integer()
-  if (backend != "gpu") gpus <- integer()
+  gpus <- gk_devices_for(devices, backend, requested, all = FALSE)
   if (length(gpus) > 1L && on_device) {
     stop("a reduction over several GPUs needs R matrices, not device matrices (each lives on ",
          "one GPU)", call. = FALSE)

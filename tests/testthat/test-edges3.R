@@ -279,6 +279,11 @@ test_that("asking for GPUs that do not exist is an error, not a silent CPU run",
   expect_error(pcf_pdist(X, devices = 1), "no GPU")
   expect_error(pcf_knn(X, k = 1, devices = 1), "no GPU")
   expect_length(kernel_matvec(x, b = w), 10)   # without `devices`: the CPU, as before
+  # an explicit CPU backend ignores `devices`, as documented
+  expect_equal(kernel_matvec(x, b = w, devices = 1:2, backend = "cpu"),
+               kernel_matvec(x, b = w, backend = "cpu"))
+  expect_equal(as.matrix(pcf_pdist(X, devices = 1, backend = "cpu")),
+               as.matrix(pcf_pdist(X, backend = "cpu")))
 })
 
 test_that("print() of a compressed H2 matrix says compression time", {
