@@ -80,3 +80,44 @@ gk_check_count <- function(x, what, lower, upper) {
   }
   as.integer(x)
 }
+
+# gp_fit()'s locations: a fit needs at least two distinct points (the range
+# is started from their spread, which is 0 or undefined otherwise).
+gp_check_fit_locs <- function(locs, arg = "locs") {
+  n <- nrow(locs)
+  if (n < 2L) {
+    stop("`", arg, "` has ", n, " point: gp_fit() needs at least 2 distinct locations",
+         call. = FALSE)
+  }
+  if (all(vapply(seq_len(ncol(locs)), function(k) {
+    v <- locs[, k]
+    all(v == v[1L])
+  }, logical(1)))) {
+    stop("all ", n, " points of `", arg, "` are the same location: gp_fit() needs at least 2 ",
+         "distinct locations to estimate the range", call. = FALSE)
+  }
+  invisible(locs)
+}
+
+# A gp_fit object as predict() and friends read it: `alpha` has one value per
+# location (an edited fit would otherwise fail inside the engines).
+gp_check_fit_object <- function(object, arg = "object") {
+  n <- NROW(object$locs)
+  if (!is.matrix(object$locs) || !is.numeric(object$locs) || n == 0L) {
+    stop("`", arg, "` is not a valid gp_fit (edited by hand?): its `locs` must be the ",
+         "matrix of locations; fit it again with gp_fit()", call. = FALSE)
+  }
+  a <- object$alpha
+  if (!is.numeric(a) || NROW(a) != n || (is.matrix(a) && ncol(a) != 1L) || anyNA(a) ||
+      any(!is.finite(a))) {
+    stop("`", arg, "` is not a valid gp_fit (edited by hand?): its `alpha` must hold ", n,
+         " finite numbers, one per location, not ", gk_describe(a), " of length ", length(a),
+         "; fit it again with gp_fit()", call. = FALSE)
+  }
+  b <- object$beta
+  if (NCOL(object$X) > 0L && (!is.numeric(b) || length(b) != NCOL(object$X))) {
+    stop("`", arg, "` is not a valid gp_fit (edited by hand?): its `beta` must hold ",
+         NCOL(object$X), " numbers; fit it again with gp_fit()", call. = FALSE)
+  }
+  invisible(object)
+}

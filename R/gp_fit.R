@@ -129,6 +129,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                    verbose = NULL, optim_control = list(), backend = NULL, lower = NULL,
                    upper = NULL, fixed = NULL, gtol = 1e-6) {
   locs <- gk_check_points(locs, "locs")
+  gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
   fixed <- gp_check_params(fixed, "fixed", zero_nugget = TRUE)
   if ("smoothness" %in% names(fixed)) {
@@ -720,6 +721,7 @@ print.summary.gp_fit <- function(x, ...) {
 #'   and `se.fit`.
 #' @export
 predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE, ...) {
+  gp_check_fit_object(object)   # an edited alpha or beta (checks.R)
   newlocs <- gk_check_points(newlocs, "newlocs")
   if (ncol(newlocs) != ncol(object$locs)) {
     stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(object$locs),

@@ -311,12 +311,16 @@ print.summary.h2matrix <- function(x, ...) {
   cat(sprintf("  memory: low rank %s, dense %s (a dense matrix: %s)\n", mb(x$low_rank_bytes),
               mb(x$dense_bytes), mb(as.double(x$n)^2 * 8)))
   h2_print_storage(x$storage)
-  cat(sprintf("  build time: %.3f s\n", x$build_seconds))
+  # a compressed or orthogonalized matrix was made by that step, not built
+  what <- if (is.null(x$compression)) "build time" else if (is.na(x$compression$tol))
+    "orthogonalization time" else "compression time"
+  cat(sprintf("  %s: %.3f s\n", what, x$build_seconds))
   if (!is.null(x$compression)) h2_print_compression(x$compression)
   if (!is.null(x$tol_choice)) h2_print_tol_choice(x$tol_choice)
   if (!is.null(x$accuracy)) {
-    cat(sprintf("  measured error (%d %s probes, %d rows): %.3g for products",
-                x$accuracy$n_probes, x$accuracy$distribution, x$accuracy$rows, x$accuracy$probe))
+    cat(sprintf("  measured error (%d %s probes, %d %srows): %.3g for products",
+                x$accuracy$n_probes, x$accuracy$distribution, x$accuracy$rows,
+                if (isTRUE(x$accuracy$sampled)) "sampled " else "", x$accuracy$probe))
     if (!is.na(x$accuracy$norm2)) cat(sprintf(", 2-norm <= %.3g", x$accuracy$norm2))
     cat("\n")
   }

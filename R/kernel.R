@@ -93,8 +93,8 @@ print.gk_kernel <- function(x, ...) {
 # a session (gk_kernel() takes longer than a small reduction); names that
 # gk_kernel() refuses are never kept.
 gk_state$kernels <- list()
-as_gk_kernel <- function(kernel) {
-  if (inherits(kernel, "gk_kernel")) return(kernel)
+as_gk_kernel <- function(kernel, arg = "kernel") {
+  if (inherits(kernel, "gk_kernel")) return(gk_validate_kernel(kernel, arg))
   if (is.character(kernel) && length(kernel) == 1L) {
     if (is.na(kernel) || !nzchar(kernel)) return(gk_kernel(kernel))
     spec <- gk_state$kernels[[kernel]]
@@ -103,6 +103,55 @@ as_gk_kernel <- function(kernel) {
   }
   stop("`kernel` must be a kernel name such as \"gaussian\" or a gk_kernel() object",
        call. = FALSE)
+}
+
+# A gk_kernel object as it enters the engines: one made by gk_kernel() passes
+# unchanged; one edited by hand (or saved by another version) must still hold
+# what gk_kernel() would have made, or the engines would read a negative range
+# as its absolute value, an unknown family as NaN, or a character range as
+# garbage. Every entry point reaches the C engines through as_gk_kernel(); the
+# C side (gk_kernel_from_r) repeats the type checks for internal callers.
+gk_validate_kernel <- function(kernel, arg = "kernel") {
+  if (.Call(gk_r_kernel_ok, kernel)) return(kernel)   # as gk_kernel() makes it: ~1 us
+  bad <- function(what) {
+    stop("`", arg, "` is not a valid gk_kernel (edited by hand?): ", what,
+         "; make it with gk_kernel()", call. = FALSE)
+  }
+  if (!is.list(kernel)) bad(paste("it is", gk_describe(unclass(kernel)), "instead of a list"))
+  code <- kernel$family_code
+  # 16 + f: the range derivatives of families 0 to 4 (gp_dlogrange_kernel())
+  if (!is.numeric(code) || length(code) != 1L || is.na(code) ||
+      !code %in% c(gk_kernel_families, 16:20)) {
+    bad(paste0("its `family_code` must be one of ", paste(gk_kernel_families, collapse = ", ")))
+  }
+  name <- names(gk_kernel_families)[match(code %% 16, gk_kernel_families)]
+  if (!identical(kernel$name, name)) {
+    bad(paste0("its `name` must be \"", name, "\" for `family_code` ", code))
+  }
+  range <- kernel$range
+  if (!is.numeric(range) || length(range) == 0L || anyNA(range) || any(!is.finite(range)) ||
+      any(range < .Machine$double.xmin)) {
+    bad("its `range` must be positive and finite numbers (one, or one per dimension)")
+  }
+  variance <- kernel$variance
+  if (!is.numeric(variance) || length(variance) != 1L || is.na(variance) ||
+      !is.finite(variance) || variance <= 0) {
+    bad("its `variance` must be one positive finite number")
+  }
+  smoothness <- kernel$smoothness
+  if (name == "matern") {
+    if (!is.numeric(smoothness) || length(smoothness) != 1L || is.na(smoothness) ||
+        !is.finite(smoothness) || smoothness <= 0) {
+      bad("its `smoothness` must be one positive finite number")
+    }
+  } else if (!identical(smoothness, NA_real_)) {
+    bad("its `smoothness` must be NA (it applies to the matern kernel only)")
+  }
+  if (!is.integer(code)) kernel$family_code <- as.integer(code)
+  if (!is.double(range)) kernel$range <- as.double(range)
+  if (!is.double(variance)) kernel$variance <- as.double(variance)
+  if (!is.double(smoothness)) kernel$smoothness <- as.double(smoothness)
+  kernel
 }
 
 # Checks the kernel's range against the dimension of the points.

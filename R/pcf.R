@@ -35,7 +35,13 @@ pcf <- function(t, v) {
 #' @param arg The name of `X` in error messages.
 #' @export
 as_pcf_list <- function(X, arg = "X") {
-  if (inherits(X, "pcf_list")) return(X)
+  if (inherits(X, "pcf_list")) {
+    if (!is.list(X)) {
+      stop("`", arg, "` has class pcf_list but is ", gk_describe(unclass(X)),
+           ", not a list of PCFs (edited by hand?): make it with as_pcf_list()", call. = FALSE)
+    }
+    return(X)
+  }
   # One function alone: a pcf, a two-column matrix, or a data frame with t and v.
   if (is.matrix(X) && !is.list(X) || is.data.frame(X) && all(c("t", "v") %in% names(X))) {
     X <- list(X)

@@ -42,7 +42,8 @@
 #'   1e8), since intervals are then lost.
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param devices GPUs to use (numbers from 1, see [gk_info()]); `NULL` uses all
-#'   (on future workers: see [gk_distributed]).
+#'   (on future workers: see [gk_distributed]). GPUs that do not exist are an
+#'   error unless `backend = "cpu"` (which ignores `devices`).
 #' @param workers Split the work over \pkg{future} workers: `NULL` (the
 #'   default) when a `future::plan()` other than sequential is set, a number of
 #'   chunks, or `FALSE`/`1` for this process only; see [gk_distributed].
@@ -122,8 +123,9 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
   if (count > 0L) {
     return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
   }
+  requested <- backend
   backend <- gk_backend(backend)
-  devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  devices <- gk_devices_for(devices, backend, requested)
   budget <- pcf_budget()
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
@@ -139,9 +141,28 @@ pcf_budget <- function() {
 }
 
 # 0-based GPU numbers for C: all GPUs by default.
+# `devices` on the engines' backend: checked GPU numbers on the GPU, else none.
+# Where the CPU runs only because there is no GPU (backend "auto"), naming
+# GPUs is an error rather than a silent CPU run; an explicit backend = "cpu"
+# (argument or option) ignores `devices`, as documented.
+gk_devices_for <- function(devices, backend, requested, all = TRUE) {
+  if (backend == "gpu") return(if (all || !is.null(devices)) pcf_devices(devices) else integer())
+  if (!is.null(devices)) {
+    if (is.null(requested)) requested <- getOption("gpukernels.backend", "auto")
+    if (!identical(requested, "cpu")) pcf_devices(devices)
+  }
+  integer()
+}
+
 pcf_devices <- function(devices) {
   count <- gk_build_info()$device_count
   if (is.null(devices)) return(seq_len(count) - 1L)
+  if (count == 0L) {
+    stop("`devices` asks for GPU ", paste(format(devices), collapse = ", "),
+         " but there is no GPU here (",
+         if (gk_build_info()$cuda) "none was found" else "gpukernels was built without CUDA",
+         "): leave `devices` out to run on the CPU", call. = FALSE)
+  }
   if (!is.numeric(devices) || !length(devices) || anyNA(devices) || any(devices != round(devices)) ||
       any(devices < 1 | devices > count) || anyDuplicated(devices)) {
     stop("`devices` must be distinct GPU numbers from 1 to ", count, call. = FALSE)

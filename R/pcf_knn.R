@@ -47,8 +47,9 @@ pcf_knn <- function(X, k = 1L, Y = NULL, p = 1, precision = "double", backend = 
 
 pcf_knn_call <- function(X, Y, k, p, precision, backend, devices, column_lists = FALSE) {
   single <- gk_check_precision(precision) == "single"
+  requested <- backend
   backend <- gk_backend(backend)
-  devices <- if (backend == "gpu") pcf_devices(devices) else integer()
+  devices <- gk_devices_for(devices, backend, requested)
   res <- gk_with_engine_progress(
     .Call(gk_r_pcf_knn, unclass(X), if (is.null(Y)) NULL else unclass(Y), k, p, single,
           backend, gk_threads(), pcf_budget(), devices, gk_progress_lines(), column_lists))

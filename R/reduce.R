@@ -90,7 +90,8 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #' @param devices GPUs to split the rows of the output over (numbers from 1,
 #'   see [gk_info()]), one host thread each; `NULL` (the default) uses the
 #'   selected GPU ([gk_set_device()]). Several GPUs need host matrices, not
-#'   device matrices.
+#'   device matrices. GPUs that do not exist are an
+#'   error unless `backend = "cpu"` (which ignores `devices`).
 #' @param workers Split the rows of the output over \pkg{future} workers:
 #'   `NULL` (the default) when a `future::plan()` other than sequential is
 #'   set, a number of chunks, or `FALSE`/`1` for this process only; see
@@ -156,6 +157,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
       return(gk_reduce_distributed(args, count))
     }
   }
+  requested <- backend
   backend <- gk_backend(backend)
   kernel <- as_gk_kernel(kernel)
   threads <- gk_threads()
@@ -175,7 +177,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
   on_device <- inherits(x, "gk_device_matrix") || inherits(y, "gk_device_matrix") ||
     inherits(b, "gk_device_matrix")
-  gpus <- if (backend == "gpu" && !is.null(devices)) pcf_devices(devices) else integer()
+  gpus <- gk_devices_for(devices, backend, requested, all = FALSE)
   if (length(gpus) > 1L && on_device) {
     stop("a reduction over several GPUs needs R matrices, not device matrices (each lives on ",
          "one GPU)", call. = FALSE)
@@ -268,13 +270,14 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
   if (is.null(ranges) && is.null(devices) && gk_in_process(workers)) {
     res <- .Call(gk_r_knn_plain, x, y, k, precision, method, gk_backend(backend), gk_threads(),
                  gk_reduce_methods)
-    if (!is.null(res)) return(res)
+    if (!is.null(res)) return(knn_refine(x, y, res, precision))
   }
   y_is_x <- identical(y, x)
   scale <- 1
-  if (!inherits(x, "gk_device_matrix") && !inherits(y, "gk_device_matrix")) {
-    x <- gk_check_points(x, "x", allow_empty = TRUE)
-    y <- if (y_is_x) x else gk_check_points(y, "y", allow_empty = TRUE)
+  host <- !inherits(x, "gk_device_matrix") && !inherits(y, "gk_device_matrix")
+  if (host) {
+    x <- x0 <- gk_check_points(x, "x", allow_empty = TRUE)
+    y <- y0 <- if (y_is_x) x else gk_check_points(y, "y", allow_empty = TRUE)
     scale <- knn_scale(x, y)
     if (scale != 1) {
       x <- x / scale
@@ -286,7 +289,20 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
                        devices = devices, workers = workers, ranges = ranges)
   # res$values was made by this call and is held by nothing else: the
   # distances overwrite it (no second m x k array).
-  list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale))
+  out <- list(index = res$index, distance = .Call(gk_r_knn_distances, res$values, scale))
+  if (host && is.null(ranges)) out <- knn_refine(x0, y0, out, precision)
+  out
+}
+
+# Points spanning many orders of magnitude (1e-300 with 1e300): the squares of
+# the small distances underflow after the common scale, and distinct points
+# could tie at 0. The rows where that can change the answer are searched again
+# exactly in C (gk_r_knn_refine); in double precision only (single precision
+# has its own, documented, resolution).
+knn_refine <- function(x, y, res, precision) {
+  if (!identical(precision, "double")) return(res)
+  fixed <- .Call(gk_r_knn_refine, x, y, res$index, res$distance)
+  if (is.null(fixed)) res else fixed
 }
 
 # Squared distances overflow beyond about 1e154 and underflow below 1e-154:

@@ -143,7 +143,17 @@ gk_ranges_for_call <- function(ranges, m_x, n_y, axis) {
   if (!inherits(ranges, "gk_ranges")) {
     stop("`ranges` must be a gk_ranges object (see ranges_from_mask())", call. = FALSE)
   }
-  points <- unclass(ranges)$points
+  r <- unclass(ranges)
+  points <- r$points
+  arrays_ok <- function(a) {
+    is.list(a) && length(a) == 3L && all(vapply(a, is.integer, logical(1)))
+  }
+  if (!is.numeric(points) || length(points) != 2L || anyNA(points) ||
+      !arrays_ok(r$.axis1) || !arrays_ok(r$.axis2)) {
+    stop("`ranges` is not a valid gk_ranges object (edited by hand?): its `points` and ",
+         "arrays must be as ranges_from_mask() makes them (integer); make it again with ",
+         "ranges_from_mask()", call. = FALSE)
+  }
   if (points[1L] > m_x) {
     stop("`ranges` has clusters of `x` up to row ", points[1L], " but `x` has ", m_x, " rows",
          call. = FALSE)

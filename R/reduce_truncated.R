@@ -12,6 +12,11 @@ gk_truncated_reduce <- function(x, y, b, kernel, reduction, k, axis, precision, 
   x <- gk_check_points(x, "x")
   y <- if (y_is_x) x else gk_check_points(y, "y")
   gk_check_same_dim(x, y)
+  if (!is.numeric(cell) || !length(cell) %in% c(1L, ncol(x)) || anyNA(cell) ||
+      any(!is.finite(cell)) || any(cell <= 0)) {
+    stop("`cell` (the side of the grid cells) must be one positive number or one per column ",
+         "of `x` (", ncol(x), ")", call. = FALSE)
+  }
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   cx <- gk_sorted_clusters(x, cell)
   cy <- if (y_is_x) cx else gk_sorted_clusters(y, cell)

@@ -25,8 +25,10 @@ SEXP gk_r_tunables(void);
 
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
+SEXP gk_r_kernel_ok(SEXP spec);
 SEXP gk_r_knn_distances(SEXP squares, SEXP scale);
 SEXP gk_r_knn_scale(SEXP x, SEXP y);
+SEXP gk_r_knn_refine(SEXP x, SEXP y, SEXP index, SEXP distance);
 SEXP gk_r_knn_plain(SEXP x, SEXP y, SEXP k, SEXP precision, SEXP method, SEXP backend,
                     SEXP threads, SEXP methods);
 
@@ -112,8 +114,10 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_omp_threads", (DL_FUNC) &gk_r_omp_threads, 0},
   {"gk_r_tunables", (DL_FUNC) &gk_r_tunables, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
+  {"gk_r_kernel_ok", (DL_FUNC) &gk_r_kernel_ok, 1},
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
+  {"gk_r_knn_refine", (DL_FUNC) &gk_r_knn_refine, 4},
   {"gk_r_knn_plain", (DL_FUNC) &gk_r_knn_plain, 8},
   {"gk_r_progress_sink", (DL_FUNC) &gk_r_progress_sink, 1},
   /* kernel vocabulary */

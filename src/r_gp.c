@@ -18,7 +18,7 @@ static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scal
   gk_kernel_range_from_r(spec, dim, range);
   int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
   if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
-  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, centre);
+  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, range, centre);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
   gk_scale_points(REAL(locs), n, dim, centre, range, xs);
   if (more_scaled) {

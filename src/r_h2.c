@@ -129,7 +129,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   gk_kernel_range_from_r(spec, dim, range);
   double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
   double centre[3];   // shifted before scaling: accuracy far from the origin
-  gk_points_centre(REAL(locs), n, NULL, 0, dim, centre);
+  gk_points_centre(REAL(locs), n, NULL, 0, dim, range, centre);
   gk_scale_points(REAL(locs), n, dim, centre, range, xs);
 
   // The external pointer exists (with its finalizer) before anything native

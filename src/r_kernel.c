@@ -18,7 +18,7 @@ SEXP gk_r_kernel_matrix(SEXP x, SEXP y, SEXP spec, SEXP backend, SEXP threads)
   double *centre = NULL;
   if (!gk_kernel_uses_inner_product(&kernel)) {
     centre = (double *) R_alloc(dim > 0 ? dim : 1, sizeof(double));
-    gk_points_centre(REAL(x), m, REAL(y), n, dim, centre);
+    gk_points_centre(REAL(x), m, REAL(y), n, dim, range, centre);
   }
   gk_scale_points(REAL(x), m, dim, centre, range, xs);
   gk_scale_points(REAL(y), n, dim, centre, range, ys);

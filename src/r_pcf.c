@@ -17,6 +17,8 @@
  * memory, freed when the call returns or raises. */
 static void flatten(SEXP list, const char *arg, pcf_set *s)
 {
+  if (TYPEOF(list) != VECSXP)
+    gk_stop("`%s` must be a list of PCFs (two-column matrices t, v), made by as_pcf_list()", arg);
   R_xlen_t n = Rf_xlength(list);
   size_t *offset = (size_t *) R_alloc((size_t) n + 1, sizeof(size_t));
   const void **data = (const void **) R_alloc((size_t) n + 1, sizeof(void *));
@@ -64,7 +66,7 @@ static void warn_float_grid(const pcf_set *s, const char *arg)
 {
   size_t row, f = pcf_float_collapse(s, &row);
   if (f < s->n)
-    Rf_warning("single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
+    Rf_warningcall(R_NilValue, "single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
                "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
                "intervals are lost and the results are inexact; use precision = \"double\"",
                arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);

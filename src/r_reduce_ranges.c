@@ -43,6 +43,15 @@ SEXP gk_r_reduce_ranges_build(SEXP ranges_x, SEXP ranges_y, SEXP pair_x, SEXP pa
 
 void gk_reduce_ranges_from_r(SEXP ranges, gk_reduce_ranges *r)
 {
+  // A gk_ranges edited by hand: its arrays must still be integer vectors (the
+  // values themselves are checked against the points by reduce_ranges_check).
+  if (TYPEOF(ranges) != VECSXP || Rf_length(ranges) < 3)
+    gk_stop("`ranges` is not a valid gk_ranges object (edited by hand?): make it with "
+            "ranges_from_mask()");
+  for (int q = 0; q < 3; q++)
+    if (TYPEOF(VECTOR_ELT(ranges, q)) != INTSXP || Rf_length(VECTOR_ELT(ranges, q)) % (q == 1 ? 1 : 2))
+      gk_stop("`ranges` is not a valid gk_ranges object (edited by hand?): its arrays must be "
+              "integer vectors of (start, end) pairs; make it with ranges_from_mask()");
   SEXP ranges_i = VECTOR_ELT(ranges, 0), slices_i = VECTOR_ELT(ranges, 1);
   r->count_i = Rf_length(slices_i);
   r->ranges_i = INTEGER(ranges_i);

@@ -1,3 +1,4 @@
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,25 +112,121 @@ static SEXP list_element(SEXP list, const char *name)
   return value;
 }
 
+/* One number of a kernel specification, checked (the R side, gk_validate_kernel,
+ * has already said which field is wrong for every exported entry; this keeps
+ * internal callers from reading a character or NULL field as a number). */
+static double kernel_number(SEXP spec, const char *name)
+{
+  SEXP value = list_element(spec, name);
+  if (!(Rf_isReal(value) || Rf_isInteger(value) || Rf_isLogical(value)) ||
+      Rf_xlength(value) != 1)
+    gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `%s` must be one number; "
+            "make it with gk_kernel()", name);
+  return Rf_asReal(value);
+}
+
+/* gk_validate_kernel()'s fast path: TRUE when spec is exactly what gk_kernel()
+ * makes (integer family_code with its name, double range, variance and
+ * smoothness, all valid), in about a microsecond; FALSE sends R to its full
+ * check, which names what is wrong (or converts integer fields). */
+SEXP gk_r_kernel_ok(SEXP spec)
+{
+  static const char *names[] = {"gaussian", "exponential", "matern", "cauchy",
+                                "inverse_multiquadric", "linear", "squared_distance"};
+  if (TYPEOF(spec) != VECSXP) return Rf_ScalarLogical(FALSE);
+  SEXP code = gk_list_get(spec, "family_code"), name = gk_list_get(spec, "name"),
+       range = gk_list_get(spec, "range"), variance = gk_list_get(spec, "variance"),
+       smoothness = gk_list_get(spec, "smoothness");
+  if (TYPEOF(code) != INTSXP || Rf_xlength(code) != 1 || TYPEOF(name) != STRSXP ||
+      Rf_xlength(name) != 1 || TYPEOF(range) != REALSXP || Rf_xlength(range) < 1 ||
+      TYPEOF(variance) != REALSXP || Rf_xlength(variance) != 1 ||
+      TYPEOF(smoothness) != REALSXP || Rf_xlength(smoothness) != 1)
+    return Rf_ScalarLogical(FALSE);
+  int c = INTEGER(code)[0];
+  int base = c >= GK_KERNEL_DLOGRANGE ? c - GK_KERNEL_DLOGRANGE : c;
+  if (c < 0 || base > GK_KERNEL_SQUARED_DISTANCE ||
+      (c >= GK_KERNEL_DLOGRANGE && base > GK_KERNEL_INVERSE_MULTIQUADRIC) ||
+      STRING_ELT(name, 0) == NA_STRING || strcmp(CHAR(STRING_ELT(name, 0)), names[base]) != 0)
+    return Rf_ScalarLogical(FALSE);
+  for (R_xlen_t q = 0; q < Rf_xlength(range); q++) {
+    double r = REAL(range)[q];
+    if (!(r >= DBL_MIN) || !R_FINITE(r)) return Rf_ScalarLogical(FALSE);
+  }
+  double v = REAL(variance)[0], nu = REAL(smoothness)[0];
+  if (!(v > 0) || !R_FINITE(v)) return Rf_ScalarLogical(FALSE);
+  if (base == GK_KERNEL_MATERN ? !(nu > 0) || !R_FINITE(nu) : !ISNA(nu))
+    return Rf_ScalarLogical(FALSE);
+  return Rf_ScalarLogical(TRUE);
+}
+
 gk_kernel gk_kernel_from_r(SEXP spec)
 {
-  return gk_kernel_make((gk_kernel_family) Rf_asInteger(list_element(spec, "family_code")),
-                        Rf_asReal(list_element(spec, "variance")),
-                        Rf_asReal(list_element(spec, "smoothness")));
+  if (TYPEOF(spec) != VECSXP)
+    gk_stop("`kernel` is not a valid gk_kernel: it must be a list made by gk_kernel()");
+  double code = kernel_number(spec, "family_code");
+  double variance = kernel_number(spec, "variance"), smoothness = kernel_number(spec, "smoothness");
+  int valid_code = (code >= GK_KERNEL_GAUSSIAN && code <= GK_KERNEL_SQUARED_DISTANCE) ||
+    (code >= GK_KERNEL_GAUSSIAN_DLOGRANGE && code <= GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE);
+  if (!valid_code || code != floor(code))
+    gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `family_code` must be "
+            "one of 0 to 6; make it with gk_kernel()");
+  if (!(variance > 0) || !R_FINITE(variance))
+    gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `variance` must be one "
+            "positive finite number; make it with gk_kernel()");
+  int family = (int) code;
+  if (family == GK_KERNEL_MATERN || family == GK_KERNEL_MATERN_DLOGRANGE) {
+    if (!(smoothness > 0) || !R_FINITE(smoothness))
+      gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `smoothness` must be "
+              "one positive finite number; make it with gk_kernel()");
+  }
+  return gk_kernel_make((gk_kernel_family) family, variance, smoothness);
 }
 
 void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out)
 {
   SEXP range = list_element(spec, "range");
   R_xlen_t len = Rf_xlength(range);
+  if (!Rf_isReal(range))
+    gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `range` must be "
+            "numeric; make it with gk_kernel()");
+  for (R_xlen_t q = 0; q < len; q++)
+    if (!(REAL(range)[q] >= DBL_MIN) || !R_FINITE(REAL(range)[q]))
+      gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `range` must be "
+              "positive and finite; make it with gk_kernel()");
   if (len != 1 && len != dim)
     gk_stop("the kernel's range has %d values but the points have %d dimensions: "
              "give one range, or one per dimension", (int) len, dim);
   for (int k = 0; k < dim; k++) range_out[k] = REAL(range)[len == 1 ? 0 : k];
 }
 
+/* The k-th smallest of v[0 .. n-1] (reordered), by quickselect. */
+static double select_kth(double *v, size_t n, size_t k)
+{
+  size_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = v[lo + (hi - lo) / 2];
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot) i++;
+      while (v[j] > pivot) j--;
+      if (i <= j) {
+        double t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        i++;
+        if (j == 0) break;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return v[k];
+  }
+  return v[k];
+}
+
 void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int dim,
-                      double *centre)
+                      const double *range, double *centre)
 {
   for (int k = 0; k < dim; k++) {
     double lo = INFINITY, hi = -INFINITY;
@@ -145,6 +242,18 @@ void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int 
     }
     // Halves first: lo + hi may overflow.
     centre[k] = m + (y ? n : 0) > 0 ? 0.5 * lo + 0.5 * hi : 0.0;
+    // Points spanning far more than the range (a few points 1e300 away from
+    // the rest): the middle of the box is far from most points, and x - centre
+    // would round away their differences (points 0.1 apart near 0 become one
+    // point once 5e299 is subtracted). The median keeps the bulk's digits.
+    size_t total = m + (y ? n : 0);
+    if (range && total > 2 && (0.5 * hi - 0.5 * lo) / range[k] > 0x1p20) {
+      double *v = (double *) R_alloc(total, sizeof(double));
+      memcpy(v, x + (size_t) k * m, m * sizeof(double));
+      if (y) memcpy(v + m, y + (size_t) k * n, n * sizeof(double));
+      double med = select_kth(v, total, total / 2);
+      if (R_FINITE(hi - med) && R_FINITE(med - lo)) centre[k] = med;
+    }
   }
 }
 

@@ -68,9 +68,10 @@ gk_kernel gk_kernel_from_r(SEXP spec);
 void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out);
 
 /* The midpoint of the bounding box of the rows of x (m x dim) and y (n x dim,
- * or NULL), written to centre[dim]. */
+ * or NULL), written to centre[dim]; where a dimension spans more than 2^20
+ * times its range (range[dim], or NULL), the median coordinate instead. */
 void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int dim,
-                      double *centre);
+                      const double *range, double *centre);
 
 /* out = (x - centre) / range for the n x dim column-major x (centre NULL: no
  * shift). Points are shifted before they are scaled so that distances far

@@ -193,6 +193,9 @@ GK_HD double gk_matern_term(double t, double t_peak, double nu, double d, double
 GK_HD_CALL double gk_matern_correlation_general(double d, double nu, double log_norm)
 {
   if (d <= 0.0) return 1.0;
+  // Far away (d^2 would overflow below): the correlation is below the smallest
+  // double for every nu < 1e290 (for large nu it is about exp(-d^2 / (4 nu))).
+  if (d > 1.0e150 && nu < 1.0e290) return 0.0;
   double big_r = sqrt(nu * nu + d * d), d2r = d * d / (nu + big_r);
   double peak = log_norm + nu * log1p(0.5 * d2r / nu) - d2r;
   // The sum is at most about 2 exp(peak) sqrt(2 pi / R) + exp(peak) h: below
@@ -247,7 +250,7 @@ GK_HD double gk_bessel_power_term(double d, double power, double order, double l
  * constant, from (d^nu K_nu)' = -d^nu K_(nu-1). Zero at d = 0 for nu > 0. */
 GK_HD double gk_matern_dlogrange_general(double d, double nu)
 {
-  if (d <= 0.0 || d > 2000.0) return 0.0;
+  if (!(d > 0.0) || d > 2000.0) return d != d ? d : 0.0;
   return gk_bessel_power_term(d, nu + 1.0, nu - 1.0, (1.0 - nu) * log(2.0) - lgamma(nu));
 }
 
@@ -255,22 +258,27 @@ GK_HD double gk_matern_dlogrange_general(double d, double nu)
 GK_HD_CALL double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
 {
   double d = sqrt(stat);
+  // Far away the closed forms below are 0 (their exp underflows first), but
+  // d or d^2 may overflow to Inf and Inf * 0 is NaN.
   switch ((int) k->family - (int) GK_KERNEL_DLOGRANGE) {
   case GK_KERNEL_GAUSSIAN:
-    return k->variance * stat * exp(-0.5 * stat);
+    return stat > 2000.0 ? 0.0 : k->variance * stat * exp(-0.5 * stat);
   case GK_KERNEL_EXPONENTIAL:
-    return k->variance * d * exp(-d);
+    return d > 800.0 ? 0.0 : k->variance * d * exp(-d);
   case GK_KERNEL_MATERN:
+    if (k->matern_twice_nu != 0 && d > 800.0) return 0.0;
     switch (k->matern_twice_nu) {
     case 1: return k->variance * d * exp(-d);
     case 3: return k->variance * stat * exp(-d);
     case 5: return k->variance * stat * (1.0 + d) * (1.0 / 3.0) * exp(-d);
     default: return k->variance * gk_matern_dlogrange_general(d, k->smoothness);
     }
-  case GK_KERNEL_CAUCHY:
-    return k->variance * 2.0 * stat / ((1.0 + stat) * (1.0 + stat));
-  case GK_KERNEL_INVERSE_MULTIQUADRIC:
-    return k->variance * stat / ((1.0 + stat) * sqrt(1.0 + stat));
+  case GK_KERNEL_CAUCHY:   // 2 s / (1 + s)^2, without Inf / Inf for huge s
+    return stat > 1.0 ? k->variance * 2.0 / ((1.0 + stat) * (1.0 + 1.0 / stat))
+                      : k->variance * 2.0 * stat / ((1.0 + stat) * (1.0 + stat));
+  case GK_KERNEL_INVERSE_MULTIQUADRIC:   // s / (1 + s)^(3/2), likewise
+    return stat > 1.0 ? k->variance / ((1.0 + 1.0 / stat) * sqrt(1.0 + stat))
+                      : k->variance * stat / ((1.0 + stat) * sqrt(1.0 + stat));
   }
   return NAN;
 }
@@ -287,6 +295,9 @@ GK_HD double gk_kernel_eval(const gk_kernel *k, double stat)
     return k->variance * exp(-sqrt(stat));
   case GK_KERNEL_MATERN:
     d = sqrt(stat);
+    // Far away the closed forms are 0 (e^-d underflows with d^2 e^-d), but
+    // d^2 or d may overflow to Inf and Inf * 0 is NaN.
+    if (k->matern_twice_nu != 0 && d > 800.0) return 0.0;
     switch (k->matern_twice_nu) {
     case 1: return k->variance * exp(-d);
     case 3: return k->variance * (1.0 + d) * exp(-d);
@@ -318,6 +329,7 @@ GK_HD float gk_kernel_eval_f(const gk_kernel *k, float stat)
     return s2 * expf(-sqrtf(stat));
   case GK_KERNEL_MATERN:
     d = sqrtf(stat);
+    if (k->matern_twice_nu != 0 && d > 200.0f) return 0.0f;   // as in double: 0, not NaN
     switch (k->matern_twice_nu) {
     case 1: return s2 * expf(-d);
     case 3: return s2 * (1.0f + d) * expf(-d);
