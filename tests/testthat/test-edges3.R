@@ -51,6 +51,39 @@ test_that("Matern is 0 far away in kernel_matrix and kernel_reduce (CPU)", {
   }
 })
 
+test_that("Matern is 0 far away in the GPU reductions and kernel matrices", {
+  skip_if_no_gpu()
+  set.seed(35)
+  P <- rbind(matrix(runif(10), 5), c(1e300, 1e300))
+  b <- seq_len(6) / 6 - 0.4
+  for (nu in c(0.5, 0.7, 1.5, 2.5)) {
+    k <- gk_kernel("matern", range = 0.3, smoothness = nu)
+    ref <- matern_ref(as.matrix(dist(P / 0.3)), nu)
+    dim(ref) <- c(6, 6)
+    for (precision in c("double", "single")) {
+      tol <- if (precision == "double") 1e-10 else 1e-5
+      got <- kernel_reduce(P, P, b = b, kernel = k, reduction = "sum", precision = precision,
+                           backend = "gpu")
+      expect_equal(drop(got), drop(ref %*% b), tolerance = tol,
+                   info = paste("nu =", nu, precision))
+      got <- kernel_reduce(P, P, reduction = "logsumexp", kernel = k, precision = precision,
+                           backend = "gpu")
+      expect_equal(drop(got), log(rowSums(exp(ref))), tolerance = tol,
+                   info = paste("logsumexp nu =", nu, precision))
+    }
+    expect_equal(unname(kernel_matrix(P, kernel = k, backend = "gpu")), ref, tolerance = 1e-10)
+  }
+  # float32 overflows the squared distance long before float64 does
+  x <- matrix(c(0, 0.1, 3e19), ncol = 1)
+  for (nu in c(1.5, 2.5)) {
+    k <- gk_kernel("matern", smoothness = nu)
+    ref <- matern_ref(as.matrix(dist(x)), nu)
+    dim(ref) <- c(3, 3)
+    got <- kernel_reduce(x, x, b = c(1, -2, 3), kernel = k, precision = "single", backend = "gpu")
+    expect_equal(drop(got), drop(ref %*% c(1, -2, 3)), tolerance = 1e-5)
+  }
+})
+
 test_that("Matern H2 products stay finite with a point 1e300 away", {
   set.seed(3)
   locs <- rbind(matrix(runif(400), ncol = 2), c(1e300, 1e300))

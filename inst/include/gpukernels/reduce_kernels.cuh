@@ -80,7 +80,9 @@ struct ValExpPoly {
   static constexpr bool INNER = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
-    const T d = root_of(stat);
+    // Beyond d = 1e4, e^-d is 0 in either precision; capping d keeps the
+    // polynomial finite there (an infinite one times 0 would be NaN).
+    const T d = fmin(root_of(stat), (T) 1e4);
     const T poly = (T) 1 + d * ((T) a.poly1 + (T) a.poly2 * d);
     return poly * exp_of_minus(d);
   }
