@@ -440,7 +440,7 @@ gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
 # The GP's H2 settings under the user's control$h2: double precision and, in
 # 2D, eta = 2 rather than h2_matrix()'s 3 unless eta or tol is given. At
 # n = 1e6 (Matern 3/2, range 0.02, nugget 0.01) eta = 2 took the reported
-# error from 2673 to 82 nats for about 5% more time (RESULTS.md, runs AK-AL).
+# error from 2673 to 82 nats for about 5% more time.
 gp_h2_defaults <- function(dim, user) {
   out <- list(precision = "double")
   if (dim == 2 && is.null(user[["eta"]]) && is.null(user[["tol"]])) out$eta <- 2

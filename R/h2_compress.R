@@ -300,13 +300,12 @@ print.h2_error <- function(x, ...) {
 # number of blocks) does not depend on the order, so the memory of the next
 # order is known before it is built. At n = 2^20 in 3D (exponential, range
 # 0.2), tol = 1e-3 takes order 5 or 6 on the fly (order 5 stored, 119 GB,
-# does not fit an H100), compressed: 2.3-6.4 GB, 4.9-6.3 ms per product
-# (runs BP and BV in inst/bench/RESULTS.md).
+# does not fit an H100), compressed: 2.3-6.4 GB, 4.9-6.3 ms per product.
 h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precision, backend,
                              tol, storage, etas = eta) {
   # Every matrix built on the way is freed on return, not when R's garbage
   # collector gets to it: at n = 2^20 in 3D a stored order takes 40 GB of the
-  # GPU, which the search would otherwise hold after it returns (run BK).
+  # GPU, which the search would otherwise hold after it returns.
   made <- new.env(parent = emptyenv())
   made$all <- list()
   track <- function(A) {
@@ -660,7 +659,7 @@ h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
 # come to about A's bases, transfers and nodes again, plus 5 GB (its stored
 # blocks are read or shared, not copied). Checked before the attempt: at 2^20
 # in 3D the compression of order 7 on the fly (those: 51 GB) ran 75 s until an
-# allocation failed (run BV in inst/bench/RESULTS.md).
+# allocation failed.
 h2_compress_room <- function(A) {
   info <- h2_info(A)
   if (!info$gpu || !h2_compress_on_gpu()) return(NULL)

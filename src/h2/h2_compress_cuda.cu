@@ -387,7 +387,7 @@ struct stream_clock {
 /* Device buffers of one transform, freed together. A released buffer is
  * kept for the next request it can hold: cudaFree synchronizes the device
  * and unmaps the pages (about 5 ms per GB on an H100), and the levels ask
- * for buffers of the same sizes again and again (run BK in RESULTS.md). */
+ * for buffers of the same sizes again and again. */
 struct work_set {
   struct entry {
     gk_device_buffer buf;
@@ -786,7 +786,7 @@ static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, 
  * plan of its own. It has no couplings: the generation projects them one
  * level at a time (compress_gpu). Making a whole matrix for it (index uploads,
  * product plan, pointer arrays) cost tens of milliseconds at 2^20 points
- * (run BK). Freed with free(), its buffers with w. */
+ * Freed with free(), its buffers with w. */
 template <typename T>
 static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu **O)
 {

@@ -225,10 +225,10 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
 
 /* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R and
  * RESULTS.md): the stored HMV streams its blocks at about 2.5e12 B/s (40 GB in
- * 15.7 ms at n = 2^20, 3D; run L, 2026-11-23); the block-sparse products of
+ * 15.7 ms at n = 2^20, 3D); the block-sparse products of
  * the on-the-fly form (clusters of 64 rows, exponential kernel, kept plans)
  * evaluate 3.7e11 kernel pairs/s in float64 and 1.35e12 in float32 when every
- * pair is evaluated (run BK, 2026-11-25: 14.0 and 3.96 ms at n = 2^20, eta =
+ * pair is evaluated (14.0 and 3.96 ms at n = 2^20, eta =
  * 3, 5.0e9 pairs; 29.4 and 7.66 ms at eta = 1.5), plus about 0.1 ms per engine
  * call (one for the couplings of every level, one for the dense blocks).
  * Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
