@@ -785,7 +785,7 @@ static gk_status inner_qr_cublas(xform<T> &x, work_set &w, T *z, int ld, T *En, 
  * blocks, the streams) the input's, which has the same blocks, and no product
  * plan of its own. It has no couplings: the generation projects them one
  * level at a time (compress_gpu). Making a whole matrix for it (index uploads,
- * product plan, pointer arrays) cost tens of milliseconds at 2^20 points
+ * product plan, pointer arrays) cost tens of milliseconds at 2^20 points.
  * Freed with free(), its buffers with w. */
 template <typename T>
 static gk_status working_copy_of(xform<T> &x, work_set &w, const h2_tree *ot, h2_gpu **O)
