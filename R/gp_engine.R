@@ -7,11 +7,13 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' Control settings for the Gaussian-process functions
 #'
 #' @param neighbors Neighbours per point in the Vecchia preconditioner, at
-#'   most 64. The candidates come from [knn()] with at most 64 neighbours per
-#'   point (the GPU's fast in-register path; both backends use the same cap,
-#'   so they build the same preconditioner): each point keeps the nearest of
-#'   its `min(64, 2 * neighbors + 2)` candidates that precede it, so above
-#'   about 40 some points get fewer than `neighbors`.
+#'   most 64: with the points in a random order (from `seed`), the
+#'   \eqn{i}-th is conditioned on exactly its `min(neighbors, i - 1)` nearest
+#'   preceding points, as in [gp_simulate()]. The search looks at each
+#'   point's `min(64, 2 * neighbors + 2)` nearest candidates ([knn()]'s
+#'   reduction, the same on both backends, so they build the same
+#'   preconditioner) and searches the few points with fewer preceding
+#'   candidates again among all their predecessors.
 #' @param probes Random (Rademacher) probe vectors for the stochastic
 #'   log-determinant and traces. They are drawn once from `seed`, so repeated
 #'   evaluations use the same probes and the objective is a smooth function of
@@ -211,8 +213,10 @@ gp_rademacher <- function(n, k) {
 # start..end search the points 1..end (at least two thirds of them precede
 # the rows) for their min(gp_max_neighbors, 2m + 2) nearest through knn()'s
 # reduction, by brute force for small blocks and in grid cells with
-# block-sparse ranges for large ones, and keep the first m that precede them.
-# Candidates are capped on both backends, so they agree.
+# block-sparse ranges for large ones, and keep the first m that precede them;
+# rows left with fewer than min(m, i - 1) are searched again among all their
+# predecessors (the textbook Vecchia rule, for gp_simulate() and the
+# preconditioner). Candidates are capped on both backends, so they agree.
 gp_neighbors <- function(xo, m, backend) {
   if (!is.double(xo)) storage.mode(xo) <- "double"
   .Call(gk_r_gp_neighbors, xo, as.integer(m), backend == "gpu", gk_threads(),
