@@ -7,11 +7,13 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' Control settings for the Gaussian-process functions
 #'
 #' @param neighbors Neighbours per point in the Vecchia preconditioner, at
-#'   most 64. The candidates come from [knn()] with at most 64 neighbours per
-#'   point (the GPU's fast in-register path; both backends use the same cap,
-#'   so they build the same preconditioner): each point keeps the nearest of
-#'   its `min(64, 2 * neighbors + 2)` candidates that precede it, so above
-#'   about 40 some points get fewer than `neighbors`.
+#'   most 64: with the points in a random order (from `seed`), the
+#'   \eqn{i}-th is conditioned on exactly its `min(neighbors, i - 1)` nearest
+#'   preceding points, as in [gp_simulate()]. The search looks at each
+#'   point's `min(64, 2 * neighbors + 2)` nearest candidates ([knn()]'s
+#'   reduction, the same on both backends, so they build the same
+#'   preconditioner) and searches the few points with fewer preceding
+#'   candidates again among all their predecessors.
 #' @param probes Random (Rademacher) probe vectors for the stochastic
 #'   log-determinant and traces. They are drawn once from `seed`, so repeated
 #'   evaluations use the same probes and the objective is a smooth function of
@@ -30,14 +32,18 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param dense_max Largest `n` for which `method = "auto"` uses the dense
 #'   Cholesky method; `NULL` (the default) chooses by backend: 20000 on a
 #'   GPU, where the factorization runs in cuSOLVER (a gradient evaluation at
-#'   n = 20000 takes about 0.5 s on an H100), and 4000 on the CPU.
+#'   n = 20000 takes about 0.5 s on an H100); on the CPU by measured speed
+#'   (see "Choosing the method" in [gp_loglik()]): with R's reference BLAS
+#'   on 2 cores `"h2"` is faster from 1000 points in 2D (at 3000 points an
+#'   evaluation with the gradient takes 0.7 s against 6.7 s dense).
 #' @param h2 A list of arguments for [h2_matrix()] (`eta`, `order`,
 #'   `leaf_size`, `precision`, `tol`) used by `method = "h2"`. Unless given,
 #'   the precision is double and, in 2D, `eta` is 2 (not `h2_matrix()`'s 3:
 #'   the H2 error in the log-likelihood is then far smaller for little more
 #'   time).
 #' @param h2_min Smallest `n` for which `method = "auto"` uses `"h2"` (2
-#'   dimensions).
+#'   dimensions) where it does not use `"dense"`; below it `"tiled"`. `NULL`
+#'   (the default): 50000 on a GPU, 0 on the CPU.
 #' @param h2_check_rows Rows on which the `"h2"` method compares its products
 #'   with exact ones to estimate what the approximation does to the
 #'   log-likelihood (see [gp_loglik()]).
@@ -46,7 +52,7 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' gp_control(probes = 50)
 #' @export
 gp_control <- function(neighbors = 40L, probes = 50L, tol = 1e-6, probe_tol = 1e-4,
-                       maxit = 1000L, seed = 1L, dense_max = NULL, h2 = list(), h2_min = 50000L,
+                       maxit = 1000L, seed = 1L, dense_max = NULL, h2 = list(), h2_min = NULL,
                        h2_check_rows = 1000L) {
   gp_check_neighbors(neighbors, lower = 0)
   gk_check_scalar(probes, "probes", lower = 2, integer = TRUE)
@@ -55,24 +61,95 @@ gp_control <- function(neighbors = 40L, probes = 50L, tol = 1e-6, probe_tol = 1e
   gk_check_scalar(maxit, "maxit", lower = 1, integer = TRUE)
   gk_check_scalar(seed, "seed", integer = TRUE)
   if (!is.null(dense_max)) gk_check_scalar(dense_max, "dense_max", lower = 0, integer = TRUE)
-  gk_check_scalar(h2_min, "h2_min", lower = 0, integer = TRUE)
+  if (!is.null(h2_min)) gk_check_scalar(h2_min, "h2_min", lower = 0, integer = TRUE)
   gk_check_scalar(h2_check_rows, "h2_check_rows", lower = 2, integer = TRUE)
   if (!is.list(h2)) stop("`h2` must be a list of h2_matrix() arguments", call. = FALSE)
   structure(list(neighbors = as.integer(neighbors), probes = as.integer(probes), tol = tol,
                  probe_tol = probe_tol, maxit = as.integer(maxit), seed = as.integer(seed),
-                 dense_max = if (!is.null(dense_max)) as.integer(dense_max), h2 = h2, h2_min = as.integer(h2_min),
+                 dense_max = if (!is.null(dense_max)) as.integer(dense_max), h2 = h2,
+                 h2_min = if (!is.null(h2_min)) as.integer(h2_min),
                  h2_check_rows = as.integer(h2_check_rows)), class = "gp_control")
 }
 
-# The dense method's default size limits for method = "auto" (gp_control()):
-# on the GPU the Cholesky factorization and the gradient's inverse run in
-# cuSOLVER (inst/bench/gp.R measures them against the iterative methods).
+# The dense method's default size limit for method = "auto" on the GPU
+# (gp_control()): the Cholesky factorization and the gradient's inverse run
+# in cuSOLVER (inst/bench/gp.R measures them against the iterative methods).
+# On the CPU the choice is measured (gp_auto_method).
 gp_dense_max_gpu <- 20000L
-gp_dense_max_cpu <- 4000L
+gp_h2_min_gpu <- 50000L
 
 gp_dense_max <- function(control, backend) {
-  if (!is.null(control$dense_max)) return(control$dense_max)
-  if (backend == "gpu") gp_dense_max_gpu else gp_dense_max_cpu
+  if (!is.null(control$dense_max)) control$dense_max else gp_dense_max_gpu
+}
+
+# method = "auto": on a GPU, or on the CPU with control$dense_max given,
+# "dense" up to dense_max points; beyond, "h2" in 2D from h2_min points
+# (50000 on a GPU, 0 on the CPU unless given), else "tiled". On the CPU
+# otherwise by measured speed: "dense" up to gp_auto_n points; from there to
+# GP_DENSE_GPU_MAX points the faster of "dense" and that iterative method by
+# the seconds gp_auto_seconds() predicts from one timed evaluation of each
+# at gp_auto_n points (gp_auto_times(), once per session).
+gp_auto_method <- function(n, dim, control, backend) {
+  h2_min <- if (!is.null(control$h2_min)) control$h2_min else
+    if (backend == "gpu") gp_h2_min_gpu else 0L
+  alt <- if (dim == 2L && n >= h2_min) "h2" else "tiled"
+  if (backend == "gpu" || !is.null(control$dense_max)) {
+    return(if (n <= gp_dense_max(control, backend)) "dense" else alt)
+  }
+  if (n <= gp_auto_n) return("dense")
+  if (n > gp_dense_most) return(alt)
+  times <- gp_auto_times(dim, alt)
+  if (gp_auto_seconds(times, "dense", n) <= gp_auto_seconds(times, alt, n)) "dense" else alt
+}
+
+# The points of the timed evaluations (as many as the H2 error check's
+# default rows, gp_control(h2_check_rows), so that the check's cost grows
+# with n from there: at 800 points an H2 evaluation took a third of its time
+# at 1500), and the most the dense method takes (GP_DENSE_GPU_MAX in gp.h; on
+# the CPU memory runs out long before).
+gp_auto_n <- 1000L
+gp_dense_most <- 46340L
+
+# Seconds of one evaluation with the gradient at n points, from the timed
+# ones at times$n: the dense method grows as n^3 (Cholesky factorization and
+# inverse), "tiled" as n^2 (exact products, for about as many iterations),
+# "h2" as n. Measured on an idle 2-core machine with R's reference BLAS (2D,
+# Matern 3/2): at 1000 points dense 0.22-0.27 s, h2 0.20 s; at 3000 dense
+# 6.7-6.8 s (predicted 6.0-7.3), h2 0.68-0.70 s (predicted 0.6). The same
+# timings on a loaded machine (other processes on both cores) gave h2 1.05 s
+# at 1000 points: the multithreaded H2 products suffer most from sharing the
+# cores, so a choice measured under load leans to "dense".
+gp_auto_seconds <- function(times, method, n) {
+  power <- c(dense = 3, tiled = 2, h2 = 1)[[method]]
+  times[[method]] * (n / times$n)^power
+}
+
+# Times one evaluation (log-likelihood and gradient, gp_control()'s
+# settings) of "dense" and of `alt` at gp_auto_n points in `dim` dimensions
+# (uniform in the unit cube, Matern 3/2 with range 0.1, nugget 0.01), once
+# per session and kind: list(n, dense, <alt>) in seconds, kept in gk_state.
+# The user's random stream is left as it was.
+gp_auto_times <- function(dim, alt) {
+  key <- paste0(alt, dim)
+  if (is.null(gk_state$gp_auto_times)) gk_state$gp_auto_times <- list()
+  known <- gk_state$gp_auto_times[[key]]
+  if (!is.null(known)) return(known)
+  n <- gp_auto_n
+  data <- gp_with_seed(1L, list(locs = matrix(stats::runif(n * dim), n, dim),
+                                y = stats::rnorm(n)))
+  X <- matrix(1, n, 1L)
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  control <- gp_control()
+  time_one <- function(method) {
+    elapsed <- proc.time()[["elapsed"]]
+    prob <- gp_problem(data$locs, data$y, X, method, control, "cpu")
+    gp_evaluate(prob, k, 0.01, gradient = TRUE)
+    max(proc.time()[["elapsed"]] - elapsed, 1e-3)
+  }
+  times <- list(n = n, dense = time_one("dense"))
+  times[[alt]] <- time_one(alt)
+  gk_state$gp_auto_times[[key]] <- times
+  times
 }
 
 # Candidates per point in the neighbour search, on both backends (so they
@@ -211,8 +288,10 @@ gp_rademacher <- function(n, k) {
 # start..end search the points 1..end (at least two thirds of them precede
 # the rows) for their min(gp_max_neighbors, 2m + 2) nearest through knn()'s
 # reduction, by brute force for small blocks and in grid cells with
-# block-sparse ranges for large ones, and keep the first m that precede them.
-# Candidates are capped on both backends, so they agree.
+# block-sparse ranges for large ones, and keep the first m that precede them;
+# rows left with fewer than min(m, i - 1) are searched again among all their
+# predecessors (the textbook Vecchia rule, for gp_simulate() and the
+# preconditioner). Candidates are capped on both backends, so they agree.
 gp_neighbors <- function(xo, m, backend) {
   if (!is.double(xo)) storage.mode(xo) <- "double"
   .Call(gk_r_gp_neighbors, xo, as.integer(m), backend == "gpu", gk_threads(),

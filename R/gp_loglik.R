@@ -37,11 +37,8 @@
 #' approximation on the log-likelihood is estimated with exact products on
 #' `control$h2_check_rows` sampled rows (`h2_bias`, `h2_bias_se`) and counted
 #' in `error` (\eqn{3\sqrt{se^2 + se_{H2}^2} + |bias|}); the log-likelihood
-#' itself is not corrected. `"auto"` is `"dense"` up to `control$dense_max`
-#' points (by default 20000 on a GPU, 4000 on the CPU), then `"h2"` in 2 dimensions from `control$h2_min` points (a
-#' product with the tiled operator is \eqn{O(n^2)} per column: at
-#' \eqn{n = 10^6} about 2 s per column in double precision on an H100),
-#' else `"tiled"`. In 3 dimensions the default H2 matrices (order 4) have
+#' itself is not corrected. `"auto"` chooses as "Choosing the method"
+#' says. In 3 dimensions the default H2 matrices (order 4) have
 #' product errors near \eqn{3 \times 10^{-4}}, which can move the
 #' log-likelihood by several nats when the nugget is small (the reported
 #' `error` shows it): `"h2"` there is a choice to make with
@@ -52,6 +49,32 @@
 #' products included): at \eqn{n = 10^6} in 2D an evaluation at new
 #' parameters takes about 2 s (exponential) to 4 s (Matérn 3/2) on an H100;
 #' a first call also finds the neighbours (about 3 s there).
+#'
+#' @section Choosing the method:
+#' On a GPU, `method = "auto"` is `"dense"` up to `control$dense_max` points
+#' (by default 20000), then `"h2"` in 2 dimensions from `control$h2_min`
+#' points (by default 50000; a product with the tiled operator is
+#' \eqn{O(n^2)} per column: at \eqn{n = 10^6} about 2 s per column in double
+#' precision on an H100), else `"tiled"`.
+#'
+#' On the CPU it goes by measured speed. Up to 1000 points it is `"dense"`.
+#' Above, the first time in the session (per number of dimensions) one
+#' evaluation with the gradient of `"dense"` and one of the iterative method
+#' otherwise used (`"h2"` in 2 dimensions, from `control$h2_min` points when
+#' that is given; else `"tiled"`) are timed at 1000 points (a Matérn 3/2
+#' problem with default [gp_control()] settings; about 0.5 s on 2 cores), and the
+#' method predicted to be faster at `n` is used: the dense time grown as
+#' \eqn{n^3}, the tiled as \eqn{n^2}, the H2 as \eqn{n}. With R's reference
+#' BLAS on two cores that is `"h2"` from 1000 points in 2D (at 3000 points an
+#' evaluation takes 0.7 s against 6.7 s dense); a fast multithreaded BLAS
+#' moves the crossing up. The timings are kept for the session, and are
+#' taken when first needed: on a machine busy with other work they lean to
+#' `"dense"`. Giving `control$dense_max` restores a fixed rule on the CPU:
+#' `"dense"` up to it, beyond it `"h2"` in 2D (from `control$h2_min` points,
+#' when given) else `"tiled"`. The iterative methods' cost depends on the
+#' kernel and parameters (conjugate-gradient iterations), which the timed
+#' problem stands for only roughly; near the crossing the two methods take
+#' similar times.
 #'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, `log(range)`
@@ -126,10 +149,7 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
 
 gp_method <- function(method, n, dim, control, backend) {
   method <- gk_match_choice(method, c("auto", "dense", "tiled", "h2"), "method")
-  if (method == "auto") {
-    method <- if (n <= gp_dense_max(control, backend)) "dense" else
-      if (dim == 2L && n >= control$h2_min) "h2" else "tiled"
-  }
+  if (method == "auto") method <- gp_auto_method(n, dim, control, backend)
   if (method == "h2" && !dim %in% c(2L, 3L)) {
     stop("method = \"h2\" needs locations in 2 or 3 dimensions; use \"tiled\"", call. = FALSE)
   }

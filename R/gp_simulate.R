@@ -4,13 +4,18 @@
 #'
 #' `method = "exact"` multiplies standard normal vectors by the Cholesky
 #' factor of the dense covariance matrix (\eqn{O(n^3)} time, \eqn{O(n^2)}
-#' memory). `method = "vecchia"` samples the Vecchia approximation instead:
-#' with the points in a random order and each conditioned on its `neighbors`
-#' nearest preceding points, \eqn{y = G^{-1} z} for the sparse inverse
-#' Cholesky factor \eqn{G} (as `GpGp::fast_Gp_sim`); its covariance differs
-#' from the exact one (the approximation improves with `neighbors`), at
-#' \eqn{O(n m^3)} cost plus the neighbour search. `"auto"` is exact up to
-#' 5000 points. Both use R's random number stream (set a seed to repeat).
+#' memory). `method = "vecchia"` samples the textbook Vecchia approximation
+#' instead (as `GpGp::fast_Gp_sim`): the points are put in a random order
+#' (`sample.int(n)`, drawn from R's stream before the normals), and the
+#' \eqn{i}-th is conditioned on exactly its \eqn{\min(m, i - 1)} nearest
+#' (Euclidean) preceding points, \eqn{m} = `neighbors`, with the exact
+#' conditional mean and variance of \eqn{K + \tau^2 I} on them:
+#' \eqn{y_i = b_i^\top y_{N(i)} + \sqrt{d_i}\, z_i}, i.e. \eqn{y = G^{-1} z}
+#' for the sparse inverse Cholesky factor \eqn{G}. Its covariance differs
+#' from the exact one (the approximation improves with `neighbors`; the
+#' marginal variances are slightly below the kernel's), at \eqn{O(n m^3)}
+#' cost plus the neighbour search. `"auto"` is exact up to 5000 points. Both
+#' use R's random number stream (set a seed to repeat).
 #'
 #' @inheritParams gp_loglik
 #' @param nugget The variance added to the diagonal (independent noise).
@@ -35,6 +40,8 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   backend <- gk_backend(backend)
   n <- nrow(locs)
   if (method == "auto") method <- if (n <= 5000L) "exact" else "vecchia"
+  # the Vecchia order first, then the normals, both from the user's stream
+  if (method == "vecchia") ord <- sample.int(n)
   z <- matrix(stats::rnorm(n * nsim), n, nsim)
   if (method == "exact") {
     S <- kernel_matrix(locs, kernel = kernel, backend = backend)
@@ -45,7 +52,6 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
     })
     out <- crossprod(R, z)
   } else {
-    ord <- sample.int(n)
     xo <- locs[ord, , drop = FALSE]
     nb <- gp_neighbors(xo, as.integer(neighbors), backend)
     if (nb$duplicates > 0L && nugget == 0) {

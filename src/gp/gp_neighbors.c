@@ -4,7 +4,8 @@
  * cluster pairs and the keep-preceding step around KMIN reductions of the
  * reduction engine, asked for exactly as knn() asks for them (squared
  * distance, the points divided by reduce_knn_scale, the same row and point
- * orders), so that the neighbours are those the R implementation found. No
+ * orders), so that the candidates are those the R implementation found; rows
+ * with too few preceding candidates are searched again in full. No
  * n x k result passes through R, and the host arrays are allocated once, for
  * the largest block. Pure C.
  */
@@ -323,7 +324,7 @@ static gk_status dense_rows(nb_work *w, int first, int end, int k, double scale,
 /* The rows first..end - 1 among the points 1..end: brute force for a small
  * block, else in grid cells, with the rows whose k-th distance is beyond the
  * cell side searched again by brute force. */
-static gk_status search_block(nb_work *w, int first, int end, long long *dup, gk_error *err)
+static gk_status search_candidates(nb_work *w, int first, int end, long long *dup, gk_error *err)
 {
   int dim = w->dim, rows = end - first, k = end < w->k_most ? end : w->k_most;
   size_t len = (size_t) end * dim;
@@ -373,11 +374,57 @@ static gk_status search_block(nb_work *w, int first, int end, long long *dup, gk
   return dense_rows(w, first, end, k, scale, count < rows ? w->redo : NULL, count, dup, err);
 }
 
+/* Row i (0-based) of the block, searched exactly: its min(m, i) nearest
+ * among the points 0..i - 1 (squared distances of the block's scaled points
+ * w->prefix, ties to the smaller index), by brute force. */
+static void exact_row(nb_work *w, int end, int i)
+{
+  int dim = w->dim, n = w->n, want = i < w->m ? i : w->m, got = 0;
+  double best[GP_NEIGHBORS_MAX_CANDIDATES];
+  int who[GP_NEIGHBORS_MAX_CANDIDATES];
+  const double *p = w->prefix;
+  for (int j = 0; j < i; j++) {
+    double d2 = 0;
+    for (int d = 0; d < dim; d++) {
+      double t = p[i + (size_t) d * end] - p[j + (size_t) d * end];
+      d2 += t * t;
+    }
+    if (got == want && !(d2 < best[want - 1])) continue;
+    int at = got < want ? got++ : want - 1;
+    while (at > 0 && d2 < best[at - 1]) {
+      best[at] = best[at - 1];
+      who[at] = who[at - 1];
+      at--;
+    }
+    best[at] = d2;
+    who[at] = j + 1;
+  }
+  for (int q = 0; q < w->m; q++) w->nbr[i + (size_t) q * n] = q < got ? who[q] : 0;
+}
+
+/* The block's rows, then those that got fewer than min(m, row) neighbours
+ * (fewer of their k candidates precede them) searched exactly: every row
+ * ends up with its min(m, row) nearest preceding points. */
+static gk_status search_block(nb_work *w, int first, int end, long long *dup, gk_error *err)
+{
+  if (search_candidates(w, first, end, dup, err)) return err->status;
+  int n = w->n, m = w->m, count = 0;
+  for (int i = first; i < end; i++) {
+    int want = i < m ? i : m;
+    if (want > 0 && w->nbr[i + (size_t) (want - 1) * n] == 0) w->redo[count++] = i;
+  }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(gk_omp_threads(w->opt->threads)) schedule(dynamic, 4)
+#endif
+  for (int r = 0; r < count; r++) exact_row(w, end, w->redo[r]);
+  return GK_OK;
+}
+
 gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbors_options *opt,
                        int *nbr, int *duplicates, gk_error *err)
 {
   *duplicates = 0;
-  if (n < 0 || dim < 1 || m < 0)
+  if (n < 0 || dim < 1 || m < 0 || m > GP_NEIGHBORS_MAX_CANDIDATES)
     return gk_fail(err, GK_ERR_INPUT, "neighbour search: %d points in %d dimensions, %d neighbours",
                    n, dim, m);
   if (m == 0) return GK_OK;

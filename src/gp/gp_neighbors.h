@@ -13,10 +13,12 @@
  * 3^dim cells around it. A row whose k-th distance is not within s may have a
  * nearer point outside those cells and is searched again in full.
  *
- * A row gets fewer than m neighbours where fewer than m of its k candidates
- * precede it: many early rows of the first block (few predecessors among 4m
- * points), beyond it about 1 row in 200 at m = 1 and fewer at larger m. The
- * ones it gets are its nearest preceding points.
+ * A row i (0-based) where fewer than min(m, i) of its k candidates precede
+ * it (many early rows of the first block, with few predecessors among 4m
+ * points; beyond it about 1 row in 200 at m = 1 and fewer at larger m) is
+ * searched again by brute force among all the points before it. Every row
+ * thus gets exactly its min(m, i) nearest preceding points (the textbook
+ * Vecchia rule; ties to the earlier point).
  */
 #ifndef GK_GP_NEIGHBORS_H
 #define GK_GP_NEIGHBORS_H
@@ -39,8 +41,9 @@ typedef struct {
                            by brute force, a larger one in grid cells              */
 } gp_neighbors_options;
 
-/* x: n x dim column-major, finite. Fills nbr (n x m column-major, 1-based
- * indices of earlier points, nearest first, 0 pads) and *duplicates (the
+/* x: n x dim column-major, finite; m at most GP_NEIGHBORS_MAX_CANDIDATES.
+ * Fills nbr (n x m column-major, 1-based indices of earlier points, nearest
+ * first, 0 pads: only in the first m rows) and *duplicates (the
  * candidates at distance 0 that precede their row: duplicated locations).
  * Interrupts are checked between blocks (GK_ERR_INTERRUPTED). */
 gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbors_options *opt,

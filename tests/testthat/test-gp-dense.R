@@ -98,9 +98,65 @@ test_that("the GPU's dense method fails clearly", {
 
 test_that("method = \"auto\" takes the dense method up to 20000 points on a GPU", {
   expect_equal(gpukernels:::gp_method("auto", 10000L, 2L, gp_control(), "gpu"), "dense")
-  expect_equal(gpukernels:::gp_method("auto", 10000L, 2L, gp_control(), "cpu"), "tiled")
   expect_equal(gpukernels:::gp_method("auto", 20001L, 3L, gp_control(), "gpu"), "tiled")
+  expect_equal(gpukernels:::gp_method("auto", 20001L, 2L, gp_control(), "gpu"), "tiled")
+  expect_equal(gpukernels:::gp_method("auto", 50000L, 2L, gp_control(), "gpu"), "h2")
   expect_equal(gpukernels:::gp_method("auto", 5000L, 2L, gp_control(dense_max = 100), "gpu"),
                "tiled")
   expect_error(gp_control(dense_max = -1), "dense_max")
+  expect_error(gp_control(h2_min = -1), "h2_min")
+})
+
+# Runs `code` with the CPU timings of method = "auto" set to `times` (NULL:
+# none, so they are measured), and puts the session's back.
+with_auto_times <- function(times, code) {
+  state <- gpukernels:::gk_state
+  old <- state$gp_auto_times
+  state$gp_auto_times <- times
+  on.exit(state$gp_auto_times <- old)
+  code
+}
+
+test_that("method = \"auto\" on the CPU goes by the measured times", {
+  gp_method <- gpukernels:::gp_method
+  # dense 0.1 s and h2 1.6 s at 800 points: equal at 3200 (n^3 against n)
+  times <- list(h22 = list(n = 800L, dense = 0.1, h2 = 1.6),
+                tiled3 = list(n = 800L, dense = 0.1, tiled = 0.4),   # equal at 3200 (n^2)
+                tiled2 = list(n = 800L, dense = 0.1, tiled = 0.2))   # equal at 1600
+  with_auto_times(times, {
+    expect_equal(gp_method("auto", 800L, 2L, gp_control(), "cpu"), "dense")
+    expect_equal(gp_method("auto", 3000L, 2L, gp_control(), "cpu"), "dense")
+    expect_equal(gp_method("auto", 3400L, 2L, gp_control(), "cpu"), "h2")
+    expect_equal(gp_method("auto", 3000L, 3L, gp_control(), "cpu"), "dense")
+    expect_equal(gp_method("auto", 3400L, 3L, gp_control(), "cpu"), "tiled")
+    expect_equal(gp_method("auto", 1e6, 2L, gp_control(), "cpu"), "h2")
+    # h2_min given: tiled below it, by its own timings
+    expect_equal(gp_method("auto", 1500L, 2L, gp_control(h2_min = 1e5), "cpu"), "dense")
+    expect_equal(gp_method("auto", 1700L, 2L, gp_control(h2_min = 1e5), "cpu"), "tiled")
+    expect_equal(gp_method("auto", 1e5, 2L, gp_control(h2_min = 1e5), "cpu"), "h2")
+    # dense_max given: the fixed rule, h2 in 2D beyond it (h2_min 0 on the CPU)
+    expect_equal(gp_method("auto", 4000L, 2L, gp_control(dense_max = 5000), "cpu"), "dense")
+    expect_equal(gp_method("auto", 4000L, 2L, gp_control(dense_max = 1000), "cpu"), "h2")
+    expect_equal(gp_method("auto", 4000L, 3L, gp_control(dense_max = 1000), "cpu"), "tiled")
+    expect_equal(gp_method("auto", 4000L, 2L, gp_control(dense_max = 1000, h2_min = 5000),
+                           "cpu"), "tiled")
+    # an explicit method is kept
+    expect_equal(gp_method("dense", 1e4, 2L, gp_control(), "cpu"), "dense")
+  })
+  # measured once (here: for 1-dimensional points), without touching the user's stream
+  with_auto_times(NULL, {
+    set.seed(4)
+    before <- .Random.seed
+    elapsed <- system.time(got <- gp_method("auto", 2000L, 1L, gp_control(), "cpu"))[["elapsed"]]
+    expect_identical(.Random.seed, before)
+    times <- gpukernels:::gk_state$gp_auto_times$tiled1
+    expect_named(times, c("n", "dense", "tiled"))
+    expect_true(all(unlist(times[-1]) > 0))
+    expect_lt(elapsed, 30)
+    r <- 2000 / times$n
+    want <- if (times$dense * r^3 <= times$tiled * r^2) "dense" else "tiled"
+    expect_equal(got, want)
+    # the second time from the stored timings
+    expect_lt(system.time(gp_method("auto", 2000L, 1L, gp_control(), "cpu"))[["elapsed"]], 0.05)
+  })
 })

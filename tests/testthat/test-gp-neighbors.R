@@ -15,9 +15,11 @@ with_dense_pairs <- function(pairs, code) {
 # Brute force in R. For each point i, its m nearest among the points 1..i-1
 # (Euclidean, ties to the smaller index; 0 where there are fewer). The search
 # looks at the k = min(64, 2m + 2) nearest of the points 1..end of the block
-# holding i (blocks as in gp_neighbors.c) and keeps those before i, so a row
-# gets only the first c of its m where just c < m of its candidates precede
-# it (`short`); `duplicates` counts the candidates at distance 0 before their row.
+# holding i (blocks as in gp_neighbors.c) and keeps those before i; a row
+# where just c < min(m, i - 1) of its candidates precede it (`short`) is
+# searched again among all its predecessors, so every row gets its
+# min(m, i - 1) nearest preceding points. `duplicates` counts the candidates
+# at distance 0 before their row.
 reference_neighbors <- function(x, m) {
   n <- nrow(x)
   nbr <- matrix(0L, n, m)
@@ -36,9 +38,8 @@ reference_neighbors <- function(x, m) {
       before <- o[o < i]                        # the points before i, nearest first
       want <- min(m, i - 1L)
       cand <- o[seq_len(k)]
-      got <- min(want, sum(cand < i))
-      nbr[i, seq_len(got)] <- before[seq_len(got)]
-      short[i] <- got < want
+      nbr[i, seq_len(want)] <- before[seq_len(want)]
+      short[i] <- sum(cand < i) < want
       duplicates <- duplicates + sum(d2[r, cand] == 0 & cand < i)
     }
     first <- end + 1L
@@ -70,9 +71,10 @@ check_against_reference <- function(x, m, info) {
     expect_identical(got$nbr, ref$nbr, info = paste(info, pairs))
     expect_identical(got$duplicates, ref$duplicates, info = paste(info, pairs))
   }
-  # rows cut short by the candidates are rare beyond the first block (about
-  # 0.5 to 1 percent of them at m = 1, fewer at larger m)
+  # rows cut short by the candidates (searched again) are rare beyond the
+  # first block (about 0.5 to 1 percent of them at m = 1, fewer at larger m)
   expect_lte(sum(ref$short[-seq_len(4L * m)]), max(3, nrow(x) / 40), label = info)
+  expect_identical(as.integer(rowSums(got$nbr > 0L)), pmin(m, seq_len(nrow(x)) - 1L), info = info)
   invisible(ref)
 }
 
@@ -128,7 +130,8 @@ test_that("edge cases: no neighbours, tiny sets, integer and far-away coordinate
 
 # The R implementation this search replaced (gpukernels 0.1.0, R/gp_engine.R),
 # kept as a reference: grid_cluster(), sort_clusters(), block-sparse knn() and
-# the keep-preceding step from R.
+# the keep-preceding step from R; its rows with fewer than min(m, i - 1)
+# neighbours are then searched again by brute force (as the C search does).
 old_gp_knn_cells <- function(xc, first_row, k, backend) {
   rows <- first_row:nrow(xc)
   xr <- xc[rows, , drop = FALSE]
@@ -194,6 +197,11 @@ old_gp_neighbors <- function(xo, m, backend) {
                                        part$id, part$skip, 2L)
     }
     start <- end + 1L
+  }
+  for (i in which(rowSums(nbr > 0L) < pmin(m, seq_len(n) - 1L))) {
+    d2 <- colSums((t(xo[seq_len(i - 1L), , drop = FALSE]) - xo[i, ])^2)
+    want <- min(m, i - 1L)
+    nbr[i, ] <- c(order(d2, seq_len(i - 1L))[seq_len(want)], integer(m - want))
   }
   list(nbr = nbr, duplicates = duplicates)
 }
