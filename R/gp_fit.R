@@ -69,7 +69,10 @@
 #' likelihood evaluation (so at least one per optimizer iteration),
 #' including those of the start-value fit on a subset, shown by the handler
 #' you choose (e.g. `progressr::handlers(global = TRUE)`); without a
-#' handler nothing is shown, as with \pkg{progressr} in general. With
+#' handler nothing is shown, as with \pkg{progressr} in general. A fit
+#' shows its progress once it has run for
+#' `getOption("gpukernels.progress_after", 2)` seconds, so quick fits show
+#' none. With
 #' `verbose = TRUE` each step carries a line (log-likelihood, parameters, CG
 #' iterations, time) as its message. Without \pkg{progressr}, `verbose`
 #' lines are printed with `message()`; `options(gpukernels.progress = FALSE)`
@@ -528,21 +531,32 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L) {
 # One progress step per likelihood evaluation through progressr (the user
 # picks the handler, see ?gk_progress), with the evaluation's line as the
 # step's message when `verbose`; without progressr, verbose lines go to
-# message(). The progressor finishes when gp_fit() returns.
+# message(). A fit without `verbose` shows nothing for its first
+# `gpukernels.progress_after` seconds (default 2): quick fits print no bar,
+# and a longer one starts its bar with the evaluations done so far. The
+# progressor finishes when gp_fit() returns.
 gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
-  p <- gk_progressor(steps, envir = envir)
-  done <- 0L
-  if (is.null(p)) {
+  force(envir)   # the bar may start later, from a deeper frame
+  if (!gk_use_progressr() || steps < 1) {
     if (verbose && !identical(getOption("gpukernels.progress"), FALSE)) {
       return(function(line) message(line))
     }
     return(function(line) invisible())
   }
+  after <- if (verbose) 0 else getOption("gpukernels.progress_after", 2)
+  started <- proc.time()[["elapsed"]]
+  p <- NULL
+  done <- 0L
   function(line) {
     # the evaluations can outnumber the planned steps (line searches): past
     # them only the line is sent
     amount <- if (done < steps - 1L) 1 else 0
     done <<- done + amount
+    if (is.null(p)) {
+      if (proc.time()[["elapsed"]] - started < after) return(invisible())
+      p <<- progressr::progressor(steps = steps, envir = envir)
+      if (done > amount) p(amount = done - amount)   # the evaluations before the bar
+    }
     if (verbose) p(message = line, amount = amount) else p(amount = amount)
   }
 }

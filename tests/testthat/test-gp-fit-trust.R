@@ -195,7 +195,8 @@ test_that("an interrupt reaches the caller with the best parameters so far", {
   yb <- rnorm(2001)
   # the subset fit's evaluations are progress steps too
   skip_if_not_installed("progressr")
-  old <- options(progressr.enable = TRUE, gpukernels.progress = NULL)
+  old <- options(progressr.enable = TRUE, gpukernels.progress = NULL,
+                 gpukernels.progress_after = 0)
   on.exit(options(old), add = TRUE)
   steps <- 0
   expect_no_warning(cond <- withCallingHandlers(
@@ -224,4 +225,28 @@ test_that("a real Ctrl-C stops gp_fit, start-value fit included", {
     # generous for a loaded machine; uncaught, these fits ran for minutes
     expect_lt(res$latency, 5, label = paste(name, "seconds from the signal to the end"))
   }
+})
+
+test_that("a quick fit shows no progress; a slow one does, from its start", {
+  skip_if_not_installed("progressr")
+  old <- options(progressr.enable = TRUE, gpukernels.progress = NULL)
+  on.exit(options(old), add = TRUE)
+  set.seed(2)
+  locs <- matrix(runif(200), ncol = 2)
+  y <- rnorm(100)
+  count_steps <- function(expr) {
+    steps <- 0
+    withCallingHandlers(expr, progression = function(p) {
+      if (identical(p$type, "update")) steps <<- steps + p$amount
+    })
+    steps
+  }
+  options(gpukernels.progress_after = 3600)
+  expect_equal(count_steps(gp_fit(locs, y, backend = "cpu", method = "dense",
+                                  fixed = list(nugget = 0.1))), 0)
+  options(gpukernels.progress_after = 0)
+  fit <- NULL
+  steps <- count_steps(fit <- gp_fit(locs, y, backend = "cpu", method = "dense",
+                                     fixed = list(nugget = 0.1)))
+  expect_gt(steps, 0)
 })
