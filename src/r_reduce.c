@@ -1,6 +1,5 @@
 /* .Call glue for the kernel reductions (src/reduce/) and for device matrices
  * (src/device/device_matrix.h). */
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -477,85 +476,29 @@ SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads, SEXP check_arch)
   return R_NilValue;
 }
 
-/* knn's squared distances are formed after one common scale (reduce_knn_scale):
- * where the points span many orders of magnitude (1e-300 and 1e300 together),
- * the squares of the small distances fall below the smallest normal double and
- * lose their digits, so distinct points may tie at distance 0 in the wrong
- * order. gk_r_knn_refine finds the rows where that can matter -- a listed
- * neighbour whose scaled square is below DBL_MIN and which is not the same
- * point -- and searches them again exactly: each distance from the coordinate
- * differences with a per-pair scale (as hypot), halves first so nothing
- * overflows, ties to the smaller index. Rows without such a neighbour are
- * already right (any point left out has a square at least the k-th, which is
- * normal). Returns NULL when no row needs it, else list(index, distance). */
-static double exact_distance(const double *x, size_t m, size_t i, const double *y, size_t n,
-                             size_t j, int dim)
-{
-  double big = 0.0, s = 0.0;
-  for (int d = 0; d < dim; d++) {
-    double h = fabs(x[i + (size_t) d * m] / 2 - y[j + (size_t) d * n] / 2);
-    if (h > big) big = h;
-  }
-  if (big == 0.0) return 0.0;
-  for (int d = 0; d < dim; d++) {
-    double h = (x[i + (size_t) d * m] / 2 - y[j + (size_t) d * n] / 2) / big;
-    s += h * h;
-  }
-  return 2.0 * big * sqrt(s);
-}
-
+/* knn's exact re-search of the rows whose small distances underflowed
+ * (reduce_knn_refine): NULL when no row needed it, else list(index, distance). */
 SEXP gk_r_knn_refine(SEXP x, SEXP y, SEXP index, SEXP distance)
 {
   if (!Rf_isReal(x) || !Rf_isReal(y) || !Rf_isMatrix(x) || !Rf_isMatrix(y) ||
-      !Rf_isInteger(index) || !Rf_isReal(distance) || Rf_ncols(x) != Rf_ncols(y))
+      !Rf_isInteger(index) || !Rf_isReal(distance) || Rf_ncols(x) != Rf_ncols(y) ||
+      Rf_xlength(index) != Rf_xlength(distance))
     gk_stop("internal: knn_refine takes double matrices and the knn result");
   size_t m = (size_t) Rf_nrows(x), n = (size_t) Rf_nrows(y);
-  int dim = Rf_ncols(x);
   if (m == 0 || n == 0 || Rf_xlength(index) == 0) return R_NilValue;
-  size_t k = (size_t) Rf_xlength(index) / m;
-  const double *xv = REAL(x), *yv = REAL(y), *dv = REAL(distance);
-  const int *iv = INTEGER(index);
-  double scale = reduce_knn_scale(xv, m, yv, n, dim);
-  double limit = scale * sqrt(DBL_MIN);   /* scaled square below DBL_MIN */
-  int *bad = (int *) R_alloc(m, sizeof(int));
-  size_t nbad = 0;
-  for (size_t i = 0; i < m; i++) {
-    bad[i] = 0;
-    for (size_t c = 0; c < k && !bad[i]; c++) {
-      double v = dv[i + c * m];
-      int j = iv[i + c * m];
-      if (!(v < limit) || j == NA_INTEGER) continue;
-      for (int d = 0; d < dim; d++)
-        if (xv[i + (size_t) d * m] != yv[(size_t) (j - 1) + (size_t) d * n]) bad[i] = 1;
-    }
-    nbad += (size_t) bad[i];
-  }
-  if (nbad == 0) return R_NilValue;
   SEXP new_index = PROTECT(Rf_duplicate(index)), new_distance = PROTECT(Rf_duplicate(distance));
-  int *ni = INTEGER(new_index);
-  double *nd = REAL(new_distance);
-  double *best = (double *) R_alloc(k, sizeof(double));
-  int *best_j = (int *) R_alloc(k, sizeof(int));
-  for (size_t i = 0; i < m; i++) {
-    if (!bad[i]) continue;
-    size_t filled = 0;
-    for (size_t j = 0; j < n; j++) {
-      if ((j & 4095) == 0) R_CheckUserInterrupt();
-      double v = exact_distance(xv, m, i, yv, n, j, dim);
-      if (filled == k && !(v < best[k - 1])) continue;   /* ties keep the smaller j */
-      size_t pos = filled < k ? filled++ : k - 1;
-      while (pos > 0 && v < best[pos - 1]) {
-        best[pos] = best[pos - 1];
-        best_j[pos] = best_j[pos - 1];
-        pos--;
-      }
-      best[pos] = v;
-      best_j[pos] = (int) j + 1;
-    }
-    for (size_t c = 0; c < k; c++) {
-      ni[i + c * m] = c < filled ? best_j[c] : NA_INTEGER;
-      nd[i + c * m] = c < filled ? best[c] : R_PosInf;
-    }
+  int changed = 0;
+  gk_error err;
+  gk_error_clear(&err);
+  gk_status st = reduce_knn_refine(REAL(x), m, REAL(y), n, Rf_ncols(x), (size_t) Rf_xlength(index) / m,
+                                   NA_INTEGER, INTEGER(new_index), REAL(new_distance), &changed, &err);
+  if (st) {
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  if (!changed) {
+    UNPROTECT(2);
+    return R_NilValue;
   }
   const char *names[] = {"index", "distance", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));

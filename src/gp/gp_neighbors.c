@@ -16,6 +16,7 @@
 #include "gp/gp.h"
 #include "gp/gp_neighbors.h"
 #include "reduce/reduce.h"
+#include "reduce/reduce_klist.h"
 #include "device/gk_hooks.h"
 #include "device/gk_omp.h"
 
@@ -389,15 +390,7 @@ static void exact_row(nb_work *w, int end, int i)
       double t = p[i + (size_t) d * end] - p[j + (size_t) d * end];
       d2 += t * t;
     }
-    if (got == want && !(d2 < best[want - 1])) continue;
-    int at = got < want ? got++ : want - 1;
-    while (at > 0 && d2 < best[at - 1]) {
-      best[at] = best[at - 1];
-      who[at] = who[at - 1];
-      at--;
-    }
-    best[at] = d2;
-    who[at] = j + 1;
+    klist_push(best, who, &got, want, d2, j + 1);
   }
   for (int q = 0; q < w->m; q++) w->nbr[i + (size_t) q * n] = q < got ? who[q] : 0;
 }

@@ -165,6 +165,21 @@ void reduce_distances_from_squares(const double *squares, size_t n, double scale
  * underflow); dividing by it is exact, so neighbours do not change. */
 double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, int dim);
 
+/* knn's squared distances are formed after one common scale
+ * (reduce_knn_scale): where the points span many orders of magnitude (1e-300
+ * and 1e300 together) the squares of the small distances fall below the
+ * smallest normal double and lose their digits, so distinct points may tie at
+ * distance 0 in the wrong order. This finds the rows of a knn result (index:
+ * m x k, 1-based, na_index where none; distance: m x k) where that can matter
+ * -- a listed neighbour whose scaled square is below DBL_MIN and which is not
+ * the same point -- and searches them again exactly (ties to the smaller
+ * index), in place; *changed says whether any row was. Rows without such a
+ * neighbour are already right: any point left out has a square at least the
+ * k-th, which is normal. */
+gk_status reduce_knn_refine(const double *x, size_t m, const double *y, size_t n, int dim,
+                            size_t k, int na_index, int *index, double *distance, int *changed,
+                            gk_error *err);
+
 /* b is NULL for the reductions without weights (MIN ... KMIN); for LOGSUMEXP
  * and SOFTMAX_SUM callers pass a column of ones when the user gave none.
  * reduce_cuda keeps its workspace in the device layer's scratch (kept between

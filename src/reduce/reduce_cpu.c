@@ -3,9 +3,11 @@
  * the output rows, each row reducing F(x_i, y_j) over j on the fly, in double
  * precision. It is also the reference the GPU engine is tested against.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include "reduce/reduce.h"
+#include "reduce/reduce_klist.h"
 #include "device/gk_hooks.h"
 #include "device/gk_omp.h"
 
@@ -173,25 +175,16 @@ static void row_extreme(const reduce_job *job, size_t i, const row_spans *sp, do
   else job->out[i] = sign * best;
 }
 
-/* The k smallest values, kept sorted; a new value goes after equal ones, so
- * ties keep the smaller index. */
+/* The k smallest values (reduce_klist.h: ties keep the smaller index); rows
+ * with fewer than k pairs end with Inf and index 0. */
 static void row_kmin(const reduce_job *job, size_t i, const row_spans *sp, double *val, int *idx)
 {
   const double *xi = job->xs + i * job->dim;
-  int k = job->spec->k;
+  int k = job->spec->k, filled = 0;
   for (int q = 0; q < k; q++) { val[q] = INFINITY; idx[q] = 0; }
   FOR_EACH_J(sp, j) {
     if (STOPPED(job, j)) return;
-    double v = pair_value(job, xi, j);
-    if (!(v < val[k - 1]) && idx[k - 1] != 0) continue;
-    int p = k - 1;
-    while (p > 0 && (val[p - 1] > v || idx[p - 1] == 0)) {
-      val[p] = val[p - 1];
-      idx[p] = idx[p - 1];
-      p--;
-    }
-    val[p] = v;
-    idx[p] = (int) j + 1;
+    klist_push(val, idx, &filled, k, pair_value(job, xi, j), (int) j + 1);
   }
   for (int q = 0; q < k; q++) {
     job->out[i + (size_t) q * job->m] = val[q];
@@ -346,4 +339,65 @@ done:
   free(scratch);
   free(iscratch);
   return err->status;
+}
+
+/* A distance from the coordinate differences with a per-pair scale (as
+ * hypot), halves first so that nothing overflows or underflows. */
+static double exact_distance(const double *x, size_t m, size_t i, const double *y, size_t n,
+                             size_t j, int dim)
+{
+  double big = 0.0, s = 0.0;
+  for (int d = 0; d < dim; d++) {
+    double h = fabs(x[i + (size_t) d * m] / 2 - y[j + (size_t) d * n] / 2);
+    if (h > big) big = h;
+  }
+  if (big == 0.0) return 0.0;
+  for (int d = 0; d < dim; d++) {
+    double h = (x[i + (size_t) d * m] / 2 - y[j + (size_t) d * n] / 2) / big;
+    s += h * h;
+  }
+  return 2.0 * big * sqrt(s);
+}
+
+gk_status reduce_knn_refine(const double *x, size_t m, const double *y, size_t n, int dim,
+                            size_t k, int na_index, int *index, double *distance, int *changed,
+                            gk_error *err)
+{
+  *changed = 0;
+  if (m == 0 || n == 0 || k == 0) return GK_OK;
+  const double limit = reduce_knn_scale(x, m, y, n, dim) * sqrt(DBL_MIN);
+  double *best = (double *) malloc(k * sizeof(double));
+  int *best_j = (int *) malloc(k * sizeof(int));
+  if (!best || !best_j) {
+    free(best);
+    free(best_j);
+    return gk_fail(err, GK_ERR_NOMEM, "out of memory for knn's exact search");
+  }
+  gk_status st = GK_OK;
+  for (size_t i = 0; i < m && st == GK_OK; i++) {
+    int bad = 0;
+    for (size_t c = 0; c < k && !bad; c++) {
+      const int j = index[i + c * m];
+      if (!(distance[i + c * m] < limit) || j == na_index) continue;
+      for (int d = 0; d < dim; d++)
+        if (x[i + (size_t) d * m] != y[(size_t) (j - 1) + (size_t) d * n]) bad = 1;
+    }
+    if (!bad) continue;
+    *changed = 1;
+    int filled = 0;
+    for (size_t j = 0; j < n; j++) {
+      if ((j & 4095) == 0 && gk_interrupt_pending()) {
+        st = gk_fail(err, GK_ERR_INTERRUPTED, "knn was interrupted");
+        break;
+      }
+      klist_push(best, best_j, &filled, (int) k, exact_distance(x, m, i, y, n, j, dim), (int) j + 1);
+    }
+    for (size_t c = 0; c < k; c++) {
+      index[i + c * m] = (int) c < filled ? best_j[c] : na_index;
+      distance[i + c * m] = (int) c < filled ? best[c] : INFINITY;
+    }
+  }
+  free(best);
+  free(best_j);
+  return st;
 }
