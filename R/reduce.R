@@ -84,7 +84,9 @@ gk_reduce_method_names <- names(gk_reduce_methods)
 #'   2 is the transposed reduction, over the rows of `x` for each row of `y`.
 #' @param precision `"double"` (the default) or `"single"`. Single precision
 #'   uses float32 on the GPU (with sums accumulated tile by tile in double);
-#'   the CPU engine always computes in double.
+#'   the CPU engine always computes in double. Points whose differences,
+#'   divided by the kernel's range, pass float32's range (3.4e38) are an error
+#'   in single precision on the GPU.
 #' @param method GPU scheme: `"auto"`, `"1d"` or `"2d"` (see GPU schemes).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param devices GPUs to split the rows of the output over (numbers from 1,

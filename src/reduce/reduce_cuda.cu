@@ -518,17 +518,24 @@ void device_shift(const gk_reduce_operand *op, const double *origin, double *shi
 // the point origin[] (when given, in double), scaled by column: the same
 // arithmetic as prepare_operand, done on the host so that only T-sized data
 // is uploaded and no conversion kernel is launched (small calls are
-// latency-bound).
+// latency-bound). False when a value does not fit T (finite doubles beyond
+// float's range, relative to the range of the kernel): their differences
+// would be Inf - Inf.
 template <typename T>
-void pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const double *scale)
+bool pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const double *scale)
 {
   size_t rows = p->rows;
+  bool fits = true;
   for (int d = 0; d < p->cols; d++) {
     const double *src = p->host + (size_t) d * rows;
     double o = origin ? origin[d] : 0.0, s = scale ? scale[d] : 1.0;
     T *out = dst + (size_t) d * rows;
-    for (size_t i = 0; i < rows; i++) out[i] = (T) ((src[i] - o) * s);
+    for (size_t i = 0; i < rows; i++) {
+      out[i] = (T) ((src[i] - o) * s);
+      fits &= isfinite(out[i]);
+    }
   }
+  return fits;
 }
 
 // The block-sparse work pieces of a call (reduce_ranges_pieces), on the host
@@ -784,9 +791,14 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   // difference of the two. Inner-product kernels see the points themselves.
   double *origin = a.inner ? NULL : (double *) (host + at_origin);
   for (int d = 0; origin && d < dim; d++) origin[d] = common_point(x, y, d);
-  if (x->host) pack_points((T *) (host + at_xhost), x, origin, scale_host);
-  if (y->host && !y_is_x) pack_points((T *) (host + at_yhost), y, origin, scale_host);
-  if (has_w && b->host) pack_points((T *) (host + at_bhost), b, NULL, NULL);
+  if ((x->host && !pack_points((T *) (host + at_xhost), x, origin, scale_host)) ||
+      (y->host && !y_is_x && !pack_points((T *) (host + at_yhost), y, origin, scale_host)))
+    return gk_fail(err, GK_ERR_INPUT, "the points lie too far apart for single precision "
+                   "(relative to the kernel's range, differences beyond 3.4e38): use "
+                   "precision = \"double\"");
+  if (has_w && b->host && !pack_points((T *) (host + at_bhost), b, NULL, NULL))
+    return gk_fail(err, GK_ERR_INPUT, "the weights `b` hold values beyond single precision's "
+                   "range (3.4e38): use precision = \"double\"");
   if (!x->host) device_shift(x, origin, (double *) (host + at_xshift));
   if (!y->host && !y_is_x) device_shift(y, origin, (double *) (host + at_yshift));
   if (has_w && b->device_centre) device_shift(b, NULL, (double *) (host + at_bshift));
