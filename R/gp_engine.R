@@ -407,7 +407,7 @@ gp_col_dots <- function(a, ca, b, cb) {
 # (the C core takes one derivative kernel: a term of several kernels costs
 # one more factorization per kernel).
 gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
-  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget,
+  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget, NULL,
                                gk_threads(), prob$backend == "gpu")
   first <- if (length(terms)) terms[[1L]]$kernels[[1L]]
   fac <- factor(first)

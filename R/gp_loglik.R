@@ -269,7 +269,8 @@ gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher, smoothness
     if (fisher) info <- matrix(0.5 * pieces$info, length(terms), dimnames = list(names, names))
   }
   gp_result(prob, parts, beta, grad, grad_se, info, 0L,
-            list(alpha = drop(alpha), xsx = crossprod(prob$X, W[, -1L, drop = FALSE])))
+            list(alpha = drop(alpha), xsx = crossprod(prob$X, W[, -1L, drop = FALSE]),
+                 six = W[, -1L, drop = FALSE]))
 }
 
 # GLS coefficients from Sigma^-1 X and Sigma^-1 y.
@@ -374,7 +375,8 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
               solver = clock$solver)
   gp_result(prob, parts, beta, grad, grad_se, info, max(cg$iterations),
             list(alpha = drop(alpha)[order(prob$order)], timing = timing,
-                 xsx = crossprod(prob$X, W[, -1L, drop = FALSE])), h2 = h2)
+                 xsx = crossprod(prob$X, W[, -1L, drop = FALSE]),
+                 six = W[order(prob$order), -1L, drop = FALSE]), h2 = h2)
 }
 
 # The first-order effect of the H2 approximation on the log-likelihood,

@@ -17,19 +17,50 @@
 #' cost plus the neighbour search. `"auto"` is exact up to 5000 points. Both
 #' use R's random number stream (set a seed to repeat).
 #'
-#' @inheritParams gp_loglik
+#' With a [gp_fit()] as the first argument, `gp_simulate(fit, newlocs,
+#' nsim)` draws the latent process (without the nugget) at `newlocs` given
+#' the fit's data: conditional simulation, with the covariance parameters
+#' and the GLS mean coefficients taken as known. `method = "exact"` draws
+#' from the exact conditional distribution (the Cholesky factor of the
+#' conditional covariance of the new locations, \eqn{O(n^3 + m^3)}; `"auto"`
+#' up to 5000 observations and new locations together). `method =
+#' "vecchia"` keeps the exact kriging mean (that of [predict.gp_fit()]) and
+#' adds a Vecchia draw of the error: the new locations in a random order,
+#' each conditioned on its `neighbors` nearest points among the observations
+#' and the new locations before it, so that draws at nearby new locations are
+#' correlated as they should be; the marginal variances are those of
+#' `predict(se.method = "vecchia")` without the mean-coefficient term.
+#'
+#' @param locs Matrix of locations (rows), or a [gp_fit()] for conditional
+#'   simulation.
+#' @param kernel A [gk_kernel()]; for a fit, the new locations (`newlocs`).
 #' @param nugget The variance added to the diagonal (independent noise).
 #' @param nsim Number of samples.
 #' @param method `"auto"`, `"exact"` or `"vecchia"`.
 #' @param neighbors Neighbours per point for `"vecchia"` (at most 64; see
-#'   [gp_control()]).
-#' @return A vector (`nsim = 1`) or an `n` by `nsim` matrix.
+#'   [gp_control()]); 30 by default, 60 for a fit (whose draws should match
+#'   its kriging variances to well under 1%).
+#' @param backend See [gk_backend()]; for a fit, the fit's backend.
+#' @param ... For a fit: `newlocs` and `newX`, the design matrix at `newlocs` (as in [predict.gp_fit()]).
+#' @return A vector (`nsim = 1`) or an `n` (for a fit: `nrow(newlocs)`) by
+#'   `nsim` matrix.
 #' @examples
 #' locs <- matrix(runif(1000), ncol = 2)
 #' y <- gp_simulate(locs, gk_kernel("exponential", range = 0.2), nugget = 0.01)
+#' fit <- gp_fit(locs, y, kernel = "exponential", backend = "cpu")
+#' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, backend = NULL) {
+                        neighbors = 30L, backend = NULL, ...) {
+  if (inherits(locs, "gp_fit")) {
+    if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
+    if (missing(neighbors)) neighbors <- 60L
+    if (!missing(kernel)) return(gp_simulate_fit(locs, newlocs = kernel, nsim = nsim,
+                                                 method = method, neighbors = neighbors, ...))
+    return(gp_simulate_fit(locs, nsim = nsim, method = method, neighbors = neighbors, ...))
+  }
+  if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
+                        call. = FALSE)
   locs <- gk_check_points(locs, "locs")
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))
@@ -58,10 +89,65 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
       stop("`locs` has duplicated locations and the nugget is 0: use a positive nugget",
            call. = FALSE)
     }
-    fac <- .Call(gk_r_gp_factor, xo, nb$nbr, kernel, NULL, nugget, gk_threads(),
+    fac <- .Call(gk_r_gp_factor, xo, nb$nbr, kernel, NULL, nugget, NULL, gk_threads(),
                  backend == "gpu")
     out <- matrix(0, n, nsim)
     out[ord, ] <- .Call(gk_r_gp_solve, nb$nbr, fac$coef, z, gk_threads())
+  }
+  if (nsim == 1L) drop(out) else out
+}
+
+# Conditional simulation at newlocs given a fit's data (gp_simulate()).
+gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact", "vecchia"),
+                            neighbors = 60L, newX = NULL) {
+  gp_check_fit_object(fit, "locs")
+  if (missing(newlocs)) stop("`newlocs` is missing: the locations to simulate at", call. = FALSE)
+  newlocs <- gk_check_points(newlocs, "newlocs")
+  if (ncol(newlocs) != ncol(fit$locs)) {
+    stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(fit$locs),
+         call. = FALSE)
+  }
+  gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
+  gp_check_neighbors(neighbors, lower = 1)
+  method <- gk_match_choice(method, c("auto", "exact", "vecchia"), "method")
+  n <- fit$n
+  m <- nrow(newlocs)
+  if (method == "auto") method <- if (n + m <= 5000L) "exact" else "vecchia"
+  mean <- predict(fit, newlocs, newX = newX)
+  k <- fit$kernel
+  if (method == "exact") {
+    solve_cov <- gp_solver(fit)
+    C <- kernel_matrix(fit$locs, newlocs, k, backend = fit$backend)
+    V <- kernel_matrix(newlocs, kernel = k, backend = fit$backend) - crossprod(C, solve_cov(C))
+    # pivoted: new locations at observed ones have (nearly) zero variance
+    R <- tryCatch(suppressWarnings(chol((V + t(V)) / 2, pivot = TRUE)), error = function(e) NULL)
+    if (is.null(R)) stop("the conditional covariance could not be factored", call. = FALSE)
+    R[, attr(R, "pivot")] <- R
+    R[row(R) > attr(R, "rank")] <- 0
+    z <- matrix(stats::rnorm(m * nsim), m, nsim)
+    out <- mean + crossprod(R, z)
+  } else {
+    ord <- sample.int(m)
+    z <- matrix(stats::rnorm(m * nsim), m, nsim)
+    # the observations in the fit's random order (the neighbour search's
+    # blocks assume one); only neighbours among the new locations are used
+    obs <- if (length(fit$prob$order) == n) fit$locs[fit$prob$order, , drop = FALSE] else fit$locs
+    pts <- rbind(obs, newlocs[ord, , drop = FALSE])
+    nbr <- gp_neighbors(pts, as.integer(min(neighbors, n + m - 1L)), fit$backend)$nbr
+    nbr <- nbr[n + seq_len(m), , drop = FALSE]
+    cond <- gp_conditionals(fit, obs, newlocs[ord, , drop = FALSE], nbr)
+    # the error e = x - E[x | data] of the Vecchia model: e_i = b_i' e_N(i) +
+    # sqrt(d_i) z_i, the observations' errors being 0, as G^-1 z over the new
+    # locations, on the correlation scale (d floored so that G's diagonal
+    # stays finite)
+    sd <- sqrt(pmax(cond[, 1L] / k$variance, 1e-280))
+    new_nbr <- nbr - n
+    keep <- new_nbr > 0L
+    new_nbr[!keep] <- 0L
+    coef <- cbind(1 / sd, ifelse(keep, -cond[, -1L, drop = FALSE] / sd, 0))
+    e <- matrix(0, m, nsim)
+    e[ord, ] <- .Call(gk_r_gp_solve, new_nbr, coef, z, gk_threads())
+    out <- mean + sqrt(k$variance) * e
   }
   if (nsim == 1L) drop(out) else out
 }

@@ -74,26 +74,40 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
   return Rf_ScalarInteger(dup);
 }
 
-/* The Vecchia factor; gpu: on the GPU (gp_gpu_vecchia_factor), else on the CPU. */
-SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP threads,
-                    SEXP gpu)
+/* The Vecchia factor, or with `rows` = c(first, noisy, conditional) (first
+ * 1-based) the rows of gp_rows_options; nbr then holds the rows first .. n.
+ * gpu: on the GPU (gp_gpu_vecchia_rows), else on the CPU. */
+SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
+                    SEXP threads, SEXP gpu)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
-  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) gk_stop("internal: bad neighbour matrix");
+  gp_rows_options opt = {0, n, GP_ROWS_FACTOR};
+  if (!Rf_isNull(rows)) {
+    if (!Rf_isInteger(rows) || Rf_xlength(rows) != 3) gk_stop("internal: bad Vecchia rows");
+    opt.first = INTEGER(rows)[0] - 1;
+    opt.noisy = INTEGER(rows)[1];
+    opt.form = INTEGER(rows)[2] ? GP_ROWS_CONDITIONAL : GP_ROWS_FACTOR;
+    if (opt.first < 0 || opt.first > n || opt.noisy < 0 || opt.noisy > n)
+      gk_stop("internal: Vecchia rows out of range");
+  }
+  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n - opt.first) gk_stop("internal: bad neighbour matrix");
+  const int *ix = INTEGER(nbr);
+  for (R_xlen_t e = 0; e < Rf_xlength(nbr); e++)
+    if (ix[e] < 0 || ix[e] > n) gk_stop("internal: neighbour index out of range");
   gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
   if (has_d) dkernel = gk_kernel_from_r(dspec);
   double *xs = scaled_points(locs, R_NilValue, spec, NULL);
-  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n, m + 1));
+  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   gk_error err;
   gk_error_clear(&err);
   if (gk_as_flag(gpu))
-    gp_gpu_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
-                          gk_as_double(nugget), REAL(coef), REAL(stats), &err);
+    gp_gpu_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL,
+                        gk_as_double(nugget), &opt, REAL(coef), REAL(stats), &err);
   else
-    gp_vecchia_factor(xs, n, dim, INTEGER(nbr), m, &kernel, has_d ? &dkernel : NULL,
-                      gk_as_double(nugget), gk_as_int(threads), REAL(coef), REAL(stats), &err);
+    gp_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL, gk_as_double(nugget),
+                    &opt, gk_as_int(threads), REAL(coef), REAL(stats), &err);
   if (err.status) {
     UNPROTECT(2);
     gk_raise(&err);

@@ -37,12 +37,28 @@ int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int
                       int n, int m, const int *row_of, const int *id, const int *skip,
                       int threads, int *nbr);
 
-/* Builds coef. xs: n x dim scaled locations (column-major). dkernel (may be
- * NULL) is a derivative kernel D. stats[0] = sum log d_i (= log det of the
- * Vecchia covariance), stats[1] = trace(G G'), stats[2] = trace(G D G'). */
-gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
-                            const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
-                            int threads, double *coef, double *stats, gk_error *err);
+/* Which rows gp_vecchia_rows() computes, and what it writes for each. With
+ * NULL: every row, in GP_ROWS_FACTOR form, every point noisy. */
+enum { GP_ROWS_FACTOR = 0, GP_ROWS_CONDITIONAL = 1 };
+typedef struct {
+  int first;   /* rows first .. n - 1 (0-based); nbr and out hold n - first rows */
+  int noisy;   /* Sigma = K + nugget I on the points before `noisy`, K after:
+                  observations first, then the latent values at new points     */
+  int form;    /* GP_ROWS_FACTOR: the row of G (coef); GP_ROWS_CONDITIONAL: the
+                  conditional variance d_i in column 0 (clamped at 0: no failure
+                  on a point that is one of its neighbours) and b in columns
+                  1 .. m (kriging variances and weights, Vecchia simulation)    */
+} gp_rows_options;
+
+/* Builds coef (or the conditionals, see gp_rows_options). xs: n x dim scaled
+ * locations (column-major). dkernel (may be NULL) is a derivative kernel D.
+ * In the factor form stats[0] = sum log d_i (= log det of the Vecchia
+ * covariance), stats[1] = trace(G G'), stats[2] = trace(G D G'); 0 in the
+ * conditional form. */
+gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
+                          const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                          const gp_rows_options *rows, int threads, double *out, double *stats,
+                          gk_error *err);
 
 /* The error of a row whose small system is singular (%d: the row, 1-based),
  * the same from both backends. */
@@ -141,13 +157,14 @@ gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y, 
 /* The count of non-zero neighbour slots of nbr (n x m). */
 size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
 
-/* gp_vecchia_factor() on the GPU (gp_factor_cuda.cu; gp_nocuda.c in a CPU-only
+/* gp_vecchia_rows() on the GPU (gp_factor_cuda.cu; gp_nocuda.c in a CPU-only
  * build): the same contract, host inputs and outputs, on the active device,
  * one warp per row; m at most 64. The statistics agree with the CPU's to
  * rounding (they are summed in another order). */
-gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
-                                const gk_kernel *kernel, const gk_kernel *dkernel,
-                                double nugget, double *coef, double *stats, gk_error *err);
+gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
+                              const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                              const gp_rows_options *rows, double *out, double *stats,
+                              gk_error *err);
 
 /* ---- the exact likelihood on the GPU (gp_dense_cuda.cu; gp_nocuda.c in a
  * CPU-only build) ----

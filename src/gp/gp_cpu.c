@@ -76,22 +76,25 @@ static void small_cholesky_solve(const double *l, int q, double *b)
   }
 }
 
-/* One row of G; returns the row index + 1 on failure (a singular system), else 0. */
+/* Row i of G (form GP_ROWS_FACTOR) or of the conditionals (GP_ROWS_CONDITIONAL),
+ * written to line r of out (ld rows); Sigma = K + nugget on the points before
+ * `noisy`. Returns i + 1 on failure (a singular system), else 0. */
 static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
                       const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
-                      int i, double *work, int *cols, double *coef, double *row_stats)
+                      int noisy, int form, int i, int r, int ld, double *work, int *cols,
+                      double *out, double *row_stats)
 {
   int q = 0;
   for (int k = 0; k < m; k++) {
-    int j = nbr[i + (size_t) k * n];
+    int j = nbr[r + (size_t) k * ld];
     if (j > 0 && j - 1 < i) cols[q++] = j - 1;
   }
   double *a = work, *b = work + (size_t) m * m, *g = b + m;
-  double var_i = gk_kernel_eval(kernel, 0.0) + nugget;
+  double var_i = gk_kernel_eval(kernel, 0.0) + (i < noisy ? nugget : 0.0);
   for (int s = 0; s < q; s++) {
     for (int t = s; t < q; t++) {
       double v = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], cols[t]));
-      a[t + s * q] = v + (s == t ? nugget : 0.0);
+      a[t + s * q] = v + (s == t && cols[s] < noisy ? nugget : 0.0);
     }
     b[s] = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], i));
   }
@@ -104,15 +107,24 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
     for (int s = 0; s < q; s++) quad += g[s] * b[s];
     d = var_i - quad;
   }
+  for (int k = 0; k <= m; k++) out[r + (size_t) k * ld] = 0.0;
+  if (form == GP_ROWS_CONDITIONAL) {
+    /* a variance rounded below 0 is 0: the point is (nearly) a neighbour */
+    out[r] = d > 0.0 ? d : 0.0;
+    for (int k = 0, s = 0; k < m && s < q; k++) {
+      int j = nbr[r + (size_t) k * ld];
+      if (j > 0 && j - 1 < i) out[r + (size_t) (k + 1) * ld] = b[s++];
+    }
+    return 0;
+  }
   if (!(d > 1e-12 * var_i)) return i + 1;
   double inv = 1.0 / sqrt(d);
-  for (int k = 0; k <= m; k++) coef[i + (size_t) k * n] = 0.0;
-  coef[i] = inv;
+  out[r] = inv;
   /* neighbour k of the stored row keeps its column (zeros where skipped) */
   int s = 0;
   for (int k = 0; k < m && s < q; k++) {
-    int j = nbr[i + (size_t) k * n];
-    if (j > 0 && j - 1 < i) coef[i + (size_t) (k + 1) * n] = -b[s++] * inv;
+    int j = nbr[r + (size_t) k * ld];
+    if (j > 0 && j - 1 < i) out[r + (size_t) (k + 1) * ld] = -b[s++] * inv;
   }
   row_stats[0] += log(d);
   double gg = inv * inv;
@@ -134,10 +146,13 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
   return 0;
 }
 
-gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
-                            const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
-                            int threads, double *coef, double *stats, gk_error *err)
+gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
+                          const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                          const gp_rows_options *rows, int threads, double *out, double *stats,
+                          gk_error *err)
 {
+  const int first = rows ? rows->first : 0, noisy = rows ? rows->noisy : n;
+  const int form = rows ? rows->form : GP_ROWS_FACTOR, ld = n - first;
   int nthreads = gk_omp_threads(threads);
   size_t per_thread = (size_t) m * m + 2 * (size_t) m + 1;
   double *work = (double *) malloc(per_thread * nthreads * sizeof(double));
@@ -145,12 +160,12 @@ gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, in
   if (!work || !cols) {
     free(work);
     free(cols);
-    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the Vecchia preconditioner");
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the Vecchia rows");
   }
   stats[0] = stats[1] = stats[2] = 0.0;
   int failed = 0;
   const int chunk = 1 << 16;   /* rows between interrupt checks */
-  for (int start = 0; start < n && !failed; start += chunk) {
+  for (int start = first; start < n && !failed; start += chunk) {
     int end = start + chunk < n ? start + chunk : n;
     double s0 = 0.0, s1 = 0.0, s2 = 0.0;
 #ifdef _OPENMP
@@ -159,8 +174,9 @@ gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, in
     for (int i = start; i < end; i++) {
       int tid = gk_omp_thread_id();
       double rs[3] = {0.0, 0.0, 0.0};
-      int bad = factor_row(xs, n, dim, nbr, m, kernel, dkernel, nugget, i,
-                           work + per_thread * tid, cols + (size_t) (m + 1) * tid, coef, rs);
+      int bad = factor_row(xs, n, dim, nbr, m, kernel, dkernel, nugget, noisy, form, i,
+                           i - first, ld, work + per_thread * tid, cols + (size_t) (m + 1) * tid,
+                           out, rs);
       if (bad) {
 #ifdef _OPENMP
 #pragma omp critical
@@ -177,7 +193,7 @@ gk_status gp_vecchia_factor(const double *xs, int n, int dim, const int *nbr, in
     if (!failed && end < n && gk_interrupt_pending()) {
       free(work);
       free(cols);
-      return gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while building the preconditioner");
+      return gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while computing the Vecchia conditionals");
     }
   }
   free(work);

@@ -1,6 +1,7 @@
 /*
  * The Vecchia / FSAI factor of the GP engine on the GPU (gp.h): the rows of
- * gp_vecchia_factor(), one warp per row.
+ * gp_vecchia_rows(), one warp per row (in the conditional form the row's
+ * variance and weights are written instead, with no statistics).
  *
  * A warp gathers its row's kept neighbours and their coordinates into shared
  * memory, fills Sigma[c, c] (lower triangle) and Sigma[c, i], factors the
@@ -80,7 +81,8 @@ __device__ double pair_stat(const double *pts, int np, int dim, int s, int t)
  * writes nothing to coef and lowers *failed to its index + 1. */
 __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, int m, int first,
                             int rows, gk_kernel kernel, gk_kernel dkernel, int has_d,
-                            double nugget, double *coef, double *row_stats, int *failed)
+                            double nugget, int noisy, int form, double *coef, double *row_stats,
+                            int *failed)
 {
   extern __shared__ double smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -89,10 +91,11 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
   double *to_i = pts + (size_t) (m + 1) * dim;
   double *sol = to_i + m;
   int *cols = (int *) (smem + row_doubles(m, dim) * warps) + m * warp;
-  const double var_i = gk_kernel_eval(&kernel, 0.0) + nugget;
+  const double k0 = gk_kernel_eval(&kernel, 0.0);
 
   for (int r = blockIdx.x * warps + warp; r < rows; r += gridDim.x * warps) {
     const int i = first + r;
+    const double var_i = k0 + (i < noisy ? nugget : 0.0);
     // the kept neighbours (slots lane and lane + 32), packed in slot order
     int j0 = lane < m ? nbr[r + (size_t) lane * rows] : 0;
     int j1 = lane + 32 < m ? nbr[r + (size_t) (lane + 32) * rows] : 0;
@@ -114,7 +117,7 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
     int s = 0, t = lane;
     for (lower_entry(q, s, t); s < q; t += 32, lower_entry(q, s, t)) {
       double st = pair_stat(pts, np, dim, s, t);
-      a[t + s * ld] = gk_kernel_eval(&kernel, st) + (s == t ? nugget : 0.0);
+      a[t + s * ld] = gk_kernel_eval(&kernel, st) + (s == t && cols[s] < noisy ? nugget : 0.0);
       if (t > s) a[s + t * ld] = st;
     }
     for (int c = lane; c < q; c += 32) {
@@ -162,6 +165,17 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
       if (lane + 32 < k) y1 -= a[k + (lane + 32) * ld] * xk;
     }
     double d = var_i - warp_sum(g0 * y0 + g1 * y1);
+    if (ok && form == GP_ROWS_CONDITIONAL) {
+      // d (0 where rounding took it below) and b, in neighbour slot order
+      if (lane == 0) coef[r] = d > 0.0 ? d : 0.0;
+      if (lane < q) sol[lane] = y0;
+      if (lane + 32 < q) sol[lane + 32] = y1;
+      __syncwarp();
+      if (lane < m) coef[r + (size_t) (lane + 1) * rows] = keep0 ? sol[at0] : 0.0;
+      if (lane + 32 < m) coef[r + (size_t) (lane + 33) * rows] = keep1 ? sol[at1] : 0.0;
+      __syncwarp();
+      continue;
+    }
     if (!ok || !(d > 1e-12 * var_i)) {
       if (lane == 0) {
         atomicMin(failed, i + 1);
@@ -251,11 +265,14 @@ size_t chunk_bytes(size_t rows, int m)
 
 }  // namespace
 
-extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr,
-                                           int m, const gk_kernel *kernel,
-                                           const gk_kernel *dkernel, double nugget,
-                                           double *coef, double *stats, gk_error *err)
+extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr,
+                                         int m, const gk_kernel *kernel,
+                                         const gk_kernel *dkernel, double nugget,
+                                         const gp_rows_options *rows_opt, double *coef,
+                                         double *stats, gk_error *err)
 {
+  const int first0 = rows_opt ? rows_opt->first : 0, noisy = rows_opt ? rows_opt->noisy : n;
+  const int form = rows_opt ? rows_opt->form : GP_ROWS_FACTOR, nrows = n - first0;
   factor_state st;
   memset(&st, 0, sizeof st);
   const size_t nn = (size_t) n;
@@ -265,7 +282,7 @@ extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, con
   gk_kernel dk = dkernel ? *dkernel : *kernel;
 
   stats[0] = stats[1] = stats[2] = 0.0;
-  if (n <= 0) return GK_OK;
+  if (nrows <= 0) return GK_OK;
   if (m < 0 || m > kMaxNeighbors)
     return gk_fail(err, GK_ERR_INPUT,
                    "the GPU Vecchia factor takes at most %d neighbours per point, not %d",
@@ -285,7 +302,7 @@ extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, con
   smem = per_block * row_bytes;
 
   if (gk_device_memory_budget(&budget, err)) return err->status;
-  if (chunk > n) chunk = n;
+  if (chunk > nrows) chunk = nrows;
   for (;;) {
     need = nn * dim * sizeof(double) + 2 * chunk_bytes(chunk, m) + 1024;
     if (need <= budget || chunk <= 1024) break;
@@ -296,7 +313,7 @@ extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, con
                    "the GPU Vecchia factor needs %.2f GB for %d points in %d dimensions, more "
                    "than the %.2f GB free to use: use backend = \"cpu\"",
                    need / 1e9, n, dim, budget / 1e9);
-  chunks = (n + chunk - 1) / chunk;
+  chunks = (nrows + chunk - 1) / chunk;
   grid = (unsigned) ((chunk + per_block - 1) / per_block);
 
   if (smem > kDefaultShared)
@@ -318,28 +335,28 @@ extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, con
   // chunk c is launched, then chunk c - 1 (on the other stream) comes back
   for (int c = 0; c <= chunks && !failed; c++) {
     if (c < chunks) {
-      int b = c & 1, first = c * chunk, rows = n - first < chunk ? n - first : chunk;
+      int b = c & 1, first = c * chunk, rows = nrows - first < chunk ? nrows - first : chunk;
       cudaStream_t s = (cudaStream_t) st.stream[b];
       if (m > 0)
         GK_CUDA_TRY(cudaMemcpy2DAsync(st.nbr[b].ptr, rows * sizeof(int), nbr + first,
-                                      nn * sizeof(int), rows * sizeof(int), m,
+                                      nrows * sizeof(int), rows * sizeof(int), m,
                                       cudaMemcpyHostToDevice, s), "the neighbours", err);
       GK_CUDA_TRY(cudaMemsetAsync(st.failed[b].ptr, 0x7f, sizeof(int), s), "the Vecchia factor",
                   err);
       factor_rows<<<grid, 32 * per_block, smem, s>>>(
-          (const double *) st.xs.ptr, n, dim, (const int *) st.nbr[b].ptr, m, first, rows,
-          *kernel, dk, dkernel != NULL, nugget, (double *) st.coef[b].ptr,
+          (const double *) st.xs.ptr, n, dim, (const int *) st.nbr[b].ptr, m, first0 + first,
+          rows, *kernel, dk, dkernel != NULL, nugget, noisy, form, (double *) st.coef[b].ptr,
           (double *) st.row_stats[b].ptr, (int *) st.failed[b].ptr);
       sum_columns<<<3, kSumThreads, 0, s>>>((const double *) st.row_stats[b].ptr, rows,
                                             (double *) st.sums[b].ptr);
       GK_TRY(gk_cuda_check_launch("the Vecchia factor", err));
     }
     if (c > 0) {
-      int b = (c - 1) & 1, first = (c - 1) * chunk, rows = n - first < chunk ? n - first : chunk;
-      int bad = 0;
+      int b = (c - 1) & 1, first = (c - 1) * chunk;
+      int rows = nrows - first < chunk ? nrows - first : chunk, bad = 0;
       double sums[3];
       cudaStream_t s = (cudaStream_t) st.stream[b];
-      GK_CUDA_TRY(cudaMemcpy2DAsync(coef + first, nn * sizeof(double), st.coef[b].ptr,
+      GK_CUDA_TRY(cudaMemcpy2DAsync(coef + first, nrows * sizeof(double), st.coef[b].ptr,
                                     rows * sizeof(double), rows * sizeof(double), m + 1,
                                     cudaMemcpyDeviceToHost, s), "the Vecchia factor", err);
       GK_CUDA_TRY(cudaMemcpyAsync(sums, st.sums[b].ptr, sizeof sums, cudaMemcpyDeviceToHost, s),
@@ -350,9 +367,9 @@ extern "C" gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, con
       if (bad >= 1 && bad <= n) {
         failed = bad;   // the chunks come back in order: the first failing row
       } else {
-        for (int k = 0; k < 3; k++) stats[k] += sums[k];
+        for (int k = 0; k < 3 && form == GP_ROWS_FACTOR; k++) stats[k] += sums[k];
         if (c < chunks && gk_interrupt_pending()) {
-          gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while building the preconditioner");
+          gk_fail(err, GK_ERR_INTERRUPTED, "interrupted while computing the Vecchia conditionals");
           goto fail;
         }
       }

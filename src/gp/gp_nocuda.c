@@ -12,12 +12,13 @@ gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nb
   return gk_fail_no_cuda(err);
 }
 
-gk_status gp_gpu_vecchia_factor(const double *xs, int n, int dim, const int *nbr, int m,
-                                const gk_kernel *kernel, const gk_kernel *dkernel,
-                                double nugget, double *coef, double *stats, gk_error *err)
+gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
+                              const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                              const gp_rows_options *rows, double *out, double *stats,
+                              gk_error *err)
 {
   (void) xs; (void) n; (void) dim; (void) nbr; (void) m; (void) kernel; (void) dkernel;
-  (void) nugget; (void) coef; (void) stats;
+  (void) nugget; (void) rows; (void) out; (void) stats;
   return gk_fail_no_cuda(err);
 }
 

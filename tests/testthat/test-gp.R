@@ -204,7 +204,7 @@ test_that("kriging means and variances match dense kriging", {
     fit <- suppressWarnings(gp_fit(dat$locs, dat$y, dat$X, kernel = "exponential", start = start,
                                    method = method, optim_control = list(maxit = 0),
                                    backend = run[[2]]))
-    p <- predict(fit, newlocs, newX = newX, se.fit = TRUE)
+    p <- predict(fit, newlocs, newX = newX, se.fit = TRUE, se.method = "exact")
     kk <- fit$kernel
     ref <- dense_reference(dat$locs, dat$y, dat$X, kk, fit$nugget)
     C <- kernel_matrix(dat$locs, newlocs, kk, backend = "cpu")
@@ -398,7 +398,7 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
 
 # The Vecchia factor through the .Call glue, on either backend.
 vecchia_factor <- function(locs, nbr, kernel, dkernel, nugget, gpu) {
-  .Call(gpukernels:::gk_r_gp_factor, locs, nbr, kernel, dkernel, nugget, 2L, gpu)
+  .Call(gpukernels:::gk_r_gp_factor, locs, nbr, kernel, dkernel, nugget, NULL, 2L, gpu)
 }
 
 test_that("the Vecchia factor on the GPU matches the CPU", {
