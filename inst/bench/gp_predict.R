@@ -33,7 +33,7 @@ report <- function(case, n, new, seconds, m = 60) {
   rows[[length(rows) + 1L]] <<- data.frame(case = case, n = n, new = new,
                                            seconds = signif(seconds, 3),
                                            new_per_s = signif(new / seconds, 3),
-                                           fp64_fraction = if (backend == "gpu")
+                                           fp64_fraction = if (backend == "gpu" && m > 0)
                                              signif(flops / seconds / fp64_ceiling, 2) else NA)
   print(do.call(rbind, rows), row.names = FALSE)
 }
@@ -62,7 +62,7 @@ rel <- vecchia$se.fit^2 / exact$se.fit^2 - 1
 cat(sprintf("n = %d, %d new points: Vecchia variances / exact - 1: max %.2e, median %.2e, min %.2e\n",
             n, nrow(new), max(rel), stats::median(rel), min(rel)))
 report("exact se (dense factor)", n, nrow(new),
-       timed(function() predict(fit, new, se.fit = TRUE, se.method = "exact")))
+       timed(function() predict(fit, new, se.fit = TRUE, se.method = "exact")), m = 0)
 report("vecchia se", n, nrow(new),
        timed(function() predict(fit, new, se.fit = TRUE, se.method = "vecchia")))
 
@@ -74,7 +74,7 @@ fit <- fit_at_truth(d, "h2")
 cat(sprintf("h2 fit at n = %d (parameters held): %.2f s\n", n, proc.time()[["elapsed"]] - t0))
 set.seed(4)
 new4 <- matrix(runif(2 * round(1e4 * scale)), ncol = 2)
-report("mean only (h2 fit)", n, nrow(new4), timed(function() predict(fit, new4)))
+report("mean only (h2 fit)", n, nrow(new4), timed(function() predict(fit, new4)), m = 0)
 report("vecchia se (h2 fit)", n, nrow(new4),
        timed(function() predict(fit, new4, se.fit = TRUE)))
 chk <- predict(fit, new4, se.fit = TRUE, se.check = 20)$check
