@@ -42,7 +42,10 @@
 #' product errors near \eqn{3 \times 10^{-4}}, which can move the
 #' log-likelihood by several nats when the nugget is small (the reported
 #' `error` shows it): `"h2"` there is a choice to make with
-#' `control$h2` (a higher `order`, or `tol`).
+#' `control$h2` (a higher `order`, or `tol`). `gradient_se` counts the
+#' probes only: for `"h2"` the approximation moves the gradient too (about
+#' 1% at the default order in 3 dimensions, a few standard errors), which
+#' it does not include.
 #'
 #' On a GPU the Vecchia factor is computed there, and the conjugate-gradient
 #' iterations run there with every vector on the device (the H2 or tiled
