@@ -130,8 +130,10 @@
 gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start = NULL,
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
                    verbose = NULL, optim_control = list(), backend = NULL, lower = NULL,
-                   upper = NULL, fixed = NULL, gtol = 1e-6) {
-  locs <- gk_check_points(locs, "locs")
+                   upper = NULL, fixed = NULL, gtol = 1e-6, coords = "euclidean",
+                   radius = 6371) {
+  coords <- gp_check_coords(coords, radius)
+  locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
   fixed <- gp_check_params(fixed, "fixed", zero_nugget = TRUE)
@@ -160,6 +162,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   fit <- gp_fit_run(locs, data, template, start, method, estimate_smoothness, control, ctl,
                     backend, lower, upper, fixed, gtol, report)
   fit$X_default <- is.null(X)
+  fit$coords <- coords
   fit$call <- match.call()
   if (length(fit$at_bound)) {
     warning("gp_fit(): ", gp_bound_text(fit), "; the maximum may lie beyond it (widen ",

@@ -79,6 +79,17 @@
 #' problem stands for only roughly; near the crossing the two methods take
 #' similar times.
 #'
+#' @section Locations on the sphere:
+#' With `coords = "lonlat"`, each location (longitude, latitude in degrees)
+#' becomes a point on a sphere of `radius` in 3D, and distances are chordal
+#' (straight-line) distances, \eqn{2R\sin(\theta/2)} for the central angle
+#' \eqn{\theta}: every kernel of this package stays positive definite with
+#' them, which is not true of great-circle distance for the Matérn kernel
+#' with smoothness above 1/2 (Gneiting 2013, Bernoulli). The range is in the
+#' unit of `radius` (km by default); the methods work on the 3D points (`"h2"`
+#' as in 3 dimensions). A fit keeps the choice: `predict()` and
+#' `gp_simulate(fit, ...)` take new locations as longitude and latitude.
+#'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, `log(range)`
 #' and `log(nugget)` (isotropic range only):
@@ -112,6 +123,10 @@
 #'   `log(smoothness)` (Matérn kernels; see Gradient).
 #' @param control Settings from [gp_control()].
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @param coords `"euclidean"` (the default) or `"lonlat"`: `locs` as longitude
+#'   and latitude in degrees (see Locations on the sphere).
+#' @param radius The sphere's radius for `coords = "lonlat"`, in the unit the
+#'   range is given in (default 6371: the Earth's mean radius in km).
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
 #'   `quadratic`, `beta`, `xsx` (\eqn{X^\top\Sigma^{-1}X}, whose inverse is
@@ -130,8 +145,9 @@
 #'           backend = "cpu")
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
-                      smoothness_gradient = FALSE, control = gp_control(), backend = NULL) {
-  locs <- gk_check_points(locs, "locs")
+                      smoothness_gradient = FALSE, control = gp_control(), backend = NULL,
+                      coords = "euclidean", radius = 6371) {
+  locs <- gp_locations(locs, gp_check_coords(coords, radius))
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)

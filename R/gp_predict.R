@@ -32,7 +32,8 @@
 #' otherwise.
 #'
 #' @param object A [gp_fit()].
-#' @param newlocs Matrix of new locations.
+#' @param newlocs Matrix of new locations (longitude, latitude for a fit with
+#'   `coords = "lonlat"`).
 #' @param newX Design matrix at the new locations (not needed for the
 #'   default constant mean).
 #' @param se.fit Also return standard errors.
@@ -50,7 +51,7 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE,
                            se.method = c("auto", "exact", "vecchia"), neighbors = 60L,
                            se.check = 0L, ...) {
   gp_check_fit_object(object)   # an edited alpha or beta (checks.R)
-  newlocs <- gk_check_points(newlocs, "newlocs")
+  newlocs <- gp_locations(newlocs, gp_fit_coords(object), "newlocs")
   if (ncol(newlocs) != ncol(object$locs)) {
     stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(object$locs),
          call. = FALSE)
@@ -77,6 +78,11 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE,
     out$check <- data.frame(index = at, exact = exact, vecchia = se[at])
   }
   out
+}
+
+# The coordinates of a fit's locations (fits made before they were kept: plane).
+gp_fit_coords <- function(fit) {
+  if (is.null(fit$coords)) list(type = "euclidean", radius = 1) else fit$coords
 }
 
 # The design matrix at m new locations: newX checked, or the constant mean's.

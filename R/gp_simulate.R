@@ -41,6 +41,8 @@
 #'   [gp_control()]); 30 by default, 60 for a fit (whose draws should match
 #'   its kriging variances to well under 1%).
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
+#' @param coords,radius Locations as longitude and latitude on a sphere (see
+#'   Locations on the sphere in [gp_loglik()]); for a fit, the fit's.
 #' @param ... For a fit: `newlocs` and `newX`, the design matrix at `newlocs` (as in [predict.gp_fit()]).
 #' @return A vector (`nsim = 1`) or an `n` (for a fit: `nrow(newlocs)`) by
 #'   `nsim` matrix.
@@ -51,7 +53,8 @@
 #' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, backend = NULL, ...) {
+                        neighbors = 30L, backend = NULL, coords = "euclidean", radius = 6371,
+                        ...) {
   if (inherits(locs, "gp_fit")) {
     if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
     if (missing(neighbors)) neighbors <- 60L
@@ -61,7 +64,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   }
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
-  locs <- gk_check_points(locs, "locs")
+  locs <- gp_locations(locs, gp_check_coords(coords, radius))
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))
   nugget <- gp_check_nugget(nugget)
@@ -102,7 +105,8 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
                             neighbors = 60L, newX = NULL) {
   gp_check_fit_object(fit, "locs")
   if (missing(newlocs)) stop("`newlocs` is missing: the locations to simulate at", call. = FALSE)
-  newlocs <- gk_check_points(newlocs, "newlocs")
+  given <- newlocs   # as the user gave them, for predict()
+  newlocs <- gp_locations(newlocs, gp_fit_coords(fit), "newlocs")
   if (ncol(newlocs) != ncol(fit$locs)) {
     stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(fit$locs),
          call. = FALSE)
@@ -113,7 +117,7 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
   n <- fit$n
   m <- nrow(newlocs)
   if (method == "auto") method <- if (n + m <= 5000L) "exact" else "vecchia"
-  mean <- predict(fit, newlocs, newX = newX)
+  mean <- predict(fit, given, newX = newX)
   k <- fit$kernel
   if (method == "exact") {
     solve_cov <- gp_solver(fit)
