@@ -267,6 +267,10 @@ gp_problem <- function(locs, y, X, method, control, backend) {
   nb <- gp_neighbors(prob$locs, control$neighbors, backend)
   prob$nbr <- nb$nbr
   prob$duplicates <- nb$duplicates > 0L
+  if (method == "vecchia") {   # no probes; the points serve exact solves (predict)
+    prob$points <- prob$locs
+    return(prob)
+  }
   prob$probes <- gp_with_seed(control$seed + 1L, gp_rademacher(n, control$probes))
   if (backend == "gpu") {
     # uploaded once (400 MB at n = 1e6): the solver and the H2 error check of

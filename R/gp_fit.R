@@ -94,7 +94,7 @@
 #'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
 #'   `variance`, `range` and `nugget` (and optionally `smoothness`).
-#' @param method `"auto"`, `"dense"`, `"tiled"` or `"h2"`: see the Methods
+#' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"`: see the Methods
 #'   section of [gp_loglik()].
 #' @param estimate_smoothness Also estimate the Matérn smoothness.
 #' @param verbose A line per likelihood evaluation (default: when

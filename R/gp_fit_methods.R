@@ -59,7 +59,9 @@ print.gp_fit <- function(x, ...) {
     cat("fixed:", paste(names(x$fixed), signif(x$fixed, 5), sep = " = ", collapse = ", "), "\n")
   }
   cat(sprintf("log-likelihood %.4f%s; %d evaluations (%s)\n", x$loglik,
-              if (x$method == "dense") "" else sprintf(" +/- %.3g (3 s.e.)", 3 * x$loglik_se),
+              if (x$method == "dense") "" else if (x$method == "vecchia")
+                sprintf(" (Vecchia, %d neighbours)", x$prob$control$neighbors) else
+                  sprintf(" +/- %.3g (3 s.e.)", 3 * x$loglik_se),
               x$evaluations, x$convergence))
   if (length(x$at_bound)) {
     cat("note:", gp_bound_text(x), "(see `lower`, `upper` in ?gp_fit)\n")

@@ -47,6 +47,19 @@
 #' 1% at the default order in 3 dimensions, a few standard errors), which
 #' it does not include.
 #'
+#' `"vecchia"` is the Vecchia approximation itself (as GpGp's
+#' `vecchia_meanzero_loglik`, profiled over the GLS mean): each observation,
+#' in the same random order (`control$seed`), conditioned on its
+#' `control$neighbors` nearest preceding observations, so that
+#' \eqn{\Sigma^{-1} \approx G^\top G}. Its log-likelihood, gradient and
+#' Fisher information (that of the rows' conditionals, as GpGp's) are exact
+#' for that model, at \eqn{O(n m^3)} on the CPU's threads, with no probes
+#' (`error` is 0: the difference from the exact likelihood is not
+#' estimated). It is a fast CPU method and a cross-check of the others;
+#' Guinness (2018) shows a max-min order approximates better than a random
+#' one at the same `neighbors`. A fit's predictions use
+#' \eqn{G^\top G} for the mean too.
+#'
 #' On a GPU the Vecchia factor is computed there, and the conjugate-gradient
 #' iterations run there with every vector on the device (the H2 or tiled
 #' products included): at \eqn{n = 10^6} in 2D an evaluation at new
@@ -117,7 +130,7 @@
 #' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"`, `"gaussian"`,
 #'   `"cauchy"` or `"inverse_multiquadric"`, with its variance and range.
 #' @param nugget The variance added to the diagonal (non-negative).
-#' @param method `"auto"`, `"dense"`, `"tiled"` or `"h2"` (see Methods).
+#' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"` (see Methods).
 #' @param gradient Also compute the gradient in the log parameters.
 #' @param smoothness_gradient With `gradient`, also the derivative in
 #'   `log(smoothness)` (Matérn kernels; see Gradient).
@@ -167,7 +180,7 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
 }
 
 gp_method <- function(method, n, dim, control, backend) {
-  method <- gk_match_choice(method, c("auto", "dense", "tiled", "h2"), "method")
+  method <- gk_match_choice(method, c("auto", "dense", "tiled", "h2", "vecchia"), "method")
   if (method == "auto") method <- gp_auto_method(n, dim, control, backend)
   if (method == "h2" && !dim %in% c(2L, 3L)) {
     stop("method = \"h2\" needs locations in 2 or 3 dimensions; use \"tiled\"", call. = FALSE)
@@ -180,6 +193,9 @@ gp_evaluate <- function(prob, kernel, nugget, gradient = FALSE, fisher = FALSE,
                         smoothness = FALSE) {
   if (prob$method == "dense") {
     return(gp_evaluate_dense(prob, kernel, nugget, gradient, fisher, smoothness))
+  }
+  if (prob$method == "vecchia") {
+    return(gp_evaluate_vecchia(prob, kernel, nugget, gradient, fisher, smoothness))
   }
   gp_evaluate_iterative(prob, kernel, nugget, gradient, fisher, smoothness)
 }
@@ -200,7 +216,8 @@ gp_result <- function(prob, loglik_parts, beta, grad, grad_se, fisher, iteration
                    logdet_se = loglik_parts$logdet_se, quadratic = loglik_parts$quadratic,
                    beta = beta, gradient = grad, gradient_se = grad_se, fisher = fisher,
                    cg_iterations = iterations,
-                   probes = if (prob$method == "dense") 0L else prob$control$probes,
+                   probes = if (prob$method %in% c("dense", "vecchia")) 0L else
+                     prob$control$probes,
                    method = prob$method, n = n), extra),
             class = "gp_loglik")
 }

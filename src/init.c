@@ -59,6 +59,8 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
 SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs);
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
                     SEXP threads, SEXP gpu);
+SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SEXP terms,
+                         SEXP want_info, SEXP threads);
 SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
 SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
 SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols, SEXP threads);
@@ -136,6 +138,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_keep_preceding", (DL_FUNC) &gk_r_gp_keep_preceding, 8},
   {"gk_r_gp_neighbors", (DL_FUNC) &gk_r_gp_neighbors, 5},
   {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 8},
+  {"gk_r_gp_vecchia_lik", (DL_FUNC) &gk_r_gp_vecchia_lik, 8},
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
   {"gk_r_gp_rademacher", (DL_FUNC) &gk_r_gp_rademacher, 3},

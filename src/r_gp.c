@@ -318,20 +318,14 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
   return out;
 }
 
-/* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: a list of
- * list(kernels = list of kernel specs with the range of `spec`, weights,
- * identity); returns list(logdet, solved, trace, quad (q x q x nterms),
- * info (NULL unless want_info)). */
-SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+/* The derivative terms from R: a list of list(kernels = list of kernel specs
+ * with the range of `spec`, weights, identity) (R's gp_dense_terms()). */
+static gp_dense_term *terms_from_r(SEXP terms, SEXP spec, int dim)
 {
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
-    gk_stop("internal: bad right-hand sides");
   if (TYPEOF(terms) != VECSXP) gk_stop("internal: bad derivative terms");
-  int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
-  gk_kernel kernel = gk_kernel_from_r(spec);
-  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  int nterms = Rf_length(terms);
   double range[64], term_range[64];
+  if (dim > 64) gk_stop("internal: too many dimensions for the derivative terms");
   gk_kernel_range_from_r(spec, dim, range);
   gp_dense_term *dterms = (gp_dense_term *) R_alloc((size_t) nterms + 1, sizeof(gp_dense_term));
   for (int t = 0; t < nterms; t++) {
@@ -353,6 +347,54 @@ SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP
     dterms[t].weights = REAL(weights);
     dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
   }
+  return dterms;
+}
+
+/* The Vecchia log-likelihood's pieces (gp_vecchia_loglik) for the ordered
+ * locations, their neighbours and the residuals r: list(sums (2),
+ * gradient (nterms), info (nterms x nterms or NULL)). */
+SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SEXP terms,
+                         SEXP want_info, SEXP threads)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
+  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) gk_stop("internal: bad neighbour matrix");
+  if (!Rf_isReal(r) || Rf_xlength(r) != n) gk_stop("internal: bad residuals");
+  const int *ix = INTEGER(nbr);
+  for (R_xlen_t e = 0; e < Rf_xlength(nbr); e++)
+    if (ix[e] < 0 || ix[e] > n) gk_stop("internal: neighbour index out of range");
+  int nterms = Rf_length(terms), info = gk_as_flag(want_info);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  gp_dense_term *dterms = terms_from_r(terms, spec, dim);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  const char *names[] = {"sums", "gradient", "info", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SEXP sums = gk_list_put(out, 0, Rf_allocVector(REALSXP, 2));
+  SEXP grad = gk_list_put(out, 1, Rf_allocVector(REALSXP, nterms));
+  SEXP fisher = gk_list_put(out, 2, info ? Rf_allocMatrix(REALSXP, nterms, nterms) : R_NilValue);
+  gp_vecchia_lik res = {{0.0, 0.0}, REAL(grad), info ? REAL(fisher) : NULL};
+  gk_error err;
+  gk_error_clear(&err);
+  gp_vecchia_loglik(xs, n, dim, ix, m, &kernel, gk_as_double(nugget), REAL(r), nterms, dterms,
+                    info, gk_as_int(threads), &res, &err);
+  REAL(sums)[0] = res.sums[0];
+  REAL(sums)[1] = res.sums[1];
+  UNPROTECT(1);
+  gk_finish(&err);
+  return out;
+}
+
+/* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: as
+ * terms_from_r(); returns list(logdet, solved, trace, quad (q x q x nterms),
+ * info (NULL unless want_info)). */
+SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
+    gk_stop("internal: bad right-hand sides");
+  int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  gp_dense_term *dterms = terms_from_r(terms, spec, dim);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
   const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SEXP solved = gk_list_put(out, 1, Rf_allocMatrix(REALSXP, n, q));

@@ -215,6 +215,26 @@ gk_status gp_gpu_dense_krige(const double *xs, int n, int dim, const gk_kernel *
                              double nugget, const double *X, int p, const double *xnew, int m,
                              double *vq, double *xsc, double *xsx, gk_error *err);
 
+/* ---- the Vecchia likelihood (gp_vecchia_lik.c, the CPU) ----
+ *
+ * For the points in their order with neighbours nbr (as gp_vecchia_rows),
+ * Sigma = K + nugget I and the residuals r = y - X beta (n): sums[0] =
+ * sum log d_i, sums[1] = sum e_i^2 / d_i (the log-likelihood is -(n log 2 pi
+ * + sums[0] + sums[1]) / 2), grad[t] its derivative along the term D_t
+ * (beta held: at the GLS beta the profile's gradient is the same), and with
+ * want_info the Fisher information of the rows' conditionals (nterms x
+ * nterms, GpGp's). Interrupts are checked between chunks of rows. */
+typedef struct {
+  double sums[2];
+  double *grad;   /* nterms (caller's)                       */
+  double *info;   /* nterms x nterms (caller's), or NULL     */
+} gp_vecchia_lik;
+
+gk_status gp_vecchia_loglik(const double *xs, int n, int dim, const int *nbr, int m,
+                            const gk_kernel *kernel, double nugget, const double *r,
+                            int nterms, const gp_dense_term *terms, int want_info, int threads,
+                            gp_vecchia_lik *res, gk_error *err);
+
 #ifdef __cplusplus
 }
 #endif

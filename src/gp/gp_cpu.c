@@ -3,18 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gp/gp.h"
+#include "gp/gp_small.h"
 #include "device/gk_hooks.h"
 #include "device/gk_omp.h"
-
-static double pair_stat(const double *xs, int n, int dim, int i, int j)
-{
-  double s = 0.0;
-  for (int k = 0; k < dim; k++) {
-    double t = xs[i + (size_t) k * n] - xs[j + (size_t) k * n];
-    s += t * t;
-  }
-  return s;
-}
 
 int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int first_row,
                       int n, int m, const int *row_of, const int *id, const int *skip,
@@ -44,38 +35,6 @@ int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int
   return duplicates;
 }
 
-/* In-place Cholesky of the q x q matrix a (lower triangle used); 0 on success. */
-static int small_cholesky(double *a, int q)
-{
-  for (int j = 0; j < q; j++) {
-    double s = a[j + j * q];
-    for (int k = 0; k < j; k++) s -= a[j + k * q] * a[j + k * q];
-    if (!(s > 0.0)) return 1;
-    double l = sqrt(s);
-    a[j + j * q] = l;
-    for (int i = j + 1; i < q; i++) {
-      double t = a[i + j * q];
-      for (int k = 0; k < j; k++) t -= a[i + k * q] * a[j + k * q];
-      a[i + j * q] = t / l;
-    }
-  }
-  return 0;
-}
-
-static void small_cholesky_solve(const double *l, int q, double *b)
-{
-  for (int i = 0; i < q; i++) {
-    double t = b[i];
-    for (int k = 0; k < i; k++) t -= l[i + k * q] * b[k];
-    b[i] = t / l[i + i * q];
-  }
-  for (int i = q - 1; i >= 0; i--) {
-    double t = b[i];
-    for (int k = i + 1; k < q; k++) t -= l[k + i * q] * b[k];
-    b[i] = t / l[i + i * q];
-  }
-}
-
 /* Row i of G (form GP_ROWS_FACTOR) or of the conditionals (GP_ROWS_CONDITIONAL),
  * written to line r of out (ld rows); Sigma = K + nugget on the points before
  * `noisy`. Returns i + 1 on failure (a singular system), else 0. */
@@ -93,17 +52,17 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
   double var_i = gk_kernel_eval(kernel, 0.0) + (i < noisy ? nugget : 0.0);
   for (int s = 0; s < q; s++) {
     for (int t = s; t < q; t++) {
-      double v = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], cols[t]));
+      double v = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], cols[t]));
       a[t + s * q] = v + (s == t && cols[s] < noisy ? nugget : 0.0);
     }
-    b[s] = gk_kernel_eval(kernel, pair_stat(xs, n, dim, cols[s], i));
+    b[s] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], i));
   }
   double d = var_i;
   if (q > 0) {
-    if (small_cholesky(a, q)) return i + 1;
+    if (gp_cholesky(a, q)) return i + 1;
     double quad = 0.0;
     memcpy(g, b, (size_t) q * sizeof(double));
-    small_cholesky_solve(a, q, b);   /* b = Sigma[c,c]^-1 Sigma[c,i] */
+    gp_cholesky_solve(a, q, b);   /* b = Sigma[c,c]^-1 Sigma[c,i] */
     for (int s = 0; s < q; s++) quad += g[s] * b[s];
     d = var_i - quad;
   }
@@ -135,10 +94,10 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
     double gdg = 0.0;
     for (int s2 = 0; s2 < q; s2++) {
       double gs = -b[s2] * inv;
-      gdg += 2.0 * inv * gs * gk_kernel_eval(dkernel, pair_stat(xs, n, dim, cols[s2], i));
+      gdg += 2.0 * inv * gs * gk_kernel_eval(dkernel, gp_sq_distance(xs, n, dim, cols[s2], i));
       for (int t = 0; t < q; t++) {
         double gt = -b[t] * inv;
-        gdg += gs * gt * gk_kernel_eval(dkernel, pair_stat(xs, n, dim, cols[s2], cols[t]));
+        gdg += gs * gt * gk_kernel_eval(dkernel, gp_sq_distance(xs, n, dim, cols[s2], cols[t]));
       }
     }
     row_stats[2] += gdg;
