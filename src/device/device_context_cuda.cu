@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 #include "device/gk_cuda.h"
+#include "device/gk_memory.h"
 
 #define GK_MAX_DEVICES 64
 
@@ -162,12 +163,9 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
   // Grow with headroom so that slowly growing sizes do not reallocate every call.
   size_t want = bytes + bytes / 4;
   size_t budget = 0;
-  if (gk_device_memory_budget(&budget, err)) return err->status;
-  if (want > budget && bytes <= budget) want = budget;
-  if (want > budget)
-    return gk_fail(err, GK_ERR_NOMEM, "%s needs %.1f MiB of GPU memory but only %.1f MiB may "
-                   "be used (%.0f%% of the free memory): use smaller inputs or the CPU",
-                   what, bytes / 1048576.0, budget / 1048576.0, 100 * GK_MEMORY_BUDGET_FRACTION);
+  if (gk_memory_check_device((double) bytes, what, "use smaller inputs or the CPU", &budget, err))
+    return err->status;
+  if (want > budget) want = budget;
   if (gk_buffer_alloc(buf, want, what, err)) return err->status;
   *ptr = buf->ptr;
   return GK_OK;

@@ -14,6 +14,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "gp/gp_cg_cuda.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_memory.h"
 
 using gp_cg::blocks_for;
 using gp_cg::kThreads;
@@ -320,14 +322,14 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     // order needs, and freed before)
     size_t need = 5 * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
                   (nn + 1) * sizeof(size_t) + nnz * (sizeof(int) + sizeof(double)) +
-                  3 * nn * m * (sizeof(int) + sizeof(long long)), budget = 0;
-    if (gk_device_memory_budget(&budget, err)) return err->status;
-    if (need > budget)
-      return gk_fail(err, GK_ERR_NOMEM,
-                     "the GPU solver needs %.2f GB for %d vectors of %d rows and the "
-                     "preconditioner, more than the %.2f GB free to use: use fewer probes "
-                     "(gp_control(probes = )) or backend = \"cpu\"",
-                     need / 1e9, k, n, budget / 1e9);
+                  3 * nn * m * (sizeof(int) + sizeof(long long));
+    char what[128];
+    snprintf(what, sizeof what, "the GPU solver (%d vectors of %d rows and the preconditioner)",
+             k, n);
+    if (gk_memory_check_device((double) need, what,
+                               "use fewer probes (gp_control(probes = )) or backend = \"cpu\"",
+                               NULL, err))
+      return err->status;
   }
   try {
     host_small.resize(4 * (size_t) k);
