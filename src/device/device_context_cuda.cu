@@ -27,6 +27,7 @@ struct device_context {
   gk_pinned_buffer staging = {NULL, 0};
   int sm_count = 0;                       // 0: not asked yet
   int arch = 0;                           // 10 major + minor; 0: not asked yet
+  size_t shared_optin = 0;                // bytes; 0: not asked yet
   std::vector<occupancy_entry> occupancy;
 };
 
@@ -105,6 +106,23 @@ int gk_device_sm_count(void)
     ctx->sm_count = sms;
   }
   return ctx->sm_count;
+}
+
+size_t gk_device_shared_optin(void)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 0;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!ctx->shared_optin) {
+    int bytes = 0;
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                               gk_device_in_use()) != cudaSuccess || bytes < 1) {
+      cudaGetLastError();
+      return 0;   // not cached: asked again next time
+    }
+    ctx->shared_optin = (size_t) bytes;
+  }
+  return ctx->shared_optin;
 }
 
 int gk_device_arch(void)
