@@ -116,6 +116,16 @@ static inline double gk_kernel_relative_cost(const gk_kernel *k)
   return 1.0;
 }
 
+/* The name of a base family (gk_kernel() in R), NULL beyond them: the one
+ * list of family names, from which R's table of family codes is made at load
+ * time (src/r_codes.c). */
+static inline const char *gk_kernel_family_name(int family)
+{
+  static const char *const names[] = {"gaussian", "exponential", "matern", "cauchy",
+                                      "inverse_multiquadric", "linear", "squared_distance"};
+  return family >= 0 && family <= (int) GK_KERNEL_SQUARED_DISTANCE ? names[family] : NULL;
+}
+
 /* Fills the derived fields (closed-form order, normalising constant). */
 static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance, double smoothness)
 {
