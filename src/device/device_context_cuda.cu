@@ -27,7 +27,7 @@ struct device_context {
   gk_pinned_buffer staging = {NULL, 0};
   int sm_count = 0;                       // 0: not asked yet
   int arch = 0;                           // 10 major + minor; 0: not asked yet
-  size_t shared_optin = 0;                // bytes; 0: not asked yet
+  int shared_optin = 0;                   // bytes; 0: not asked yet
   std::vector<occupancy_entry> occupancy;
 };
 
@@ -49,6 +49,25 @@ device_context *context_of_device_in_use(gk_error *err)
     return NULL;
   }
   return &contexts[device];
+}
+
+// Attribute `attr` of the device in use, asked once per device and kept in
+// the context's `field` (0: not asked yet); 0 when the driver cannot say (not
+// kept: asked again next time).
+int cached_attribute(int device_context::*field, cudaDeviceAttr attr)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 0;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!(ctx->*field)) {
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, attr, gk_device_in_use()) != cudaSuccess || value < 1) {
+      cudaGetLastError();
+      return 0;
+    }
+    ctx->*field = value;
+  }
+  return ctx->*field;
 }
 
 }  // namespace
@@ -93,36 +112,14 @@ gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err)
 
 int gk_device_sm_count(void)
 {
-  device_context *ctx = context_of_device_in_use(NULL);
-  if (!ctx) return 1;
-  std::lock_guard<std::mutex> guard(ctx->lock);
-  if (!ctx->sm_count) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gk_device_in_use()) !=
-            cudaSuccess || sms < 1) {
-      cudaGetLastError();
-      return 1;   // not cached: asked again next time
-    }
-    ctx->sm_count = sms;
-  }
-  return ctx->sm_count;
+  int sms = cached_attribute(&device_context::sm_count, cudaDevAttrMultiProcessorCount);
+  return sms > 0 ? sms : 1;
 }
 
 size_t gk_device_shared_optin(void)
 {
-  device_context *ctx = context_of_device_in_use(NULL);
-  if (!ctx) return 0;
-  std::lock_guard<std::mutex> guard(ctx->lock);
-  if (!ctx->shared_optin) {
-    int bytes = 0;
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                               gk_device_in_use()) != cudaSuccess || bytes < 1) {
-      cudaGetLastError();
-      return 0;   // not cached: asked again next time
-    }
-    ctx->shared_optin = (size_t) bytes;
-  }
-  return ctx->shared_optin;
+  return (size_t) cached_attribute(&device_context::shared_optin,
+                                   cudaDevAttrMaxSharedMemoryPerBlockOptin);
 }
 
 int gk_device_arch(void)
