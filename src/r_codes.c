@@ -1,8 +1,9 @@
 /* The integer codes of the C engines, named, for R: R makes its tables
- * (gk_reductions, gk_reduce_methods, gk_kernel_families) from gk_r_codes()
+ * (gk_reductions, gk_reduce_methods, gk_kernel_families, ...) from gk_r_codes()
  * when the package loads, so that a code is written once, in C. */
 #include "r_util.h"
 #include "reduce/reduce.h"
+#include "device/block_writer.h"
 
 typedef struct {
   const char *name;
@@ -17,6 +18,9 @@ static const named_code reductions[] = {
 
 static const named_code reduce_methods[] = {
   {"auto", GK_REDUCE_AUTO}, {"1d", GK_REDUCE_1D}, {"2d", GK_REDUCE_2D}};
+
+static const named_code write_kinds[] = {
+  {"dense", GK_WRITE_DENSE}, {"dist", GK_WRITE_DIST}, {"symmetric", GK_WRITE_SYMMETRIC}};
 
 #define COUNT(a) ((int) (sizeof(a) / sizeof((a)[0])))
 
@@ -49,13 +53,15 @@ static SEXP kernel_families(int offset)
 SEXP gk_r_codes(void)
 {
   const char *names[] = {"reductions", "reduce_methods", "kernel_families",
-                         "kernel_dlogrange_families"};
-  SEXP out = PROTECT(Rf_allocVector(VECSXP, 4)), nm = PROTECT(Rf_allocVector(STRSXP, 4));
+                         "kernel_dlogrange_families", "write_kinds"};
+  const int n = COUNT(names);
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, n)), nm = PROTECT(Rf_allocVector(STRSXP, n));
   SET_VECTOR_ELT(out, 0, named_ints(reductions, COUNT(reductions)));
   SET_VECTOR_ELT(out, 1, named_ints(reduce_methods, COUNT(reduce_methods)));
   SET_VECTOR_ELT(out, 2, kernel_families(0));
   SET_VECTOR_ELT(out, 3, kernel_families(GK_KERNEL_DLOGRANGE));
-  for (int i = 0; i < 4; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+  SET_VECTOR_ELT(out, 4, named_ints(write_kinds, COUNT(write_kinds)));
+  for (int i = 0; i < n; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
   Rf_setAttrib(out, R_NamesSymbol, nm);
   UNPROTECT(2);
   return out;
