@@ -24,26 +24,6 @@ constexpr size_t MIN_CHUNK_AUTO = 512;    // j per 2D chunk when chosen automati
 constexpr double SLICE_PAIRS = 68719476736.0;   // 2^36 pairs per launch of a long reduction
 constexpr size_t MIN_SLICE_COLUMNS = 4096;
 
-}  // namespace
-
-int fast_rows(size_t m, size_t n, int e)
-{
-  const int forced = (int) gk_tunable(GK_TUNE_REDUCE_ROWS);
-  if (forced > 0) return forced == 4 && e != 1 ? 2 : forced == 3 ? 2 : forced;
-  // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
-  // waves of 8 blocks per multiprocessor.
-  double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
-  double waves2 = 2.0 * 8 * gk_device_sm_count();
-  for (int rows = (e == 1 ? 4 : 2); rows > 1; rows /= 2)
-    if (ceil(m / (double) (BLOCK * rows)) * chunks >= waves2) return rows;
-  return 1;
-}
-
-namespace {
-
-void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blocks_per_sm,
-                 Args *a);
-
 // Columns (j) per slice: long reductions run as a sequence of launches of
 // about SLICE_PAIRS gaussian-equivalent pairs each (tens of milliseconds),
 // with an interrupt check between them. The tunable GK_REDUCE_SLICE_PAIRS
@@ -80,15 +60,6 @@ __global__ void add_transposed(Args a)
        i += (size_t) gridDim.x * blockDim.x)
     a.out[i] += a.out_scale * a.transposed[i];
 }
-
-}  // namespace
-
-size_t two_way_entry_bytes(size_t value_bytes)
-{
-  return (size_t) (threads_per_block<true>() / 32) * value_bytes;
-}
-
-namespace {
 
 const char *const VARIANT_SOURCE = "#include \"gpukernels/reduce_kernels.cuh\"\n";
 
@@ -214,6 +185,24 @@ const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
 }
 
 }  // namespace
+
+int fast_rows(size_t m, size_t n, int e)
+{
+  const int forced = (int) gk_tunable(GK_TUNE_REDUCE_ROWS);
+  if (forced > 0) return forced == 4 && e != 1 ? 2 : forced == 3 ? 2 : forced;
+  // Blocks the 2D scheme could make (chunks of MIN_CHUNK_AUTO), against two
+  // waves of 8 blocks per multiprocessor.
+  double chunks = n / (double) MIN_CHUNK_AUTO < 1 ? 1 : n / (double) MIN_CHUNK_AUTO;
+  double waves2 = 2.0 * 8 * gk_device_sm_count();
+  for (int rows = (e == 1 ? 4 : 2); rows > 1; rows /= 2)
+    if (ceil(m / (double) (BLOCK * rows)) * chunks >= waves2) return rows;
+  return 1;
+}
+
+size_t two_way_entry_bytes(size_t value_bytes)
+{
+  return (size_t) (threads_per_block<true>() / 32) * value_bytes;
+}
 
 gk_status launch(const gk_reduce_spec *spec, Args a, const Variant &v, gk_error *err)
 {
