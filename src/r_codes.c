@@ -1,9 +1,11 @@
-/* The integer codes of the C engines, named, for R: R makes its tables
- * (gk_reductions, gk_reduce_methods, gk_kernel_families, ...) from gk_r_codes()
- * when the package loads, so that a code is written once, in C. */
+/* The integer codes of the C engines, named, and the constants R needs (the
+ * device memory budget's share of free memory): R makes its tables
+ * (gk_reductions, gk_reduce_methods, gk_kernel_families, ...) from
+ * gk_r_codes() when the package loads, so that each is written once, in C. */
 #include "r_util.h"
 #include "reduce/reduce.h"
 #include "device/block_writer.h"
+#include "device/gk_device.h"
 
 typedef struct {
   const char *name;
@@ -53,7 +55,7 @@ static SEXP kernel_families(int offset)
 SEXP gk_r_codes(void)
 {
   const char *names[] = {"reductions", "reduce_methods", "kernel_families",
-                         "kernel_dlogrange_families", "write_kinds"};
+                         "kernel_dlogrange_families", "write_kinds", "memory_budget_fraction"};
   const int n = COUNT(names);
   SEXP out = PROTECT(Rf_allocVector(VECSXP, n)), nm = PROTECT(Rf_allocVector(STRSXP, n));
   SET_VECTOR_ELT(out, 0, named_ints(reductions, COUNT(reductions)));
@@ -61,6 +63,7 @@ SEXP gk_r_codes(void)
   SET_VECTOR_ELT(out, 2, kernel_families(0));
   SET_VECTOR_ELT(out, 3, kernel_families(GK_KERNEL_DLOGRANGE));
   SET_VECTOR_ELT(out, 4, named_ints(write_kinds, COUNT(write_kinds)));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarReal(GK_MEMORY_BUDGET_FRACTION));
   for (int i = 0; i < n; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
   Rf_setAttrib(out, R_NamesSymbol, nm);
   UNPROTECT(2);
