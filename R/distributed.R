@@ -199,7 +199,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
          p = p, precision = precision, backend = backend, options = opts,
          devices = devices, chunk = k)
   })
-  write_kind <- switch(kind, pdist = 1L, kernel_sym = 2L, 0L)
+  write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
   out <- if (kind == "pdist") .Call(gk_r_alloc_result, n * (n - 1) / 2, 0L) else
     .Call(gk_r_alloc_result, as.double(n) * m, as.integer(n))
   collect <- function(i, value) {

@@ -1,6 +1,3 @@
-# Family codes shared with inst/include/gpukernels/gk_kernel.h (gk_kernel_family).
-gk_kernel_families <- c(gaussian = 0L, exponential = 1L, matern = 2L, cauchy = 3L,
-                        inverse_multiquadric = 4L, linear = 5L, squared_distance = 6L)
 gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance",
                        squared_euclidean = "squared_distance", rbf = "gaussian")
 
@@ -119,12 +116,13 @@ gk_validate_kernel <- function(kernel, arg = "kernel") {
   }
   if (!is.list(kernel)) bad(paste("it is", gk_describe(unclass(kernel)), "instead of a list"))
   code <- kernel$family_code
-  # 16 + f: the range derivatives of families 0 to 4 (gp_dlogrange_kernel())
+  # or the range derivative of a family (gp_dlogrange_kernel())
   if (!is.numeric(code) || length(code) != 1L || is.na(code) ||
-      !code %in% c(gk_kernel_families, 16:20)) {
+      !code %in% c(gk_kernel_families, gk_kernel_dlogrange_families)) {
     bad(paste0("its `family_code` must be one of ", paste(gk_kernel_families, collapse = ", ")))
   }
-  name <- names(gk_kernel_families)[match(code %% 16, gk_kernel_families)]
+  name <- names(c(gk_kernel_families, gk_kernel_dlogrange_families))[
+    match(code, c(gk_kernel_families, gk_kernel_dlogrange_families))]
   if (!identical(kernel$name, name)) {
     bad(paste0("its `name` must be \"", name, "\" for `family_code` ", code))
   }

@@ -2,6 +2,7 @@
 # for the GPU in use the first time a call needs them (NVRTC), and kept on disk.
 
 .onLoad <- function(libname, pkgname) {
+  gk_codes_setup()
   gk_jit_setup(gk_cache_dir())
 }
 

@@ -1,9 +1,3 @@
-gk_reductions <- c(sum = 0L, min = 1L, max = 2L, argmin = 3L, argmax = 4L, kmin = 5L,
-                   logsumexp = 6L, softmax_sum = 7L)
-gk_reduce_methods <- c(auto = 0L, "1d" = 1L, "2d" = 2L)
-gk_reduction_names <- names(gk_reductions)
-gk_reduce_method_names <- names(gk_reduce_methods)
-
 #' Kernel reductions without the kernel matrix
 #'
 #' Computes, for every row \eqn{x_i} of `x`,

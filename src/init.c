@@ -26,6 +26,7 @@ SEXP gk_r_tunables(void);
 /* argument checks shared by the engines (r_util.c) */
 SEXP gk_r_check_finite(SEXP x, SEXP arg);
 SEXP gk_r_kernel_ok(SEXP spec);
+SEXP gk_r_codes(void);
 SEXP gk_r_knn_distances(SEXP squares, SEXP scale);
 SEXP gk_r_knn_scale(SEXP x, SEXP y);
 SEXP gk_r_knn_refine(SEXP x, SEXP y, SEXP index, SEXP distance);
@@ -117,6 +118,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_tunables", (DL_FUNC) &gk_r_tunables, 0},
   {"gk_r_check_finite", (DL_FUNC) &gk_r_check_finite, 2},
   {"gk_r_kernel_ok", (DL_FUNC) &gk_r_kernel_ok, 1},
+  {"gk_r_codes", (DL_FUNC) &gk_r_codes, 0},
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
   {"gk_r_knn_refine", (DL_FUNC) &gk_r_knn_refine, 4},

@@ -131,8 +131,6 @@ static double kernel_number(SEXP spec, const char *name)
  * check, which names what is wrong (or converts integer fields). */
 SEXP gk_r_kernel_ok(SEXP spec)
 {
-  static const char *names[] = {"gaussian", "exponential", "matern", "cauchy",
-                                "inverse_multiquadric", "linear", "squared_distance"};
   if (TYPEOF(spec) != VECSXP) return Rf_ScalarLogical(FALSE);
   SEXP code = gk_list_get(spec, "family_code"), name = gk_list_get(spec, "name"),
        range = gk_list_get(spec, "range"), variance = gk_list_get(spec, "variance"),
@@ -146,7 +144,8 @@ SEXP gk_r_kernel_ok(SEXP spec)
   int base = c >= GK_KERNEL_DLOGRANGE ? c - GK_KERNEL_DLOGRANGE : c;
   if (c < 0 || base > GK_KERNEL_SQUARED_DISTANCE ||
       (c >= GK_KERNEL_DLOGRANGE && base > GK_KERNEL_INVERSE_MULTIQUADRIC) ||
-      STRING_ELT(name, 0) == NA_STRING || strcmp(CHAR(STRING_ELT(name, 0)), names[base]) != 0)
+      STRING_ELT(name, 0) == NA_STRING ||
+      strcmp(CHAR(STRING_ELT(name, 0)), gk_kernel_family_name(base)) != 0)
     return Rf_ScalarLogical(FALSE);
   for (R_xlen_t q = 0; q < Rf_xlength(range); q++) {
     double r = REAL(range)[q];

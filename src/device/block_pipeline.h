@@ -1,10 +1,11 @@
 /*
  * The GPU block pipeline of the device layer (CUDA builds only): runs a block
- * list from the scheduler on one or more GPUs, one host thread per GPU, each
- * with two device output buffers, two pinned host buffers, a compute stream
- * and a download stream, so that the CPU scatters block k (through a
- * gk_block_writer) while the GPU computes block k + 1. Threads take the next
- * block from the shared list (largest first), so GPUs finish together.
+ * list from the scheduler on one or more GPUs, one host thread per GPU (the
+ * device layer's pool, gk_pool.h), each with two device output buffers, two
+ * pinned host buffers, a compute stream and a download stream, so that the CPU
+ * scatters block k (through a gk_block_writer) while the GPU computes block
+ * k + 1. Threads take the next block from the shared list (largest first), so
+ * GPUs finish together.
  *
  * The pipeline knows nothing of what is computed: a gk_block_policy supplies
  * per-GPU storage and a launch function that uploads what one block needs and

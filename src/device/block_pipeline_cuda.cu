@@ -1,12 +1,12 @@
 // The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <vector>
 #include "device/block_pipeline.h"
 #include "device/block_progress.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_pool.h"
 
 namespace {
 
@@ -17,13 +17,11 @@ struct shared_state {
   const gk_block_writer *writer;
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
-  std::atomic<int> stop{0};         // set on interrupt or on any worker's failure
-  std::atomic<int> running{0};      // workers still going
+  gk_block_progress progress;
+  struct worker *workers;
 };
 
 struct worker {
-  int device;
-  gk_error err;
   double setup_s = 0, gpu_s = 0, scatter_s = 0;   // for the closing progress line
 };
 
@@ -32,11 +30,13 @@ double seconds_since(std::chrono::steady_clock::time_point start)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// One GPU: takes blocks until the list is empty, scattering each on the host
-// while the next one computes.
-void run_worker(shared_state *s, worker *w)
+// One GPU (a thread of the device pool, bound to it): takes blocks until the
+// list is empty or the pool stops, scattering each on the host while the next
+// one computes.
+void run_worker(void *ctx, int d, gk_error *err)
 {
-  gk_error *err = &w->err;
+  shared_state *s = (shared_state *) ctx;
+  worker *w = &s->workers[d];
   const gk_block_policy *policy = s->policy;
   gk_stream compute = NULL, download = NULL;
   gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
@@ -49,7 +49,6 @@ void run_worker(shared_state *s, worker *w)
   auto clock = std::chrono::steady_clock::now();
 
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
-  GK_TRY(gk_device_bind_thread(w->device, err));
   GK_TRY(gk_stream_create(&compute, 1, err));
   GK_TRY(gk_stream_create(&download, 0, err));
   for (int b = 0; b < 2; b++) {
@@ -62,7 +61,7 @@ void run_worker(shared_state *s, worker *w)
   w->setup_s = seconds_since(clock);
 
   for (;; iteration++) {
-    if (s->stop.load()) break;
+    if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
     size_t k = s->next.fetch_add(1);
     if (k >= s->count) break;
     const gk_block *block = &s->blocks[k];
@@ -99,7 +98,6 @@ void run_worker(shared_state *s, worker *w)
     s->done.fetch_add(1);
   }
 fail:
-  if (err->status != GK_OK) s->stop.store(1);
   if (compute) cudaStreamSynchronize((cudaStream_t) compute);
   if (download) cudaStreamSynchronize((cudaStream_t) download);
   if (started) cudaEventDestroy(started);
@@ -111,8 +109,12 @@ fail:
   }
   gk_stream_destroy(&compute);
   gk_stream_destroy(&download);
-  gk_device_bind_thread(-1, NULL);
-  s->running.fetch_sub(1);
+}
+
+void show_progress(void *ctx)
+{
+  shared_state *s = (shared_state *) ctx;
+  gk_block_progress_update(&s->progress, s->done.load(), 0);
 }
 
 }  // namespace
@@ -129,40 +131,21 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.count = count;
   s.writer = writer;
   std::vector<worker> workers((size_t) options->n_devices);
-  std::vector<std::thread> threads;
-  gk_block_progress progress;
-  gk_block_progress_start(&progress, options->label, count, options->progress);
+  std::vector<gk_error> errors((size_t) options->n_devices);
+  s.workers = workers.data();
+  gk_block_progress_start(&s.progress, options->label, count, options->progress);
   int interrupted = 0;
-  try {
-    for (int d = 0; d < options->n_devices; d++) {
-      workers[d].device = options->devices[d];
-      gk_error_clear(&workers[d].err);
-      s.running.fetch_add(1);
-      threads.emplace_back(run_worker, &s, &workers[d]);
-    }
-  } catch (...) {
-    s.running.fetch_sub(1);   // the thread that failed to start
-    s.stop.store(1);
-    gk_fail(err, GK_ERR_INTERNAL, "could not start a host thread for a GPU");
-  }
-  // The R thread waits here: interrupts and progress are checked only on it.
-  while (s.running.load() > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!interrupted && gk_interrupt_pending()) {
-      interrupted = 1;
-      s.stop.store(1);
-    }
-    gk_block_progress_update(&progress, s.done.load(), 0);
-  }
-  for (auto &t : threads) t.join();
-  gk_block_progress_update(&progress, s.done.load(), 1);
+  gk_pool_run(options->devices, options->n_devices, run_worker, show_progress, &s, 20,
+              errors.data(), &interrupted, err);
+  gk_block_progress_update(&s.progress, s.done.load(), 1);
   if (options->progress) {
-    for (auto &w : workers)
+    for (int d = 0; d < options->n_devices; d++)
       gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host scatter %.2f s",
-                  options->label, w.device + 1, w.setup_s, w.gpu_s, w.scatter_s);
+                  options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
+                  workers[d].scatter_s);
   }
-  for (auto &w : workers)
-    if (w.err.status != GK_OK) gk_fail(err, w.err.status, "%s", w.err.message);
+  for (const gk_error &e : errors)
+    if (e.status != GK_OK) gk_fail(err, e.status, "%s", e.message);
   if (interrupted) gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %zu of %zu blocks",
                            s.done.load(), count);
   return err->status;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 #include "device/gk_cuda.h"
+#include "device/gk_memory.h"
 
 #define GK_MAX_DEVICES 64
 
@@ -26,6 +27,7 @@ struct device_context {
   gk_pinned_buffer staging = {NULL, 0};
   int sm_count = 0;                       // 0: not asked yet
   int arch = 0;                           // 10 major + minor; 0: not asked yet
+  int shared_optin = 0;                   // bytes; 0: not asked yet
   std::vector<occupancy_entry> occupancy;
 };
 
@@ -47,6 +49,25 @@ device_context *context_of_device_in_use(gk_error *err)
     return NULL;
   }
   return &contexts[device];
+}
+
+// Attribute `attr` of the device in use, asked once per device and kept in
+// the context's `field` (0: not asked yet); 0 when the driver cannot say (not
+// kept: asked again next time).
+int cached_attribute(int device_context::*field, cudaDeviceAttr attr)
+{
+  device_context *ctx = context_of_device_in_use(NULL);
+  if (!ctx) return 0;
+  std::lock_guard<std::mutex> guard(ctx->lock);
+  if (!(ctx->*field)) {
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, attr, gk_device_in_use()) != cudaSuccess || value < 1) {
+      cudaGetLastError();
+      return 0;
+    }
+    ctx->*field = value;
+  }
+  return ctx->*field;
 }
 
 }  // namespace
@@ -91,19 +112,14 @@ gk_status gk_cusolver_handle(cusolverDnHandle_t *handle, gk_error *err)
 
 int gk_device_sm_count(void)
 {
-  device_context *ctx = context_of_device_in_use(NULL);
-  if (!ctx) return 1;
-  std::lock_guard<std::mutex> guard(ctx->lock);
-  if (!ctx->sm_count) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gk_device_in_use()) !=
-            cudaSuccess || sms < 1) {
-      cudaGetLastError();
-      return 1;   // not cached: asked again next time
-    }
-    ctx->sm_count = sms;
-  }
-  return ctx->sm_count;
+  int sms = cached_attribute(&device_context::sm_count, cudaDevAttrMultiProcessorCount);
+  return sms > 0 ? sms : 1;
+}
+
+size_t gk_device_shared_optin(void)
+{
+  return (size_t) cached_attribute(&device_context::shared_optin,
+                                   cudaDevAttrMaxSharedMemoryPerBlockOptin);
 }
 
 int gk_device_arch(void)
@@ -162,12 +178,9 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
   // Grow with headroom so that slowly growing sizes do not reallocate every call.
   size_t want = bytes + bytes / 4;
   size_t budget = 0;
-  if (gk_device_memory_budget(&budget, err)) return err->status;
-  if (want > budget && bytes <= budget) want = budget;
-  if (want > budget)
-    return gk_fail(err, GK_ERR_NOMEM, "%s needs %.1f MiB of GPU memory but only %.1f MiB may "
-                   "be used (%.0f%% of the free memory): use smaller inputs or the CPU",
-                   what, bytes / 1048576.0, budget / 1048576.0, 100 * GK_MEMORY_BUDGET_FRACTION);
+  if (gk_memory_check_device((double) bytes, what, "use smaller inputs or the CPU", &budget, err))
+    return err->status;
+  if (want > budget) want = budget;
   if (gk_buffer_alloc(buf, want, what, err)) return err->status;
   *ptr = buf->ptr;
   return GK_OK;

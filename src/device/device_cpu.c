@@ -57,6 +57,8 @@ gk_status gk_device_memory_budget(size_t *bytes, gk_error *err)
 
 int gk_device_sm_count(void) { return 1; }
 
+size_t gk_device_shared_optin(void) { return 0; }
+
 gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what, void **ptr,
                             gk_error *err)
 {

@@ -96,8 +96,12 @@ size_t gk_memory_budget_of(size_t free_bytes);
  * not on every call). */
 gk_status gk_device_memory_budget(size_t *bytes, gk_error *err);
 
-/* Facts about the device in use, asked once per device and cached. */
+/* Facts about the device in use, asked once per device and cached: its
+ * multiprocessors (1 when unknown), and the most shared memory a block may
+ * opt in to (cudaFuncAttributeMaxDynamicSharedMemorySize; 0 when unknown, so
+ * that "does it fit" answers no). Every engine reads these, never the driver. */
 int gk_device_sm_count(void);
+size_t gk_device_shared_optin(void);
 
 /* Scratch kept between calls, per device (small calls then allocate
  * nothing): device memory by slot, and one page-locked host staging buffer.

@@ -1,4 +1,5 @@
 /* Accounting of native memory held by live objects (gk_memory.h). */
+#include <stdio.h>
 #include <unistd.h>
 #include "device/gk_memory.h"
 #include "device/gk_device.h"
@@ -101,4 +102,27 @@ void gk_memory_collected(void)
 double gk_memory_available(int where)
 {
   return available(where);
+}
+
+/* Bytes in words: GB with two decimals, MB below a gigabyte (scratch). */
+static void bytes_words(double bytes, char *out, size_t size)
+{
+  if (bytes >= 1e9) snprintf(out, size, "%.2f GB", bytes / 1e9);
+  else snprintf(out, size, "%.1f MB", bytes / 1e6);
+}
+
+gk_status gk_memory_check_device(double need, const char *what, const char *advice,
+                                 size_t *budget, gk_error *err)
+{
+  size_t have = 0;
+  if (budget) *budget = 0;
+  if (gk_device_memory_budget(&have, err)) return err->status;
+  if (budget) *budget = have;
+  if (need <= (double) have) return GK_OK;
+  char need_s[32], have_s[32];
+  bytes_words(need, need_s, sizeof need_s);
+  bytes_words((double) have, have_s, sizeof have_s);
+  return gk_fail(err, GK_ERR_NOMEM, "%s needs %s of GPU memory, more than the %s it may use "
+                 "(%.0f%% of the free memory): %s", what, need_s, have_s,
+                 100 * GK_MEMORY_BUDGET_FRACTION, advice);
 }

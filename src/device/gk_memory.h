@@ -22,6 +22,7 @@
 #define GK_MEMORY_H
 
 #include <stddef.h>
+#include "device/gk_error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,15 @@ double gk_memory_available(int where);
 
 /* Host budget in bytes (0: half of the physical memory). */
 void gk_memory_set_host_budget(double bytes);
+
+/* The one check of a plan against the device budget (gk_device_memory_budget(),
+ * on the device in use): GK_OK when `need` bytes fit, else GK_ERR_NOMEM with
+ * the standard message "<what> needs 3.20 GB of GPU memory, more than the
+ * 2.40 GB it may use (80% of the free memory): <advice>", so that every engine
+ * says what ran out and what to change in the same words. The budget goes to
+ * *budget when it is not NULL, for callers that also size work by it. */
+gk_status gk_memory_check_device(double need, const char *what, const char *advice,
+                                 size_t *budget, gk_error *err);
 
 #ifdef __cplusplus
 }

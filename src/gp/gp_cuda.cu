@@ -4,34 +4,33 @@
  * G' (a gather over the transposed pattern), Sigma (the caller's operator: an
  * H2 matrix or the tiled reductions) and G, then one fused CG step per column.
  * Only the step lengths and residual norms (k numbers each) come back to the
- * host, which decides which columns go on.
+ * host, which decides which columns go on. The column operations (dots,
+ * the step) are in gp_cg_cuda.cu; G and G' are applied here.
  *
- * Dot products are summed in a fixed order (per block, then the blocks in
- * order), so a run repeats to the bit. The vectors and G may be kept in the
- * operator's row order (gp_gpu_operator.order): G's rows then add their terms
- * as gp_vecchia_apply does, G' its terms in that order's row order, which
- * differs from the CPU's only by rounding.
+ * The vectors and G may be kept in the operator's row order
+ * (gp_gpu_operator.order): G's rows then add their terms as gp_vecchia_apply
+ * does, G' its terms in that order's row order, which differs from the CPU's
+ * only by rounding.
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
 #include <cub/cub.cuh>
 #include "gp/gp.h"
+#include "gp/gp_cg_cuda.cuh"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_memory.h"
+
+using gp_cg::blocks_for;
+using gp_cg::kThreads;
 
 namespace {
 
-const int kThreads = 256;
 const int kCols = 8;   // columns per thread in the G / G' products
-
-unsigned blocks_for(size_t rows)
-{
-  size_t b = (rows + kThreads - 1) / kThreads;
-  return (unsigned) (b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
 
 /* out[:, c] = M x[:, c] for the k columns, M = G or G': row r of M is coef[r]
  * at r plus the terms (row j, value g) that `Terms` lists for r. A thread
@@ -173,102 +172,6 @@ __global__ void pattern_columns(int n, size_t total, const int *key, const long 
   }
 }
 
-/* dst[:, c] = src[:, cols[c]] */
-__global__ void gather_columns(size_t n, const double *src, const int *cols, double *dst)
-{
-  const double *s = src + (size_t) cols[blockIdx.y] * n;
-  double *d = dst + (size_t) blockIdx.y * n;
-  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * blockDim.x)
-    d[i] = s[i];
-}
-
-/* The block's sum of v, in a fixed order, by thread 0. */
-__device__ double block_sum(double v, double *shared)
-{
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
-/* partial[c * gridDim.x + b] = block b's part of <a[:, ja], b[:, c]>, with
- * ja = cols[c] (a: the n x K state, b: the n x k block of the active columns). */
-__global__ void dot_partials(size_t n, const double *a, const int *cols, const double *bm,
-                             double *partial)
-{
-  __shared__ double shared[kThreads];
-  const double *ac = a + (size_t) cols[blockIdx.y] * n, *bc = bm + (size_t) blockIdx.y * n;
-  double v = 0.0;
-  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * blockDim.x)
-    v += ac[i] * bc[i];
-  double total = block_sum(v, shared);
-  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
-}
-
-/* out[c] = the sum of column c's `parts` partials, in order (one block per column). */
-__global__ void sum_partials(const double *partial, int parts, double *out)
-{
-  __shared__ double shared[kThreads];
-  double v = 0.0;
-  for (int p = threadIdx.x; p < parts; p += blockDim.x) v += partial[(size_t) blockIdx.y * parts + p];
-  double total = block_sum(v, shared);
-  if (threadIdx.x == 0) out[blockIdx.y] = total;
-}
-
-/* For active column c (state column j = cols[c]): step = rr[j] / pq[c],
- * x_j += step p_j, r_j -= step q_c, and block partials of <r_j, r_j>. */
-__global__ void step_partials(size_t n, const int *cols, const double *rr, const double *pq,
-                              const double *q, double *x, double *r, const double *p,
-                              double *partial)
-{
-  __shared__ double shared[kThreads];
-  size_t j = (size_t) cols[blockIdx.y];
-  double step = rr[j] / pq[blockIdx.y];
-  const double *qc = q + (size_t) blockIdx.y * n, *pj = p + j * n;
-  double *xj = x + j * n, *rj = r + j * n;
-  double v = 0.0;
-  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * blockDim.x) {
-    xj[i] += step * pj[i];
-    double t = rj[i] - step * qc[i];
-    rj[i] = t;
-    v += t * t;
-  }
-  double total = block_sum(v, shared);
-  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
-}
-
-/* After sum_partials gave next[c] = <r_j, r_j>: the coefficients, and rr. */
-__global__ void finish_step(int k, const int *cols, const double *pq, const double *next,
-                            double *rr, double *coef_a, double *coef_b)
-{
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= k) return;
-  int j = cols[c];
-  coef_a[c] = rr[j] / pq[c];
-  coef_b[c] = next[c] / rr[j];
-  rr[j] = next[c];
-}
-
-/* p_j = r_j + beta_c p_j */
-__global__ void next_direction(size_t n, const int *cols, const double *beta, const double *r,
-                               double *p)
-{
-  size_t j = (size_t) cols[blockIdx.y];
-  double b = beta[blockIdx.y];
-  const double *rj = r + j * n;
-  double *pj = p + j * n;
-  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * blockDim.x)
-    pj[i] = rj[i] + b * pj[i];
-}
 
 /* Everything the solver keeps on the GPU, freed together. */
 struct solver_state {
@@ -296,13 +199,6 @@ gt_terms transpose_terms(const solver_state *st)
   return t;
 }
 
-/* y += a x */
-__global__ void add_scaled(size_t count, double a, const double *x, double *y)
-{
-  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
-       e += (size_t) gridDim.x * blockDim.x)
-    y[e] += a * x[e];
-}
 
 /* Downloads the n x k block `from` (storage order) to host `to` in the points'
  * order, through `spare` when there is an order (NULL: none). Synchronous. */
@@ -386,7 +282,7 @@ extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, 
   gk_reduce_operand b = {NULL, x, 0, a->points.gpu, n, nrhs, NULL};
   if (reduce_cuda(&spec, &a->points, &a->points, &b, NULL, NULL, err)) return err->status;
   if (a->nugget != 0.0 && count > 0) {
-    add_scaled<<<blocks_for(count), kThreads>>>(count, a->nugget, x, y);
+    gp_cg::add_scaled(count, a->nugget, x, y);
     if (gk_cuda_check_launch("the nugget", err)) return err->status;
     return gk_stream_sync(NULL, "the nugget", err);
   }
@@ -426,14 +322,14 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     // order needs, and freed before)
     size_t need = 5 * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
                   (nn + 1) * sizeof(size_t) + nnz * (sizeof(int) + sizeof(double)) +
-                  3 * nn * m * (sizeof(int) + sizeof(long long)), budget = 0;
-    if (gk_device_memory_budget(&budget, err)) return err->status;
-    if (need > budget)
-      return gk_fail(err, GK_ERR_NOMEM,
-                     "the GPU solver needs %.2f GB for %d vectors of %d rows and the "
-                     "preconditioner, more than the %.2f GB free to use: use fewer probes "
-                     "(gp_control(probes = )) or backend = \"cpu\"",
-                     need / 1e9, k, n, budget / 1e9);
+                  3 * nn * m * (sizeof(int) + sizeof(long long));
+    char what[128];
+    snprintf(what, sizeof what, "the GPU solver (%d vectors of %d rows and the preconditioner)",
+             k, n);
+    if (gk_memory_check_device((double) need, what,
+                               "use fewer probes (gp_control(probes = )) or backend = \"cpu\"",
+                               NULL, err))
+      return err->status;
   }
   try {
     host_small.resize(4 * (size_t) k);
@@ -529,8 +425,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     for (int c = 0; c < k; c++) active[c] = c;
     GK_CUDA_TRY(cudaMemcpyAsync(d_cols, active.data(), k * sizeof(int), cudaMemcpyHostToDevice, s),
                 "the solver's columns", err);
-    dot_partials<<<dim3(parts, k), kThreads, 0, s>>>(nn, R, d_cols, R, (double *) st.partial.ptr);
-    sum_partials<<<dim3(1, k), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, d_rr);
+    gp_cg::dots(nn, R, d_cols, R, k, parts, (double *) st.partial.ptr, d_rr, s);
     GK_TRY(gk_cuda_check_launch("the solver's norms", err));
     GK_CUDA_TRY(cudaMemcpyAsync(rr, d_rr, k * sizeof(double), cudaMemcpyDeviceToHost, s),
                 "the solver's norms", err);
@@ -547,7 +442,7 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
                                   cudaMemcpyHostToDevice, s), "the solver's columns", err);
       unsigned groups = (unsigned) ((ka + kCols - 1) / kCols);
       // Q = G Sigma G' P[, active]: W1 = P[, active]; W2 = G' W1; W1 = Sigma W2; W2 = G W1
-      gather_columns<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W1);
+      gp_cg::gather(nn, P, d_cols, ka, parts, W1, s);
       apply_rows<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
           nn, gt, (const double *) st.coef.ptr, W1, ka, W2);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
@@ -557,14 +452,9 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       apply_rows<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
           nn, g_rows, (const double *) st.coef.ptr, W1, ka, W2);
       // the CG step on the active columns (Q = W2)
-      dot_partials<<<dim3(parts, ka), kThreads, 0, s>>>(nn, P, d_cols, W2,
-                                                        (double *) st.partial.ptr);
-      sum_partials<<<dim3(1, ka), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, pq);
-      step_partials<<<dim3(parts, ka), kThreads, 0, s>>>(nn, d_cols, d_rr, pq, W2, X, R, P,
-                                                         (double *) st.partial.ptr);
-      sum_partials<<<dim3(1, ka), kThreads, 0, s>>>((const double *) st.partial.ptr, parts, next);
-      finish_step<<<(ka + 127) / 128, 128, 0, s>>>(ka, d_cols, pq, next, d_rr, ca, cb);
-      next_direction<<<dim3(parts, ka), kThreads, 0, s>>>(nn, d_cols, cb, R, P);
+      gp_cg::dots(nn, P, d_cols, W2, ka, parts, (double *) st.partial.ptr, pq, s);
+      gp_cg::step(nn, d_cols, ka, parts, pq, W2, X, R, P, d_rr, (double *) st.partial.ptr, next,
+                  ca, cb, s);
       GK_TRY(gk_cuda_check_launch("the conjugate-gradient step", err));
       double *h_a = host_small.data() + 2 * k, *h_b = host_small.data() + 3 * k;
       GK_CUDA_TRY(cudaMemcpyAsync(h_a, ca, ka * sizeof(double), cudaMemcpyDeviceToHost, s),

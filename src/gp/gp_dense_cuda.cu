@@ -14,12 +14,14 @@
  * in order on the host), so a call repeats to the bit.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <vector>
 #include "gp/gp.h"
 #include "kernels/kernel_matrix.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
+#include "device/gk_memory.h"
 
 namespace {
 
@@ -141,16 +143,13 @@ gk_status ensure_work(dense_factor *f, int doubles, gk_error *err)
 /* Memory check before the first allocation: `matrices` n x n buffers. */
 gk_status check_room(int n, int matrices, gk_error *err)
 {
-  size_t budget = 0;
-  if (gk_device_memory_budget(&budget, err)) return err->status;
   double need = (double) matrices * n * (double) n * sizeof(double);
-  if (need > (double) budget)
-    return gk_fail(err, GK_ERR_NOMEM,
-                   "the dense likelihood at n = %d needs %.1f GB of GPU memory (%d matrices of "
-                   "n x n), more than the %.1f GB it may use: use method = \"tiled\" or \"h2\", "
-                   "or backend = \"cpu\"",
-                   n, need / 1e9, matrices, (double) budget / 1e9);
-  return GK_OK;
+  char what[96];
+  snprintf(what, sizeof what, "the dense likelihood at n = %d (%d matrices of n x n)", n,
+           matrices);
+  return gk_memory_check_device(need, what,
+                                "use method = \"tiled\" or \"h2\", or backend = \"cpu\"",
+                                NULL, err);
 }
 
 /* Sigma = K + nugget I on the device, factored in place (lower). */

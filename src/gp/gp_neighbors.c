@@ -385,11 +385,7 @@ static void exact_row(nb_work *w, int end, int i)
   int who[GP_NEIGHBORS_MAX_CANDIDATES];
   const double *p = w->prefix;
   for (int j = 0; j < i; j++) {
-    double d2 = 0;
-    for (int d = 0; d < dim; d++) {
-      double t = p[i + (size_t) d * end] - p[j + (size_t) d * end];
-      d2 += t * t;
-    }
+    double d2 = gk_sqdist(p + i, (size_t) end, p + j, (size_t) end, dim);
     klist_push(best, who, &got, want, d2, j + 1);
   }
   for (int q = 0; q < w->m; q++) w->nbr[i + (size_t) q * n] = q < got ? who[q] : 0;

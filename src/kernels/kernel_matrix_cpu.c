@@ -2,19 +2,6 @@
 #include "device/gk_omp.h"
 #include "device/gk_hooks.h"
 
-/* The pair statistic of rows i of x and j of y: squared distance, or the
- * inner product for kernels that need it. */
-static inline double pair_statistic(int inner, const double *x, size_t m, size_t i,
-                                    const double *y, size_t n, size_t j, int dim)
-{
-  double acc = 0.0;
-  for (int k = 0; k < dim; k++) {
-    double a = x[i + (size_t) k * m], b = y[j + (size_t) k * n];
-    acc += inner ? a * b : (a - b) * (a - b);
-  }
-  return acc;
-}
-
 gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
                             const double *y, size_t n, int dim, double *out,
                             int threads, gk_error *err)
@@ -32,7 +19,7 @@ gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
       size_t i1 = i0 + chunk < m ? i0 + chunk : m;
       for (size_t i = i0; i < i1; i++)
         out[i + (size_t) j * m] =
-          gk_kernel_eval(kernel, pair_statistic(inner, x, m, i, y, n, (size_t) j, dim));
+          gk_kernel_eval(kernel, gk_pair_stat(inner, x + i, m, y + j, n, dim));
     }
   if (stop.stop) return gk_fail(err, GK_ERR_INTERRUPTED, "the kernel matrix was interrupted");
   return GK_OK;

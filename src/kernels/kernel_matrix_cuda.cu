@@ -12,12 +12,7 @@ __global__ void kernel_matrix_entries(gk_kernel kernel, const double *x, size_t 
   size_t j = blockIdx.y;
   if (i >= m) return;
   int inner = gk_kernel_uses_inner_product(&kernel);
-  double acc = 0.0;
-  for (int k = 0; k < dim; k++) {
-    double a = x[i + (size_t) k * m], b = y[j + (size_t) k * n];
-    acc += inner ? a * b : (a - b) * (a - b);
-  }
-  double v = alpha * gk_kernel_eval(&kernel, acc);
+  double v = alpha * gk_kernel_eval(&kernel, gk_pair_stat(inner, x + i, m, y + j, n, dim));
   out[i + j * m] = beta == 0.0 ? v : v + beta * out[i + j * m];
 }
 

@@ -59,10 +59,10 @@ __device__ __forceinline__ double finish(int op, double acc, double a, double b,
 { return pcf_finish_f(op, acc, a, b, p, f, g); }
 
 // One pair's walk held as explicit state, so that a thread can interleave
-// several (walk_chains). The arithmetic is pcf_pair's, step for step. Unlike
-// there, the row function is read one interval ahead (its load overlaps the
-// next steps) and each row value is converted to double once per interval,
-// not on every step. The row band ends with a padding interval (band_alloc),
+// several (walk_chains). The steps are pcf_walk_step's (pcf_integrate_impl.h)
+// and the arithmetic is pcf_pair's; unlike there, the row function is read
+// one interval ahead (its load overlaps the next steps) and each row value is
+// converted to double once per interval, not on every step. The row band ends with a padding interval (band_alloc),
 // so reading ahead of a function's last interval needs no bounds check: the
 // interval read there is never used, as the walk ends before the row advances
 // past its (.., inf) interval.

@@ -1,6 +1,47 @@
 /* One interval type of pcf_integrate.h: included twice, with PCF_INTERVAL and
  * PCF_NAME defined for double and for float intervals. Not a header of its own. */
 
+/* The walk of a pair (f, g) over the union of both functions' breakpoints,
+ * written once for pcf_pair and the scaled sums: each step is an interval
+ * [pos, t) on which f = a.v and g = b.v. Each function advances when its
+ * interval ends first (both on a shared breakpoint); the comparisons feed the
+ * pointer increments directly, which keeps the loop's dependency chain short.
+ * The GPU kernels take the same steps with a read-ahead and several walks
+ * interleaved (walk_chain, pcf_cuda.cu), which this form cannot express. */
+typedef struct {
+  const PCF_INTERVAL *f, *g;
+  PCF_INTERVAL a, b;   /* the current intervals; the last ones once the walk ends */
+  double pos;
+} PCF_NAME(pcf_walk);
+
+PCF_HD void PCF_NAME(pcf_walk_start)(PCF_NAME(pcf_walk) *w, const PCF_INTERVAL *f,
+                                     const PCF_INTERVAL *g)
+{
+  w->f = f;
+  w->g = g;
+  w->a = *f;
+  w->b = *g;
+  w->pos = 0;
+}
+
+/* The next interval's length and values, then advances; 0 at the end (both
+ * functions in their last interval, which ends at inf). */
+PCF_HD int PCF_NAME(pcf_walk_step)(PCF_NAME(pcf_walk) *w, double *dt, double *a, double *b)
+{
+  int next_a = w->a.t <= w->b.t, next_b = w->b.t <= w->a.t;
+  double t = next_a ? w->a.t : w->b.t;
+  if (t == (double) INFINITY) return 0;
+  *dt = t - w->pos;
+  *a = w->a.v;
+  *b = w->b.v;
+  w->pos = t;
+  w->f += next_a;
+  w->g += next_b;
+  w->a = *w->f;
+  w->b = *w->g;
+  return 1;
+}
+
 /* (int |f - g|^p)^(1/p) without overflow or underflow: the largest term
  * T* = dt* d*^p (found on a first walk) is factored out, and the sum of the
  * terms divided by it, each in [0, 1] and one equal to 1, is formed on a
@@ -10,14 +51,11 @@ PCF_HD double PCF_NAME(pcf_pair_scaled)(const PCF_INTERVAL *f, const PCF_INTERVA
 {
   double best = -INFINITY, best_d = 0, best_dt = 0, sum = 0;
   for (int pass = 0; pass < 2; pass++) {
-    const PCF_INTERVAL *fi = f, *gi = g;
-    PCF_INTERVAL a = *fi, b = *gi;
-    double pos = 0;
-    for (;;) {
-      int next_a = a.t <= b.t, next_b = b.t <= a.t;
-      double t = next_a ? a.t : b.t;
-      if (t == (double) INFINITY) break;
-      double dt = t - pos, d = fabs((double) a.v - (double) b.v);
+    PCF_NAME(pcf_walk) w;
+    double dt, a, b;
+    PCF_NAME(pcf_walk_start)(&w, f, g);
+    while (PCF_NAME(pcf_walk_step)(&w, &dt, &a, &b)) {
+      double d = fabs(a - b);
       if (dt > 0 && d > 0) {
         if (pass == 0) {
           double l = log(dt) + p * log(d);
@@ -30,11 +68,6 @@ PCF_HD double PCF_NAME(pcf_pair_scaled)(const PCF_INTERVAL *f, const PCF_INTERVA
           sum += exp(pcf_log_ratio(dt, best_dt) + p * pcf_log_ratio(d, best_d));
         }
       }
-      pos = t;
-      fi += next_a;
-      gi += next_b;
-      a = *fi;
-      b = *gi;
     }
     if (best_d == 0) return 0;   /* equal functions */
   }
@@ -56,27 +89,14 @@ PCF_HD double PCF_NAME(pcf_finish)(int op, double acc, double a, double b, doubl
   }
 }
 
-/* The op over the pair (f, g), given as packed intervals. Each function
- * advances when its interval ends first (both on a shared breakpoint); the
- * comparisons feed the pointer increments directly, which keeps the loop's
- * dependency chain short. */
+/* The op over the pair (f, g), given as packed intervals. */
 PCF_HD double PCF_NAME(pcf_pair)(int op, const PCF_INTERVAL *f, const PCF_INTERVAL *g, double p)
 {
-  const PCF_INTERVAL *f0 = f, *g0 = g;
-  PCF_INTERVAL a = *f, b = *g;
-  double pos = 0, acc = 0;
-  for (;;) {
-    int next_a = a.t <= b.t, next_b = b.t <= a.t;
-    double t = next_a ? a.t : b.t;
-    if (t == (double) INFINITY) break;
-    acc = pcf_accumulate(op, acc, t - pos, a.v, b.v, p);
-    pos = t;
-    f += next_a;
-    g += next_b;
-    a = *f;
-    b = *g;
-  }
-  return PCF_NAME(pcf_finish)(op, acc, a.v, b.v, p, f0, g0);
+  PCF_NAME(pcf_walk) w;
+  double acc = 0, dt, a, b;
+  PCF_NAME(pcf_walk_start)(&w, f, g);
+  while (PCF_NAME(pcf_walk_step)(&w, &dt, &a, &b)) acc = pcf_accumulate(op, acc, dt, a, b, p);
+  return PCF_NAME(pcf_finish)(op, acc, w.a.v, w.b.v, p, f, g);
 }
 
 #undef PCF_INTERVAL

@@ -131,16 +131,7 @@ typedef struct {
 static inline double pair_value(const reduce_job *job, const double *xi, size_t j)
 {
   const double *yj = job->ys + j * job->dim;
-  double stat = 0.0;
-  if (job->inner) {
-    for (int d = 0; d < job->dim; d++) stat += xi[d] * yj[d];
-  } else {
-    for (int d = 0; d < job->dim; d++) {
-      double t = xi[d] - yj[d];
-      stat += t * t;
-    }
-  }
-  return gk_kernel_eval(&job->spec->kernel, stat);
+  return gk_kernel_eval(&job->spec->kernel, gk_pair_stat(job->inner, xi, 1, yj, 1, job->dim));
 }
 
 static void row_sum(const reduce_job *job, size_t i, const row_spans *sp, double *acc)

@@ -1,62 +1,51 @@
 // Multi-GPU kernel reductions (reduce.h): the rows of x are cut into one
-// contiguous range per GPU, each run by reduce_cuda() in its own host thread
-// bound to its GPU (as the PCF block pipeline does); y and b are read by all.
-// Each thread copies its rows of x into a contiguous matrix and its results
+// contiguous range per GPU, each run by reduce_cuda() on a thread of the
+// device layer's pool (device/gk_pool.h); y and b are read by all. Each
+// thread copies its rows of x into a contiguous matrix and its results
 // back into their rows of `out` and `index`, in parallel with the others.
-#include <atomic>
-#include <chrono>
 #include <string.h>
-#include <thread>
+#include <new>
 #include <vector>
 #include "reduce/reduce.h"
 #include "device/gk_device.h"
-#include "device/gk_hooks.h"
+#include "device/gk_pool.h"
 
 namespace {
 
-struct shared_state {
-  std::atomic<int> stop{0};
-  std::atomic<int> running{0};
+struct job {
+  const gk_reduce_spec *spec;
+  const gk_reduce_operand *x, *y, *b;
+  double *out;
+  int *index;
+  int vcols, icols;
+  size_t per;   // rows per GPU
 };
 
-int read_stop(void *ctx) { return ((shared_state *) ctx)->stop.load(); }
-
-struct worker {
-  int device;
-  size_t row0, rows;
-  gk_error err;
-};
-
-void run_worker(shared_state *s, worker *w, const gk_reduce_spec *spec,
-                const gk_reduce_operand *x, const gk_reduce_operand *y,
-                const gk_reduce_operand *b, double *out, int *index, int vcols, int icols)
+// GPU d's rows of x (a thread of the device pool, bound to that GPU).
+void run_worker(void *ctx, int d, gk_error *err)
 {
-  gk_error *err = &w->err;
-  gk_hooks_bind_worker(read_stop, s);
-  if (gk_device_bind_thread(w->device, err) == GK_OK && w->rows > 0) {
-    size_t m = x->rows, r = w->rows;
-    try {
-      std::vector<double> xs(r * (size_t) x->cols), vs(r * (size_t) vcols);
-      std::vector<int> is(r * (size_t) icols);
-      for (int d = 0; d < x->cols; d++)
-        memcpy(xs.data() + (size_t) d * r, x->host + (size_t) d * m + w->row0, r * sizeof(double));
-      gk_reduce_operand xo = *x;
-      xo.host = xs.data();
-      xo.rows = r;
-      if (reduce_cuda(spec, &xo, y, b, vs.data(), is.data(), err) == GK_OK) {
-        for (int c = 0; c < vcols; c++)
-          memcpy(out + (size_t) c * m + w->row0, vs.data() + (size_t) c * r, r * sizeof(double));
-        for (int c = 0; c < icols; c++)
-          memcpy(index + (size_t) c * m + w->row0, is.data() + (size_t) c * r, r * sizeof(int));
-      }
-    } catch (const std::bad_alloc &) {
-      gk_fail(err, GK_ERR_NOMEM, "out of host memory splitting a reduction over GPUs");
+  const job *j = (const job *) ctx;
+  const gk_reduce_operand *x = j->x;
+  size_t m = x->rows, row0 = j->per * (size_t) d < m ? j->per * (size_t) d : m;
+  size_t r = row0 + j->per < m ? j->per : m - row0;
+  if (r == 0) return;
+  try {
+    std::vector<double> xs(r * (size_t) x->cols), vs(r * (size_t) j->vcols);
+    std::vector<int> is(r * (size_t) j->icols);
+    for (int c = 0; c < x->cols; c++)
+      memcpy(xs.data() + (size_t) c * r, x->host + (size_t) c * m + row0, r * sizeof(double));
+    gk_reduce_operand xo = *x;
+    xo.host = xs.data();
+    xo.rows = r;
+    if (reduce_cuda(j->spec, &xo, j->y, j->b, vs.data(), is.data(), err) == GK_OK) {
+      for (int c = 0; c < j->vcols; c++)
+        memcpy(j->out + (size_t) c * m + row0, vs.data() + (size_t) c * r, r * sizeof(double));
+      for (int c = 0; c < j->icols; c++)
+        memcpy(j->index + (size_t) c * m + row0, is.data() + (size_t) c * r, r * sizeof(int));
     }
+  } catch (const std::bad_alloc &) {
+    gk_fail(err, GK_ERR_NOMEM, "out of host memory splitting a reduction over GPUs");
   }
-  if (err->status != GK_OK) s->stop.store(1);
-  gk_device_bind_thread(-1, NULL);
-  gk_hooks_bind_worker(NULL, NULL);
-  s->running.fetch_sub(1);
 }
 
 }  // namespace
@@ -78,43 +67,18 @@ extern "C" gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_re
   if (!x->host || !y->host || (b && !b->host))
     return gk_fail(err, GK_ERR_INPUT, "a reduction over several GPUs needs host matrices (a "
                    "device matrix lives on one GPU): use as.matrix() or one GPU");
-  const int vcols = reduce_value_columns(spec->reduction, b ? b->cols : 1, spec->k);
-  const int icols = reduce_index_columns(spec->reduction, spec->k);
-  shared_state s;
-  std::vector<worker> workers((size_t) n_devices);
-  std::vector<std::thread> threads;
-  size_t m = x->rows, per = (m + (size_t) n_devices - 1) / (size_t) n_devices;
+  job j = {spec, x, y, b, out, index, reduce_value_columns(spec->reduction, b ? b->cols : 1, spec->k),
+           reduce_index_columns(spec->reduction, spec->k),
+           (x->rows + (size_t) n_devices - 1) / (size_t) n_devices};
+  std::vector<gk_error> errors((size_t) n_devices);
   int interrupted = 0;
-  try {
-    for (int d = 0; d < n_devices; d++) {
-      worker &w = workers[(size_t) d];
-      w.device = devices[d];
-      w.row0 = per * (size_t) d < m ? per * (size_t) d : m;
-      w.rows = w.row0 + per < m ? per : m - w.row0;
-      gk_error_clear(&w.err);
-      s.running.fetch_add(1);
-      threads.emplace_back(run_worker, &s, &w, spec, x, y, b, out, index, vcols, icols);
-    }
-  } catch (...) {
-    s.running.fetch_sub(1);
-    s.stop.store(1);
-    gk_fail(err, GK_ERR_INTERNAL, "could not start a host thread for a GPU");
-  }
-  // R's thread waits here: interrupts are checked only on it.
-  while (s.running.load() > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!interrupted && gk_interrupt_pending()) {
-      interrupted = 1;
-      s.stop.store(1);
-    }
-  }
-  for (auto &t : threads) t.join();
+  gk_pool_run(devices, n_devices, run_worker, NULL, &j, 5, errors.data(), &interrupted, err);
   if (err->status != GK_OK) return err->status;
-  for (auto &w : workers)
-    if (w.err.status != GK_OK && w.err.status != GK_ERR_INTERRUPTED)
-      return gk_fail(err, w.err.status, "GPU %d: %s", w.device + 1, w.err.message);
+  for (int d = 0; d < n_devices; d++)
+    if (errors[d].status != GK_OK && errors[d].status != GK_ERR_INTERRUPTED)
+      return gk_fail(err, errors[d].status, "GPU %d: %s", devices[d] + 1, errors[d].message);
   if (interrupted) return gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
-  for (auto &w : workers)
-    if (w.err.status != GK_OK) return gk_fail(err, w.err.status, "%s", w.err.message);
+  for (const gk_error &e : errors)
+    if (e.status != GK_OK) return gk_fail(err, e.status, "%s", e.message);
   return GK_OK;
 }

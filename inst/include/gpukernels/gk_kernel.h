@@ -42,6 +42,7 @@
 #define NAN __longlong_as_double(0x7ff8000000000000LL)
 #else
 #include <math.h>
+#include <stddef.h>
 #endif
 
 #ifdef __CUDACC__
@@ -115,6 +116,16 @@ static inline double gk_kernel_relative_cost(const gk_kernel *k)
   return 1.0;
 }
 
+/* The name of a base family (gk_kernel() in R), NULL beyond them: the one
+ * list of family names, from which R's table of family codes is made at load
+ * time (src/r_codes.c). */
+static inline const char *gk_kernel_family_name(int family)
+{
+  static const char *const names[] = {"gaussian", "exponential", "matern", "cauchy",
+                                      "inverse_multiquadric", "linear", "squared_distance"};
+  return family >= 0 && family <= (int) GK_KERNEL_SQUARED_DISTANCE ? names[family] : NULL;
+}
+
 /* Fills the derived fields (closed-form order, normalising constant). */
 static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance, double smoothness)
 {
@@ -138,6 +149,33 @@ static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance,
 GK_HD int gk_kernel_uses_inner_product(const gk_kernel *k)
 {
   return k->family == GK_KERNEL_LINEAR;
+}
+
+/* The squared distance of points x and y of `dim` coordinates, those of x
+ * `sx` apart and those of y `sy` apart (1 for a point stored contiguously, the
+ * row count for a row of a column-major matrix). Every engine's distances come
+ * from here, so that CPU and GPU sum the same terms in the same order; the GPU
+ * reduction kernels (reduce_kernels.cuh) keep their own loop, over registers
+ * and in float as well. */
+GK_HD double gk_sqdist(const double *x, size_t sx, const double *y, size_t sy, int dim)
+{
+  double s = 0.0;
+  for (int k = 0; k < dim; k++) {
+    double t = x[(size_t) k * sx] - y[(size_t) k * sy];
+    s += t * t;
+  }
+  return s;
+}
+
+/* The pair statistic a kernel is a function of (gk_kernel_uses_inner_product):
+ * the squared distance, or with `inner` the inner product. */
+GK_HD double gk_pair_stat(int inner, const double *x, size_t sx, const double *y, size_t sy,
+                          int dim)
+{
+  if (!inner) return gk_sqdist(x, sx, y, sy, dim);
+  double s = 0.0;
+  for (int k = 0; k < dim; k++) s += x[(size_t) k * sx] * y[(size_t) k * sy];
+  return s;
 }
 
 /*

@@ -110,6 +110,8 @@ template <class Val> struct WithVariance {
 
 // Squared distance (or inner product) of x_i, held in registers (DS > 0) or
 // read from global memory (DS == 0, any dimension), with y_j in shared memory.
+// Not gk_pair_stat (gk_kernel.h): this one runs in T (float too), unrolled
+// over registers, with explicit fma.
 template <typename T, int DS, bool MAY_BE_INNER>
 __device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const T *yj,
                                        int dim, bool inner)

@@ -1,0 +1,143 @@
+// The block CG's column operations on the GPU (gp_cg_cuda.cuh).
+#include "gp/gp_cg_cuda.cuh"
+
+namespace gp_cg {
+
+namespace {
+
+/* dst[:, c] = src[:, cols[c]] */
+__global__ void gather_columns(size_t n, const double *src, const int *cols, double *dst)
+{
+  const double *s = src + (size_t) cols[blockIdx.y] * n;
+  double *d = dst + (size_t) blockIdx.y * n;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    d[i] = s[i];
+}
+
+/* The block's sum of v, in a fixed order, by thread 0. */
+__device__ double block_sum(double v, double *shared)
+{
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+/* partial[c * gridDim.x + b] = block b's part of <a[:, ja], b[:, c]>, with
+ * ja = cols[c] (a: the n x K state, b: the n x k block of the active columns). */
+__global__ void dot_partials(size_t n, const double *a, const int *cols, const double *bm,
+                             double *partial)
+{
+  __shared__ double shared[kThreads];
+  const double *ac = a + (size_t) cols[blockIdx.y] * n, *bc = bm + (size_t) blockIdx.y * n;
+  double v = 0.0;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    v += ac[i] * bc[i];
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
+}
+
+/* out[c] = the sum of column c's `parts` partials, in order (one block per column). */
+__global__ void sum_partials(const double *partial, int parts, double *out)
+{
+  __shared__ double shared[kThreads];
+  double v = 0.0;
+  for (int p = threadIdx.x; p < parts; p += blockDim.x) v += partial[(size_t) blockIdx.y * parts + p];
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) out[blockIdx.y] = total;
+}
+
+/* For active column c (state column j = cols[c]): step = rr[j] / pq[c],
+ * x_j += step p_j, r_j -= step q_c, and block partials of <r_j, r_j>. */
+__global__ void step_partials(size_t n, const int *cols, const double *rr, const double *pq,
+                              const double *q, double *x, double *r, const double *p,
+                              double *partial)
+{
+  __shared__ double shared[kThreads];
+  size_t j = (size_t) cols[blockIdx.y];
+  double step = rr[j] / pq[blockIdx.y];
+  const double *qc = q + (size_t) blockIdx.y * n, *pj = p + j * n;
+  double *xj = x + j * n, *rj = r + j * n;
+  double v = 0.0;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    xj[i] += step * pj[i];
+    double t = rj[i] - step * qc[i];
+    rj[i] = t;
+    v += t * t;
+  }
+  double total = block_sum(v, shared);
+  if (threadIdx.x == 0) partial[(size_t) blockIdx.y * gridDim.x + blockIdx.x] = total;
+}
+
+/* After sum_partials gave next[c] = <r_j, r_j>: the coefficients, and rr. */
+__global__ void finish_step(int k, const int *cols, const double *pq, const double *next,
+                            double *rr, double *coef_a, double *coef_b)
+{
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= k) return;
+  int j = cols[c];
+  coef_a[c] = rr[j] / pq[c];
+  coef_b[c] = next[c] / rr[j];
+  rr[j] = next[c];
+}
+
+/* p_j = r_j + beta_c p_j */
+__global__ void next_direction(size_t n, const int *cols, const double *beta, const double *r,
+                               double *p)
+{
+  size_t j = (size_t) cols[blockIdx.y];
+  double b = beta[blockIdx.y];
+  const double *rj = r + j * n;
+  double *pj = p + j * n;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    pj[i] = rj[i] + b * pj[i];
+}
+
+/* y += a x */
+__global__ void add_scaled_kernel(size_t count, double a, const double *x, double *y)
+{
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < count;
+       e += (size_t) gridDim.x * blockDim.x)
+    y[e] += a * x[e];
+}
+
+}  // namespace
+
+void gather(size_t n, const double *src, const int *cols, int k, unsigned parts, double *dst,
+            cudaStream_t s)
+{
+  gather_columns<<<dim3(parts, k), kThreads, 0, s>>>(n, src, cols, dst);
+}
+
+void dots(size_t n, const double *a, const int *cols, const double *b, int k, unsigned parts,
+          double *partial, double *out, cudaStream_t s)
+{
+  dot_partials<<<dim3(parts, k), kThreads, 0, s>>>(n, a, cols, b, partial);
+  sum_partials<<<dim3(1, k), kThreads, 0, s>>>(partial, parts, out);
+}
+
+void step(size_t n, const int *cols, int k, unsigned parts, const double *pq, const double *q,
+          double *x, double *r, double *p, double *rr, double *partial, double *next,
+          double *coef_a, double *coef_b, cudaStream_t s)
+{
+  step_partials<<<dim3(parts, k), kThreads, 0, s>>>(n, cols, rr, pq, q, x, r, p, partial);
+  sum_partials<<<dim3(1, k), kThreads, 0, s>>>(partial, parts, next);
+  finish_step<<<(k + 127) / 128, 128, 0, s>>>(k, cols, pq, next, rr, coef_a, coef_b);
+  next_direction<<<dim3(parts, k), kThreads, 0, s>>>(n, cols, coef_b, r, p);
+}
+
+void add_scaled(size_t count, double a, const double *x, double *y)
+{
+  add_scaled_kernel<<<blocks_for(count), kThreads>>>(count, a, x, y);
+}
+
+}  // namespace gp_cg
