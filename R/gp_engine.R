@@ -234,7 +234,7 @@ gp_dlogrange_kernel <- function(kernel) {
   if (length(kernel$range) != 1L) {
     stop("gradients need one range for all dimensions (an isotropic kernel)", call. = FALSE)
   }
-  kernel$family_code <- 16L + kernel$family_code
+  kernel$family_code <- gk_kernel_dlogrange_families[[kernel$name]]
   kernel$derivative <- "log_range"
   kernel
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include "gp/gp.h"
 #include "device/gk_cuda.h"
+#include "device/gk_memory.h"
 #include "device/gk_hooks.h"
 
 namespace {
@@ -68,12 +69,7 @@ __device__ void lower_entry(int q, int &s, int &t)
 /* Squared distance between points s and t of the row's np points. */
 __device__ double pair_stat(const double *pts, int np, int dim, int s, int t)
 {
-  double v = 0.0;
-  for (int k = 0; k < dim; k++) {
-    double d = pts[s + k * np] - pts[t + k * np];
-    v += d * d;
-  }
-  return v;
+  return gk_sqdist(pts + s, np, pts + t, np, dim);
 }
 
 /* Rows first .. first + rows - 1 of G. nbr: this chunk's rows (rows x m);
@@ -277,7 +273,8 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
   memset(&st, 0, sizeof st);
   const size_t nn = (size_t) n;
   size_t row_bytes = row_shared_bytes(m, dim), smem = 0, budget = 0, need = 0;
-  int device = 0, optin = 0, per_block = 1, chunk = kChunkRows, chunks = 0, failed = 0;
+  int per_block = 1, chunk = kChunkRows, chunks = 0, failed = 0;
+  size_t optin = 0;
   unsigned grid = 1;
   gk_kernel dk = dkernel ? *dkernel : *kernel;
 
@@ -288,14 +285,11 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
                    "the GPU Vecchia factor takes at most %d neighbours per point, not %d",
                    kMaxNeighbors, m);
   if (gk_device_enter(GK_DEVICE_ACTIVE, err)) return err->status;
-  if (gk_cuda_status(cudaGetDevice(&device), "the Vecchia factor", err) ||
-      gk_cuda_status(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                            device), "the Vecchia factor", err))
-    return err->status;
-  if (row_bytes > (size_t) optin)
+  optin = gk_device_shared_optin();
+  if (row_bytes > optin)
     return gk_fail(err, GK_ERR_NOMEM,
                    "the GPU Vecchia factor needs %zu bytes of shared memory per point for %d "
-                   "neighbours in %d dimensions, more than the GPU's %d: use fewer neighbours "
+                   "neighbours in %d dimensions, more than the GPU's %zu: use fewer neighbours "
                    "or backend = \"cpu\"", row_bytes, m, dim, optin);
   per_block = (int) (kDefaultShared / row_bytes);
   per_block = per_block < 1 ? 1 : (per_block > kMaxRowsPerBlock ? kMaxRowsPerBlock : per_block);
@@ -308,11 +302,10 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
     if (need <= budget || chunk <= 1024) break;
     chunk = (chunk + 1) / 2;
   }
-  if (need > budget)
-    return gk_fail(err, GK_ERR_NOMEM,
-                   "the GPU Vecchia factor needs %.2f GB for %d points in %d dimensions, more "
-                   "than the %.2f GB free to use: use backend = \"cpu\"",
-                   need / 1e9, n, dim, budget / 1e9);
+  if (need > budget &&
+      gk_memory_check_device((double) need, "the GPU Vecchia factor", "use backend = \"cpu\"",
+                             NULL, err))
+    return err->status;
   chunks = (nrows + chunk - 1) / chunk;
   grid = (unsigned) ((chunk + per_block - 1) / per_block);
 

@@ -1,0 +1,49 @@
+/* Small dense systems of the Vecchia rows (gp_cpu.c, gp_vecchia_lik.c): the
+ * pair distance (gk_sqdist) and the q x q Cholesky used per row. */
+#ifndef GK_GP_SMALL_H
+#define GK_GP_SMALL_H
+
+#include <math.h>
+#include <stddef.h>
+#include "gpukernels/gk_kernel.h"
+
+/* Squared distance between points i and j of the n x dim column-major xs. */
+static inline double gp_sq_distance(const double *xs, int n, int dim, int i, int j)
+{
+  return gk_sqdist(xs + i, (size_t) n, xs + j, (size_t) n, dim);
+}
+
+/* In-place Cholesky of the q x q matrix a (lower triangle used); 0 on success. */
+static inline int gp_cholesky(double *a, int q)
+{
+  for (int j = 0; j < q; j++) {
+    double s = a[j + j * q];
+    for (int k = 0; k < j; k++) s -= a[j + k * q] * a[j + k * q];
+    if (!(s > 0.0)) return 1;
+    double l = sqrt(s);
+    a[j + j * q] = l;
+    for (int i = j + 1; i < q; i++) {
+      double t = a[i + j * q];
+      for (int k = 0; k < j; k++) t -= a[i + k * q] * a[j + k * q];
+      a[i + j * q] = t / l;
+    }
+  }
+  return 0;
+}
+
+/* b = (L L')^-1 b for the factor l from gp_cholesky. */
+static inline void gp_cholesky_solve(const double *l, int q, double *b)
+{
+  for (int i = 0; i < q; i++) {
+    double t = b[i];
+    for (int k = 0; k < i; k++) t -= l[i + k * q] * b[k];
+    b[i] = t / l[i + i * q];
+  }
+  for (int i = q - 1; i >= 0; i--) {
+    double t = b[i];
+    for (int k = i + 1; k < q; k++) t -= l[k + i * q] * b[k];
+    b[i] = t / l[i + i * q];
+  }
+}
+
+#endif
