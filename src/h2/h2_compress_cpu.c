@@ -8,18 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include <time.h>
 #include "h2/h2_compress.h"
 #include "device/gk_blas.h"
 #include "device/gk_omp.h"
 #include "device/gk_hooks.h"
-
-static double seconds_now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
@@ -67,17 +59,6 @@ static int svd_left(int m, int n, double *a, double *s, double *u)
   dgesvd_("S", "N", &m, &n, a, &m, s, u, &m, &vt, &one, work, &lwork, &info, 1, 1);
   free(work);
   return info;
-}
-
-/* Model flop counts (LAPACK Working Note 41) for the GFLOP/s figures. */
-double h2_qr_flops(double m, double n)
-{
-  return m >= n ? 2 * m * n * n - 2 * n * n * n / 3 : 2 * n * m * m - 2 * m * m * m / 3;
-}
-double h2_svd_flops(int rows, int cols)  /* singular values and left vectors */
-{
-  double a = rows >= cols ? rows : cols, b = rows >= cols ? cols : rows;
-  return 4 * a * b * b + 8 * b * b * b;
 }
 
 /* The R factor (first min(m, n) rows of the upper triangle of a, m x n with
@@ -166,17 +147,13 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
   int q = t->depth, top = t->top_level, m = t->leaf_size, nth = gk_omp_threads(threads);
   const int *k = t->level_rank;
   int *kn = NULL, failed = 0, info = 0;
-  double **T = NULL, start = seconds_now(), fl = 0.0;
+  double **T = NULL, start = h2_seconds_now(), fl = 0.0;
   memset(out, 0, sizeof *out);
   memset(st, 0, sizeof *st);
   if (h2_tree_copy(ot, t, err)) return err->status;
   kn = (int *) malloc(((size_t) q + 1) * sizeof(int));
   if (!kn) goto nomem;
-  for (int l = 0; l <= q; l++) kn[l] = k[l];
-  if (top <= q) {
-    kn[q] = imin(m, k[q]);
-    for (int l = q - 1; l >= 0; l--) kn[l] = l >= top ? imin(2 * kn[l + 1], k[l]) : 1;
-  }
+  h2_orthogonal_ranks(t, kn);
   h2_tree_set_ranks(ot, kn);
   if (h2_host_data_alloc(ot, out, err)) goto fail;
   memcpy(out->D, in->D, h2_dense_entries(t) * sizeof(double));
@@ -245,10 +222,10 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
     if (failed) goto lapack;
     if (gk_interrupt_pending()) { interrupted(err); goto fail; }
   }
-  st->seconds_orthogonalize = seconds_now() - start;
-  start = seconds_now();
+  st->seconds_orthogonalize = h2_seconds_now() - start;
+  start = h2_seconds_now();
   if (project_couplings(t, in->S, k, T, ot, out->S, nth, &fl)) goto nomem;
-  st->seconds_project = seconds_now() - start;
+  st->seconds_project = h2_seconds_now() - start;
 done:
   st->flops = fl;
   st->norm_frobenius = sqrt(sum_squares(out->S, h2_coupling_entries(ot)) +
@@ -270,18 +247,88 @@ fail:
   return err->status;
 }
 
-int h2_choose_rank(const double *sig, int nodes, int kmax, double budget, double *discarded)
+/* The host backend of the truncation upsweep (h2_truncation_ops): per level
+ * the weighted bases, their SVDs (Q[l]: the left singular vectors, rows x
+ * min(rows, k_l) per node) and, once the plan has chosen the rank, the
+ * projections T[l] (rank x k_l per node). Z[l] keeps the children's
+ * projected transfers stacked (rows x k_l per node) for the projection. */
+typedef struct {
+  const h2_tree *t;          /* the orthogonal form            */
+  const h2_host_data *od;    /* its data                       */
+  double **R, **T, **Q, **Z;
+  const int *rank;           /* the new ranks chosen so far    */
+  int threads;
+  double flops;
+} cpu_truncation;
+
+static gk_status cpu_weighted_svd(void *ctx, int l, int rows, double *sig, gk_error *err)
 {
-  double tail = 0.0;
-  int r = kmax;
-  double *energy = (double *) calloc((size_t) kmax + 1, sizeof(double));
-  if (!energy) { *discarded = 0.0; return kmax; }
-  for (int i = 0; i < nodes; i++)
-    for (int j = 0; j < kmax; j++) energy[j] += sig[(size_t) i * kmax + j] * sig[(size_t) i * kmax + j];
-  while (r > 1 && tail + energy[r - 1] <= budget) tail += energy[--r];
-  free(energy);
-  *discarded = tail;
-  return r;
+  cpu_truncation *c = (cpu_truncation *) ctx;
+  const h2_tree *t = c->t;
+  int q = t->depth, nodes = 1 << l, kl = t->level_rank[l], km = imin(rows, kl);
+  int failed = 0, info = 0;
+  double fl = 0.0;
+  c->Q[l] = (double *) malloc((size_t) nodes * rows * km * sizeof(double) + 1);
+  if (l < q) c->Z[l] = (double *) malloc((size_t) nodes * rows * kl * sizeof(double) + 1);
+  if (!c->Q[l] || (l < q && !c->Z[l]))
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+#pragma omp parallel num_threads(c->threads) reduction(+ : fl)
+  {
+    double *w = (double *) malloc((size_t) rows * kl * sizeof(double) + 1);
+#pragma omp for schedule(static)
+    for (int i = 0; i < nodes; i++) {
+      if (!w) { failed = 1; continue; }
+      const double *ri = c->R[l] + (size_t) i * kl * kl;
+      if (l == q) {
+        for (int col = 0; col < kl; col++)
+          for (int r = 0; r < kl; r++) w[r + (size_t) col * kl] = ri[col + (size_t) r * kl];
+      } else {
+        int kc = c->rank[l + 1], ko = t->level_rank[l + 1];
+        double *zi = c->Z[l] + (size_t) i * rows * kl;
+        for (int h = 0; h < 2; h++) {
+          int child = 2 * i + h;
+          gk_dgemm('N', 'N', kc, kl, ko, 1.0, c->T[l + 1] + (size_t) child * kc * ko, kc,
+                   c->od->E + t->transfer_ptr[l + 1] + (size_t) child * ko * kl, ko, 0.0,
+                   zi + (size_t) h * kc, rows);
+        }
+        gk_dgemm('N', 'T', rows, kl, kl, 1.0, zi, rows, ri, kl, 0.0, w, rows);
+        fl += 4.0 * kc * ko * kl + 2.0 * rows * kl * kl;
+      }
+      int e = svd_left(rows, kl, w, sig + (size_t) i * km, c->Q[l] + (size_t) i * rows * km);
+      if (e) { failed = 1; info = e; }
+      fl += h2_svd_flops(rows, kl);
+    }
+    free(w);
+  }
+  c->flops += fl;
+  if (!failed) return GK_OK;
+  if (info) return lapack_failed(info, err);
+  return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+}
+
+/* The projection T_i = Q_i(:, 1:r)^T (old basis), r x k_l. */
+static gk_status cpu_keep_rank(void *ctx, int l, int rows, int r, gk_error *err)
+{
+  cpu_truncation *c = (cpu_truncation *) ctx;
+  int q = c->t->depth, nodes = 1 << l, kl = c->t->level_rank[l], km = imin(rows, kl);
+  double fl = 0.0;
+  c->T[l] = (double *) malloc((size_t) nodes * r * kl * sizeof(double) + 1);
+  if (!c->T[l]) return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+#pragma omp parallel for schedule(static) num_threads(c->threads) reduction(+ : fl)
+  for (int i = 0; i < nodes; i++) {
+    const double *qi = c->Q[l] + (size_t) i * rows * km;
+    double *ti = c->T[l] + (size_t) i * r * kl;
+    if (l == q) {
+      for (int col = 0; col < kl; col++)
+        for (int a = 0; a < r; a++) ti[a + (size_t) col * r] = qi[col + (size_t) a * rows];
+    } else {
+      gk_dgemm('T', 'N', r, kl, rows, 1.0, qi, rows, c->Z[l] + (size_t) i * rows * kl, rows, 0.0,
+               ti, r);
+      fl += 2.0 * r * kl * rows;
+    }
+  }
+  c->flops += fl;
+  return GK_OK;
 }
 
 gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double tol, int threads,
@@ -289,8 +336,8 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
 {
   h2_tree ot;
   h2_host_data od = {0};
-  double **R = NULL, **T = NULL, **Q = NULL, **Z = NULL, **sig = NULL;
-  int *rk = NULL, *kmax = NULL, *two = NULL, failed = 0, info = 0;
+  double **R = NULL, **T = NULL, **Q = NULL, **Z = NULL;
+  int *rk = NULL, *weighted_rows = NULL, failed = 0, info = 0;
   memset(out, 0, sizeof *out);
   memset(nt, 0, sizeof *nt);
   if (!(tol > 0)) return gk_fail(err, GK_ERR_INPUT, "the compression tolerance must be positive");
@@ -298,7 +345,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   const h2_tree *t = &ot;
   int q = t->depth, top = t->top_level, m = t->leaf_size, nth = gk_omp_threads(threads);
   const int *k = t->level_rank;
-  double fl = st->flops, start = seconds_now(), discarded_total = 0.0;
+  double fl = st->flops, start = h2_seconds_now();
   if (h2_tree_copy(nt, t, err)) goto fail;
   if (top > q) {  // no low-rank blocks: the orthogonal form is the result
     *out = od;
@@ -307,9 +354,8 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
     return GK_OK;
   }
   rk = (int *) calloc((size_t) q + 1, sizeof(int));
-  kmax = (int *) calloc((size_t) q + 1, sizeof(int));
-  two = (int *) calloc((size_t) q + 1, sizeof(int));
-  if (!rk || !kmax || !two) goto nomem;
+  weighted_rows = (int *) calloc((size_t) q + 1, sizeof(int));
+  if (!rk || !weighted_rows) goto nomem;
 
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed).
   R = alloc_levels(q, top, k, k);
@@ -343,87 +389,21 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
     if (failed) goto lapack;
     if (gk_interrupt_pending()) { interrupted(err); goto fail; }
   }
-  st->seconds_generate = seconds_now() - start;
-  start = seconds_now();
+  st->seconds_generate = h2_seconds_now() - start;
+  start = h2_seconds_now();
 
-  // Truncation upsweep. The budget of discarded energy, (tol ||A||_F)^2 / 2 (the
-  // two-sided projection at most doubles the one-sided error), is shared by the
-  // levels; what a level leaves unused passes to the next.
+  // Truncation upsweep: the ranks by the shared plan (h2_compress_plan.c).
+  T = (double **) calloc((size_t) q + 1, sizeof(double *));
+  Q = (double **) calloc((size_t) q + 1, sizeof(double *));
+  Z = (double **) calloc((size_t) q + 1, sizeof(double *));
+  if (!T || !Q || !Z) goto nomem;
   {
-    double budget_all = 0.5 * (tol * st->norm_frobenius) * (tol * st->norm_frobenius);
-    double carry = 0.0;
-    int levels = q - top + 1;
-    T = (double **) calloc((size_t) q + 1, sizeof(double *));
-    Q = (double **) calloc((size_t) q + 1, sizeof(double *));
-    Z = (double **) calloc((size_t) q + 1, sizeof(double *));
-    sig = (double **) calloc((size_t) q + 1, sizeof(double *));
-    if (!T || !Q || !Z || !sig) goto nomem;
-    for (int l = q; l >= top; l--) {
-      int nodes = 1 << l, kl = k[l];
-      // rows of the weighted basis: k_q at the leaves (U is orthonormal, so the
-      // left singular vectors of U R^T are U times those of R^T), else 2 r_{l+1}.
-      int rows = l == q ? kl : 2 * rk[l + 1];
-      int km = imin(rows, kl);
-      two[l] = rows;
-      kmax[l] = km;
-      Q[l] = (double *) malloc((size_t) nodes * rows * km * sizeof(double) + 1);
-      sig[l] = (double *) malloc((size_t) nodes * km * sizeof(double) + 1);
-      if (l < q) Z[l] = (double *) malloc((size_t) nodes * rows * kl * sizeof(double) + 1);
-      if (!Q[l] || !sig[l] || (l < q && !Z[l])) goto nomem;
-#pragma omp parallel num_threads(nth) reduction(+ : fl)
-      {
-        double *w = (double *) malloc((size_t) rows * kl * sizeof(double) + 1);
-#pragma omp for schedule(static)
-        for (int i = 0; i < nodes; i++) {
-          if (!w) { failed = 1; continue; }
-          const double *ri = R[l] + (size_t) i * kl * kl;
-          if (l == q) {
-            for (int c = 0; c < kl; c++)
-              for (int r = 0; r < kl; r++) w[r + (size_t) c * kl] = ri[c + (size_t) r * kl];
-          } else {
-            int kc = rk[l + 1], ko = k[l + 1];
-            double *zi = Z[l] + (size_t) i * rows * kl;
-            for (int c = 0; c < 2; c++) {
-              int child = 2 * i + c;
-              gk_dgemm('N', 'N', kc, kl, ko, 1.0, T[l + 1] + (size_t) child * kc * ko, kc,
-                       od.E + t->transfer_ptr[l + 1] + (size_t) child * ko * kl, ko, 0.0,
-                       zi + (size_t) c * kc, rows);
-            }
-            gk_dgemm('N', 'T', rows, kl, kl, 1.0, zi, rows, ri, kl, 0.0, w, rows);
-            fl += 4.0 * kc * ko * kl + 2.0 * rows * kl * kl;
-          }
-          int e = svd_left(rows, kl, w, sig[l] + (size_t) i * km, Q[l] + (size_t) i * rows * km);
-          if (e) { failed = 1; info = e; }
-          fl += h2_svd_flops(rows, kl);
-        }
-        free(w);
-      }
-      if (failed) goto lapack;
-      double discarded;
-      int r = h2_choose_rank(sig[l], nodes, km, budget_all / levels + carry, &discarded);
-      carry += budget_all / levels - discarded;
-      discarded_total += discarded;
-      rk[l] = r;
-      // The projection T_i = Q_i(:, 1:r)^T (old basis), r x k_l.
-      T[l] = (double *) malloc((size_t) nodes * r * kl * sizeof(double) + 1);
-      if (!T[l]) goto nomem;
-#pragma omp parallel for schedule(static) num_threads(nth) reduction(+ : fl)
-      for (int i = 0; i < nodes; i++) {
-        const double *qi = Q[l] + (size_t) i * rows * km;
-        double *ti = T[l] + (size_t) i * r * kl;
-        if (l == q) {
-          for (int c = 0; c < kl; c++)
-            for (int a = 0; a < r; a++) ti[a + (size_t) c * r] = qi[c + (size_t) a * rows];
-        } else {
-          gk_dgemm('T', 'N', r, kl, rows, 1.0, qi, rows, Z[l] + (size_t) i * rows * kl, rows, 0.0,
-                   ti, r);
-          fl += 2.0 * r * kl * rows;
-        }
-      }
-      if (gk_interrupt_pending()) { interrupted(err); goto fail; }
-    }
+    cpu_truncation tr = {t, &od, R, T, Q, Z, rk, nth, 0.0};
+    h2_truncation_ops ops = {&tr, cpu_weighted_svd, cpu_keep_rank};
+    gk_status status = h2_truncate_upsweep(t, tol, &ops, rk, weighted_rows, st, err);
+    fl += tr.flops;
+    if (status) goto fail;
   }
-  for (int l = 0; l < top; l++) rk[l] = 1;
   h2_tree_set_ranks(nt, rk);
   if (h2_host_data_alloc(nt, out, err)) goto fail;
   memcpy(out->D, od.D, h2_dense_entries(t) * sizeof(double));
@@ -434,11 +414,11 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
 #pragma omp parallel for schedule(static) num_threads(nth) reduction(+ : fl)
     for (int i = 0; i < t->n_leaves; i++) {
       gk_dgemm('N', 'N', m, r, kq, 1.0, od.U + (size_t) i * m * kq, m,
-               Q[q] + (size_t) i * kq * kmax[q], kq, 0.0, out->U + (size_t) i * m * r, m);
+               Q[q] + (size_t) i * kq * imin(weighted_rows[q], kq), kq, 0.0, out->U + (size_t) i * m * r, m);
       fl += 2.0 * m * r * kq;
     }
     for (int l = q - 1; l >= top; l--) {
-      int kc = rk[l + 1], rp = rk[l], rows = two[l], km = kmax[l];
+      int kc = rk[l + 1], rp = rk[l], rows = weighted_rows[l], km = imin(rows, k[l]);
       for (int i = 0; i < (1 << l); i++)
         for (int c = 0; c < 2; c++) {
           double *en = out->E + nt->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * rp;
@@ -448,15 +428,14 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
         }
     }
   }
-  st->seconds_truncate = seconds_now() - start;
-  start = seconds_now();
+  st->seconds_truncate = h2_seconds_now() - start;
+  start = h2_seconds_now();
   if (project_couplings(t, od.S, k, T, nt, out->S, nth, &fl)) goto nomem;
-  st->seconds_project += seconds_now() - start;
+  st->seconds_project += h2_seconds_now() - start;
   st->flops = fl;
-  st->error_frobenius = st->norm_frobenius > 0 ? sqrt(2.0 * discarded_total) / st->norm_frobenius : 0.0;
-  free(rk); free(kmax); free(two);
+  free(rk); free(weighted_rows);
   free_levels(R, q + 1); free_levels(T, q + 1); free_levels(Q, q + 1);
-  free_levels(Z, q + 1); free_levels(sig, q + 1);
+  free_levels(Z, q + 1);
   h2_host_data_free(&od);
   h2_tree_free(&ot);
   return GK_OK;
@@ -467,9 +446,9 @@ lapack:
 nomem:
   gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
 fail:
-  free(rk); free(kmax); free(two);
+  free(rk); free(weighted_rows);
   free_levels(R, ot.depth + 1); free_levels(T, ot.depth + 1); free_levels(Q, ot.depth + 1);
-  free_levels(Z, ot.depth + 1); free_levels(sig, ot.depth + 1);
+  free_levels(Z, ot.depth + 1);
   h2_host_data_free(&od);
   h2_host_data_free(out);
   h2_tree_free(&ot);
