@@ -99,39 +99,35 @@ template <typename T>
 gk_status project_rows(gpu_transform<T> &ctx, const h2_tree *nt, T *const *P, int l, size_t p0,
                        size_t p1, T *out, int *iota, double *sq)
 {
-  const h2_tree *st = ctx.t;
-  const h2_gpu *in = ctx.in;
-  const bool couplings_otf = ctx.couplings_otf;
-  const int ptr_count = ctx.ptr_count;
-  const cudaStream_t s = ctx.s;
-  gk_error *err = ctx.err;
-  int k = st->level_rank[l], kn = nt->level_rank[l];
-  size_t per = (size_t) kn * k + (couplings_otf ? (size_t) k * k : 0);
+  int k = ctx.t->level_rank[l], kn = nt->level_rank[l];
+  size_t per = (size_t) kn * k + (ctx.couplings_otf ? (size_t) k * k : 0);
   int most = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
-                                                        std::min<size_t>(ptr_count, p1 - p0)));
+                                                        std::min<size_t>(ctx.ptr_count, p1 - p0)));
   T *tmp = ctx.alloc((size_t) most * kn * k, "the H2 projection workspace");
-  T *made = couplings_otf ? ctx.alloc((size_t) most * k * k, "the H2 couplings evaluated") : NULL;
-  if (!tmp || (couplings_otf && !made)) return err->status;
-  const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
-  const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
-  const int *row_blocks = (const int *) in->cpl_row_blocks.ptr + st->coupling_offset[l];
-  const T *S = (const T *) in->S.ptr + st->coupling_ptr[l];
+  T *made =
+    ctx.couplings_otf ? ctx.alloc((size_t) most * k * k, "the H2 couplings evaluated") : NULL;
+  if (!tmp || (ctx.couplings_otf && !made)) return ctx.err->status;
+  const int *row = (const int *) ctx.in->cpl_row.ptr + ctx.t->coupling_offset[l];
+  const int *col = (const int *) ctx.in->cpl_col.ptr + ctx.t->coupling_offset[l];
+  const int *row_blocks = (const int *) ctx.in->cpl_row_blocks.ptr + ctx.t->coupling_offset[l];
+  const T *S = (const T *) ctx.in->S.ptr + ctx.t->coupling_ptr[l];
   const T **p = (const T **) ctx.ptrs.ptr;
   for (size_t first = p0; first < p1; first += most) {
     int cnt = (int) std::min<size_t>(most, p1 - first);
-    if (couplings_otf &&
-        h2_gpu_fill_as_built(st, in, &ctx.geo, H2_COUPLING, l, first, cnt, row_blocks, made, s, err))
-      return err->status;
-    marshal_projection_rows<T><<<(cnt + 255) / 256, 256, 0, s>>>(
-      row_blocks, row, col, first, cnt, P[l], kn, k, couplings_otf ? made : S,
-      couplings_otf ? 1 : 0, tmp, out + (first - p0) * kn * kn,
-      iota, p, p + ptr_count, (T **) (p + 2 * ptr_count), p + 3 * ptr_count,
-      p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
+    if (ctx.couplings_otf &&
+        h2_gpu_fill_as_built(ctx.t, ctx.in, &ctx.geo, H2_COUPLING, l, first, cnt, row_blocks,
+                             made, ctx.s, ctx.err))
+      return ctx.err->status;
+    marshal_projection_rows<T><<<(cnt + 255) / 256, 256, 0, ctx.s>>>(
+      row_blocks, row, col, first, cnt, P[l], kn, k, ctx.couplings_otf ? made : S,
+      ctx.couplings_otf ? 1 : 0, tmp, out + (first - p0) * kn * kn,
+      iota, p, p + ctx.ptr_count, (T **) (p + 2 * ctx.ptr_count), p + 3 * ctx.ptr_count,
+      p + 4 * ctx.ptr_count, (T **) (p + 5 * ctx.ptr_count));
     if (ctx.launched("the H2 projection pointer arrays") || projection_gemms(ctx, kn, k, 0, cnt))
-      return err->status;
+      return ctx.err->status;
     if (first > p0) {   // the marshaling wrote indices within this sub-chunk
-      shift_iota<<<(cnt + 255) / 256, 256, 0, s>>>(iota + first, cnt, (int) (first - p0));
-      if (ctx.launched("the H2 projection indices")) return err->status;
+      shift_iota<<<(cnt + 255) / 256, 256, 0, ctx.s>>>(iota + first, cnt, (int) (first - p0));
+      if (ctx.launched("the H2 projection indices")) return ctx.err->status;
     }
   }
   ctx.release(tmp);
@@ -148,56 +144,50 @@ template <typename T>
 gk_status project_couplings(gpu_transform<T> &ctx, const h2_tree *nt, T *const *P, const T *src,
                             T *dst)
 {
-  const h2_tree *st = ctx.t;
-  const h2_gpu *in = ctx.in;
-  const bool couplings_otf = ctx.couplings_otf;
-  const int ptr_count = ctx.ptr_count;
-  const cudaStream_t s = ctx.s;
-  gk_error *err = ctx.err;
   // One workspace for every level: the largest chunk of kn x k products
   // (and of the k x k input blocks evaluated).
   auto chunk_of = [&](int l) {
-    size_t k = st->level_rank[l], per = (size_t) nt->level_rank[l] * k + (couplings_otf ? k * k : 0);
+    size_t k = ctx.t->level_rank[l], per = (size_t) nt->level_rank[l] * k + (ctx.couplings_otf ? k * k : 0);
     int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
-                                                           (size_t) ptr_count));
-    return std::min(chunk, st->coupling[l].n_blocks);
+                                                           (size_t) ctx.ptr_count));
+    return std::min(chunk, ctx.t->coupling[l].n_blocks);
   };
   size_t most = 0, most_in = 0;
-  for (int l = st->top_level; l <= st->depth; l++) {
-    most = std::max(most, (size_t) chunk_of(l) * nt->level_rank[l] * st->level_rank[l]);
-    most_in = std::max(most_in, (size_t) chunk_of(l) * st->level_rank[l] * st->level_rank[l]);
+  for (int l = ctx.t->top_level; l <= ctx.t->depth; l++) {
+    most = std::max(most, (size_t) chunk_of(l) * nt->level_rank[l] * ctx.t->level_rank[l]);
+    most_in = std::max(most_in, (size_t) chunk_of(l) * ctx.t->level_rank[l] * ctx.t->level_rank[l]);
   }
   T *tmp = most ? ctx.alloc(most, "the H2 projection workspace") : NULL;
-  T *made = couplings_otf && most_in ? ctx.alloc(most_in, "the H2 couplings evaluated") : NULL;
-  if ((most && !tmp) || (couplings_otf && most_in && !made)) return err->status;
-  for (int l = st->top_level; l <= st->depth; l++) {
-    int nb = st->coupling[l].n_blocks, k = st->level_rank[l], kn = nt->level_rank[l];
+  T *made = ctx.couplings_otf && most_in ? ctx.alloc(most_in, "the H2 couplings evaluated") : NULL;
+  if ((most && !tmp) || (ctx.couplings_otf && most_in && !made)) return ctx.err->status;
+  for (int l = ctx.t->top_level; l <= ctx.t->depth; l++) {
+    int nb = ctx.t->coupling[l].n_blocks, k = ctx.t->level_rank[l], kn = nt->level_rank[l];
     if (!nb) continue;
     int chunk = chunk_of(l);
-    const int *row = (const int *) in->cpl_row.ptr + st->coupling_offset[l];
-    const int *col = (const int *) in->cpl_col.ptr + st->coupling_offset[l];
+    const int *row = (const int *) ctx.in->cpl_row.ptr + ctx.t->coupling_offset[l];
+    const int *col = (const int *) ctx.in->cpl_col.ptr + ctx.t->coupling_offset[l];
     const T **p = (const T **) ctx.ptrs.ptr;
     for (int first = 0; first < nb; first += chunk) {
       int cnt = std::min(chunk, nb - first);
-      const T *from = src + st->coupling_ptr[l];
+      const T *from = src + ctx.t->coupling_ptr[l];
       int from_first = 0;
-      if (couplings_otf) {
-        if (h2_gpu_fill_as_built(st, in, &ctx.geo, H2_COUPLING, l, first, cnt, NULL, made, s, err))
-          return err->status;
+      if (ctx.couplings_otf) {
+        if (h2_gpu_fill_as_built(ctx.t, ctx.in, &ctx.geo, H2_COUPLING, l, first, cnt, NULL, made, ctx.s, ctx.err))
+          return ctx.err->status;
         from = made;
         from_first = first;
       }
-      marshal_projection<T><<<(cnt + 255) / 256, 256, 0, s>>>(
+      marshal_projection<T><<<(cnt + 255) / 256, 256, 0, ctx.s>>>(
         row, col, first, cnt, P[l], kn, k, from, from_first, tmp,
-        dst + nt->coupling_ptr[l], p, p + ptr_count, (T **) (p + 2 * ptr_count),
-        p + 3 * ptr_count, p + 4 * ptr_count, (T **) (p + 5 * ptr_count));
-      if (ctx.launched("the H2 projection pointer arrays")) return err->status;
+        dst + nt->coupling_ptr[l], p, p + ctx.ptr_count, (T **) (p + 2 * ctx.ptr_count),
+        p + 3 * ctx.ptr_count, p + 4 * ctx.ptr_count, (T **) (p + 5 * ctx.ptr_count));
+      if (ctx.launched("the H2 projection pointer arrays")) return ctx.err->status;
       for (int f = 0; f < cnt; f += H2_MAX_BATCH)
-        if (projection_gemms(ctx, kn, k, f, std::min(H2_MAX_BATCH, cnt - f))) return err->status;
+        if (projection_gemms(ctx, kn, k, f, std::min(H2_MAX_BATCH, cnt - f))) return ctx.err->status;
     }
     // the next chunk's marshaling must not overwrite pointers still in use
-    if (gk_cuda_status(cudaStreamSynchronize(s), "the H2 coupling projection", err))
-      return err->status;
+    if (ctx.synced("the H2 coupling projection"))
+      return ctx.err->status;
   }
   if (tmp) ctx.release(tmp);
   if (made) ctx.release(made);
