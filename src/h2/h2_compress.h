@@ -67,6 +67,23 @@ size_t h2_gpu_own_bytes(const h2_gpu *g);
  * 1 above the top coupling level. */
 void h2_orthogonal_ranks(const h2_tree *t, int *rank);
 
+/* A backend's work on one level of a sweep (ctx: the backend's own state). */
+typedef struct {
+  void *ctx;
+  gk_status (*leaves)(void *ctx, gk_error *err);          /* upsweeps only */
+  gk_status (*level)(void *ctx, int level, gk_error *err);
+} h2_level_ops;
+
+/* The orthogonalization's QR upsweep: the leaf bases, then each inner level
+ * from its children's projections, from depth - 1 up to the top coupling
+ * level (t: the input's structure, with low-rank blocks); the user's
+ * interrupt is checked between levels. */
+gk_status h2_orthogonalize_upsweep(const h2_tree *t, const h2_level_ops *ops, gk_error *err);
+
+/* The compression's downsweep: each level's R factors from the top coupling
+ * level down (a level reads its parents'); interrupts checked between levels. */
+gk_status h2_generate_downsweep(const h2_tree *t, const h2_level_ops *ops, gk_error *err);
+
 /* The smallest rank r (1 <= r <= kmax) whose discarded energy, the sum over
  * nodes of sigma_{i,j}^2 for j >= r (sig: kmax per node), stays within
  * budget; *discarded gets that energy. */

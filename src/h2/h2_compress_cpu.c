@@ -76,9 +76,13 @@ static gk_status lapack_failed(int info, gk_error *err)
   return gk_fail(err, GK_ERR_INTERNAL, "LAPACK failed in the H2 compression (info = %d)", info);
 }
 
-static gk_status interrupted(gk_error *err)
+/* After a level's parallel loop: GK_OK, or the error of a failed LAPACK call
+ * (info) or of a failed allocation in the H2 `what`. */
+static gk_status level_status(int failed, int info, const char *what, gk_error *err)
 {
-  return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
+  if (!failed) return GK_OK;
+  if (info) return lapack_failed(info, err);
+  return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 %s", what);
 }
 
 /* Per-level arrays of one matrix per node. */
@@ -140,13 +144,97 @@ static double sum_squares(const double *a, size_t count)
   return s;
 }
 
+/* The host backend of the orthogonalization's upsweep (h2_level_ops):
+ * orthonormal leaf bases and transfers into out, the projections T[l]
+ * (kn x k per node; old basis = new basis * T). */
+typedef struct {
+  const h2_tree *t, *ot;     /* the input's structure, the orthogonal form's */
+  const h2_host_data *in;
+  h2_host_data *out;
+  double **T;
+  int threads;
+  double flops;
+} cpu_orthogonalization;
+
+/* Leaves: U_i = Q_i T_i. */
+static gk_status cpu_orthogonalize_leaves(void *ctx, gk_error *err)
+{
+  cpu_orthogonalization *c = (cpu_orthogonalization *) ctx;
+  const h2_tree *t = c->t;
+  int q = t->depth, m = t->leaf_size, kq = t->level_rank[q], r = c->ot->level_rank[q];
+  int failed = 0, info = 0;
+  double fl = 0.0;
+#pragma omp parallel num_threads(c->threads) reduction(+ : fl)
+  {
+    double *w = (double *) malloc((size_t) m * kq * sizeof(double) + 1);
+    double *tau = (double *) malloc((size_t) kq * sizeof(double) + sizeof(double) * m + 1);
+#pragma omp for schedule(static)
+    for (int i = 0; i < t->n_leaves; i++) {
+      if (!w || !tau) { failed = 1; continue; }
+      memcpy(w, c->in->U + (size_t) i * m * kq, (size_t) m * kq * sizeof(double));
+      int e = qr_factor(m, kq, w, m, tau);
+      take_r(m, kq, w, m, c->T[q] + (size_t) i * r * kq, r);
+      if (!e) e = qr_form_q(m, r, w, m, tau);
+      if (e) { failed = 1; info = e; continue; }
+      memcpy(c->out->U + (size_t) i * m * r, w, (size_t) m * r * sizeof(double));
+      fl += 2 * h2_qr_flops(m, kq);
+    }
+    free(w);
+    free(tau);
+  }
+  c->flops += fl;
+  return level_status(failed, info, "orthogonalization", err);
+}
+
+/* Inner level l: [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the
+ * children's new transfers. */
+static gk_status cpu_orthogonalize_level(void *ctx, int l, gk_error *err)
+{
+  cpu_orthogonalization *c = (cpu_orthogonalization *) ctx;
+  const h2_tree *t = c->t, *ot = c->ot;
+  const int *k = t->level_rank, *kn = ot->level_rank;
+  int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc;
+  int failed = 0, info = 0;
+  double fl = 0.0;
+#pragma omp parallel num_threads(c->threads) reduction(+ : fl)
+  {
+    double *z = (double *) malloc((size_t) rows * kp * sizeof(double) + 1);
+    double *tau = (double *) malloc(((size_t) rows + kp) * sizeof(double));
+#pragma omp for schedule(static)
+    for (int i = 0; i < (1 << l); i++) {
+      if (!z || !tau) { failed = 1; continue; }
+      for (int h = 0; h < 2; h++) {
+        int child = 2 * i + h;
+        gk_dgemm('N', 'N', kc, kp, ko, 1.0, c->T[l + 1] + (size_t) child * kc * ko, kc,
+                 c->in->E + t->transfer_ptr[l + 1] + (size_t) child * ko * kp, ko, 0.0,
+                 z + (size_t) h * kc, rows);
+      }
+      int e = qr_factor(rows, kp, z, rows, tau);
+      take_r(rows, kp, z, rows, c->T[l] + (size_t) i * r * kp, r);
+      if (!e) e = qr_form_q(rows, r, z, rows, tau);
+      if (e) { failed = 1; info = e; continue; }
+      for (int h = 0; h < 2; h++) {
+        double *en = c->out->E + ot->transfer_ptr[l + 1] + (size_t) (2 * i + h) * kc * r;
+        for (int j = 0; j < r; j++)
+          memcpy(en + (size_t) j * kc, z + (size_t) h * kc + (size_t) j * rows,
+                 kc * sizeof(double));
+      }
+      fl += 4.0 * kc * ko * kp + 2 * h2_qr_flops(rows, kp);
+    }
+    free(z);
+    free(tau);
+  }
+  c->flops += fl;
+  return level_status(failed, info, "orthogonalization", err);
+}
+
 gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int threads,
                                 h2_tree *ot, h2_host_data *out, h2_compress_stats *st,
                                 gk_error *err)
 {
-  int q = t->depth, top = t->top_level, m = t->leaf_size, nth = gk_omp_threads(threads);
+  int q = t->depth, top = t->top_level, nth = gk_omp_threads(threads);
   const int *k = t->level_rank;
-  int *kn = NULL, failed = 0, info = 0;
+  int *kn = NULL;
   double **T = NULL, start = h2_seconds_now(), fl = 0.0;
   memset(out, 0, sizeof *out);
   memset(st, 0, sizeof *st);
@@ -166,61 +254,12 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
   T = alloc_levels(q, top, kn, k);
   if (!T) goto nomem;
 
-  // Leaves: U_i = Q_i T_i.
   {
-    int kq = k[q], r = kn[q];
-#pragma omp parallel num_threads(nth) reduction(+ : fl)
-    {
-      double *w = (double *) malloc((size_t) m * kq * sizeof(double) + 1);
-      double *tau = (double *) malloc((size_t) kq * sizeof(double) + sizeof(double) * m + 1);
-#pragma omp for schedule(static)
-      for (int i = 0; i < t->n_leaves; i++) {
-        if (!w || !tau) { failed = 1; continue; }
-        memcpy(w, in->U + (size_t) i * m * kq, (size_t) m * kq * sizeof(double));
-        int e = qr_factor(m, kq, w, m, tau);
-        take_r(m, kq, w, m, T[q] + (size_t) i * r * kq, r);
-        if (!e) e = qr_form_q(m, r, w, m, tau);
-        if (e) { failed = 1; info = e; continue; }
-        memcpy(out->U + (size_t) i * m * r, w, (size_t) m * r * sizeof(double));
-        fl += 2 * h2_qr_flops(m, kq);
-      }
-      free(w);
-      free(tau);
-    }
-  }
-  if (failed) goto lapack;
-  // Inner levels: [T_c1 E_c1; T_c2 E_c2] = Q T_parent; Q's halves are the new transfers.
-  for (int l = q - 1; l >= top; l--) {
-    int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc;
-#pragma omp parallel num_threads(nth) reduction(+ : fl)
-    {
-      double *z = (double *) malloc((size_t) rows * kp * sizeof(double) + 1);
-      double *tau = (double *) malloc(((size_t) rows + kp) * sizeof(double));
-#pragma omp for schedule(static)
-      for (int i = 0; i < (1 << l); i++) {
-        if (!z || !tau) { failed = 1; continue; }
-        for (int c = 0; c < 2; c++) {
-          int child = 2 * i + c;
-          gk_dgemm('N', 'N', kc, kp, ko, 1.0, T[l + 1] + (size_t) child * kc * ko, kc,
-                   in->E + t->transfer_ptr[l + 1] + (size_t) child * ko * kp, ko, 0.0,
-                   z + (size_t) c * kc, rows);
-        }
-        int e = qr_factor(rows, kp, z, rows, tau);
-        take_r(rows, kp, z, rows, T[l] + (size_t) i * r * kp, r);
-        if (!e) e = qr_form_q(rows, r, z, rows, tau);
-        if (e) { failed = 1; info = e; continue; }
-        for (int c = 0; c < 2; c++) {
-          double *en = out->E + ot->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * r;
-          for (int j = 0; j < r; j++)
-            memcpy(en + (size_t) j * kc, z + (size_t) c * kc + (size_t) j * rows, kc * sizeof(double));
-        }
-        fl += 4.0 * kc * ko * kp + 2 * h2_qr_flops(rows, kp);
-      }
-      free(z);
-      free(tau);
-    }
-    if (failed) goto lapack;
-    if (gk_interrupt_pending()) { interrupted(err); goto fail; }
+    cpu_orthogonalization co = {t, ot, in, out, T, nth, 0.0};
+    h2_level_ops ops = {&co, cpu_orthogonalize_leaves, cpu_orthogonalize_level};
+    gk_status status = h2_orthogonalize_upsweep(t, &ops, err);
+    fl += co.flops;
+    if (status) goto fail;
   }
   st->seconds_orthogonalize = h2_seconds_now() - start;
   start = h2_seconds_now();
@@ -233,10 +272,6 @@ done:
   free(kn);
   free_levels(T, q + 1);
   return GK_OK;
-lapack:
-  if (info) lapack_failed(info, err);
-  else gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 orthogonalization");
-  goto fail;
 nomem:
   gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 orthogonalization");
 fail:
@@ -245,6 +280,54 @@ fail:
   h2_host_data_free(out);
   h2_tree_free(ot);
   return err->status;
+}
+
+/* The host backend of the compression's downsweep (h2_level_ops): R[l] gets
+ * the R factor of each node's stack [R_parent E_i^T; S_ij^T, j in row i] of
+ * the orthogonal form od (Q not formed). */
+typedef struct {
+  const h2_tree *t;
+  const h2_host_data *od;
+  double **R;
+  int threads;
+  double flops;
+} cpu_downsweep;
+
+static gk_status cpu_generate_level(void *ctx, int l, gk_error *err)
+{
+  cpu_downsweep *c = (cpu_downsweep *) ctx;
+  const h2_tree *t = c->t;
+  const h2_bsr *b = &t->coupling[l];
+  double **R = c->R;
+  int kl = t->level_rank[l], kp = l > t->top_level ? t->level_rank[l - 1] : 0;
+  int failed = 0, info = 0;
+  double fl = 0.0;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads) reduction(+ : fl)
+  for (int i = 0; i < (1 << l); i++) {
+    int nb = b->row_ptr[i + 1] - b->row_ptr[i], rows = kp + nb * kl;
+    if (rows == 0 || failed) continue;
+    double *mt = (double *) malloc((size_t) rows * kl * sizeof(double));
+    double *tau = (double *) malloc(((size_t) rows + kl) * sizeof(double));
+    if (!mt || !tau) { failed = 1; free(mt); free(tau); continue; }
+    if (kp)
+      gk_dgemm('N', 'T', kp, kl, kp, 1.0, R[l - 1] + (size_t) (i / 2) * kp * kp, kp,
+               t->transfer_ptr[l] + (size_t) i * kl * kp + c->od->E, kl, 0.0, mt, rows);
+    for (int e = 0; e < nb; e++) {
+      const double *s =
+        c->od->S + t->coupling_ptr[l] + (size_t) b->row_blocks[b->row_ptr[i] + e] * kl * kl;
+      double *dst = mt + kp + (size_t) e * kl;
+      for (int col = 0; col < kl; col++)
+        for (int r = 0; r < kl; r++) dst[r + (size_t) col * rows] = s[col + (size_t) r * kl];
+    }
+    int ei = qr_factor(rows, kl, mt, rows, tau);
+    if (ei) { failed = 1; info = ei; }
+    else take_r(rows, kl, mt, rows, R[l] + (size_t) i * kl * kl, kl);
+    fl += 2.0 * kp * kp * kl + h2_qr_flops(rows, kl);
+    free(mt);
+    free(tau);
+  }
+  c->flops += fl;
+  return level_status(failed, info, "compression", err);
 }
 
 /* The host backend of the truncation upsweep (h2_truncation_ops): per level
@@ -301,9 +384,7 @@ static gk_status cpu_weighted_svd(void *ctx, int l, int rows, double *sig, gk_er
     free(w);
   }
   c->flops += fl;
-  if (!failed) return GK_OK;
-  if (info) return lapack_failed(info, err);
-  return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+  return level_status(failed, info, "compression", err);
 }
 
 /* The projection T_i = Q_i(:, 1:r)^T (old basis), r x k_l. */
@@ -337,7 +418,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   h2_tree ot;
   h2_host_data od = {0};
   double **R = NULL, **T = NULL, **Q = NULL, **Z = NULL;
-  int *rk = NULL, *weighted_rows = NULL, failed = 0, info = 0;
+  int *rk = NULL, *weighted_rows = NULL;
   memset(out, 0, sizeof *out);
   memset(nt, 0, sizeof *nt);
   if (!(tol > 0)) return gk_fail(err, GK_ERR_INPUT, "the compression tolerance must be positive");
@@ -360,34 +441,12 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed).
   R = alloc_levels(q, top, k, k);
   if (!R) goto nomem;
-  for (int l = top; l <= q; l++) {
-    const h2_bsr *b = &t->coupling[l];
-    int kl = k[l], kp = l > top ? k[l - 1] : 0;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(nth) reduction(+ : fl)
-    for (int i = 0; i < (1 << l); i++) {
-      int nb = b->row_ptr[i + 1] - b->row_ptr[i], rows = kp + nb * kl;
-      if (rows == 0 || failed) continue;
-      double *mt = (double *) malloc((size_t) rows * kl * sizeof(double));
-      double *tau = (double *) malloc(((size_t) rows + kl) * sizeof(double));
-      if (!mt || !tau) { failed = 1; free(mt); free(tau); continue; }
-      if (kp)
-        gk_dgemm('N', 'T', kp, kl, kp, 1.0, R[l - 1] + (size_t) (i / 2) * kp * kp, kp,
-                 t->transfer_ptr[l] + (size_t) i * kl * kp + od.E, kl, 0.0, mt, rows);
-      for (int e = 0; e < nb; e++) {
-        const double *s = od.S + t->coupling_ptr[l] + (size_t) b->row_blocks[b->row_ptr[i] + e] * kl * kl;
-        double *dst = mt + kp + (size_t) e * kl;
-        for (int c = 0; c < kl; c++)
-          for (int r = 0; r < kl; r++) dst[r + (size_t) c * rows] = s[c + (size_t) r * kl];
-      }
-      int ei = qr_factor(rows, kl, mt, rows, tau);
-      if (ei) { failed = 1; info = ei; }
-      else take_r(rows, kl, mt, rows, R[l] + (size_t) i * kl * kl, kl);
-      fl += 2.0 * kp * kp * kl + h2_qr_flops(rows, kl);
-      free(mt);
-      free(tau);
-    }
-    if (failed) goto lapack;
-    if (gk_interrupt_pending()) { interrupted(err); goto fail; }
+  {
+    cpu_downsweep cd = {t, &od, R, nth, 0.0};
+    h2_level_ops ops = {&cd, NULL, cpu_generate_level};
+    gk_status status = h2_generate_downsweep(t, &ops, err);
+    fl += cd.flops;
+    if (status) goto fail;
   }
   st->seconds_generate = h2_seconds_now() - start;
   start = h2_seconds_now();
@@ -439,10 +498,6 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   h2_host_data_free(&od);
   h2_tree_free(&ot);
   return GK_OK;
-lapack:
-  if (info) lapack_failed(info, err);
-  else gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
-  goto fail;
 nomem:
   gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
 fail:

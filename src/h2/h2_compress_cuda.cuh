@@ -101,11 +101,6 @@ struct gpu_transform {
   }
 };
 
-static inline gk_status h2_compression_interrupted(gk_error *err)
-{
-  return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
-}
-
 /* The orthogonal form of the input (h2_orthog_cuda.cu): its structure (the
  * ranks of h2_orthogonal_ranks), its data, and per level the projection of
  * the input's bases onto the new ones, old basis = new basis * P[l]

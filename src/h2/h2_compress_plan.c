@@ -1,9 +1,10 @@
 /*
  * What both backends of the H2 compression share (h2_compress.h): the ranks
- * of the orthogonal form, the error budget and the truncation upsweep's
- * schedule (the rank of each level from the singular values the backend
- * computes), and the flop model. The schedule is written once here so that
- * the CPU and the GPU choose the same ranks from the same singular values.
+ * of the orthogonal form, the schedules of the sweeps over a table of backend
+ * operations (as h2_hmv.c does for the product), the error budget and the
+ * rank choice of the truncation, and the flop model. Written once here so
+ * that the CPU and the GPU visit the levels in the same order and choose the
+ * same ranks from the same singular values.
  */
 #include <stdlib.h>
 #include <math.h>
@@ -41,6 +42,30 @@ void h2_orthogonal_ranks(const h2_tree *t, int *rank)
     int stacked = 2 * rank[l + 1];
     rank[l] = l >= top ? (stacked < t->level_rank[l] ? stacked : t->level_rank[l]) : 1;
   }
+}
+
+static gk_status interrupted(gk_error *err)
+{
+  return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
+}
+
+gk_status h2_orthogonalize_upsweep(const h2_tree *t, const h2_level_ops *ops, gk_error *err)
+{
+  if (ops->leaves(ops->ctx, err)) return err->status;
+  for (int l = t->depth - 1; l >= t->top_level; l--) {
+    if (ops->level(ops->ctx, l, err)) return err->status;
+    if (gk_interrupt_pending()) return interrupted(err);
+  }
+  return GK_OK;
+}
+
+gk_status h2_generate_downsweep(const h2_tree *t, const h2_level_ops *ops, gk_error *err)
+{
+  for (int l = t->top_level; l <= t->depth; l++) {
+    if (ops->level(ops->ctx, l, err)) return err->status;
+    if (gk_interrupt_pending()) return interrupted(err);
+  }
+  return GK_OK;
 }
 
 int h2_choose_rank(const double *sig, int nodes, int kmax, double budget, double *discarded)
@@ -86,8 +111,7 @@ gk_status h2_truncate_upsweep(const h2_tree *t, double tol, const h2_truncation_
     carry += budget_all / levels - discarded;
     discarded_total += discarded;
     if (ops->keep_rank(ops->ctx, l, rows[l], rank[l], err)) return err->status;
-    if (gk_interrupt_pending())
-      return gk_fail(err, GK_ERR_INTERRUPTED, "H2 compression interrupted");
+    if (gk_interrupt_pending()) return interrupted(err);
   }
   for (int l = 0; l < top; l++) rank[l] = 1;
   st->error_frobenius =

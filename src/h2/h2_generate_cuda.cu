@@ -356,24 +356,47 @@ static gk_status generate_level(gpu_transform<T> &ctx, const h2_tree *t, h2_gpu 
   return GK_OK;
 }
 
+/* The GPU's operation of the shared downsweep (h2_generate_downsweep). */
+template <typename T>
+struct gpu_downsweep {
+  gpu_transform<T> *ctx;
+  const orthogonal_form<T> *orth;
+  std::vector<T *> *R;
+  int pieces;                  // stack_pieces()
+  stream_clock qr_clock;
+  double *couplings_sq;
+  h2_compress_stats *st;
+};
+
+template <typename T>
+static gk_status gpu_generate_level(void *state, int l, gk_error *err)
+{
+  gpu_downsweep<T> &d = *(gpu_downsweep<T> *) state;
+  const h2_tree *t = &d.orth->tree;
+  T *const *P = d.orth->projection.data();
+  if (stack_qr_takes<T>(t->level_rank[l])
+        ? generate_level(*d.ctx, t, d.orth->data, l, *d.R, d.qr_clock, P, d.couplings_sq)
+        : generate_level_passes(*d.ctx, t, d.orth->data, l, d.pieces, *d.R, d.qr_clock, P,
+                                d.couplings_sq))
+    return err->status;
+  d.st->seconds_generate_qr += d.qr_clock.take_seconds();
+  return GK_OK;
+}
+
 template <typename T>
 gk_status generate_r_factors(gpu_transform<T> &ctx, const orthogonal_form<T> &orth,
                              std::vector<T *> &R, double *couplings_sq, h2_compress_stats *st)
 {
-  const h2_tree *t = &orth.tree;
-  const int P = stack_pieces();
-  stream_clock qr_clock;
-  R.assign(t->depth + 1, (T *) NULL);
-  for (int l = t->top_level; l <= t->depth; l++) {
-    if (stack_qr_takes<T>(t->level_rank[l])
-          ? generate_level(ctx, t, orth.data, l, R, qr_clock, orth.projection.data(), couplings_sq)
-          : generate_level_passes(ctx, t, orth.data, l, P, R, qr_clock, orth.projection.data(),
-                                  couplings_sq))
-      return ctx.err->status;
-    st->seconds_generate_qr += qr_clock.take_seconds();
-    if (gk_interrupt_pending()) return h2_compression_interrupted(ctx.err);
-  }
-  return GK_OK;
+  R.assign(orth.tree.depth + 1, (T *) NULL);
+  gpu_downsweep<T> d;
+  d.ctx = &ctx;
+  d.orth = &orth;
+  d.R = &R;
+  d.pieces = stack_pieces();
+  d.couplings_sq = couplings_sq;
+  d.st = st;
+  h2_level_ops ops = {&d, NULL, gpu_generate_level<T>};
+  return h2_generate_downsweep(&orth.tree, &ops, ctx.err);
 }
 
 #define H2_GENERATE_INSTANCES(T)                                                                  \

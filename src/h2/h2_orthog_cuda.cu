@@ -276,6 +276,25 @@ static gk_status orthogonalize_level(gpu_transform<T> &ctx, orthogonal_form<T> &
   return GK_OK;
 }
 
+/* The GPU's operations of the shared upsweep (h2_orthogonalize_upsweep). */
+template <typename T>
+struct gpu_orthogonalization {
+  gpu_transform<T> *ctx;
+  orthogonal_form<T> *orth;
+};
+template <typename T>
+static gk_status gpu_orthogonalize_leaves(void *state, gk_error *)
+{
+  gpu_orthogonalization<T> *go = (gpu_orthogonalization<T> *) state;
+  return orthogonalize_leaves(*go->ctx, *go->orth);
+}
+template <typename T>
+static gk_status gpu_orthogonalize_level(void *state, int l, gk_error *)
+{
+  gpu_orthogonalization<T> *go = (gpu_orthogonalization<T> *) state;
+  return orthogonalize_level(*go->ctx, *go->orth, l);
+}
+
 /* Input without low-rank blocks: the orthogonal form is the same data. */
 template <typename T>
 static gk_status copy_input(gpu_transform<T> &ctx, h2_gpu *O)
@@ -309,15 +328,13 @@ gk_status orthogonalize_gpu(gpu_transform<T> &ctx, orthogonal_form<T> &orth, boo
     return err->status;
   orth.projection.assign(q + 1, (T *) NULL);
   if (top > q) return copy_input(ctx, orth.data);
+  gpu_orthogonalization<T> go = {&ctx, &orth};
+  h2_level_ops ops = {&go, gpu_orthogonalize_leaves<T>, gpu_orthogonalize_level<T>};
   if (gk_cuda_status(cudaMemsetAsync(orth.data->E.ptr, 0,
                                      h2_transfer_entries(&orth.tree) * sizeof(T), ctx.s),
                      "the H2 orthogonalization", err) ||
-      orthogonalize_leaves(ctx, orth))
+      h2_orthogonalize_upsweep(t, &ops, err))
     return err->status;
-  for (int l = q - 1; l >= top; l--) {
-    if (orthogonalize_level(ctx, orth, l)) return err->status;
-    if (gk_interrupt_pending()) return h2_compression_interrupted(err);
-  }
   st->seconds_orthogonalize = h2_seconds_now() - start;
   if (working_copy) return GK_OK;   // the compression projects the couplings as it needs them
   start = h2_seconds_now();
