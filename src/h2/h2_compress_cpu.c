@@ -153,7 +153,7 @@ typedef struct {
   h2_host_data *out;
   double **T;
   int threads;
-  double flops;
+  double *flops;             /* the running count, added to */
 } cpu_orthogonalization;
 
 /* Leaves: U_i = Q_i T_i. */
@@ -182,7 +182,7 @@ static gk_status cpu_orthogonalize_leaves(void *ctx, gk_error *err)
     free(w);
     free(tau);
   }
-  c->flops += fl;
+  *c->flops += fl;
   return level_status(failed, info, "orthogonalization", err);
 }
 
@@ -224,7 +224,7 @@ static gk_status cpu_orthogonalize_level(void *ctx, int l, gk_error *err)
     free(z);
     free(tau);
   }
-  c->flops += fl;
+  *c->flops += fl;
   return level_status(failed, info, "orthogonalization", err);
 }
 
@@ -255,11 +255,9 @@ gk_status h2_orthogonalize_host(const h2_tree *t, const h2_host_data *in, int th
   if (!T) goto nomem;
 
   {
-    cpu_orthogonalization co = {t, ot, in, out, T, nth, 0.0};
-    h2_level_ops ops = {&co, cpu_orthogonalize_leaves, cpu_orthogonalize_level};
-    gk_status status = h2_orthogonalize_upsweep(t, &ops, err);
-    fl += co.flops;
-    if (status) goto fail;
+    cpu_orthogonalization co = {t, ot, in, out, T, nth, &fl};
+    h2_level_ops up = {&co, cpu_orthogonalize_leaves, cpu_orthogonalize_level};
+    if (h2_orthogonalize_upsweep(t, &up, err)) goto fail;
   }
   st->seconds_orthogonalize = h2_seconds_now() - start;
   start = h2_seconds_now();
@@ -290,7 +288,7 @@ typedef struct {
   const h2_host_data *od;
   double **R;
   int threads;
-  double flops;
+  double *flops;             /* the running count, added to */
 } cpu_downsweep;
 
 static gk_status cpu_generate_level(void *ctx, int l, gk_error *err)
@@ -326,7 +324,7 @@ static gk_status cpu_generate_level(void *ctx, int l, gk_error *err)
     free(mt);
     free(tau);
   }
-  c->flops += fl;
+  *c->flops += fl;
   return level_status(failed, info, "compression", err);
 }
 
@@ -341,17 +339,17 @@ typedef struct {
   double **R, **T, **Q, **Z;
   const int *rank;           /* the new ranks chosen so far    */
   int threads;
-  double flops;
+  double *flops;             /* the running count, added to */
 } cpu_truncation;
 
 static gk_status cpu_weighted_svd(void *ctx, int l, int rows, double *sig, gk_error *err)
 {
   cpu_truncation *c = (cpu_truncation *) ctx;
   const h2_tree *t = c->t;
-  int q = t->depth, nodes = 1 << l, kl = t->level_rank[l], km = imin(rows, kl);
+  int q = t->depth, nodes = 1 << l, kl = t->level_rank[l], n_vectors = imin(rows, kl);
   int failed = 0, info = 0;
   double fl = 0.0;
-  c->Q[l] = (double *) malloc((size_t) nodes * rows * km * sizeof(double) + 1);
+  c->Q[l] = (double *) malloc((size_t) nodes * rows * n_vectors * sizeof(double) + 1);
   if (l < q) c->Z[l] = (double *) malloc((size_t) nodes * rows * kl * sizeof(double) + 1);
   if (!c->Q[l] || (l < q && !c->Z[l]))
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
@@ -377,13 +375,14 @@ static gk_status cpu_weighted_svd(void *ctx, int l, int rows, double *sig, gk_er
         gk_dgemm('N', 'T', rows, kl, kl, 1.0, zi, rows, ri, kl, 0.0, w, rows);
         fl += 4.0 * kc * ko * kl + 2.0 * rows * kl * kl;
       }
-      int e = svd_left(rows, kl, w, sig + (size_t) i * km, c->Q[l] + (size_t) i * rows * km);
+      int e = svd_left(rows, kl, w, sig + (size_t) i * n_vectors,
+                       c->Q[l] + (size_t) i * rows * n_vectors);
       if (e) { failed = 1; info = e; }
       fl += h2_svd_flops(rows, kl);
     }
     free(w);
   }
-  c->flops += fl;
+  *c->flops += fl;
   return level_status(failed, info, "compression", err);
 }
 
@@ -391,13 +390,13 @@ static gk_status cpu_weighted_svd(void *ctx, int l, int rows, double *sig, gk_er
 static gk_status cpu_keep_rank(void *ctx, int l, int rows, int r, gk_error *err)
 {
   cpu_truncation *c = (cpu_truncation *) ctx;
-  int q = c->t->depth, nodes = 1 << l, kl = c->t->level_rank[l], km = imin(rows, kl);
+  int q = c->t->depth, nodes = 1 << l, kl = c->t->level_rank[l], n_vectors = imin(rows, kl);
   double fl = 0.0;
   c->T[l] = (double *) malloc((size_t) nodes * r * kl * sizeof(double) + 1);
   if (!c->T[l]) return gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
 #pragma omp parallel for schedule(static) num_threads(c->threads) reduction(+ : fl)
   for (int i = 0; i < nodes; i++) {
-    const double *qi = c->Q[l] + (size_t) i * rows * km;
+    const double *qi = c->Q[l] + (size_t) i * rows * n_vectors;
     double *ti = c->T[l] + (size_t) i * r * kl;
     if (l == q) {
       for (int col = 0; col < kl; col++)
@@ -408,7 +407,7 @@ static gk_status cpu_keep_rank(void *ctx, int l, int rows, int r, gk_error *err)
       fl += 2.0 * r * kl * rows;
     }
   }
-  c->flops += fl;
+  *c->flops += fl;
   return GK_OK;
 }
 
@@ -418,7 +417,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   h2_tree ot;
   h2_host_data od = {0};
   double **R = NULL, **T = NULL, **Q = NULL, **Z = NULL;
-  int *rk = NULL, *weighted_rows = NULL;
+  int *new_rank = NULL, *weighted_rows = NULL;
   memset(out, 0, sizeof *out);
   memset(nt, 0, sizeof *nt);
   if (!(tol > 0)) return gk_fail(err, GK_ERR_INPUT, "the compression tolerance must be positive");
@@ -434,19 +433,17 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
     st->error_frobenius = 0.0;
     return GK_OK;
   }
-  rk = (int *) calloc((size_t) q + 1, sizeof(int));
+  new_rank = (int *) calloc((size_t) q + 1, sizeof(int));
   weighted_rows = (int *) calloc((size_t) q + 1, sizeof(int));
-  if (!rk || !weighted_rows) goto nomem;
+  if (!new_rank || !weighted_rows) goto nomem;
 
   // Downsweep: R_i of the stack [R_parent E_i^T; S_ij^T, j in row i] (Q not formed).
   R = alloc_levels(q, top, k, k);
   if (!R) goto nomem;
   {
-    cpu_downsweep cd = {t, &od, R, nth, 0.0};
-    h2_level_ops ops = {&cd, NULL, cpu_generate_level};
-    gk_status status = h2_generate_downsweep(t, &ops, err);
-    fl += cd.flops;
-    if (status) goto fail;
+    cpu_downsweep cd = {t, &od, R, nth, &fl};
+    h2_level_ops down = {&cd, NULL, cpu_generate_level};
+    if (h2_generate_downsweep(t, &down, err)) goto fail;
   }
   st->seconds_generate = h2_seconds_now() - start;
   start = h2_seconds_now();
@@ -457,31 +454,31 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   Z = (double **) calloc((size_t) q + 1, sizeof(double *));
   if (!T || !Q || !Z) goto nomem;
   {
-    cpu_truncation tr = {t, &od, R, T, Q, Z, rk, nth, 0.0};
+    cpu_truncation tr = {t, &od, R, T, Q, Z, new_rank, nth, &fl};
     h2_truncation_ops ops = {&tr, cpu_weighted_svd, cpu_keep_rank};
-    gk_status status = h2_truncate_upsweep(t, tol, &ops, rk, weighted_rows, st, err);
-    fl += tr.flops;
-    if (status) goto fail;
+    if (h2_truncate_upsweep(t, tol, &ops, new_rank, weighted_rows, st, err)) goto fail;
   }
-  h2_tree_set_ranks(nt, rk);
+  h2_tree_set_ranks(nt, new_rank);
   if (h2_host_data_alloc(nt, out, err)) goto fail;
   memcpy(out->D, od.D, h2_dense_entries(t) * sizeof(double));
   memset(out->E, 0, h2_transfer_entries(nt) * sizeof(double));
   // New leaf bases U Q(:, 1:r) and transfers (the halves of the parents' Q).
   {
-    int kq = k[q], r = rk[q];
+    int kq = k[q], r = new_rank[q];
 #pragma omp parallel for schedule(static) num_threads(nth) reduction(+ : fl)
     for (int i = 0; i < t->n_leaves; i++) {
       gk_dgemm('N', 'N', m, r, kq, 1.0, od.U + (size_t) i * m * kq, m,
-               Q[q] + (size_t) i * kq * imin(weighted_rows[q], kq), kq, 0.0, out->U + (size_t) i * m * r, m);
+               Q[q] + (size_t) i * kq * imin(weighted_rows[q], kq), kq, 0.0,
+               out->U + (size_t) i * m * r, m);
       fl += 2.0 * m * r * kq;
     }
     for (int l = q - 1; l >= top; l--) {
-      int kc = rk[l + 1], rp = rk[l], rows = weighted_rows[l], km = imin(rows, k[l]);
+      int kc = new_rank[l + 1], rp = new_rank[l], rows = weighted_rows[l];
+      int n_vectors = imin(rows, k[l]);
       for (int i = 0; i < (1 << l); i++)
         for (int c = 0; c < 2; c++) {
           double *en = out->E + nt->transfer_ptr[l + 1] + (size_t) (2 * i + c) * kc * rp;
-          const double *qi = Q[l] + (size_t) i * rows * km;
+          const double *qi = Q[l] + (size_t) i * rows * n_vectors;
           for (int j = 0; j < rp; j++)
             memcpy(en + (size_t) j * kc, qi + (size_t) c * kc + (size_t) j * rows, kc * sizeof(double));
         }
@@ -492,7 +489,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
   if (project_couplings(t, od.S, k, T, nt, out->S, nth, &fl)) goto nomem;
   st->seconds_project += h2_seconds_now() - start;
   st->flops = fl;
-  free(rk); free(weighted_rows);
+  free(new_rank); free(weighted_rows);
   free_levels(R, q + 1); free_levels(T, q + 1); free_levels(Q, q + 1);
   free_levels(Z, q + 1);
   h2_host_data_free(&od);
@@ -501,7 +498,7 @@ gk_status h2_compress_host(const h2_tree *t0, const h2_host_data *in0, double to
 nomem:
   gk_fail(err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
 fail:
-  free(rk); free(weighted_rows);
+  free(new_rank); free(weighted_rows);
   free_levels(R, ot.depth + 1); free_levels(T, ot.depth + 1); free_levels(Q, ot.depth + 1);
   free_levels(Z, ot.depth + 1);
   h2_host_data_free(&od);
@@ -514,7 +511,7 @@ fail:
 int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *sig, double *u,
                       int threads, double *flops)
 {
-  int km = imin(rows, cols), failed = 0, info = 0, nth = gk_omp_threads(threads);
+  int n_vectors = imin(rows, cols), failed = 0, info = 0, nth = gk_omp_threads(threads);
   double fl = 0.0;
 #pragma omp parallel num_threads(nth) reduction(+ : fl)
   {
@@ -523,7 +520,7 @@ int h2_svd_left_batch(int nodes, int rows, int cols, const double *w, double *si
     for (int i = 0; i < nodes; i++) {
       if (!a) { failed = 1; continue; }
       memcpy(a, w + (size_t) i * rows * cols, (size_t) rows * cols * sizeof(double));
-      int e = svd_left(rows, cols, a, sig + (size_t) i * km, u + (size_t) i * rows * km);
+      int e = svd_left(rows, cols, a, sig + (size_t) i * n_vectors, u + (size_t) i * rows * n_vectors);
       if (e) { failed = 1; info = e; }
       fl += h2_svd_flops(rows, cols);
     }

@@ -92,17 +92,17 @@ static gk_status project_new_couplings(gpu_transform<T> &ctx, const orthogonal_f
 {
   const h2_tree *t = &orth.tree;
   int q = t->depth;
-  const int *k = t->level_rank, *rk = kept.rank.data();
+  const int *k = t->level_rank;
   std::vector<T *> both(q + 1, (T *) NULL);
   for (int l = t->top_level; l <= q; l++) {
-    int nodes = 1 << l, kin = ctx.t->level_rank[l];
-    both[l] = ctx.alloc((size_t) nodes * rk[l] * kin, "the H2 projection tree");
+    int nodes = 1 << l, kin = ctx.t->level_rank[l], r = kept.rank[l];
+    both[l] = ctx.alloc((size_t) nodes * r * kin, "the H2 projection tree");
     if (!both[l] ||
-        ctx.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, rk[l], kin, k[l], kept.projection[l], rk[l],
-                         (size_t) rk[l] * k[l], orth.projection[l], k[l], (size_t) k[l] * kin,
-                         both[l], rk[l], (size_t) rk[l] * kin, nodes))
+        ctx.gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, r, kin, k[l], kept.projection[l], r,
+                         (size_t) r * k[l], orth.projection[l], k[l], (size_t) k[l] * kin,
+                         both[l], r, (size_t) r * kin, nodes))
       return ctx.err->status;
-    ctx.flops += 2.0 * nodes * rk[l] * k[l] * kin;
+    ctx.flops += 2.0 * nodes * r * k[l] * kin;
   }
   if (project_couplings(ctx, nt, both.data(), (const T *) ctx.in->S.ptr, (T *) C->S.ptr))
     return ctx.err->status;
