@@ -4,7 +4,15 @@
  * matrix data evaluated by a backend (h2_cpu.c / h2_cuda.cu), and the
  * mat-vec written once (h2_hmv.c) over a small batched-BLAS interface
  * (h2_ops) that each backend implements.
- *
+ */
+#ifndef GK_H2_H
+#define GK_H2_H
+
+#include <stddef.h>
+#include "device/gk_error.h"
+#include "gpukernels/gk_kernel.h"
+
+/*
  * Layout (all column-major, 0-based):
  * - The cluster tree is a complete binary tree of depth q: level l holds the
  *   2^l nodes level_ptr[l] .. level_ptr[l+1]-1, flattened as head / next /
@@ -21,12 +29,6 @@
  * - Offsets of each level in E, S and the xhat / yhat trees: transfer_ptr,
  *   coupling_ptr, hat_ptr (in entries; with one rank they are the uniform layout).
  */
-#ifndef GK_H2_H
-#define GK_H2_H
-
-#include <stddef.h>
-#include "device/gk_error.h"
-#include "gpukernels/gk_kernel.h"
 
 #ifdef __cplusplus
 extern "C" {

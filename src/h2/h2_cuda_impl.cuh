@@ -1,10 +1,12 @@
 /*
- * The GPU H2 matrix's layout, shared by the backend (h2_cuda.cu) and the GPU
- * orthogonalization and compression (h2_compress_cuda.cu); .cu files only.
+ * The GPU H2 matrix's layout and what the GPU backend's files share (the
+ * construction h2_cuda.cu, the HMV h2_cuda_hmv.cu, the products
+ * h2_cuda_matmul.cu, the compression h2_compress_cuda.cu); .cu files only.
  */
 #ifndef GK_H2_CUDA_IMPL_CUH
 #define GK_H2_CUDA_IMPL_CUH
 
+#include <algorithm>
 #include "device/gk_cuda.h"
 #include "device/gk_resident.h"
 #include "h2/h2.h"
@@ -69,5 +71,21 @@ void h2_gpu_geometry_free(h2_gpu_geometry *geo);
 gk_status h2_gpu_fill_as_built(const h2_tree *t, const h2_gpu *g, const h2_gpu_geometry *geo,
                                int which, int level, size_t first, size_t count,
                                const int *list, void *dst, cudaStream_t stream, gk_error *err);
+
+/* The device memory g holds (its buffers and its on-the-fly data), for its
+ * resident header. */
+size_t h2_gpu_bytes_held(const h2_gpu *g);
+
+/* One HMV of the padded vectors in g's workspace (xp to yp, nrhs columns;
+ * h2_hmv.c over the GPU's operations) on g's streams. */
+gk_status h2_gpu_run_hmv(const h2_tree *t, h2_gpu *g, int nrhs, gk_error *err);
+
+/* Blocks of 256 threads for a grid-stride loop over `total` entries: enough
+ * to fill an H100 (132 SMs) 64 deep, never more. */
+static inline unsigned h2_grid_for(size_t total)
+{
+  size_t blocks = (total + 255) / 256;
+  return (unsigned) std::min<size_t>(std::max<size_t>(blocks, 1), 132 * 64);
+}
 
 #endif

@@ -5,7 +5,14 @@
  * M x K (column-major, at most H2_GEMV_MAX_DIM each); x has at most
  * H2_GEMV_MAX_RHS columns (NR, a compile-time count, so that accumulators
  * stay in registers).
- *
+ */
+#ifndef GK_H2_GEMV_CUH
+#define GK_H2_GEMV_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+/*
  * - Block-sparse rows (h2_bsr_kernel): y_r += sum over the row's blocks of
  *   A_b x_col(b), one launch for a whole phase (the dense blocks, a coupling
  *   level or every coupling level). A thread block runs one task: a row, or a
@@ -27,11 +34,6 @@
  * coalesced loads (leading dimension 65: the column reads below are free of
  * bank conflicts), then thread (column, group) sums a quarter of a column.
  */
-#ifndef GK_H2_GEMV_CUH
-#define GK_H2_GEMV_CUH
-
-#include <cuda_runtime.h>
-#include <stddef.h>
 
 #define H2_GEMV_MAX_DIM 64
 #define H2_GEMV_MAX_RHS 4

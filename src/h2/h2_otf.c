@@ -223,30 +223,31 @@ gk_status h2_otf_cpu_product(const h2_otf *o, const h2_tree *t, int single, int 
 
 /* ---- the storage choice -------------------------------------------------- */
 
-/* Rates of the timing model. GPU: measured on an H100 (inst/bench/h2.R and
- * RESULTS.md): the stored HMV streams its blocks at about 2.5e12 B/s (40 GB in
- * 15.7 ms at n = 2^20, 3D); the block-sparse products of
- * the on-the-fly form (clusters of 64 rows, exponential kernel, kept plans)
- * evaluate 3.7e11 kernel pairs/s in float64 and 1.35e12 in float32 when every
- * pair is evaluated (14.0 and 3.96 ms at n = 2^20, eta =
- * 3, 5.0e9 pairs; 29.4 and 7.66 ms at eta = 1.5), plus about 0.1 ms per engine
- * call (one for the couplings of every level, one for the dense blocks).
- * Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
- * pairs, each with a column sum on top of the row sum (a transpose-reduce and
- * an atomic add per column and tile): such a pair costs GPU_TWO_WAY_COST_*
- * one-way pairs, from the same run (float64 9.42 ms at eta 3 and 18.6 ms at
- * eta 1.5: 1.35 and 1.27; float32 2.99 and 5.38 ms: 1.51 and 1.40). So at
- * 2^20, eta = 3 the on-the-fly form wins in both precisions (9.4 against 15.7
- * ms in float64). CPU: estimates for a few cores (stored: 5e9 B/s; a kernel
- * pair with an exp: 2e8/s). */
+/* The rates of the storage model (h2_otf_choose): a product of the stored
+ * form streams its blocks from memory, one of the on-the-fly form evaluates
+ * kernel pairs. The GPU's are an H100's in float64 and float32, measured by
+ * inst/bench/h2.R (a stored product, and on-the-fly products at two etas with
+ * clusters of 64 rows, the exponential kernel and kept plans); the CPU's are
+ * estimates for a few cores. Only their ratios matter: which form is faster,
+ * not how fast. Not tunables: a wrong rate picks the slower form, never a
+ * wrong result, and the user can ask for a form. */
+
+/* Bytes per second the stored HMV streams (its blocks, read once). */
 #define GPU_STORED_BYTES_PER_S 2.5e12
+#define CPU_STORED_BYTES_PER_S 5.0e9
+/* Kernel pairs per second of the block-sparse on-the-fly products when every
+ * pair is evaluated (one-way: each pair adds to its row only). */
 #define GPU_PAIRS_PER_S_DOUBLE 3.7e11
 #define GPU_PAIRS_PER_S_SINGLE 1.35e12
+#define CPU_PAIRS_PER_S 2.0e8   /* a pair with an exp */
+/* The fixed cost of one engine call on the GPU (one for the couplings of
+ * every level, one for the dense blocks), in ms. */
 #define GPU_MS_PER_PRODUCT 0.1
+/* Symmetric products (h2_otf.h, one right-hand side) evaluate about half the
+ * pairs, each adding to its column too (a transpose-reduce and an atomic add
+ * per column and tile): one such pair costs this many one-way pairs. */
 #define GPU_TWO_WAY_COST_DOUBLE 1.33
 #define GPU_TWO_WAY_COST_SINGLE 1.47
-#define CPU_STORED_BYTES_PER_S 5.0e9
-#define CPU_PAIRS_PER_S 2.0e8
 
 /* With a dense-only o (couplings_on_the_fly = 0: the compressed form of an
  * on-the-fly matrix) the couplings are streamed as stored blocks in both

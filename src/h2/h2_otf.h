@@ -4,7 +4,17 @@
  * blocks S_ij = k(nodes_i, nodes_j) and dense blocks D_ij = k(points_i,
  * points_j) (+ nugget on the diagonal). Neither is stored: both phases run
  * through the reduction engine (reduce/reduce.h, SUM with block-sparse
- * ranges), and only the bases and transfers are kept. Two products:
+ * ranges), and only the bases and transfers are kept. The two products are
+ * described below.
+ */
+#ifndef GK_H2_OTF_H
+#define GK_H2_OTF_H
+
+#include <stddef.h>
+#include "h2/h2.h"
+#include "reduce/reduce.h"
+
+/*
  * - coupling: the xhat / yhat trees are one array (h2_hat_rows rows; node i
  *   of level l at rows hat_ptr[l] + i k .. + k), so the Chebyshev nodes of all
  *   nodes, concatenated in that order, are one point set and the coupling
@@ -14,7 +24,7 @@
  *   (sum 0) and their xhat rows, which the HMV never fills, are not read.
  *   The HMV makes it in one h2_ops.bsr call (coupling_all_levels), so one
  *   engine call per HMV instead of one per level (each GPU call costs a
- *   synchronization and the engine's work list; about 2 ms of 4.9 at n = 2^16).
+ *   synchronization and the engine's work list, much of a small product).
  * - dense: one kernel sum over the padded leaf slots (pairs of the
  *   inadmissible leaf list).
  * Both operands are then contiguous (leading dimension = rows): they go to
@@ -33,12 +43,6 @@
  * scaled coordinates. The nugget is added as nugget * x after the dense sum
  * (the diagonal of the dense phase only; padding rows of x are zero).
  */
-#ifndef GK_H2_OTF_H
-#define GK_H2_OTF_H
-
-#include <stddef.h>
-#include "h2/h2.h"
-#include "reduce/reduce.h"
 
 #ifdef __cplusplus
 extern "C" {

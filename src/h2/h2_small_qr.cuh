@@ -1,6 +1,6 @@
 /*
  * Thin QR factorizations of many small matrices, for the H2 orthogonalization
- * (orthogonalize_gpu in h2_compress_cuda.cu): the leaf bases U_i (m x k) and
+ * (orthogonalize_gpu in h2_orthog_cuda.cu): the leaf bases U_i (m x k) and
  * the stacked transfers [T_c1 E_c1; T_c2 E_c2] (2 kc x k). For each matrix
  * A_b (m x n) of a batch, with r = min(m, n):
  *   - the Householder QR A_b = Q R as LAPACK's geqr2 (reflectors as larfg,
@@ -11,7 +11,15 @@
  * in one kernel, where the fallback takes geqrfBatched, take_r and form_q.
  * A matrix with fewer rows than columns needs no zero padding: its last
  * reflector is the identity, as geqrf's would be for the padded matrix.
- *
+ */
+#ifndef GK_H2_SMALL_QR_CUH
+#define GK_H2_SMALL_QR_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include "h2/h2_stack_qr.cuh"   // stack_qr_traits, stack_qr_householder
+
+/*
  * Layout: one thread block per matrix. The matrix lives in shared memory,
  * column-major with leading dimension m, loaded and written back with
  * consecutive threads on consecutive entries. One warp per column: for
@@ -37,12 +45,6 @@
  *
  * Needs only the CUDA runtime.
  */
-#ifndef GK_H2_SMALL_QR_CUH
-#define GK_H2_SMALL_QR_CUH
-
-#include <cuda_runtime.h>
-#include <stddef.h>
-#include "h2/h2_stack_qr.cuh"   // stack_qr_traits, stack_qr_householder
 
 // Rows per lane at most (the fragment lives in registers): m <= 32 x this.
 #define SMALL_QR_MAX_RC 8

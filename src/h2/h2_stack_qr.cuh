@@ -1,9 +1,16 @@
 /*
- * The R factors of the H2 compression's downsweep stacks (h2_compress_cuda.cu):
+ * The R factors of the H2 compression's downsweep stacks (h2_generate_cuda.cu):
  * for each node i, the upper triangular R_i (kl x kl, Q not formed) of
  *   [H_i; S_e1^T; S_e2^T; ...],   H_i = R_parent E_i^T (kp x kl, kp >= 0),
  * with S_e the kl x kl coupling blocks of node i's block row.
- *
+ */
+#ifndef GK_H2_STACK_QR_CUH
+#define GK_H2_STACK_QR_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+/*
  * One thread block per node, thread c owning column c. The running R lives in
  * shared memory (upper triangle packed by rows: thread c reads row j at
  * consecutive addresses, and half of a full square lets twice as many blocks
@@ -25,11 +32,6 @@
  *
  * Needs only the CUDA runtime: also included by a standalone benchmark.
  */
-#ifndef GK_H2_STACK_QR_CUH
-#define GK_H2_STACK_QR_CUH
-
-#include <cuda_runtime.h>
-#include <stddef.h>
 
 #define STACK_QR_MAX_COLUMNS 256
 // Rows per chunk in the package: registers (C per thread) against the fixed

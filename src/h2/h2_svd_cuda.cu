@@ -4,45 +4,10 @@
  * cuSOLVER does not cover these sizes: gesvdjBatched and syevjBatched take
  * matrices up to 32 x 32 (here k x k and 2k x k with k = 64 and more), and
  * gesvdaStridedBatched works on the Gram matrix, which loses the small
- * singular values whose sum decides the rank.
- *
- * The columns of W (rows x cols) are rotated in pairs until every pair is
- * orthogonal to m eps relative to the two norms; then W V = U S, the column
- * norms are the singular values and the columns divided by them the left
- * singular vectors. Columns below eps ||W||_F are rounding noise and take
- * part in no rotation (their relative orthogonality would never settle).
- * The km = min(rows, cols) largest columns, in descending order, then become
- * U (svd_finish): a column that the rotations left orthogonal to the others
- * is only normalized; the rest (negligible columns, or all of them after
- * SVD_MAX_SWEEPS without convergence) are orthonormalized against the
- * columns before them (classical Gram-Schmidt twice with the Kahan-Parlett
- * test), which completes the basis with unit vectors where a singular value
- * is (numerically) zero, as LAPACK's U is orthonormal.
- *
- * Two kernels, by the number of rows:
- * - svd_left_jacobi (more than 32 BJ_ROWS = 256 rows): one warp per column
- *   pair, round-robin order, a barrier after each of the cols - 1 rounds of
- *   a sweep. At 64 rows a lane holds 2 entries per column, so each rotation
- *   costs 3 warp sums of 5 shuffle steps for 6 multiply-adds, and its scalar
- *   work (divisions, square roots) serves one pair. Its output
- *   orthonormalizes every column by Gram-Schmidt (one column at a time, 6
- *   barriers each).
- * - svd_left_block_jacobi (up to 256 rows: every shape of the usual
- *   orders): the columns in blocks of two, a round-robin order over the
- *   blocks; a group of g lanes (g = 8 for 64 rows, BJ_ROWS rows per lane)
- *   loads the 4 columns of a block pair into registers once, makes the 4
- *   rotations between the blocks (and in the first round of a sweep the 2
- *   within them) in registers, two disjoint pairs at a time, and stores
- *   them once. Per rotation: 1.3 m shared-memory entries moved instead of
- *   6 m, log2(g) shuffle steps for 6 sums shared by 2 pairs, the scalar
- *   work spread over 32 / g groups of a warp; a sweep has cols / 2 rounds
- *   (barriers) instead of cols - 1. Every pair is still rotated once per
- *   sweep, with the same test and rotation, so the sweeps are those of
- *   cyclic Jacobi. A matrix with fewer rows than columns (the inner levels:
- *   2 r x k with r < k / 2 at tol = 1e-3 in 3D) is first reduced to its
- *   rows x rows triangle L (W = L Q, Householder from the right as LAPACK's
- *   gelq2; U and S are L's): the rotations then run over rows columns
- *   instead of cols, and none drain to zero.
+ * singular values whose sum decides the rank. Two kernels, by the number of
+ * rows: svd_left_jacobi (one warp per column pair) and svd_left_block_jacobi
+ * (up to 256 rows, blocks of columns in registers); both finish with
+ * svd_finish. The method is described above each.
  */
 #include <float.h>
 #include <math.h>
@@ -137,6 +102,19 @@ static __device__ __forceinline__ bool jacobi_rotation(double al, double be, dou
   return true;
 }
 
+/* The method. The columns of W (rows x cols) are rotated in pairs until
+ * every pair is orthogonal to m eps relative to the two norms; then W V = U S,
+ * the column norms are the singular values and the columns divided by them
+ * the left singular vectors. Columns below eps ||W||_F are rounding noise and
+ * take part in no rotation (their relative orthogonality would never settle).
+ * The km = min(rows, cols) largest columns, in descending order, then become
+ * U (svd_finish): a column that the rotations left orthogonal to the others
+ * is only normalized; the rest (negligible columns, or all of them after
+ * SVD_MAX_SWEEPS without convergence) are orthonormalized against the
+ * columns before them (classical Gram-Schmidt twice with the Kahan-Parlett
+ * test), which completes the basis with unit vectors where a singular value
+ * is (numerically) zero, as LAPACK's U is orthonormal. */
+
 /* Singular values (the column norms of A, m x n after the rotations), their
  * descending order (ties by index), and U: the first km columns in that
  * order. Those before `first_gs` in the order whose squared norm is above
@@ -230,6 +208,13 @@ static __device__ void svd_finish(const svd_smem &s, int m, int n, int km, doubl
 
 // The pair of a round-robin round over np (even) items, pair p of np / 2:
 // item np - 1 stays, the others move one place per round.
+/* svd_left_jacobi (more than 32 BJ_ROWS = 256 rows): one warp per column
+ * pair, round-robin order, a barrier after each of the cols - 1 rounds of a
+ * sweep. At 64 rows a lane holds 2 entries per column, so each rotation costs
+ * 3 warp sums of 5 shuffle steps for 6 multiply-adds, and its scalar work
+ * (divisions, square roots) serves one pair. Its output orthonormalizes
+ * every column by Gram-Schmidt (one column at a time, 6 barriers each). */
+
 static __device__ __forceinline__ void round_robin_pair(int round, int p, int np, int *i, int *j)
 {
   *i = p == 0 ? round : (round + p) % (np - 1);
@@ -280,6 +265,22 @@ svd_left_jacobi(int m, int n, int km, const T *w, int transposed, double *sig, T
   }
   svd_finish<T>(sm, m, n, km, negligible, 0, sig, u);
 }
+
+/* svd_left_block_jacobi (up to 256 rows: every shape of the usual orders):
+ * the columns in blocks of two, a round-robin order over the blocks; a group
+ * of g lanes (g = 8 for 64 rows, BJ_ROWS rows per lane) loads the 4 columns
+ * of a block pair into registers once, makes the 4 rotations between the
+ * blocks (and in the first round of a sweep the 2 within them) in registers,
+ * two disjoint pairs at a time, and stores them once. Per rotation: 1.3 m
+ * shared-memory entries moved instead of 6 m, log2(g) shuffle steps for 6
+ * sums shared by 2 pairs, the scalar work spread over 32 / g groups of a
+ * warp; a sweep has cols / 2 rounds (barriers) instead of cols - 1. Every
+ * pair is still rotated once per sweep, with the same test and rotation, so
+ * the sweeps are those of cyclic Jacobi. A matrix with fewer rows than
+ * columns (the inner levels: 2 r x k with r < k / 2) is first reduced to its
+ * rows x rows triangle L (W = L Q, Householder from the right as LAPACK's
+ * gelq2; U and S are L's): the rotations then run over rows columns instead
+ * of cols, and none drain to zero. */
 
 /* W (m x n, m < n, in A with leading dimension m) = L Q: Householder
  * reflectors from the right zero each row right of the diagonal in turn, as
