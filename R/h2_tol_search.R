@@ -346,12 +346,10 @@ h2_tol_budget <- function(backend) {
 }
 
 # Bytes of the current GPU's free memory that may be used: the budget every
-# engine keeps to (GK_MEMORY_BUDGET_FRACTION in src/device/gk_device.h, read
-# from the engine so that R and C cannot differ).
+# engine keeps to (GK_MEMORY_BUDGET_FRACTION, read from C at load: codes.R).
 h2_gpu_free_budget <- function() {
   info <- gk_info()
-  fraction <- .Call(gk_r_h2_info, NULL)$memory_budget_fraction
-  fraction * info$devices$free_memory[info$current_device]
+  gk_memory_budget_fraction * info$devices$free_memory[info$current_device]
 }
 
 # Bytes of order o's matrix in `form`, from `info` of the same points at

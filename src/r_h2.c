@@ -179,18 +179,9 @@ static double known(double x)
   return ISNAN(x) ? NA_REAL : x;
 }
 
-/* list() of an h2matrix's structure, form and figures; with ptr = NULL the
- * engine's own constants: list(memory_budget_fraction), the share of a GPU's
- * free memory an engine may hold (device/gk_device.h). */
+/* list() of an h2matrix's structure, form and figures. */
 SEXP gk_r_h2_info(SEXP ptr)
 {
-  if (Rf_isNull(ptr)) {
-    const char *names[] = {"memory_budget_fraction", ""};
-    SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
-    SET_VECTOR_ELT(out, 0, Rf_ScalarReal(GK_MEMORY_BUDGET_FRACTION));
-    UNPROTECT(1);
-    return out;
-  }
   h2_matrix *h = handle_of(ptr);
   const h2_tree *t = &h->tree;
   const char *names[] = {"n", "dim", "levels", "leaf_size", "order", "rank", "eta",

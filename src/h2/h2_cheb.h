@@ -64,9 +64,7 @@ GK_HD double h2_box_basis(const h2_cheb *c, int a, int dim, const double *center
 /* Squared distance of two points of `dim` coordinates. */
 GK_HD double h2_dist2(const double *x, const double *y, int dim)
 {
-  double s = 0.0;
-  for (int d = 0; d < dim; d++) s += (x[d] - y[d]) * (x[d] - y[d]);
-  return s;
+  return gk_sqdist(x, 1, y, 1, dim);
 }
 
 #endif

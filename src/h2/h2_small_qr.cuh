@@ -297,15 +297,8 @@ inline size_t small_qr_shared_bytes(int m, int n)
 template <typename T>
 inline bool small_qr_fits(int m, int n)
 {
-  int device = 0, optin = 0;
   if (m < 1 || n < 1 || m > 32 * SMALL_QR_MAX_RC) return false;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-        cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return small_qr_shared_bytes<T>(m, n) <= (size_t) optin;
+  return small_qr_shared_bytes<T>(m, n) <= gk_device_shared_optin();
 }
 
 template <typename T, int RC>

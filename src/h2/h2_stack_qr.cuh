@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include "device/gk_device.h"   // gk_device_shared_optin
 
 /*
  * One thread block per node, thread c owning column c. The running R lives in
@@ -211,15 +212,8 @@ inline size_t stack_qr_shared_bytes(int kl)
 template <typename T, int C>
 inline bool stack_qr_fits(int kl)
 {
-  int device = 0, optin = 0;
   if (kl < 1 || kl > STACK_QR_MAX_COLUMNS) return false;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-        cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return stack_qr_shared_bytes<T, C>(kl) <= (size_t) optin;
+  return stack_qr_shared_bytes<T, C>(kl) <= gk_device_shared_optin();
 }
 
 /* R factors of the stacks of nodes first .. first + count - 1 on stream s

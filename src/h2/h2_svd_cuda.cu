@@ -15,6 +15,7 @@
 #include <string.h>
 #include <algorithm>
 #include <vector>
+#include "device/gk_device.h"
 #include "h2/h2_svd_cuda.cuh"
 #include "h2/h2_compress.h"
 
@@ -459,14 +460,7 @@ static gk_status launch_block_jacobi(int count, int rows, int cols, const T *w, 
 
 bool h2_svd_gpu_fits(int rows, int cols)
 {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-        cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return rows > 0 && cols > 0 && svd_shared_bytes(rows, cols) <= (size_t) optin;
+  return rows > 0 && cols > 0 && svd_shared_bytes(rows, cols) <= gk_device_shared_optin();
 }
 
 template <typename T>
