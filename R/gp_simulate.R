@@ -33,12 +33,14 @@
 #'
 #' @param locs Matrix of locations (rows), or a [gp_fit()] for conditional
 #'   simulation.
-#' @param kernel A [gk_kernel()]; for a fit, the new locations (`newlocs`).
+#' @param kernel A [gk_kernel()] or a family name (variance and range 1); for
+#'   a fit, the new locations (`newlocs`).
 #' @param nugget The variance added to the diagonal (independent noise).
 #' @param nsim Number of samples.
 #' @param method `"auto"`, `"exact"` or `"vecchia"`.
 #' @param neighbors Neighbours per point for `"vecchia"` (at most 64; see
-#'   [gp_control()]); 30 by default, 60 for a fit (whose draws should match
+#'   [gp_control()]); 30 by default (an unconditional draw needs only its
+#'   covariance to a few percent), 60 for a fit (whose draws should match
 #'   its kriging variances to well under 1%).
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
 #' @param ... For a fit: `newlocs` and `newX`, the design matrix at `newlocs` (as in [predict.gp_fit()]).
@@ -62,7 +64,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
   locs <- gk_check_points(locs, "locs")
-  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
+  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))
   nugget <- gp_check_nugget(nugget)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)

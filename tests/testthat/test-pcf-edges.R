@@ -91,7 +91,7 @@ test_that("single precision warns when float cannot represent the breakpoints", 
   for (backend in test_backends()) {
     expect_lt(rel_err(as.matrix(pcf_pdist(X, backend = backend)), ref), 1e-12)
     expect_warning(pcf_pdist(X, precision = "single", backend = backend),
-                   "single precision cannot represent the breakpoints of `X\\[\\[1\\]\\]`")
+                   "single precision cannot represent the breakpoints of `x\\[\\[1\\]\\]`")
     w <- character()
     withCallingHandlers(pcf_cdist(X[1:2], X[3:4], precision = "single", backend = backend),
                         warning = function(cnd) {
@@ -105,7 +105,7 @@ test_that("single precision warns when float cannot represent the breakpoints", 
     # Y alone can be the one that float cannot hold
     ok <- list(cbind(t = c(0, 1), v = c(1, 0)))
     expect_warning(pcf_cdist(ok, X[1], precision = "single", backend = backend),
-                   "`Y\\[\\[1\\]\\]`")
+                   "`y\\[\\[1\\]\\]`")
     # a grid of floats near 1e8 (multiples of 8) is represented: no warning, exact
     Z <- lapply(1:4, function(i) cbind(t = 1e8 + 8 * (0:5), v = c(rnorm(5), 0)))
     expect_silent(dz <- pcf_pdist(Z, precision = "single", backend = backend))

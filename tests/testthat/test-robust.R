@@ -292,7 +292,7 @@ test_that("messages name the type of a non-numeric matrix and check PCF inputs",
   expect_error(pcf_eval(matrix("a", 2, 2), 1), "`f` must be a numeric matrix")
   expect_error(pcf_eval(matrix(c(2, 1, 1, 1), 2), 1), "`f`.*strictly increasing")
   expect_error(pcf_mean(list(matrix(c(0, 1, 1, 1), 2), matrix(c(2, 1, 1, 1), 2))),
-               "`X\\[\\[2\\]\\]`.*strictly increasing")
+               "`x\\[\\[2\\]\\]`.*strictly increasing")
   expect_error(pcf_eval(list(matrix(c(0, NA, 1, 1), 2)), 1), "`f\\[\\[1\\]\\]`")
   expect_error(pcf_betti(cbind(c(0, NA), c(0, 0), c(1, 1)), 0), "NA in its dimension column")
 })
