@@ -126,6 +126,7 @@ with_plan <- function(strategy, code) {
 
 test_that("plan(multisession, workers = 2) gives the single-process results", {
   with_plan(future::multisession, {
+    # Internal functions here: the chunking rule itself, before any work is split.
     expect_identical(gpukernels:::gk_chunk_count(NULL, 100), 2L)
     compare_all()
   })

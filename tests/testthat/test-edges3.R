@@ -209,6 +209,7 @@ test_that("hand-edited gk_kernel objects give clear errors naming `kernel`", {
   # the C entries check types themselves (internal callers)
   bad <- unclass(gk_kernel("gaussian"))
   bad$range <- "1"
+  # Internal functions here: the C checks that guard internal callers, past R's checks.
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, bad, "cpu", 1L), "range")
   bad$range <- -1
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, bad, "cpu", 1L), "range")

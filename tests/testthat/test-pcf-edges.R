@@ -99,7 +99,7 @@ test_that("single precision warns when float cannot represent the breakpoints", 
                           invokeRestart("muffleWarning")
                         })
     expect_length(w, 2L)
-    expect_match(w, "`[XY]\\[\\[1\\]\\]`")
+    expect_match(w, "`[xy]\\[\\[1\\]\\]`")
     expect_warning(pcf_kernel(lapply(X, function(f) { f[nrow(f), 2] <- 0; f }),
                               precision = "single", backend = backend), "cannot represent")
     # Y alone can be the one that float cannot hold

@@ -303,7 +303,7 @@ test_that("plain calls run in one .Call with the general path's answers; it decl
   # kernel_reduce() first offers its arguments to gk_r_reduce_plain, which
   # returns NULL for what it does not take. The general path is the reference:
   # `devices` sends a call there, and the CPU backend ignores it.
-  # Internals here: the entry point itself, to see what it declines (NULL), which
+  # Internal functions here: the entry point itself, to see what it declines (NULL), which
   # no exported function shows.
   plain <- function(x, y = x, b = NULL, kernel = gk_kernel("gaussian"),
                     reduction = eval(formals(kernel_reduce)$reduction), k = 1L, axis = 1L,

@@ -125,6 +125,7 @@ test_that("engines keep their accuracy far from the origin", {
 # A single-precision device matrix as readRDS() gives it back (its values and
 # a dead pointer): used on the CPU as the GPU stores it. Works without a GPU.
 saved_single_device_matrix <- function(x) {
+  # Internal functions here: objects edited or broken by hand, as no export makes them.
   structure(list(native = gpukernels:::gk_native_new(new("externalptr")), values = x,
                  dim = dim(x), precision = "single"), class = "gk_device_matrix")
 }
