@@ -21,13 +21,13 @@
 #' the call then fails with its error) removes them, so a `.desc` file exists
 #' only for a complete matrix.
 #'
-#' @inheritParams pcf_pdist
 #' Two precisions are involved: `precision` is how the distances are
 #' computed (as for [pcf_pdist()]), `file_type` how they are stored in the
 #' file. Distances computed in double may be stored as float to halve the
 #' file; `precision = "single"` with `file_type = "double"` stores the
 #' single-precision results without loss.
 #'
+#' @inheritParams pcf_pdist
 #' @param x A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
 #'   matrices (times, values), as for [pcf_pdist()].
 #' @param y `NULL` for the distances among `x`, or a list of PCFs (columns).
