@@ -302,12 +302,14 @@ knn <- function(x, y = x, k = 1L, precision = "double", scheme = c("auto", "1d",
   # The common call (R double matrices, dense, one GPU or the CPU) in one .Call,
   # distances included (gk_r_knn_plain); NULL: the general path below.
   if (is.null(ranges) && is.null(devices) && gk_in_process(workers)) {
+    requested <- backend
     backend <- gk_backend(backend)
     threads <- gk_threads()
     # The spec is this frame, read by name (x, y, k, precision, scheme,
     # backend, threads), as in kernel_reduce().
     res <- .Call(gk_r_knn_plain, environment(), gk_reduce_methods)
     if (!is.null(res)) return(knn_refine(x, y, res, precision))
+    backend <- requested   # kernel_reduce() tells a chosen backend from the default
   }
   y_is_x <- identical(y, x)
   scale <- 1
