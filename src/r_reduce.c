@@ -306,7 +306,9 @@ static const char *const spec_names[SPEC_FIELDS] = {
 
 static void spec_parse(SEXP spec, int fields, SEXP *f)
 {
-  gk_spec_fields(spec, "a reduction spec", fields, spec_names, f);
+  static SEXP symbols[PLAIN_FIELDS];   // only frames, with the plain fields, need them
+  gk_spec_fields(spec, "a reduction spec", fields, spec_names,
+                 fields == PLAIN_FIELDS ? symbols : NULL, f);
 }
 
 /* kernel_reduce()'s general path, once R has checked every argument: `spec`
@@ -428,8 +430,9 @@ SEXP gk_r_knn_plain(SEXP spec, SEXP methods)
 {
   static const char *const fields[] = {"x", "y", "k", "precision", "scheme", "backend",
                                        "threads"};
+  static SEXP symbols[7];
   SEXP f[7];
-  gk_spec_fields(spec, "a knn spec", 7, fields, f);
+  gk_spec_fields(spec, "a knn spec", 7, fields, symbols, f);
   SEXP x = f[0], y = f[1], k = f[2], precision = f[3], method = f[4], backend = f[5];
   SEXP threads = f[6];
   int scheme = choice_code(method, methods), single;

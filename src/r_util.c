@@ -104,11 +104,15 @@ SEXP gk_list_get(SEXP list, const char *name)
   return R_NilValue;
 }
 
-void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names, SEXP *fields)
+void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names,
+                    SEXP *symbols, SEXP *fields)
 {
   if (TYPEOF(spec) == ENVSXP) {
+    if (!symbols) gk_stop("internal error in gpukernels: %s must be a named list", what);
+    if (!symbols[n - 1])   // symbols live as long as R: installed once
+      for (int j = 0; j < n; j++) symbols[j] = Rf_install(names[j]);
     for (int j = 0; j < n; j++) {
-      SEXP v = Rf_findVarInFrame(spec, Rf_install(names[j]));
+      SEXP v = Rf_findVarInFrame(spec, symbols[j]);
       if (v == R_UnboundValue || v == R_MissingArg)
         gk_stop("internal error in gpukernels: %s has no '%s'", what, names[j]);
       // An argument not used yet is a promise; the value it gives is kept by

@@ -65,8 +65,12 @@ SEXP gk_list_get(SEXP list, const char *name);
  * pays for no list. Every name must be there (NULL values included): a
  * missing one, or a spec of another type, is an internal error naming
  * `what` and the field, so a change on one side of the contract fails
- * loudly, never as a shifted argument. */
-void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names, SEXP *fields);
+ * loudly, never as a shifted argument. `symbols` is the caller's static
+ * array of n, filled with the names' symbols on first use (a symbol lookup
+ * by string costs more than the rest of a frame's reading); NULL where only
+ * lists are taken. */
+void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names,
+                    SEXP *symbols, SEXP *fields);
 
 /* TRUE when none of the n doubles is NA, NaN or infinite (one pass, no branches). */
 int gk_all_finite(const double *v, R_xlen_t n);
