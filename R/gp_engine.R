@@ -13,7 +13,11 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   point's `min(64, 2 * neighbors + 2)` nearest candidates ([knn()]'s
 #'   reduction, the same on both backends, so they build the same
 #'   preconditioner) and searches the few points with fewer preceding
-#'   candidates again among all their predecessors.
+#'   candidates again among all their predecessors. 40 by default: a
+#'   preconditioner only has to make conjugate gradients converge in few
+#'   iterations, and more neighbours cost more per iteration than they save
+#'   ([gp_simulate()] and [predict.gp_fit()] use 30 and 60 for their own
+#'   purposes).
 #' @param probes Random (Rademacher) probe vectors for the stochastic
 #'   log-determinant and traces. They are drawn once from `seed`, so repeated
 #'   evaluations use the same probes and the objective is a smooth function of
@@ -356,7 +360,7 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   if (prob$method == "h2") {
     args <- utils::modifyList(gp_h2_defaults(prob$dim, prob$control$h2), prob$control$h2)
     build <- function(k, nug) {
-      do.call(h2_matrix, c(list(locs = prob$locs, kernel = k, nugget = nug,
+      do.call(h2_matrix, c(list(x = prob$locs, kernel = k, nugget = nug,
                                 backend = prob$backend), args))
     }
     product <- function(k, nug) {

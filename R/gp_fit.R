@@ -58,7 +58,9 @@
 #' `fit$convergence` says what stopped the fit, with a warning.
 #'
 #' @section Starting values:
-#' When `start` is `NULL`: the variance of the least-squares residuals split
+#' When `start` is `NULL` and `kernel` is a [gk_kernel()]: its variance and
+#' range, and a nugget of a ninth of its variance.
+#' When `start` is `NULL` and `kernel` a family name: the variance of the least-squares residuals split
 #' 90/10 between the process and the nugget, and a range of a quarter of the
 #' mean coordinate standard deviation; with more than 2000 points these are
 #' then refined by a dense fit (L-BFGS-B only) to a random subset of 1000
@@ -89,7 +91,11 @@
 #' @inheritParams gp_loglik
 #' @param kernel Kernel family name: `"matern"`, `"exponential"`,
 #'   `"gaussian"`, `"cauchy"` or `"inverse_multiquadric"`, or a
-#'   [gk_kernel()] whose family (and smoothness) are used.
+#'   [gk_kernel()]: its family and smoothness are used and, unless `start`
+#'   is given, its variance and range are the starting values (with a
+#'   nugget of a ninth of the variance, the default 90/10 split; see
+#'   Starting values). A fit estimates the parameters, so a family name is
+#'   enough; [gp_loglik()] and [gp_simulate()] need them all.
 #' @param smoothness The Matérn smoothness, default 1.5: fixed, or the
 #'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
@@ -129,9 +135,9 @@
 #' @export
 gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start = NULL,
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
-                   verbose = NULL, optim_control = list(), backend = NULL, lower = NULL,
-                   upper = NULL, fixed = NULL, gtol = 1e-6, coords = "euclidean",
-                   radius = 6371) {
+                   verbose = NULL, optim_control = list(), lower = NULL, upper = NULL,
+                   fixed = NULL, gtol = 1e-6, coords = "euclidean", radius = 6371,
+                   backend = NULL) {
   coords <- gp_check_coords(coords, radius)
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
@@ -145,6 +151,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
     if (!length(fixed)) fixed <- NULL
   }
   template <- gp_kernel_template(kernel, smoothness, ncol(locs))
+  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel)
   estimate_smoothness <- isTRUE(estimate_smoothness)
   if (estimate_smoothness && template$name != "matern") {
     stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
@@ -469,6 +476,18 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
   k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
     gk_kernel(family)
   gp_check_kernel(k, dim)
+}
+
+# A gk_kernel() given to gp_fit() as its starting values: its variance and
+# range, and the nugget of the default 90/10 split.
+gp_kernel_start <- function(kernel) {
+  kernel <- as_gk_kernel(kernel)
+  if (length(kernel$range) != 1L) {
+    stop("gp_fit() estimates one range: give a gk_kernel() with a single range, or `start`",
+         call. = FALSE)
+  }
+  list(variance = kernel$variance, range = kernel$range,
+       nugget = kernel$variance / 9)
 }
 
 # Starting values (named, positive): variance, range, nugget and, when it is

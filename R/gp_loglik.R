@@ -123,12 +123,15 @@
 #' Matérn kernel needs Bessel functions, which makes every kernel
 #' evaluation several times slower.
 #'
-#' @param locs Numeric matrix of locations, one row per observation.
+#' @param locs Numeric matrix of locations, one row per observation. The
+#'   Gaussian-process functions call points `locs` and `newlocs`, and the
+#'   design matrix `X`, as GpGp and fields do; elsewhere points are `x`, `y`.
 #' @param y Numeric vector of observations, without NA.
 #' @param X Design matrix of the linear mean (`nrow(locs)` rows); `NULL` is
 #'   a constant mean (an intercept), a matrix with no columns a zero mean.
 #' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"`, `"gaussian"`,
-#'   `"cauchy"` or `"inverse_multiquadric"`, with its variance and range.
+#'   `"cauchy"` or `"inverse_multiquadric"`, with its variance and range; a
+#'   family name stands for that family with variance and range 1.
 #' @param nugget The variance added to the diagonal (non-negative).
 #' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"` (see Methods).
 #' @param gradient Also compute the gradient in the log parameters.
@@ -158,10 +161,10 @@
 #'           backend = "cpu")
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
-                      smoothness_gradient = FALSE, control = gp_control(), backend = NULL,
-                      coords = "euclidean", radius = 6371) {
+                      smoothness_gradient = FALSE, control = gp_control(),
+                      coords = "euclidean", radius = 6371, backend = NULL) {
   locs <- gp_locations(locs, gp_check_coords(coords, radius))
-  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
+  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))

@@ -33,12 +33,14 @@
 #'
 #' @param locs Matrix of locations (rows), or a [gp_fit()] for conditional
 #'   simulation.
-#' @param kernel A [gk_kernel()]; for a fit, the new locations (`newlocs`).
+#' @param kernel A [gk_kernel()] or a family name (variance and range 1); for
+#'   a fit, the new locations (`newlocs`).
 #' @param nugget The variance added to the diagonal (independent noise).
 #' @param nsim Number of samples.
 #' @param method `"auto"`, `"exact"` or `"vecchia"`.
 #' @param neighbors Neighbours per point for `"vecchia"` (at most 64; see
-#'   [gp_control()]); 30 by default, 60 for a fit (whose draws should match
+#'   [gp_control()]); 30 by default (an unconditional draw needs only its
+#'   covariance to a few percent), 60 for a fit (whose draws should match
 #'   its kriging variances to well under 1%).
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
 #' @param coords,radius Locations as longitude and latitude on a sphere (see
@@ -53,7 +55,7 @@
 #' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, backend = NULL, coords = "euclidean", radius = 6371,
+                        neighbors = 30L, coords = "euclidean", radius = 6371, backend = NULL,
                         ...) {
   if (inherits(locs, "gp_fit")) {
     if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
@@ -65,7 +67,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
   locs <- gp_locations(locs, gp_check_coords(coords, radius))
-  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel()", call. = FALSE)
+  if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))
   nugget <- gp_check_nugget(nugget)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
@@ -117,7 +119,7 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
   n <- fit$n
   m <- nrow(newlocs)
   if (method == "auto") method <- if (n + m <= 5000L) "exact" else "vecchia"
-  mean <- predict(fit, given, newX = newX)
+  mean <- stats::predict(fit, given, newX = newX)
   k <- fit$kernel
   if (method == "exact") {
     solve_cov <- gp_solver(fit)

@@ -24,7 +24,7 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' for their bounding boxes \eqn{B}; pairs of leaves that are not admissible
 #' are stored as dense blocks. A smaller `eta` gives a more accurate and
 #' larger matrix; a larger `order` likewise. The point order is internal:
-#' vectors are passed and returned in the order of the rows of `locs`.
+#' vectors are passed and returned in the order of the rows of `x`.
 #'
 #' On the GPU, the matrix data (dense leaves, couplings, bases, transfers) are
 #' evaluated on the device and stay there until the object is garbage
@@ -34,8 +34,10 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' its matrix data on first use (on the CPU when a GPU matrix is loaded where
 #' there is no GPU), giving the same products.
 #'
-#' @param locs Numeric matrix of locations, one row per point, 2 or 3 columns.
-#' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"` (any smoothness),
+#' @param x Numeric matrix of points, one row per point, 2 or 3 columns.
+#' @param locs Deprecated name of `x` (`h2_matrix()` is not a
+#'   Gaussian-process function: its points are `x`, as in [kernel_reduce()]).
+#' @param kernel A [gk_kernel()] or a family name: `"exponential"`, `"matern"` (any smoothness),
 #'   `"gaussian"`, `"cauchy"` or `"inverse_multiquadric"`.
 #' @param nugget Non-negative number added to the diagonal.
 #' @param leaf_size Most points in a leaf cluster (dense blocks are
@@ -108,23 +110,25 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
 #' @examples
-#' locs <- matrix(runif(2000), ncol = 2)
-#' A <- h2_matrix(locs, gk_kernel("exponential", range = 0.1), backend = "cpu")
+#' x <- matrix(runif(2000), ncol = 2)
+#' A <- h2_matrix(x, gk_kernel("exponential", range = 0.1), backend = "cpu")
 #' A
 #' y <- A %*% rnorm(1000)
 #' h2_error(A)
 #' @export
-h2_matrix <- function(locs, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
-                      precision = "double", backend = NULL, tol = NULL,
-                      storage = c("auto", "stored", "on_the_fly")) {
+h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
+                      precision = "double", tol = NULL,
+                      storage = c("auto", "stored", "on_the_fly"), backend = NULL, locs) {
+  gk_use_new_names("h2_matrix", c(locs = "x"))
   storage <- h2_check_storage(storage)
-  locs <- gk_check_points(locs, "locs")
+  # The matrix keeps its points as `locs` (its settings, read by h2_build()).
+  locs <- gk_check_points(x, "x")
   d <- ncol(locs)
   if (!d %in% c(2L, 3L)) {
-    stop("h2_matrix() needs locations in 2 or 3 dimensions; `locs` has ", d, " column",
+    stop("h2_matrix() needs points in 2 or 3 dimensions; `x` has ", d, " column",
          if (d != 1L) "s", call. = FALSE)
   }
-  if (nrow(locs) > 2^30) stop("`locs` has too many points (at most 2^30)", call. = FALSE)
+  if (nrow(locs) > 2^30) stop("`x` has too many points (at most 2^30)", call. = FALSE)
   kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), d)
   if (!kernel$name %in% h2_families) {
     stop("h2_matrix() supports the ", paste0("\"", h2_families, "\"", collapse = ", "),

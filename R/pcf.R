@@ -29,12 +29,19 @@ pcf <- function(t, v) {
 }
 
 #' @rdname pcf
-#' @param X A `pcf_list`, or a list of PCFs, two-column numeric matrices
+#' @param x A `pcf_list`, or a list of PCFs, two-column numeric matrices
 #'   (columns t, v) or data frames with columns `t` and `v`; a single one of
 #'   those stands for a list of one.
-#' @param arg The name of `X` in error messages.
+#' @param arg The name of `x` in error messages.
+#' @param X Deprecated name of `x`.
 #' @export
-as_pcf_list <- function(X, arg = "X") {
+as_pcf_list <- function(x, arg = "x", X) {
+  if (!missing(X)) {
+    if (!missing(x)) gk_given_twice("as_pcf_list", "x", "X")
+    gk_deprecated_args("as_pcf_list", "X", "x")
+    x <- X
+  }
+  X <- x
   if (inherits(X, "pcf_list")) {
     if (!is.list(X)) {
       stop("`", arg, "` has class pcf_list but is ", gk_describe(unclass(X)),
@@ -66,7 +73,7 @@ pcf_from_frame <- function(d, arg, i) {
 # Checks one PCF with the same C checks the engines use.
 pcf_check_one <- function(f, arg) {
   tryCatch(.Call(gk_r_pcf_validate, list(f)),
-           error = function(e) stop(sub("`X\\[\\[1\\]\\]`", paste0("`", arg, "`"),
+           error = function(e) stop(sub("`x\\[\\[1\\]\\]`", paste0("`", arg, "`"),
                                         conditionMessage(e)), call. = FALSE))
   invisible(TRUE)
 }
@@ -74,7 +81,7 @@ pcf_check_one <- function(f, arg) {
 # Checks a pcf_list with the engines' C checks, naming it as `arg`.
 pcf_check_list <- function(X, arg) {
   tryCatch(.Call(gk_r_pcf_validate, unclass(X)),
-           error = function(e) stop(sub("`X\\[\\[", paste0("`", arg, "[["),
+           error = function(e) stop(sub("`x\\[\\[", paste0("`", arg, "[["),
                                         conditionMessage(e)), call. = FALSE))
   invisible(X)
 }
@@ -170,14 +177,20 @@ pcf_eval_one <- function(f, t) {
 #' The pointwise mean of a list of PCFs, itself a PCF (breakpoints: the union of
 #' all breakpoints).
 #'
-#' @param X A list of PCFs (anything [as_pcf_list()] accepts).
+#' @param x A list of PCFs (anything [as_pcf_list()] accepts).
+#' @param X Deprecated name of `x`.
 #' @return A `pcf`.
 #' @examples
 #' pcf_mean(list(pcf(c(0, 1), c(1, 0)), pcf(c(0.5, 2), c(3, 0))))
 #' @export
-pcf_mean <- function(X) {
-  X <- unclass(pcf_check_list(as_pcf_list(X), "X"))
-  if (length(X) == 0L) stop("`X` is empty: give at least one PCF", call. = FALSE)
+pcf_mean <- function(x, X) {
+  if (!missing(X)) {
+    if (!missing(x)) gk_given_twice("pcf_mean", "x", "X")
+    gk_deprecated_args("pcf_mean", "X", "x")
+    x <- X
+  }
+  X <- unclass(pcf_check_list(as_pcf_list(x), "x"))
+  if (length(X) == 0L) stop("`x` is empty: give at least one PCF", call. = FALSE)
   t <- sort(unique(unlist(lapply(X, function(f) f[, 1]))))
   total <- numeric(length(t))
   for (f in X) total <- total + pcf_eval_one(f, t)

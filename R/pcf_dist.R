@@ -2,11 +2,11 @@
 #'
 #' `pcf_pdist()` computes all pairwise \eqn{L_p} distances
 #' \eqn{\|f - g\|_p = (\int_0^\infty |f - g|^p dt)^{1/p}} between the PCFs of
-#' `X` and returns an R `dist` object, ready for [stats::hclust()],
+#' `x` and returns an R `dist` object, ready for [stats::hclust()],
 #' [stats::cmdscale()] or `cluster::pam()`. `pcf_cdist()` gives the matrix of
-#' distances between the PCFs of `X` (rows) and of `Y` (columns).
+#' distances between the PCFs of `x` (rows) and of `y` (columns).
 #' `pcf_kernel()` gives the \eqn{L_2} inner products \eqn{\int_0^\infty f g\,dt}
-#' (a symmetric positive semi-definite matrix when `Y` is `NULL`), e.g. for
+#' (a symmetric positive semi-definite matrix when `y` is `NULL`), e.g. for
 #' `kernlab`.
 #'
 #' The integrals are exact: each pair is integrated over the union of its
@@ -32,8 +32,9 @@
 #' default 80% of the free memory of the emptiest GPU; cache-sized blocks on
 #' the CPU): a small value forces many small blocks, to test or to limit memory.
 #'
-#' @param X,Y Lists of PCFs: `pcf_list`, `pcf`, or lists of two-column numeric
+#' @param x,y Lists of PCFs: `pcf_list`, `pcf`, or lists of two-column numeric
 #'   matrices (t, v) or of data frames with columns `t` and `v` (see [pcf()]).
+#' @param X,Y Deprecated names of `x` and `y`.
 #' @param p The order of the distance: a number `>= 1`, or `Inf`.
 #' @param precision `"double"` (default) or `"single"`: breakpoints and values
 #'   are stored as float (about 7 significant digits; half the memory traffic,
@@ -49,7 +50,7 @@
 #'   chunks, or `FALSE`/`1` for this process only; see [gk_distributed].
 #' @return `pcf_pdist()`: a `dist` object (with `Labels` from `names(X)`,
 #'   `method` such as `"L1"`, and `call`). `pcf_cdist()`: a
-#'   `length(X)` x `length(Y)` matrix. `pcf_kernel()`: a matrix of inner products.
+#'   `length(x)` x `length(y)` matrix. `pcf_kernel()`: a matrix of inner products.
 #' @examples
 #' set.seed(1)
 #' X <- lapply(1:20, function(i) pcf(c(0, sort(runif(5))), c(rnorm(5), 0)))
@@ -58,9 +59,10 @@
 #' D <- pcf_cdist(X[1:3], X, p = 2)
 #' K <- pcf_kernel(X)
 #' @export
-pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = NULL,
-                      workers = NULL) {
-  X <- as_pcf_list(X, "X")
+pcf_pdist <- function(x, p = 1, precision = "double", devices = NULL, workers = NULL,
+                      backend = NULL, X) {
+  gk_use_new_names("pcf_pdist", c(X = "x"))
+  X <- as_pcf_list(x, "x")
   p <- pcf_check_p(p)
   d <- pcf_matrix_call(X, NULL, "pdist", p, precision, backend, devices, workers)
   # attr<- on the fresh vector modifies it in place: no copy of a large result.
@@ -76,10 +78,11 @@ pcf_pdist <- function(X, p = 1, precision = "double", backend = NULL, devices = 
 
 #' @rdname pcf_pdist
 #' @export
-pcf_cdist <- function(X, Y, p = 1, precision = "double", backend = NULL, devices = NULL,
-                      workers = NULL) {
-  X <- as_pcf_list(X, "X")
-  Y <- as_pcf_list(Y, "Y")
+pcf_cdist <- function(x, y, p = 1, precision = "double", devices = NULL, workers = NULL,
+                      backend = NULL, X, Y) {
+  gk_use_new_names("pcf_cdist", c(X = "x", Y = "y"))
+  X <- as_pcf_list(x, "x")
+  Y <- as_pcf_list(y, "y")
   p <- pcf_check_p(p)
   D <- pcf_matrix_call(X, Y, "cdist", p, precision, backend, devices, workers)
   dimnames(D) <- pcf_dimnames(X, Y)
@@ -88,14 +91,16 @@ pcf_cdist <- function(X, Y, p = 1, precision = "double", backend = NULL, devices
 
 #' @rdname pcf_pdist
 #' @export
-pcf_kernel <- function(X, Y = NULL, precision = "double", backend = NULL, devices = NULL,
-                       workers = NULL) {
-  X <- as_pcf_list(X, "X")
+pcf_kernel <- function(x, y = NULL, precision = "double", devices = NULL, workers = NULL,
+                       backend = NULL, X, Y) {
+  gk_use_new_names("pcf_kernel", c(X = "x", Y = "y"))
+  X <- as_pcf_list(x, "x")
+  Y <- y
   if (is.null(Y)) {
     K <- pcf_matrix_call(X, NULL, "kernel_sym", 2, precision, backend, devices, workers)
     dimnames(K) <- pcf_dimnames(X, X)
   } else {
-    Y <- as_pcf_list(Y, "Y")
+    Y <- as_pcf_list(Y, "y")
     K <- pcf_matrix_call(X, Y, "kernel", 2, precision, backend, devices, workers)
     dimnames(K) <- pcf_dimnames(X, Y)
   }

@@ -1,6 +1,6 @@
 #' Distance matrices larger than memory, written to a file
 #'
-#' Computes the same distances as [pcf_pdist()] (when `Y` is `NULL`) or
+#' Computes the same distances as [pcf_pdist()] (when `y` is `NULL`) or
 #' [pcf_cdist()] and writes them, slab of rows by slab of rows, into a
 #' file-backed `big.matrix` of the \pkg{bigmemory} package, so that the
 #' result never has to fit in memory (2e5 functions: 320 GB in double, 160 GB
@@ -9,7 +9,7 @@
 #' [gk_distributed]; the workers must see the same file system, e.g. a
 #' cluster's shared disk).
 #'
-#' The result is a full `length(X)` x `length(Y)` matrix (for `Y = NULL`,
+#' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,
 #' is also row `i`). Read it by rows or columns without loading it:
 #' `D[i, ]`, `D[, j]`, `D[rows, ]`, or attach it in another session with
@@ -21,12 +21,20 @@
 #' the call then fails with its error) removes them, so a `.desc` file exists
 #' only for a complete matrix.
 #'
+#' Two precisions are involved: `precision` is how the distances are
+#' computed (as for [pcf_pdist()]), `file_type` how they are stored in the
+#' file. Distances computed in double may be stored as float to halve the
+#' file; `precision = "single"` with `file_type = "double"` stores the
+#' single-precision results without loss.
+#'
 #' @inheritParams pcf_pdist
-#' @param X A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
+#' @param x A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
 #'   matrices (times, values), as for [pcf_pdist()].
-#' @param Y `NULL` for the distances among `X`, or a list of PCFs (columns).
+#' @param y `NULL` for the distances among `x`, or a list of PCFs (columns).
 #' @param file Path of the result without extension.
-#' @param type How values are stored: `"double"` (8 bytes) or `"float"` (4).
+#' @param file_type The file's element type: `"double"` (8 bytes) or
+#'   `"float"` (4); independent of `precision`, the compute precision.
+#' @param X,Y,type Deprecated names of `x`, `y` and `file_type`.
 #' @param overwrite Replace existing files.
 #' @param slab_bytes Memory for one slab of rows (the largest piece of the
 #'   result held in memory at a time by a worker); by default
@@ -40,17 +48,20 @@
 #'   D[1:3, 1:3]
 #' }
 #' @export
-pcf_dist_file <- function(X, Y = NULL, file, p = 1, type = c("double", "float"),
-                          precision = "double", backend = NULL, devices = NULL, workers = NULL,
+pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "float"),
+                          precision = "double", devices = NULL, workers = NULL,
                           overwrite = FALSE,
-                          slab_bytes = getOption("gpukernels.file_slab_bytes", 2^30)) {
+                          slab_bytes = getOption("gpukernels.file_slab_bytes", 2^30),
+                          backend = NULL, X, Y, type) {
+  gk_use_new_names("pcf_dist_file", c(X = "x", Y = "y", type = "file_type"))
   if (!requireNamespace("bigmemory", quietly = TRUE)) {
     stop("pcf_dist_file() needs the bigmemory package", call. = FALSE)
   }
-  X <- as_pcf_list(X, "X")
-  if (!is.null(Y)) Y <- as_pcf_list(Y, "Y")
+  X <- as_pcf_list(x, "x")
+  Y <- y
+  if (!is.null(Y)) Y <- as_pcf_list(Y, "y")
   p <- pcf_check_p(p)
-  type <- gk_match_choice(type, c("double", "float"), "type")
+  type <- gk_match_choice(file_type, c("double", "float"), "file_type")
   gk_check_precision(precision)
   if (!is.character(file) || length(file) != 1L || is.na(file) || !nzchar(file)) {
     stop("`file` must be a single path (without extension)", call. = FALSE)

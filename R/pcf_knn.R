@@ -1,41 +1,71 @@
 #' Nearest PCFs
 #'
-#' The `k` nearest PCFs of each PCF of `X` in \eqn{L_p} distance (see
-#' [pcf_pdist()]): among the other functions of `X` (a function is not its
-#' own neighbour), or among the functions of `Y`. The distance matrix is never
+#' The `k` nearest PCFs of each PCF of `x` in \eqn{L_p} distance (see
+#' [pcf_pdist()]): among the other functions of `x` (a function is not its
+#' own neighbour), or among the functions of `y`. The arguments come in
+#' [knn()]'s order: `pcf_knn(x, y, k)`. The distance matrix is never
 #' stored: the PCF block engine computes it block by block (on GPUs or the
 #' CPU), and each block is folded into running lists of the `k` smallest
 #' distances per row. Memory is `O(n k)`, so this works for sets whose
 #' distance matrix does not fit in memory (2e5 functions: 160 GB as a
-#' matrix). Among `X` itself, each pair is computed once.
+#' matrix). Among `x` itself, each pair is computed once.
 #'
 #' @inheritParams pcf_pdist
-#' @param X A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
+#' @param x A list of PCFs: a `pcf_list`, a `pcf`, or a list of two-column numeric
 #'   matrices (times, values), as for [pcf_pdist()].
-#' @param k Number of neighbours: at least 1, at most `length(X) - 1` (or
-#'   `length(Y)`).
-#' @param Y `NULL` (neighbours among `X`), or a list of PCFs to search.
-#' @param workers Split the rows of `X` over \pkg{future} workers; see
+#' @param y `NULL` (neighbours among `x`), or a list of PCFs to search. A
+#'   single number here is taken as `k` with a deprecation warning (the old
+#'   order `pcf_knn(X, k, Y)`).
+#' @param k Number of neighbours: at least 1, at most `length(x) - 1` (or
+#'   `length(y)`).
+#' @param X,Y Deprecated names of `x` and `y`.
+#' @param workers Split the rows of `x` over \pkg{future} workers; see
 #'   [gk_distributed]. Among `X`, each worker takes a band of rows against the
 #'   functions before it, so that each pair is computed once there too.
-#' @return A list with `index` (integer, `length(X)` x `k`, 1-based, nearest
-#'   first, ties to the smaller index) and `distance` (same shape).
+#' @return A list with `index` (integer, `length(x)` x `k`, 1-based, nearest
+#'   first, ties to the smaller index) and `distance` (same shape), as from
+#'   [knn()].
 #' @examples
 #' set.seed(1)
 #' X <- lapply(1:200, function(i) pcf(c(0, sort(runif(5))), c(rnorm(5), 0)))
 #' nn <- pcf_knn(X, k = 3)
+#' nn2 <- pcf_knn(X[1:5], X, k = 2)
 #' head(nn$index)
 #' @export
-pcf_knn <- function(X, k = 1L, Y = NULL, p = 1, precision = "double", backend = NULL,
-                    devices = NULL, workers = NULL) {
-  X <- as_pcf_list(X, "X")
-  if (!is.null(Y)) Y <- as_pcf_list(Y, "Y")
+pcf_knn <- function(x, y = NULL, k = 1L, p = 1, precision = "double", devices = NULL,
+                    workers = NULL, backend = NULL, X, Y) {
+  old <- new <- character()
+  # The old order pcf_knn(X, k, Y): a number where the PCFs to search go.
+  if (!missing(y) && is.numeric(y) && length(y) == 1L && is.null(dim(y))) {
+    if (!missing(k) && is.numeric(k)) stop("pcf_knn(): `y` must be PCFs, not a number", call. = FALSE)
+    k_old <- y
+    y <- if (!missing(k)) k else NULL
+    k <- k_old
+    old <- "pcf_knn(X, k, Y)"
+    new <- "pcf_knn(x, y, k)"
+  }
+  if (!missing(X)) {
+    if (!missing(x)) gk_given_twice("pcf_knn", "x", "X")
+    x <- X
+    old <- c(old, "X")
+    new <- c(new, "x")
+  }
+  if (!missing(Y)) {
+    if (!is.null(y)) gk_given_twice("pcf_knn", "y", "Y")
+    y <- Y
+    old <- c(old, "Y")
+    new <- c(new, "y")
+  }
+  gk_deprecated_args("pcf_knn", old, new)
+  X <- as_pcf_list(x, "x")
+  Y <- y
+  if (!is.null(Y)) Y <- as_pcf_list(Y, "y")
   p <- pcf_check_p(p)
   gk_check_scalar(k, "k", lower = 1, integer = TRUE)
   candidates <- if (is.null(Y)) length(X) - 1L else length(Y)
   if (k > candidates) {
     stop("`k` = ", k, " is larger than the number of candidate neighbours (", candidates,
-         if (is.null(Y)) ": the other functions of `X`" else ": the functions of `Y`", ")",
+         if (is.null(Y)) ": the other functions of `x`" else ": the functions of `y`", ")",
          call. = FALSE)
   }
   count <- gk_chunk_count(workers, length(X))

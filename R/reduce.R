@@ -27,7 +27,7 @@
 #' softmax_sum.
 #'
 #' @section GPU schemes:
-#' `method = "1d"` is the KeOps GPU_1D scheme: one thread per output row, the
+#' `scheme = "1d"` is the KeOps GPU_1D scheme: one thread per output row, the
 #' rows of `y` (and `b`) loaded tile by tile into shared memory. `"2d"` also
 #' splits the reduction index into chunks, one block per (row tile, chunk),
 #' and combines the partial results in a second pass; it keeps the GPU busy when
@@ -38,7 +38,7 @@
 #' up to 16 times more when that fills the waves at least 2 percent better. With
 #' more rows it still splits `y` into 2 to 16 chunks (of at least 2048 rows)
 #' when that fills the last wave of blocks at least 2 percent
-#' better. `method = "1d"` or `"2d"` overrides the rule.
+#' better. `scheme = "1d"` or `"2d"` overrides the rule.
 #' Reductions of more than \eqn{2^{36}} pairs run as a sequence of launches
 #' over slices of `y`, each carrying its partial results to the next (tens of
 #' milliseconds each for the gaussian sum); between slices the call notices a
@@ -81,7 +81,7 @@
 #'   the CPU engine always computes in double. Points whose differences,
 #'   divided by the kernel's range, pass float32's range (3.4e38) are an error
 #'   in single precision on the GPU.
-#' @param method GPU scheme: `"auto"`, `"1d"` or `"2d"` (see GPU schemes).
+#' @param scheme GPU scheme: `"auto"`, `"1d"` or `"2d"` (see GPU schemes).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param devices GPUs to split the rows of the output over (numbers from 1,
 #'   see [gk_info()]), one host thread each; `NULL` (the default) uses the
@@ -109,7 +109,10 @@
 #'   row per output point and one column per column of `b` (a vector when `b`
 #'   is `NULL` or a vector). For `"min"` and `"max"` a numeric vector, for
 #'   `"argmin"` and `"argmax"` an integer vector, for `"kmin"` a list with
-#'   `values` and `index`, two matrices with `k` columns.
+#'   `values` and `index`, two matrices with `k` columns (in this order, kept
+#'   for code that reads them by position; [knn()] returns `index` first, and
+#'   its `distance` is the square root of `"sqdist"`'s values).
+#' @param method Deprecated name of `scheme`.
 #' @seealso [kernel_matvec()], [knn()], [gk_device_matrix()].
 #' @examples
 #' x <- matrix(runif(300), 100, 3)
@@ -123,9 +126,14 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
                           reduction = c("sum", "min", "max", "argmin", "argmax", "kmin",
                                         "logsumexp", "softmax_sum"),
                           k = 1L, axis = 1L, precision = "double",
-                          method = c("auto", "1d", "2d"), backend = NULL, devices = NULL,
-                          workers = NULL, ranges = NULL, cutoff = NULL, cell = NULL,
-                          symmetric = FALSE) {
+                          scheme = c("auto", "1d", "2d"), devices = NULL, workers = NULL,
+                          ranges = NULL, cutoff = NULL, cell = NULL, symmetric = FALSE,
+                          backend = NULL, method) {
+  if (!missing(method)) {
+    if (!missing(scheme)) gk_given_twice("kernel_reduce", "scheme", "method")
+    gk_deprecated_args("kernel_reduce", "method", "scheme")
+    scheme <- method
+  }
   if (!is.logical(symmetric) || length(symmetric) != 1L || is.na(symmetric)) {
     stop("`symmetric` must be TRUE or FALSE", call. = FALSE)
   }
@@ -134,7 +142,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   }
   if (!is.null(cutoff) || !is.null(cell)) {
     if (!is.null(ranges)) stop("give either `ranges` or `cutoff` and `cell`, not both", call. = FALSE)
-    return(gk_truncated_reduce(x, y, b, kernel, reduction, k, axis, precision, method, backend,
+    return(gk_truncated_reduce(x, y, b, kernel, reduction, k, axis, precision, scheme, backend,
                                cutoff, cell, y_is_x = missing(y) || identical(y, x),
                                devices = devices))
   }
@@ -148,7 +156,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
       if (on_device) stop("device matrices cannot be sent to future workers: use `workers = 1`",
                           call. = FALSE)
       args <- list(x = x, y = y, b = b, kernel = kernel, reduction = reduction, k = k,
-                   axis = axis, precision = precision, method = method, backend = backend,
+                   axis = axis, precision = precision, scheme = scheme, backend = backend,
                    devices = devices)
       return(gk_reduce_distributed(args, count))
     }
@@ -162,12 +170,14 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   # returns NULL for anything it does not take as it stands; the general path
   # then converts that, or stops with the message naming what is wrong.
   if (is.null(ranges) && is.null(devices)) {
-    res <- .Call(gk_r_reduce_plain, x, y, b, kernel, reduction, k, axis, precision, method,
-                 backend, threads, gk_reductions, gk_reduce_methods)
+    # The spec is this frame, read by name (x, y, b, kernel, reduction, k,
+    # axis, precision, scheme, backend, threads): a list built by
+    # gk_reduce_spec() would cost a tenth of a small call.
+    res <- .Call(gk_r_reduce_plain, environment(), gk_reductions, gk_reduce_methods)
     if (!is.null(res)) return(res)
   }
   reduction <- gk_match_choice(reduction, gk_reduction_names, "reduction")
-  method <- gk_match_choice(method, gk_reduce_method_names, "method")
+  scheme <- gk_match_choice(scheme, gk_reduce_method_names, "scheme")
   precision <- gk_check_precision(precision)
   gk_check_scalar(axis, "axis", lower = 1, integer = TRUE)
   if (!axis %in% c(1, 2)) stop("`axis` must be 1 or 2", call. = FALSE)
@@ -209,14 +219,30 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   }
   # One-column results come back as plain vectors, without a copy here.
   vector_out <- reduction != "kmin" && !b_was_matrix
-  res <- .Call(gk_r_reduce, gk_operand(x), gk_operand(y), gk_operand(b), kernel,
-               gk_reductions[[reduction]], as.integer(k), precision == "single",
-               gk_reduce_methods[[method]], backend, threads, vector_out, gpus,
-               ranges, symmetric)
+  # x and y are swapped above for axis 2: the spec's axis is 1.
+  res <- .Call(gk_r_reduce,
+               gk_reduce_spec(gk_operand(x), gk_operand(y), gk_operand(b), kernel, reduction,
+                              as.integer(k), 1L, precision, scheme, backend, threads,
+                              vector_out = vector_out, devices = gpus, ranges = ranges,
+                              symmetric = symmetric),
+               gk_reductions, gk_reduce_methods)
   switch(reduction,
     argmin = , argmax = res[[2L]],
     kmin = list(values = res[[1L]], index = res[[2L]]),
     res[[1L]])
+}
+
+# The arguments of the reduction entry points (gk_r_reduce, and
+# gk_r_reduce_plain when not given kernel_reduce()'s frame; src/r_reduce.c) as
+# one named list, read by name in C (gk_spec_fields). The plain path takes the
+# user's values as given and returns NULL for anything it does not take; the
+# general path takes checked values, with x and y already swapped for axis 2.
+gk_reduce_spec <- function(x, y, b, kernel, reduction, k, axis, precision, scheme, backend,
+                           threads, vector_out = NA, devices = NULL, ranges = NULL,
+                           symmetric = FALSE) {
+  list(x = x, y = y, b = b, kernel = kernel, reduction = reduction, k = k, axis = axis,
+       precision = precision, scheme = scheme, backend = backend, threads = threads,
+       vector_out = vector_out, devices = devices, ranges = ranges, symmetric = symmetric)
 }
 
 #' Kernel matrix times a vector or matrix
@@ -226,7 +252,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 #'
 #' @inheritParams kernel_reduce
 #' @param b A numeric vector or matrix with `nrow(y)` rows, or a device matrix.
-#' @param ... Further arguments to [kernel_reduce()]: `precision`, `method`,
+#' @param ... Further arguments to [kernel_reduce()]: `precision`, `scheme`,
 #'   `axis` (2 multiplies by the transposed kernel matrix), `devices`,
 #'   `workers`, `ranges`, or `cutoff` and `cell`.
 #' @return A vector when `b` is a vector, else a matrix with `ncol(b)` columns.
@@ -234,7 +260,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
 #' x <- matrix(runif(200), 100, 2)
 #' a <- kernel_matvec(x, x, rnorm(100), gk_kernel("gaussian", range = 0.1))
 #' @export
-kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL) {
+kernel_matvec <- function(x, y = x, b, kernel = "gaussian", backend = NULL, ...) {
   if (missing(b)) stop("`b` is missing: give the vector or matrix to multiply", call. = FALSE)
   kernel_reduce(x, y, b = b, kernel = kernel, reduction = "sum", ..., backend = backend)
 }
@@ -251,6 +277,7 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' @param ranges Optional block-sparse mask ([ranges_from_mask()]): only the
 #'   kept blocks are searched (rows with fewer than `k` kept points get `NA`
 #'   indices and `Inf` distances).
+#' @param method Deprecated name of `scheme`.
 #' @return A list with `index` (integer, `nrow(x)` by `k`, 1-based rows of `y`,
 #'   nearest first, ties to the smaller index) and `distance` (the Euclidean
 #'   distances, same shape).
@@ -259,14 +286,24 @@ kernel_matvec <- function(x, y = x, b, kernel = "gaussian", ..., backend = NULL)
 #' nn <- knn(x, x, k = 5)
 #' head(nn$index)
 #' @export
-knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d", "2d"),
-                backend = NULL, devices = NULL, workers = NULL, ranges = NULL) {
+knn <- function(x, y = x, k = 1L, precision = "double", scheme = c("auto", "1d", "2d"),
+                devices = NULL, workers = NULL, ranges = NULL, backend = NULL, method) {
+  if (!missing(method)) {
+    if (!missing(scheme)) gk_given_twice("knn", "scheme", "method")
+    gk_deprecated_args("knn", "method", "scheme")
+    scheme <- method
+  }
   # The common call (R double matrices, dense, one GPU or the CPU) in one .Call,
   # distances included (gk_r_knn_plain); NULL: the general path below.
   if (is.null(ranges) && is.null(devices) && gk_in_process(workers)) {
-    res <- .Call(gk_r_knn_plain, x, y, k, precision, method, gk_backend(backend), gk_threads(),
-                 gk_reduce_methods)
+    requested <- backend
+    backend <- gk_backend(backend)
+    threads <- gk_threads()
+    # The spec is this frame, read by name (x, y, k, precision, scheme,
+    # backend, threads), as in kernel_reduce().
+    res <- .Call(gk_r_knn_plain, environment(), gk_reduce_methods)
     if (!is.null(res)) return(knn_refine(x, y, res, precision))
+    backend <- requested   # kernel_reduce() tells a chosen backend from the default
   }
   y_is_x <- identical(y, x)
   scale <- 1
@@ -281,7 +318,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", method = c("auto", "1d",
     }
   }
   res <- kernel_reduce(x, y, kernel = "squared_distance", reduction = "kmin",
-                       k = k, precision = precision, method = method, backend = backend,
+                       k = k, precision = precision, scheme = scheme, backend = backend,
                        devices = devices, workers = workers, ranges = ranges)
   # res$values was made by this call and is held by nothing else: the
   # distances overwrite it (no second m x k array).

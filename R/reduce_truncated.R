@@ -2,7 +2,7 @@
 # both point sets on a grid, sort them, keep the cluster pairs that may hold a
 # pair of points within `cutoff`, reduce block-sparse, and undo the sorting.
 
-gk_truncated_reduce <- function(x, y, b, kernel, reduction, k, axis, precision, method, backend,
+gk_truncated_reduce <- function(x, y, b, kernel, reduction, k, axis, precision, scheme, backend,
                                 cutoff, cell, y_is_x, devices = NULL) {
   gk_check_scalar(cutoff, "cutoff", lower = 0, lower_open = TRUE)
   if (is.null(cell)) stop("`cutoff` needs `cell`, the side of the grid cells", call. = FALSE)
@@ -27,7 +27,7 @@ gk_truncated_reduce <- function(x, y, b, kernel, reduction, k, axis, precision, 
   out <- if (axis == 1) cx else cy
   if (!is.null(b)) b <- if (is.null(dim(b))) b[reduced$perm] else b[reduced$perm, , drop = FALSE]
   res <- kernel_reduce(cx$x, cy$x, b = b, kernel = kernel, reduction = reduction, k = k,
-                       axis = axis, precision = precision, method = method, backend = backend,
+                       axis = axis, precision = precision, scheme = scheme, backend = backend,
                        devices = devices, workers = FALSE, ranges = ranges)
   res <- gk_unsort_result(res, out$inverse, reduced$perm)
   attr(res, "kept_fraction") <- unclass(ranges)$kept_pairs / (as.numeric(nrow(x)) * nrow(y))

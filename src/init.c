@@ -30,8 +30,7 @@ SEXP gk_r_codes(void);
 SEXP gk_r_knn_distances(SEXP squares, SEXP scale);
 SEXP gk_r_knn_scale(SEXP x, SEXP y);
 SEXP gk_r_knn_refine(SEXP x, SEXP y, SEXP index, SEXP distance);
-SEXP gk_r_knn_plain(SEXP x, SEXP y, SEXP k, SEXP precision, SEXP method, SEXP backend,
-                    SEXP threads, SEXP methods);
+SEXP gk_r_knn_plain(SEXP spec, SEXP methods);
 
 /* the progress sink (r_progress.c) */
 SEXP gk_r_progress_sink(SEXP fun);
@@ -86,12 +85,8 @@ SEXP gk_r_h2_orthogonality(SEXP ptr);
 SEXP gk_r_h2_free(SEXP ptr);
 SEXP gk_r_h2_svd_gpu(SEXP w, SEXP dims, SEXP single);
 /* kernel reductions and device matrices (r_reduce.c) */
-SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices, SEXP ranges,
-                 SEXP symmetric);
-SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP axis,
-                       SEXP precision, SEXP method, SEXP backend, SEXP threads,
-                       SEXP reductions, SEXP methods);
+SEXP gk_r_reduce(SEXP spec, SEXP reductions, SEXP methods);
+SEXP gk_r_reduce_plain(SEXP spec, SEXP reductions, SEXP methods);
 SEXP gk_r_reduce_ranges_build(SEXP ranges_x, SEXP ranges_y, SEXP pair_x, SEXP pair_y);
 SEXP gk_r_reduce_ranges_pairs(SEXP ranges);
 SEXP gk_r_device_matrix(SEXP x, SEXP single, SEXP centre);
@@ -122,7 +117,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_knn_distances", (DL_FUNC) &gk_r_knn_distances, 2},
   {"gk_r_knn_scale", (DL_FUNC) &gk_r_knn_scale, 2},
   {"gk_r_knn_refine", (DL_FUNC) &gk_r_knn_refine, 4},
-  {"gk_r_knn_plain", (DL_FUNC) &gk_r_knn_plain, 8},
+  {"gk_r_knn_plain", (DL_FUNC) &gk_r_knn_plain, 2},
   {"gk_r_progress_sink", (DL_FUNC) &gk_r_progress_sink, 1},
   /* kernel vocabulary */
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
@@ -160,8 +155,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_h2_free", (DL_FUNC) &gk_r_h2_free, 1},
   {"gk_r_h2_svd_gpu", (DL_FUNC) &gk_r_h2_svd_gpu, 3},
   /* kernel reductions */
-  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 14},
-  {"gk_r_reduce_plain", (DL_FUNC) &gk_r_reduce_plain, 13},
+  {"gk_r_reduce", (DL_FUNC) &gk_r_reduce, 3},
+  {"gk_r_reduce_plain", (DL_FUNC) &gk_r_reduce_plain, 3},
   {"gk_r_reduce_ranges_build", (DL_FUNC) &gk_r_reduce_ranges_build, 4},
   {"gk_r_reduce_ranges_pairs", (DL_FUNC) &gk_r_reduce_ranges_pairs, 1},
   {"gk_r_device_matrix", (DL_FUNC) &gk_r_device_matrix, 3},

@@ -78,8 +78,8 @@ SEXP gk_r_pcf_validate(SEXP x)
   pcf_set xs;
   gk_error err;
   gk_error_clear(&err);
-  flatten(x, "X", &xs);
-  if (pcf_validate(&xs, "X", 0, &err)) gk_raise(&err);
+  flatten(x, "x", &xs);
+  if (pcf_validate(&xs, "x", 0, &err)) gk_raise(&err);
   return R_NilValue;
 }
 
@@ -103,12 +103,12 @@ static void sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, pcf_set *x
 {
   gk_error err;
   gk_error_clear(&err);
-  flatten(x, "X", xs);
-  if (!Rf_isNull(y)) flatten(y, "Y", ys);
+  flatten(x, "x", xs);
+  if (!Rf_isNull(y)) flatten(y, "y", ys);
   *yp = Rf_isNull(y) ? xs : ys;
-  if (pcf_validate(xs, "X", single, &err) ||
-      (*yp != xs && pcf_validate(ys, "Y", single, &err)) ||
-      pcf_check_tails(op, xs, "X", *yp, "Y", &err))
+  if (pcf_validate(xs, "x", single, &err) ||
+      (*yp != xs && pcf_validate(ys, "y", single, &err)) ||
+      pcf_check_tails(op, xs, "x", *yp, "y", &err))
     gk_raise(&err);
 }
 
@@ -150,8 +150,8 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
   sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
   if (opt.single) {
-    warn_float_grid(&xs, "X");
-    if (!symmetric) warn_float_grid(yp, "Y");
+    warn_float_grid(&xs, "x");
+    if (!symmetric) warn_float_grid(yp, "y");
   }
   if (gk_backend_is_gpu(backend)) {
     // The engine sizes its blocks from free GPU memory: let R collect

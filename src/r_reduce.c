@@ -231,17 +231,6 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
   return reduce_run_spec(&rs, &xo, &yo, has_b ? &bo : NULL, on_gpu, threads, vector_out, devices);
 }
 
-/* kernel_reduce()'s general path, once R has checked every argument. */
-SEXP gk_r_reduce(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP single,
-                 SEXP method, SEXP backend, SEXP threads, SEXP vector_out, SEXP devices,
-                 SEXP ranges, SEXP symmetric)
-{
-  return reduce_run(x, y, b, spec, (gk_reduction) gk_as_int(reduction), gk_as_int(k),
-                    gk_as_flag(single), (gk_reduce_method) gk_as_int(method),
-                    gk_backend_is_gpu(backend), gk_as_int(threads), gk_as_flag(vector_out),
-                    devices, ranges, gk_as_flag(symmetric));
-}
-
 /* The code of `arg` among the named integer codes `choices` (as
  * gk_match_choice() in R: one exact name, or the whole default vector for the
  * first), or -1. */
@@ -300,6 +289,51 @@ static int plain_precision(SEXP precision, int *single)
   return *single || strcmp(digits, "double") == 0;
 }
 
+/* The fields of a reduction spec (gk_spec_fields): by name, instead of a
+ * dozen positional .Call arguments, so that adding one cannot shift the
+ * others. The general path gets the named list of gk_reduce_spec() (R/reduce.R);
+ * the plain paths, whose calls cost microseconds, get kernel_reduce()'s and
+ * knn()'s frames, which hold their first PLAIN_FIELDS under the same names. */
+enum {
+  SPEC_X, SPEC_Y, SPEC_B, SPEC_KERNEL, SPEC_REDUCTION, SPEC_K, SPEC_AXIS, SPEC_PRECISION,
+  SPEC_SCHEME, SPEC_BACKEND, SPEC_THREADS, PLAIN_FIELDS,
+  SPEC_VECTOR_OUT = PLAIN_FIELDS, SPEC_DEVICES, SPEC_RANGES, SPEC_SYMMETRIC, SPEC_FIELDS
+};
+static const char *const spec_names[SPEC_FIELDS] = {
+  "x", "y", "b", "kernel", "reduction", "k", "axis", "precision", "scheme", "backend",
+  "threads", "vector_out", "devices", "ranges", "symmetric"
+};
+
+static void spec_parse(SEXP spec, int fields, SEXP *f)
+{
+  static SEXP symbols[PLAIN_FIELDS];   // only frames, with the plain fields, need them
+  gk_spec_fields(spec, "a reduction spec", fields, spec_names,
+                 fields == PLAIN_FIELDS ? symbols : NULL, f);
+}
+
+/* kernel_reduce()'s general path, once R has checked every argument: `spec`
+ * holds the operands as they are reduced (R has swapped x and y for axis 2;
+ * x, y and b may be device matrices), the choices by name, and `devices`
+ * (0-based GPUs), `ranges`, `symmetric` and `vector_out`. `reductions`,
+ * `methods`: R's named codes (gk_reductions, gk_reduce_methods). */
+SEXP gk_r_reduce(SEXP spec, SEXP reductions, SEXP methods)
+{
+  SEXP f[SPEC_FIELDS];
+  spec_parse(spec, SPEC_FIELDS, f);
+  int code = choice_code(f[SPEC_REDUCTION], reductions);
+  int scheme = choice_code(f[SPEC_SCHEME], methods), single;
+  if (code < 0 || scheme < 0 || !plain_precision(f[SPEC_PRECISION], &single))
+    gk_stop("internal error in gpukernels: the reduction spec has an unchecked reduction, "
+            "scheme or precision");
+  if (gk_as_int(f[SPEC_AXIS]) != 1)
+    gk_stop("internal error in gpukernels: the general path takes x and y already swapped");
+  return reduce_run(f[SPEC_X], f[SPEC_Y], f[SPEC_B], f[SPEC_KERNEL], (gk_reduction) code,
+                    gk_as_int(f[SPEC_K]), single, (gk_reduce_method) scheme,
+                    gk_backend_is_gpu(f[SPEC_BACKEND]), gk_as_int(f[SPEC_THREADS]),
+                    gk_as_flag(f[SPEC_VECTOR_OUT]), f[SPEC_DEVICES], f[SPEC_RANGES],
+                    gk_as_flag(f[SPEC_SYMMETRIC]));
+}
+
 /* kernel_reduce()'s common call in one step, for the microseconds a small
  * call costs in R's checks: R double matrices or vectors, dense, in this
  * process, with `spec` from as_gk_kernel() and `backend` from gk_backend().
@@ -308,11 +342,17 @@ static int plain_precision(SEXP precision, int *single)
  * the R checks want them) and returns what kernel_reduce() returns. Anything
  * else gives NULL, not an error: the general path then converts it or stops
  * with the message that names what is wrong, so the messages live in R only.
- * `reductions`, `methods`: R's named codes (gk_reductions, gk_reduce_methods). */
-SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k, SEXP axis,
-                       SEXP precision, SEXP method, SEXP backend, SEXP threads,
-                       SEXP reductions, SEXP methods)
+ * `spec` holds the user's arguments as given, with `kernel` from
+ * as_gk_kernel(), `backend` from gk_backend() and `threads`: kernel_reduce()'s
+ * frame, or a list from gk_reduce_spec() (its last fields are not read). */
+SEXP gk_r_reduce_plain(SEXP spec, SEXP reductions, SEXP methods)
 {
+  SEXP f[PLAIN_FIELDS];
+  spec_parse(spec, PLAIN_FIELDS, f);
+  SEXP x = f[SPEC_X], y = f[SPEC_Y], b = f[SPEC_B], kernel = f[SPEC_KERNEL];
+  SEXP reduction = f[SPEC_REDUCTION], k = f[SPEC_K], axis = f[SPEC_AXIS];
+  SEXP precision = f[SPEC_PRECISION], method = f[SPEC_SCHEME], backend = f[SPEC_BACKEND];
+  SEXP threads = f[SPEC_THREADS];
   int code = choice_code(reduction, reductions), scheme = choice_code(method, methods);
   if (code < 0 || scheme < 0) return R_NilValue;
   int single;
@@ -330,8 +370,8 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
     y = swap;
     n = m;
   }
-  if (!Rf_inherits(spec, "gk_kernel")) return R_NilValue;
-  SEXP range = gk_list_get(spec, "range");
+  if (!Rf_inherits(kernel, "gk_kernel")) return R_NilValue;
+  SEXP range = gk_list_get(kernel, "range");
   if (TYPEOF(range) != REALSXP || (Rf_xlength(range) != 1 && Rf_xlength(range) != dim))
     return R_NilValue;
 
@@ -360,7 +400,7 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
     nprot++;
     for (R_xlen_t q = 0; q < n; q++) REAL(b)[q] = 1.0;
   }
-  SEXP res = PROTECT(reduce_run(x, y, b, spec, (gk_reduction) code, (int) kk, single,
+  SEXP res = PROTECT(reduce_run(x, y, b, kernel, (gk_reduction) code, (int) kk, single,
                                 (gk_reduce_method) scheme, gk_backend_is_gpu(backend),
                                 gk_as_int(threads), vector_out, R_NilValue, R_NilValue, 0));
   nprot++;
@@ -384,10 +424,17 @@ SEXP gk_r_reduce_plain(SEXP x, SEXP y, SEXP b, SEXP spec, SEXP reduction, SEXP k
  * kernel's range, and the engine returns the distances themselves
  * (root_scale), so no pass over the points or the results is left to R.
  * Returns list(index, distance), or NULL for anything else (the general path
- * then converts it or stops with the message). */
-SEXP gk_r_knn_plain(SEXP x, SEXP y, SEXP k, SEXP precision, SEXP method, SEXP backend,
-                    SEXP threads, SEXP methods)
+ * then converts it or stops with the message). `spec`: knn()'s frame, with
+ * x, y, k, precision, scheme, `backend` from gk_backend() and `threads`. */
+SEXP gk_r_knn_plain(SEXP spec, SEXP methods)
 {
+  static const char *const fields[] = {"x", "y", "k", "precision", "scheme", "backend",
+                                       "threads"};
+  static SEXP symbols[7];
+  SEXP f[7];
+  gk_spec_fields(spec, "a knn spec", 7, fields, symbols, f);
+  SEXP x = f[0], y = f[1], k = f[2], precision = f[3], method = f[4], backend = f[5];
+  SEXP threads = f[6];
   int scheme = choice_code(method, methods), single;
   if (scheme < 0 || !plain_precision(precision, &single)) return R_NilValue;
   R_xlen_t m, n;

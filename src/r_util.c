@@ -104,6 +104,41 @@ SEXP gk_list_get(SEXP list, const char *name)
   return R_NilValue;
 }
 
+void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names,
+                    SEXP *symbols, SEXP *fields)
+{
+  if (TYPEOF(spec) == ENVSXP) {
+    if (!symbols) gk_stop("internal error in gpukernels: %s must be a named list", what);
+    if (!symbols[n - 1])   // symbols live as long as R: installed once
+      for (int j = 0; j < n; j++) symbols[j] = Rf_install(names[j]);
+    for (int j = 0; j < n; j++) {
+      SEXP v = Rf_findVarInFrame(spec, symbols[j]);
+      if (v == R_UnboundValue || v == R_MissingArg)
+        gk_stop("internal error in gpukernels: %s has no '%s'", what, names[j]);
+      // An argument not used yet is a promise; the value it gives is kept by
+      // the promise, itself held by the frame.
+      if (TYPEOF(v) == PROMSXP) v = Rf_eval(v, spec);
+      fields[j] = v;
+    }
+    return;
+  }
+  SEXP have = Rf_getAttrib(spec, R_NamesSymbol);
+  if (TYPEOF(spec) != VECSXP || TYPEOF(have) != STRSXP)
+    gk_stop("internal error in gpukernels: %s must be a named list", what);
+  for (int j = 0; j < n; j++) fields[j] = NULL;
+  R_xlen_t len = Rf_xlength(spec);
+  for (R_xlen_t i = 0; i < len; i++) {
+    const char *name = CHAR(STRING_ELT(have, i));
+    for (int j = 0; j < n; j++)
+      if (!fields[j] && strcmp(name, names[j]) == 0) {
+        fields[j] = VECTOR_ELT(spec, i);
+        break;
+      }
+  }
+  for (int j = 0; j < n; j++)
+    if (!fields[j]) gk_stop("internal error in gpukernels: %s has no '%s'", what, names[j]);
+}
+
 static SEXP list_element(SEXP list, const char *name)
 {
   SEXP value = gk_list_get(list, name);

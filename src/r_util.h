@@ -58,6 +58,20 @@ double gk_as_double(SEXP x);
 /* The element `name` of a named list, or R_NilValue when it has none. */
 SEXP gk_list_get(SEXP list, const char *name);
 
+/* A spec from R (the arguments of one .Call, by name rather than by
+ * position) read once: fields[j] gets the value called names[j], for j < n.
+ * The spec is a named list, or the calling R function's frame
+ * (environment()): its variables by name, promises forced, so a hot path
+ * pays for no list. Every name must be there (NULL values included): a
+ * missing one, or a spec of another type, is an internal error naming
+ * `what` and the field, so a change on one side of the contract fails
+ * loudly, never as a shifted argument. `symbols` is the caller's static
+ * array of n, filled with the names' symbols on first use (a symbol lookup
+ * by string costs more than the rest of a frame's reading); NULL where only
+ * lists are taken. */
+void gk_spec_fields(SEXP spec, const char *what, int n, const char *const *names,
+                    SEXP *symbols, SEXP *fields);
+
 /* TRUE when none of the n doubles is NA, NaN or infinite (one pass, no branches). */
 int gk_all_finite(const double *v, R_xlen_t n);
 

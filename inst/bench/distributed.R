@@ -70,7 +70,7 @@ t <- median_time(function() pcf_pdist(Xp, precision = "single", backend = backen
 report("pdist L1 single", n_pdist, paste(workers, "workers x 1 GPU, in-memory"), t, one,
        "result travels back through sockets")
 f <- file.path(out_dir, "gk_bench_pdist")
-t <- median_time(function() pcf_dist_file(Xp, file = f, type = "float", precision = "single",
+t <- median_time(function() pcf_dist_file(Xp, file = f, file_type = "float", precision = "single",
                                           backend = backend, overwrite = TRUE), reps)
 report("pdist L1 single", n_pdist, paste(workers, "workers x 1 GPU, file (float)"), t, one,
        "full symmetric matrix written")
@@ -87,7 +87,7 @@ report("pcf_knn k=10 single", n_knn, paste(workers, "workers"), t, NA, "each pai
 
 # 3. file-backed pdist
 f <- file.path(out_dir, "gk_bench_pdist_large")
-t <- median_time(function() pcf_dist_file(X[seq_len(n_file)], file = f, type = "float",
+t <- median_time(function() pcf_dist_file(X[seq_len(n_file)], file = f, file_type = "float",
                                           precision = "single", backend = backend,
                                           overwrite = TRUE), 1)
 report("pdist file float", n_file, paste(workers, "workers"), t, NA,

@@ -40,7 +40,7 @@ if (gk_has_gpu()) {
         db <- gk_device_matrix(b, precision)
         t <- time_call(function() kernel_matvec(dx, dx, db, kernel, precision = precision))
         rows <- record_row(rows, row("gaussian sum, device data", precision, "auto", size, size, t))
-        t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision, method = "1d"))
+        t <- time_call(function() kernel_matvec(x, x, b, kernel, precision = precision, scheme = "1d"))
         rows <- record_row(rows, row("gaussian sum, host data", precision, "1d", size, size, t))
       }
     }
@@ -51,7 +51,7 @@ if (gk_has_gpu()) {
       y <- gk_device_matrix(matrix(runif(3 * n), n, 3), precision)
       b <- gk_device_matrix(runif(n), precision)
       for (method in c("auto", "1d")) {
-        t <- time_call(function() kernel_matvec(x, y, b, kernel, precision = precision, method = method))
+        t <- time_call(function() kernel_matvec(x, y, b, kernel, precision = precision, scheme = method))
         rows <- record_row(rows, row("gaussian sum, y on device", precision, method, m, n, t))
       }
       rm(y, b)

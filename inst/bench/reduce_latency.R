@@ -17,8 +17,12 @@ one <- x[1, , drop = FALSE]
 # The C side alone: the same call through .Call with the arguments already
 # checked (what remains is the upload, the kernels, the download).
 spec <- gpukernels:::as_gk_kernel(kernel)
-direct <- function(x, y, b, single = TRUE) .Call(gpukernels:::gk_r_reduce, x, y, b, spec, 0L, 1L,
-                                                 single, 0L, "gpu", 0L, TRUE, integer(), NULL, FALSE)
+direct <- function(x, y, b, single = TRUE) {
+  .Call(gpukernels:::gk_r_reduce,
+        gpukernels:::gk_reduce_spec(x, y, b, spec, "sum", 1L, 1L,
+                                    if (single) "single" else "double", "auto", "gpu", 0L, TRUE),
+        gpukernels:::gk_reductions, gpukernels:::gk_reduce_methods)
+}
 rows <- data.frame(
   part = c("whole call, host data (float32)", "whole call, host data (float64)",
            "whole call, device data (float32)", "R-side work only (CPU backend, 1 point)",

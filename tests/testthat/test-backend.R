@@ -105,6 +105,7 @@ test_that("the engines' cached buffers can be released and are made again", {
     for (precision in c("double", "single")) {
       tol <- if (precision == "single") 1e-5 else 1e-12
       first <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
+      # Internal functions here: the caches' release hook, which no export calls alone.
       .Call(gpukernels:::gk_r_release_caches)
       again <- kernel_matvec(x, x, b, "gaussian", precision = precision, backend = backend)
       expect_lt(rel_err(first, drop(K %*% b)), tol)

@@ -24,6 +24,7 @@ report <- function(label, expr) {
 }
 
 test_that("entry points refuse an external pointer that is not theirs, in a subprocess", {
+  # Internal functions here: C entry points given objects no export would pass them.
   setup <- c(
     "set.seed(1)",
     "locs <- matrix(runif(400), ncol = 2)",
@@ -36,7 +37,13 @@ test_that("entry points refuse an external pointer that is not theirs, in a subp
     paste("dm <- structure(list(native = native(foreign), values = matrix(0, 200, 2),",
           "dim = c(200L, 2L), precision = 'double'), class = 'gk_device_matrix')"),
     "spec <- gk_kernel('gaussian')",
-    "x <- matrix(runif(20), 10, 2)")
+    "x <- matrix(runif(20), 10, 2)",
+    # the entry point itself: with backend = "cpu", kernel_reduce() downloads
+    # a device matrix before C would see its pointer
+    paste("reduce <- function(x, b, reduction) .Call(gpukernels:::gk_r_reduce,",
+          "gpukernels:::gk_reduce_spec(x, matrix(runif(20), 10, 2), b, spec, reduction, 1L, 1L,",
+          "'double', 'auto', 'cpu', 1L, TRUE), gpukernels:::gk_reductions,",
+          "gpukernels:::gk_reduce_methods)"))
   checks <- c(
     report("summary", "summary(bad)"),
     report("print", "print(bad)"),
@@ -47,10 +54,8 @@ test_that("entry points refuse an external pointer that is not theirs, in a subp
     report("notptr", "summary(notptr)"),
     report("download", "as.matrix(dm)"),
     report("reduce_cpu", "kernel_reduce(dm, x, kernel = spec, reduction = 'min', backend = 'cpu')"),
-    report("reduce_x", paste(".Call(gpukernels:::gk_r_reduce, foreign, x, NULL, spec, 1L, 1L,",
-                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL, FALSE)")),
-    report("reduce_b", paste(".Call(gpukernels:::gk_r_reduce, x, x, foreign, spec, 0L, 1L,",
-                             "FALSE, 0L, 'cpu', 1L, TRUE, integer(), NULL, FALSE)")),
+    report("reduce_x", "reduce(foreign, NULL, 'min')"),
+    report("reduce_b", "reduce(x, foreign, 'sum')"),
     report("device_h2", ".Call(gpukernels:::gk_r_device_matrix_download, A$native$ptr)"),
     report("valid", "summary(A)$n"),
     'cat("FINISHED\\n")')
@@ -76,20 +81,22 @@ test_that("entry points refuse an external pointer that is not theirs, in a subp
 })
 
 test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error", {
-  skip_if(gpukernels:::gk_build_info()$cuda, "this build has CUDA")
+  skip_if(gk_info()$cuda, "this build has CUDA")
   x <- matrix(runif(20), 10, 2)
   spec <- gk_kernel("gaussian", range = 0.5)
   no_cuda <- "this build of gpukernels has no CUDA support"
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, spec, "gpu", 1L), no_cuda)
-  expect_error(.Call(gpukernels:::gk_r_reduce, x, x, rnorm(10), spec, 0L, 1L, FALSE, 0L, "gpu",
-                     1L, TRUE, integer(), NULL, FALSE), no_cuda)
+  reduce_spec <- gpukernels:::gk_reduce_spec(x, x, rnorm(10), spec, "sum", 1L, 1L, "double",
+                                             "auto", "gpu", 1L, TRUE)
+  expect_error(.Call(gpukernels:::gk_r_reduce, reduce_spec, gpukernels:::gk_reductions,
+                     gpukernels:::gk_reduce_methods), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
                      0L, FALSE), no_cuda)
   # The CPU engines behind the same entry points still work.
-  K <- .Call(gpukernels:::gk_r_kernel_matrix, x / 0.5, x / 0.5, gk_kernel("gaussian"), "cpu", 1L)
+  K <- kernel_matrix(x, x, spec, backend = "cpu")
   expect_equal(K, exp(-as.matrix(dist(x / 0.5))^2 / 2), tolerance = 1e-14,
                ignore_attr = TRUE)
 })
@@ -100,20 +107,22 @@ test_that("the reduction glue refuses negative logsumexp weights itself", {
   b <- runif(15)
   b[7] <- -0.25
   spec <- gk_kernel("gaussian", range = 0.7)
-  code <- gpukernels:::gk_reductions[["logsumexp"]]
-  # Straight into C: R's own check is bypassed.
-  expect_error(.Call(gpukernels:::gk_r_reduce, x, x, b, spec, code, 1L, FALSE, 0L, "cpu", 1L,
-                     TRUE, integer(), NULL, FALSE), "must be non-negative")
-  expect_error(.Call(gpukernels:::gk_r_reduce, x, x, cbind(abs(b), b), spec, code, 1L, FALSE,
-                     0L, "cpu", 1L, FALSE, integer(), NULL, FALSE), "must be non-negative")
+  # Straight into C (an internal entry point): R's own check is bypassed.
+  glue <- function(b, vector_out = TRUE) {
+    .Call(gpukernels:::gk_r_reduce,
+          gpukernels:::gk_reduce_spec(x, x, b, spec, "logsumexp", 1L, 1L, "double", "auto",
+                                      "cpu", 1L, vector_out),
+          gpukernels:::gk_reductions, gpukernels:::gk_reduce_methods)
+  }
+  expect_error(glue(b), "must be non-negative")
+  expect_error(glue(cbind(abs(b), b), FALSE), "must be non-negative")
   # Non-negative weights (zeros included) pass, and match brute force.
   b0 <- abs(b)
   b0[3] <- 0
   K <- exp(-as.matrix(dist(x / 0.7))^2 / 2)
   ref <- log(exp(K) %*% b0)
-  got <- .Call(gpukernels:::gk_r_reduce, x, x, b0, spec, code, 1L, FALSE, 0L, "cpu", 1L, TRUE,
-               integer(), NULL, FALSE)
-  expect_lt(rel_err(got[[1]], drop(ref)), 1e-13)
+  got <- kernel_reduce(x, x, b0, spec, reduction = "logsumexp", backend = "cpu")
+  expect_lt(rel_err(got, drop(ref)), 1e-13)
 })
 
 test_that("negative device-matrix weights are refused for logsumexp", {
@@ -158,7 +167,7 @@ test_that("the H2 entry code refuses kernels an H2 matrix cannot represent", {
 
 test_that("objects made on GPU 1 keep working after gk_set_device(2)", {
   skip_if_no_gpu()
-  skip_if(gpukernels:::gk_build_info()$device_count < 2, "fewer than 2 GPUs")
+  skip_if(gk_info()$device_count < 2, "fewer than 2 GPUs")
   on.exit(gk_set_device(1))
   set.seed(61)
   gk_set_device(1)

@@ -36,7 +36,7 @@ test_that("pcf_knn matches a brute-force reference, among X and against Y", {
   X <- draw_pcfs(23)
   Y <- draw_pcfs(9)
   D <- pcf_cdist(X, Y, p = 2, backend = "cpu")
-  nn <- pcf_knn(X, k = 9, Y = Y, p = 2, backend = "cpu")
+  nn <- pcf_knn(X, Y, k = 9, p = 2, backend = "cpu")
   expect_identical(nn$index, knn_reference(D, 9)$index)
   # Many blocks (small budget) give the same lists.
   withr_budget <- options(gpukernels.pcf_budget_bytes = 7 * 7 * 8 * 2)
@@ -49,7 +49,7 @@ test_that("pcf_knn rejects bad k and bad input", {
   X <- draw_pcfs(5)
   expect_error(pcf_knn(X, k = 5), "larger than the number of candidate")
   expect_error(pcf_knn(X, k = 0), "k")
-  expect_error(pcf_knn(X, k = 2, Y = draw_pcfs(1)), "larger than")
+  expect_error(pcf_knn(X, draw_pcfs(1), k = 2), "larger than")
   X[[2]][1, 1] <- NA
   expect_error(pcf_knn(X, k = 1), "NA")
   expect_error(pcf_knn(list(), k = 1), "larger than|empty")
@@ -81,8 +81,8 @@ test_that("pcf_knn split into triangle bands equals one call and brute force", {
   }
   # against Y, split by rows
   Y <- draw_pcfs(6)
-  expect_identical(pcf_knn(X, k = 3, Y = Y, backend = "cpu", workers = 4),
-                   pcf_knn(X, k = 3, Y = Y, backend = "cpu"))
+  expect_identical(pcf_knn(X, Y, k = 3, backend = "cpu", workers = 4),
+                   pcf_knn(X, Y, k = 3, backend = "cpu"))
 })
 
 compare_all <- function() {
@@ -126,6 +126,7 @@ with_plan <- function(strategy, code) {
 
 test_that("plan(multisession, workers = 2) gives the single-process results", {
   with_plan(future::multisession, {
+    # Internal functions here: the chunking rule itself, before any work is split.
     expect_identical(gpukernels:::gk_chunk_count(NULL, 100), 2L)
     compare_all()
   })
@@ -148,7 +149,7 @@ test_that("file-backed output equals the in-memory result, in-process and on wor
   expect_true(all(file.exists(paste0(f, c(".bin", ".desc")))))
   expect_identical(bigmemory::attach.big.matrix(paste0(f, ".desc"))[3:4, ], D[3:4, ])
   expect_error(pcf_dist_file(X, file = f), "exists")
-  Bf <- pcf_dist_file(X, file = f, type = "float", overwrite = TRUE, backend = "cpu",
+  Bf <- pcf_dist_file(X, file = f, file_type = "float", overwrite = TRUE, backend = "cpu",
                       slab_bytes = 4 * 29 * 3, workers = 3)
   expect_equal(Bf[, ], D, tolerance = 1e-6)
   g <- tempfile("cdist")
@@ -159,7 +160,7 @@ test_that("file-backed output equals the in-memory result, in-process and on wor
     Bw <- pcf_dist_file(X, file = h, backend = "cpu", slab_bytes = 8 * 29 * 2)
     expect_identical(Bw[, ], D)
   })
-  expect_error(pcf_dist_file(X, file = tempfile(), type = "int"), "type")
+  expect_error(pcf_dist_file(X, file = tempfile(), file_type = "int"), "file_type")
   expect_error(pcf_dist_file(X, file = NA_character_), "file")
 })
 

@@ -163,7 +163,7 @@ test_that("knn keeps the order of distances across 600 orders of magnitude", {
     expect_equal(unname(got$index), unname(ref$index), info = paste("k =", k))
     expect_equal(got$distance, ref$distance, tolerance = 1e-12)
     # the general path (workers = FALSE skips the one-call path)
-    got <- knn(x, x, k = k, backend = "cpu", workers = FALSE, method = "auto")
+    got <- knn(x, x, k = k, backend = "cpu", workers = FALSE, scheme = "auto")
     expect_equal(unname(got$index), unname(ref$index))
   }
   expect_true(all(knn(x, k = 2, backend = "cpu")$distance[1:5, 2] > 0))
@@ -209,6 +209,7 @@ test_that("hand-edited gk_kernel objects give clear errors naming `kernel`", {
   # the C entries check types themselves (internal callers)
   bad <- unclass(gk_kernel("gaussian"))
   bad$range <- "1"
+  # Internal functions here: the C checks that guard internal callers, past R's checks.
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, bad, "cpu", 1L), "range")
   bad$range <- -1
   expect_error(.Call(gpukernels:::gk_r_kernel_matrix, x, x, bad, "cpu", 1L), "range")
@@ -285,10 +286,10 @@ test_that("hand-edited gk_ranges and pcf_list objects give clear errors", {
                  function(X) pcf_kernel(X))) {
     e <- tryCatch(f(X), error = identity)
     expect_s3_class(e, "error")
-    expect_match(conditionMessage(e), "`X`.*not a list of PCFs")
+    expect_match(conditionMessage(e), "`x`.*not a list of PCFs")
     expect_no_match(conditionMessage(e), "INTEGER|REAL|VECTOR_ELT")
   }
-  expect_error(.Call(gpukernels:::gk_r_pcf_validate, 1:4), "`X` must be a list of PCFs")
+  expect_error(.Call(gpukernels:::gk_r_pcf_validate, 1:4), "`x` must be a list of PCFs")
   k <- gk_kernel("gaussian")
   k$range <- "1"
   e <- tryCatch(kernel_eval(k, 1), error = identity)

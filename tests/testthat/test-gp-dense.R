@@ -30,6 +30,7 @@ test_that("the GPU's dense likelihood, gradient and Fisher information equal the
     # the Fisher information through R_t = L^-1 D_t L^-T on the GPU, through
     # Sigma^-1 D_t on the CPU
     fisher <- lapply(c(cpu = "cpu", gpu = "gpu"), function(b) {
+      # Internal functions here: one method's evaluation, which gp_loglik() picks itself.
       gpukernels:::gp_evaluate(gpukernels:::gp_problem(locs, y, X, "dense", gp_control(), b),
                                case$k, 0.03, gradient = TRUE, fisher = TRUE, smoothness = smooth)
     })

@@ -2,6 +2,7 @@
 # against brute force in R, against the R implementation it replaced, and GPU
 # against CPU.
 
+# Internal functions here: the Vecchia neighbour search, not exported.
 gp_nb <- function(x, m, backend = "cpu") gpukernels:::gp_neighbors(x, as.integer(m), backend)
 
 # Runs `code` with the brute-force limit of the search at `pairs` (0: every

@@ -57,6 +57,7 @@ test_that("range-derivative kernels match numerical derivatives of the kernel", 
                  gk_kernel("imq"), gk_kernel("matern", smoothness = 0.5),
                  gk_kernel("matern", smoothness = 1.5), gk_kernel("matern", smoothness = 2.5),
                  gk_kernel("matern", smoothness = 0.7), gk_kernel("matern", smoothness = 3.2))) {
+    # Internal functions here: derivative kernels and solver pieces that have no export.
     dk <- gpukernels:::gp_dlogrange_kernel(k)
     got <- .Call(gpukernels:::gk_r_kernel_eval, dk, d^2)
     # d k / d log(range) at distance r: k(r / range) with range = e^t, at t = 0

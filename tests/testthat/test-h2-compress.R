@@ -23,10 +23,11 @@ test_that("orthogonalization gives orthonormal bases and the same products", {
                        precision = precision, backend = backend)
         Q <- h2_orthogonalize(A)
         eps <- if (precision == "double") 1e-12 else 1e-5
+        # Internal functions here: orthogonality, ranks and sizes of the native H2 data.
         expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Q)), 10 * eps)
         expect_gt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(A)), 1e-3)  # not orthogonal before
         expect_lt(rel2(Q %*% X, A %*% X), eps)
-        expect_lte(tail(gpukernels:::h2_level_ranks(Q), 1), cs$leaf)
+        expect_lte(tail(h2_ranks(Q), 1), cs$leaf)
         expect_output(print(Q), "orthogonalized")
         # A is still usable
         expect_lt(rel2(A %*% X, Q %*% X), eps)
@@ -433,7 +434,7 @@ test_that("the GPU compresses like the CPU", {
       # orthogonalization: same ranks, orthonormal on the GPU, same products
       Qc <- h2_orthogonalize(cpu)
       Qg <- h2_orthogonalize(gpu)
-      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_equal(h2_ranks(Qg), h2_ranks(Qc))
       expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
                 if (precision == "double") 1e-11 else 1e-4)
       expect_lt(rel2(Qg %*% X, Qc %*% X), eps)
@@ -443,8 +444,8 @@ test_that("the GPU compresses like the CPU", {
       for (tol in c(1e-3, 1e-5)) {
         Bc <- h2_compress(cpu, tol)
         Bg <- h2_compress(gpu, tol)
-        rc <- gpukernels:::h2_level_ranks(Bc)
-        rg <- gpukernels:::h2_level_ranks(Bg)
+        rc <- h2_ranks(Bc)
+        rg <- h2_ranks(Bg)
         if (precision == "double") {
           # the same algorithm in the same precision: the same ranks and products
           expect_equal(rg, rc)
@@ -494,7 +495,7 @@ test_that("GPU orthogonalization (fused QR kernel, geqrfBatched fallback) agrees
       ya <- A %*% X
       Qg <- h2_orthogonalize(A)
       Qc <- h2_orthogonalize(C)
-      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_equal(h2_ranks(Qg), h2_ranks(Qc))
       expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
                 if (precision == "double") 1e-11 else 1e-4)
       expect_lt(rel2(Qg %*% X, ya), eps)
@@ -504,8 +505,8 @@ test_that("GPU orthogonalization (fused QR kernel, geqrfBatched fallback) agrees
       tol <- if (precision == "double") 1e-5 else 1e-3
       Bg <- h2_compress(A, tol)
       Bc <- h2_compress(C, tol)
-      rg <- gpukernels:::h2_level_ranks(Bg)
-      rc <- gpukernels:::h2_level_ranks(Bc)
+      rg <- h2_ranks(Bg)
+      rc <- h2_ranks(Bc)
       expect_lte(max(abs(rg - rc)), 1)
       if (identical(rg, rc)) {
         expect_equal(Bg$compression$error_frobenius, Bc$compression$error_frobenius,
@@ -531,8 +532,8 @@ compress_on_host <- function(A, tol) {
 check_gpu_truncation <- function(A, tol, eps, X, MA = NULL) {
   Bg <- h2_compress(A, tol)
   Bh <- compress_on_host(A, tol)
-  rg <- gpukernels:::h2_level_ranks(Bg)
-  rh <- gpukernels:::h2_level_ranks(Bh)
+  rg <- h2_ranks(Bg)
+  rh <- h2_ranks(Bh)
   expect_lte(max(abs(rg - rh)), 1)
   eg <- Bg$compression$error_frobenius
   expect_lte(eg, tol * 1.0001)
@@ -652,7 +653,7 @@ test_that("GPU truncation: matrices beyond a block's shared memory take the host
   for (precision in c("double", "single")) {
     A <- h2_matrix(locs, k, leaf_size = 200, order = 14, precision = precision,
                    backend = "gpu")
-    expect_equal(tail(gpukernels:::h2_level_ranks(h2_orthogonalize(A)), 1), 196)
+    expect_equal(tail(h2_ranks(h2_orthogonalize(A)), 1), 196)
     tol <- if (precision == "double") 1e-5 else 1e-3
     check_gpu_truncation(A, tol, if (precision == "double") 1e-10 else 2e-5, X)
   }
@@ -701,12 +702,12 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
       ya <- gpu %*% X
       for (tol in c(1e-2, 1e-4)) {
         Bc <- h2_compress(cpu, tol)
-        rc <- gpukernels:::h2_level_ranks(Bc)
+        rc <- h2_ranks(Bc)
         expect_true(is.na(Bc$compression$seconds_generate_qr))   # timed apart on the GPU only
         ref <- NULL
         for (way in list(c(NA, NA), c(NA, 1), c(1, NA), c(3, NA), c(3, 1))) {
           Bg <- compress_with_pieces(gpu, tol, way[1], way[2])
-          rg <- gpukernels:::h2_level_ranks(Bg)
+          rg <- h2_ranks(Bg)
           cg <- Bg$compression
           expect_lte(max(abs(rg - rc)), 1)
           if (identical(rg, rc)) {
@@ -721,7 +722,7 @@ test_that("GPU compression: nodes with very different numbers of coupling blocks
           # kernel and passes change only the rounding of the R factors: the same singular values
           if (is.null(ref)) {
             ref <- Bg
-          } else if (identical(rg, gpukernels:::h2_level_ranks(ref))) {
+          } else if (identical(rg, h2_ranks(ref))) {
             expect_equal(cg$error_frobenius, ref$compression$error_frobenius,
                          tolerance = if (precision == "double") 1e-6 else 1e-2)
           }
@@ -766,12 +767,12 @@ test_that("GPU compression: bad inputs leave the matrix unchanged", {
   A <- h2_matrix(locs, gk_kernel("exponential", range = 0.2), backend = "gpu")
   x <- rnorm(2000)
   y <- A %*% x
-  ranks <- gpukernels:::h2_level_ranks(A)
+  ranks <- h2_ranks(A)
   for (bad in list(0, -1, NA, NaN, Inf, 1, "a", c(1e-3, 1e-4), NULL)) {
     expect_error(h2_compress(A, bad), "tol")
   }
   expect_identical(A %*% x, y)
-  expect_identical(gpukernels:::h2_level_ranks(A), ranks)
+  expect_identical(h2_ranks(A), ranks)
 })
 
 test_that("bad tolerances and arguments give clear errors", {
@@ -827,9 +828,9 @@ test_that("compressed matrices survive saveRDS() and gk_free(): rebuilt with the
   C <- readRDS(file)
   unlink(file)
   expect_equal(C %*% x, before, tolerance = 1e-12)
-  expect_identical(gpukernels:::h2_level_ranks(C), gpukernels:::h2_level_ranks(B))
+  expect_identical(h2_ranks(C), h2_ranks(B))
   gk_free(B)
   expect_equal(B %*% x, before, tolerance = 1e-12)
-  expect_true(all(gpukernels:::h2_level_ranks(B) <= gpukernels:::h2_level_ranks(A)))
-  expect_true(any(gpukernels:::h2_level_ranks(B) < gpukernels:::h2_level_ranks(A)))
+  expect_true(all(h2_ranks(B) <= h2_ranks(A)))
+  expect_true(any(h2_ranks(B) < h2_ranks(A)))
 })

@@ -71,6 +71,7 @@ test_that("on the fly handles levels without coupling blocks between levels with
                  precision = precision)
     otf <- do.call(h2_matrix, c(args, storage = "on_the_fly"))
     stored <- do.call(h2_matrix, c(args, storage = "stored"))
+    # Internal functions here: the native H2 matrix's level data, not exported.
     blocks <- gpukernels:::h2_info(otf)$level_coupling_blocks
     top <- gpukernels:::h2_info(otf)$top_level
     expect_identical(top, 1L)   # the two clumps
@@ -132,7 +133,7 @@ test_that("storage is checked, kept in the settings and rebuilt after saveRDS an
   expect_true(summary(CA)$storage$on_the_fly)
   expect_false(summary(CA)$storage$couplings_on_the_fly)
   expect_equal(CA %*% x, CS %*% x, tolerance = 1e-13)
-  expect_equal(gpukernels:::h2_level_ranks(CA), gpukernels:::h2_level_ranks(CS))
+  expect_equal(h2_ranks(CA), h2_ranks(CS))
   expect_lt(rel2(h2_orthogonalize(A) %*% x, y), 1e-12)
   # saved and read back: rebuilt on the fly, then compressed again (form 2)
   f <- tempfile(fileext = ".rds")
@@ -229,7 +230,7 @@ compare_transforms <- function(otf, stored, tol, X, K, eps, label) {
   Bs <- f(stored)
   expect_form(Bo, "dense_on_the_fly")
   expect_form(Bs, "stored")
-  expect_identical(gpukernels:::h2_level_ranks(Bo), gpukernels:::h2_level_ranks(Bs),
+  expect_identical(h2_ranks(Bo), h2_ranks(Bs),
                    label = label)
   Yo <- Bo %*% X
   Ys <- Bs %*% X
@@ -289,8 +290,8 @@ test_that("compressing an on-the-fly matrix keeps its dense blocks on the fly, a
       for (tol in tols) {
         B <- compare_transforms(otf, stored, tol, X, K, max(eps, tol * 1e-6),
                                 paste(label, "tol", tol))
-        expect_lt(max(gpukernels:::h2_level_ranks(B$otf)),
-                  max(gpukernels:::h2_level_ranks(otf)))
+        expect_lt(max(h2_ranks(B$otf)),
+                  max(h2_ranks(otf)))
         # (the input stored no couplings: the result may hold more than it)
         expect_lt(sum(gpukernels:::h2_bytes(B$otf)), sum(gpukernels:::h2_bytes(stored)) / 2)
         # the model's figures of the mixed form: the dense blocks' kernel pairs
@@ -323,7 +324,7 @@ test_that("a compressed on-the-fly matrix compresses and orthogonalizes again, o
       Co <- h2_compress(Bo, 10 * tol)
       Cs <- h2_compress(Bs, 10 * tol)
       expect_form(Co, "dense_on_the_fly")
-      expect_identical(gpukernels:::h2_level_ranks(Co), gpukernels:::h2_level_ranks(Cs))
+      expect_identical(h2_ranks(Co), h2_ranks(Cs))
       expect_lt(rel2(Co %*% X, Cs %*% X), eps)
       exact <- K %*% X
       expect_lte(rel2(Co %*% X, exact), rel2(otf %*% X, exact) + 2 * (tol + 10 * tol))
@@ -501,7 +502,7 @@ test_that("GPU compression of an on-the-fly matrix keeps its dense blocks on the
       Qc <- h2_orthogonalize(cpu)
       expect_form(Qg, "dense_on_the_fly")
       expect_identical(summary(Qg)$backend, "gpu")
-      expect_equal(gpukernels:::h2_level_ranks(Qg), gpukernels:::h2_level_ranks(Qc))
+      expect_equal(h2_ranks(Qg), h2_ranks(Qc))
       expect_lt(.Call(gpukernels:::gk_r_h2_orthogonality, gpukernels:::h2_ptr(Qg)),
                 if (precision == "double") 1e-11 else 1e-4, label = label)
       expect_lt(rel2(Qg %*% X, Qc %*% X), eps, label = label)
@@ -514,8 +515,8 @@ test_that("GPU compression of an on-the-fly matrix keeps its dense blocks on the
         Bs <- h2_compress(gstored, tol)
         expect_form(Bg, "dense_on_the_fly")
         expect_identical(summary(Bg)$backend, "gpu")
-        rg <- gpukernels:::h2_level_ranks(Bg)
-        rc <- gpukernels:::h2_level_ranks(Bc)
+        rg <- h2_ranks(Bg)
+        rc <- h2_ranks(Bc)
         if (precision == "double") {
           expect_equal(rg, rc)
           expect_lt(rel2(Bg %*% X, Bc %*% X), eps, label = label)
@@ -532,7 +533,7 @@ test_that("GPU compression of an on-the-fly matrix keeps its dense blocks on the
         expect_lte(rel2(Bg %*% X, exact), rel2(yg, exact) + 2 * tol + eps, label = label)
         b <- gpukernels:::h2_bytes(Bg)
         expect_identical(b[["dense"]], 0)
-        if (identical(rg, gpukernels:::h2_level_ranks(Bs))) {
+        if (identical(rg, h2_ranks(Bs))) {
           expect_identical(b[["low_rank"]], gpukernels:::h2_bytes(Bs)[["low_rank"]])
         }
         expect_output(print(Bg), "dense blocks on the fly, compressed couplings stored")
@@ -543,7 +544,7 @@ test_that("GPU compression of an on-the-fly matrix keeps its dense blocks on the
         Bh <- on_host(gpu, tol)
         expect_form(Bh, "dense_on_the_fly")
         expect_identical(summary(Bh)$backend, "gpu")
-        expect_lte(max(abs(gpukernels:::h2_level_ranks(Bh) - rg)), 1)
+        expect_lte(max(abs(h2_ranks(Bh) - rg)), 1)
         expect_lt(rel2(Bh %*% X, Bg %*% X), 4 * tol + eps, label = label)
         expect_form(on_host(Bg, 1e-2), "dense_on_the_fly")
       }
@@ -609,9 +610,9 @@ test_that("GPU compression of an on-the-fly matrix: chunks of its couplings in r
                    list(GK_H2_PROJECT_CHUNK_MB = NA, GK_H2_STACK_QR_MAX_RANK = NA),
                    list(GK_H2_PROJECT_CHUNK_MB = 1, GK_H2_STACK_QR_MAX_RANK = 0))
       res <- lapply(ways, function(way) with_tunables(way, h2_compress(A, 1e-4)))
-      rc <- gpukernels:::h2_level_ranks(cpu)
+      rc <- h2_ranks(cpu)
       for (B in res) {
-        expect_lte(max(abs(gpukernels:::h2_level_ranks(B) - rc)), 1)
+        expect_lte(max(abs(h2_ranks(B) - rc)), 1)
         expect_lt(rel2(B %*% X, cpu %*% X), 4e-4 + eps)
         expect_lte(B$compression$error_frobenius, 1e-4 * 1.0001)
         expect_true(gpukernels:::h2_info(B)$on_the_fly)
@@ -619,7 +620,7 @@ test_that("GPU compression of an on-the-fly matrix: chunks of its couplings in r
       }
       expect_equal(res[[1]]$compression$norm_frobenius, res[[2]]$compression$norm_frobenius,
                    tolerance = if (precision == "double") 1e-10 else 1e-4)
-      if (identical(gpukernels:::h2_level_ranks(res[[1]]), gpukernels:::h2_level_ranks(res[[2]])))
+      if (identical(h2_ranks(res[[1]]), h2_ranks(res[[2]])))
         expect_lt(rel2(res[[1]] %*% X, res[[2]] %*% X), eps * 10)
     }
   }

@@ -170,6 +170,7 @@ test_that("small GPU products (split rows, one launch per phase) match the CPU, 
         expect_identical(drop(A %*% X[, 2]), y)
         # the cuBLAS path still runs (timing only)
         for (nrhs in c(1L, 3L))
+          # Internal functions here: native timings and row products with no export.
           expect_gt(.Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), nrhs, 1L, TRUE), 0)
       }
     }

@@ -5,6 +5,7 @@
 # a new session would start; restore_cache_dir() undoes it.
 use_cache_dir <- function(dir) {
   options(gpukernels.cache_dir = dir)
+  # Internal functions here: the JIT cache's setup and reset, per test.
   gpukernels:::gk_jit_setup(dir)
   .Call(gpukernels:::gk_r_jit_forget)
 }

@@ -128,6 +128,7 @@ test_that("gk_free() releases at once; the object is rebuilt when used again", {
     before <- gk_memory()[[where]]
     expect_identical(gk_free(A), A)
     expect_lt(gk_memory()[[where]], before - 0.9 * size)
+    # Internal functions here: whether native memory is still held.
     expect_false(gpukernels:::gk_native_alive(A))
     gk_free(A)   # a second release does nothing
     expect_equal(A %*% x, y, tolerance = 1e-13)

@@ -23,6 +23,7 @@ test_that("an h2matrix saved and read back gives the same products", {
         y <- A %*% x
         B <- save_and_read(A)
         expect_true(inherits(B, "h2matrix"))
+        # Internal functions here: whether native memory is still held.
         expect_false(gpukernels:::gk_native_alive(B))
         C <- B   # a copy made before first use shares the rebuilt data
         expect_equal(B %*% x, y, tolerance = 1e-13)

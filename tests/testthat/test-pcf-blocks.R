@@ -11,6 +11,7 @@ coverage <- function(plan, n_rows, n_cols) {
 
 test_that("full plans cover every entry once, within the budget, largest first", {
   for (case in list(c(10, 10, 9), c(7, 13, 6), c(1, 1, 1), c(100, 37, 50), c(33, 33, 1e6))) {
+    # Internal functions here: the block scheduler's plans themselves.
     plan <- gpukernels:::gk_block_plan(case[1], case[2], FALSE, case[3])
     expect_true(all(coverage(plan, case[1], case[2]) == 1L))
     expect_true(all(plan[, "rows"] * plan[, "cols"] <= case[3]))

@@ -91,7 +91,7 @@ test_that("single precision warns when float cannot represent the breakpoints", 
   for (backend in test_backends()) {
     expect_lt(rel_err(as.matrix(pcf_pdist(X, backend = backend)), ref), 1e-12)
     expect_warning(pcf_pdist(X, precision = "single", backend = backend),
-                   "single precision cannot represent the breakpoints of `X\\[\\[1\\]\\]`")
+                   "single precision cannot represent the breakpoints of `x\\[\\[1\\]\\]`")
     w <- character()
     withCallingHandlers(pcf_cdist(X[1:2], X[3:4], precision = "single", backend = backend),
                         warning = function(cnd) {
@@ -99,13 +99,13 @@ test_that("single precision warns when float cannot represent the breakpoints", 
                           invokeRestart("muffleWarning")
                         })
     expect_length(w, 2L)
-    expect_match(w, "`[XY]\\[\\[1\\]\\]`")
+    expect_match(w, "`[xy]\\[\\[1\\]\\]`")
     expect_warning(pcf_kernel(lapply(X, function(f) { f[nrow(f), 2] <- 0; f }),
                               precision = "single", backend = backend), "cannot represent")
     # Y alone can be the one that float cannot hold
     ok <- list(cbind(t = c(0, 1), v = c(1, 0)))
     expect_warning(pcf_cdist(ok, X[1], precision = "single", backend = backend),
-                   "`Y\\[\\[1\\]\\]`")
+                   "`y\\[\\[1\\]\\]`")
     # a grid of floats near 1e8 (multiples of 8) is represented: no warning, exact
     Z <- lapply(1:4, function(i) cbind(t = 1e8 + 8 * (0:5), v = c(rnorm(5), 0)))
     expect_silent(dz <- pcf_pdist(Z, precision = "single", backend = backend))

@@ -110,7 +110,7 @@ test_that("ranges equal brute force on the masked kernel matrix, every reduction
         }
         for (method in if (backend == "gpu") c("1d", "2d") else "auto") {
           got <- kernel_reduce(x, y, b = b, kernel = kernel, reduction = reduction, k = 3,
-                               axis = axis, precision = precision, method = method,
+                               axis = axis, precision = precision, scheme = method,
                                backend = backend, ranges = r)
           label <- sprintf("%s axis %d M %d N %d on %s/%s/%s", reduction, axis, m, n,
                            backend, precision, method)
@@ -180,7 +180,7 @@ test_that("GPU block-sparse reductions equal the CPU's: slices, 2D chunks, devic
         if (nzchar(slices)) Sys.setenv(GK_REDUCE_SLICE_PAIRS = slices) else Sys.unsetenv("GK_REDUCE_SLICE_PAIRS")
         for (precision in c("double", "single")) {
           gpu <- kernel_reduce(sx$x, sy$x, b = bb, kernel = kernel, reduction = reduction, k = 4,
-                               ranges = r, precision = precision, method = method, backend = "gpu")
+                               ranges = r, precision = precision, scheme = method, backend = "gpu")
           tol <- reduce_tolerance(precision)
           label <- paste(kernel$name, reduction, slices, method, precision)
           if (reduction == "sum" || reduction == "logsumexp") {
@@ -480,7 +480,7 @@ test_that("GPU symmetric sums equal the CPU's: slices, 2D chunks, repeated calls
       if (nzchar(slices)) Sys.setenv(GK_REDUCE_SLICE_PAIRS = slices) else Sys.unsetenv("GK_REDUCE_SLICE_PAIRS")
       for (precision in c("double", "single")) {
         gpu <- kernel_reduce(cs$x, b = b, kernel = kernel, ranges = r, symmetric = TRUE,
-                             precision = precision, method = method, backend = "gpu")
+                             precision = precision, scheme = method, backend = "gpu")
         expect_lt(rel_err(gpu, cpu), reduce_tolerance(precision),
                   label = paste(kernel$name, slices, method, precision))
       }

@@ -12,7 +12,7 @@ run_case <- function(x, y, kernel, reduction, e, axis, backend, precision, metho
   b <- weights_for(reduction, n_red, e)
   k <- min(3, n_red)
   got <- kernel_reduce(x, y, b = b, kernel = kernel, reduction = reduction, k = k, axis = axis,
-                       precision = precision, method = method, backend = backend)
+                       precision = precision, scheme = method, backend = backend)
   Fm <- ref_kernel_values(x, y, kernel)
   if (axis == 2) Fm <- t(Fm)
   label <- sprintf("%s %s axis %d D %d E %d M %d N %d on %s/%s/%s", kernel$name, reduction,
@@ -217,11 +217,11 @@ test_that("GPU knn keeps ties in index order across tiles, chunks and ranges", {
                              cbind(c(1L, 2001L, 4001L), c(2000L, 4000L, 5003L)),
                              matrix(c(TRUE, FALSE, TRUE, TRUE, TRUE, FALSE), 2))
   for (k in c(1, 5, 16, 40)) for (method in c("1d", "2d")) for (precision in c("double", "single")) {
-    gpu <- knn(x, y, k = k, precision = precision, method = method, backend = "gpu")
+    gpu <- knn(x, y, k = k, precision = precision, scheme = method, backend = "gpu")
     cpu <- knn(x, y, k = k, backend = "cpu")
     expect_identical(gpu$index, cpu$index, info = paste(k, method, precision))
     expect_equal(gpu$distance, cpu$distance, tolerance = 1e-6)
-    gpu <- knn(x, y, k = k, precision = precision, method = method, backend = "gpu", ranges = ranges)
+    gpu <- knn(x, y, k = k, precision = precision, scheme = method, backend = "gpu", ranges = ranges)
     cpu <- knn(x, y, k = k, backend = "cpu", ranges = ranges)
     expect_identical(gpu$index, cpu$index, info = paste(k, method, precision, "ranges"))
   }
@@ -292,7 +292,7 @@ test_that("bad inputs give clear errors", {
   expect_error(kernel_reduce(x, y, reduction = "median"), "`reduction` must be one of")
   expect_error(kernel_reduce(x, y, axis = 3), "`axis` must be 1 or 2")
   expect_error(kernel_reduce(x, y, precision = "half"), "precision")
-  expect_error(kernel_reduce(x, y, method = "3d"), "`method` must be one of")
+  expect_error(kernel_reduce(x, y, scheme = "3d"), "`scheme` must be one of")
   expect_error(kernel_reduce("a", y), "numeric matrix")
   expect_error(kernel_matvec(x, y), "`b` is missing")
   expect_error(kernel_reduce(x, y, kernel = gk_kernel("gaussian", range = c(1, 2, 3))),
@@ -303,11 +303,15 @@ test_that("plain calls run in one .Call with the general path's answers; it decl
   # kernel_reduce() first offers its arguments to gk_r_reduce_plain, which
   # returns NULL for what it does not take. The general path is the reference:
   # `devices` sends a call there, and the CPU backend ignores it.
+  # Internal functions here: the entry point itself, to see what it declines (NULL), which
+  # no exported function shows.
   plain <- function(x, y = x, b = NULL, kernel = gk_kernel("gaussian"),
-                    reduction = gpukernels:::gk_reduction_names, k = 1L, axis = 1L,
-                    precision = "double", method = c("auto", "1d", "2d")) {
-    .Call(gpukernels:::gk_r_reduce_plain, x, y, b, kernel, reduction, k, axis, precision,
-          method, "cpu", 0L, gpukernels:::gk_reductions, gpukernels:::gk_reduce_methods)
+                    reduction = eval(formals(kernel_reduce)$reduction), k = 1L, axis = 1L,
+                    precision = "double", scheme = c("auto", "1d", "2d")) {
+    spec <- gpukernels:::gk_reduce_spec(x, y, b, kernel, reduction, k, axis, precision,
+                                        scheme, "cpu", 0L)
+    .Call(gpukernels:::gk_r_reduce_plain, spec, gpukernels:::gk_reductions,
+          gpukernels:::gk_reduce_methods)
   }
   general <- function(...) kernel_reduce(..., backend = "cpu", devices = 1L)
   x <- matrix(runif(12), 6, 2)
@@ -316,10 +320,10 @@ test_that("plain calls run in one .Call with the general path's answers; it decl
   taken <- list(
     list(x, y, rnorm(5), k), list(x, y, matrix(rnorm(10), 5), k), list(x, b = rnorm(6)),
     list(x[, 1], y[, 1], kernel = gk_kernel("gaussian", range = 0.3)),
-    list(x, y, reduction = "min"), list(x, y, reduction = "argmax", method = "2d"),
+    list(x, y, reduction = "min"), list(x, y, reduction = "argmax", scheme = "2d"),
     list(x, y, reduction = "kmin", k = 5), list(x, y, reduction = "kmin", k = 2L, axis = 2),
     list(x, y, abs(rnorm(5)), reduction = "logsumexp", precision = "single"),
-    list(x, y, matrix(rnorm(15), 5), reduction = "softmax_sum", method = "1d"),
+    list(x, y, matrix(rnorm(15), 5), reduction = "softmax_sum", scheme = "1d"),
     list(x, y, rnorm(6), axis = 2L), list(x[0, ], y), list(x, y[0, ], numeric(0)),
     list(x, y, reduction = "argmin", b = NULL, k = "ignored"))
   for (args in taken) {
@@ -337,7 +341,7 @@ test_that("plain calls run in one .Call with the general path's answers; it decl
     list(x, y, reduction = NA_character_), list(x, y, reduction = c("sum", "min")),
     list(x, y, reduction = factor("sum")), list(x, y, axis = 3), list(x, y, axis = TRUE),
     list(x, y, axis = 1.5), list(x, y, axis = c(1, 2)), list(x, y, precision = "half"),
-    list(x, y, precision = NA_character_), list(x, y, method = "3d"),
+    list(x, y, precision = NA_character_), list(x, y, scheme = "3d"),
     list(x, y, kernel = gk_kernel("gaussian", range = c(1, 2, 3))), list(x, y, kernel = "gaussian"),
     list(matrix(1:6, 3), y), list(x[, 0], y[, 0]), list(structure(x, class = "foo"), y),
     list(array(runif(6)), y[, 1]))

@@ -125,6 +125,7 @@ test_that("engines keep their accuracy far from the origin", {
 # A single-precision device matrix as readRDS() gives it back (its values and
 # a dead pointer): used on the CPU as the GPU stores it. Works without a GPU.
 saved_single_device_matrix <- function(x) {
+  # Internal functions here: objects edited or broken by hand, as no export makes them.
   structure(list(native = gpukernels:::gk_native_new(new("externalptr")), values = x,
                  dim = dim(x), precision = "single"), class = "gk_device_matrix")
 }
@@ -292,7 +293,7 @@ test_that("messages name the type of a non-numeric matrix and check PCF inputs",
   expect_error(pcf_eval(matrix("a", 2, 2), 1), "`f` must be a numeric matrix")
   expect_error(pcf_eval(matrix(c(2, 1, 1, 1), 2), 1), "`f`.*strictly increasing")
   expect_error(pcf_mean(list(matrix(c(0, 1, 1, 1), 2), matrix(c(2, 1, 1, 1), 2))),
-               "`X\\[\\[2\\]\\]`.*strictly increasing")
+               "`x\\[\\[2\\]\\]`.*strictly increasing")
   expect_error(pcf_eval(list(matrix(c(0, NA, 1, 1), 2)), 1), "`f\\[\\[1\\]\\]`")
   expect_error(pcf_betti(cbind(c(0, NA), c(0, 0), c(1, 1)), 0), "NA in its dimension column")
 })
