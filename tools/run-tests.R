@@ -12,7 +12,8 @@ log_dir <- Sys.getenv("GK_TEST_LOGS", tempfile("gk-tests"))
 dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)
 alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
                              paste0("test-interrupt.R,test-memory.R,test-native.R,test-device-layer.R,",
-                                    "test-kernel.R,test-h2.R,test-h2-compress.R")), ",")[[1]]
+                                    "test-kernel.R,test-h2.R,test-h2-compress.R,",
+                                    "test-h2-compress-gpu.R,test-h2-otf-gpu.R")), ",")[[1]]
 
 run_in_process <- function(file) {
   stem <- sub("\\.R$", "", basename(file))

@@ -1,8 +1,6 @@
 # H2 matrices against dense kernel matrices (kernel_matrix(), itself tested
 # against R formulas in test-kernel.R; a few entries are re-checked here).
 
-rel2 <- function(a, b) sqrt(sum((a - b)^2) / sum(b^2))
-
 perturbed_grid <- function(n, d) {
   s <- ceiling(n^(1 / d))
   g <- as.matrix(expand.grid(rep(list(seq_len(s)), d)))[sample(s^d, n), , drop = FALSE]
