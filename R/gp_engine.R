@@ -441,7 +441,10 @@ gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
 # columns (the effect on the likelihood is then in the reported error), but
 # usually it does not: from then on it gets 4 times the iterations done so far
 # plus 50, and stops with an error that says what to change, not after maxit
-# (`method`: the operator's kind, for the message).
+# (`method`: the operator's kind, for the message). Why the GPU has its own
+# (gp_gpu_block_cg, gp.h): there every vector stays on the device, here the
+# operators are R functions; the per-column step is one C function
+# (gp_cg_step) and the stopping rules are the same.
 gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
   n <- nrow(B)
   tol <- rep_len(tol, ncol(B))   # per column

@@ -1,7 +1,9 @@
 /*
  * The CPU engine of the kernel reductions (semantics in reduce.h): OpenMP over
  * the output rows, each row reducing F(x_i, y_j) over j on the fly, in double
- * precision. It is also the reference the GPU engine is tested against.
+ * precision. It is also the reference the GPU engine is tested against, which
+ * is why its row loops are not the GPU's tile operators (reduce_ops.cuh); the
+ * kernel formulas and the k-list are shared (gk_kernel.h, reduce_klist.h).
  */
 #include <float.h>
 #include <math.h>
