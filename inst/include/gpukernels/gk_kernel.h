@@ -356,7 +356,9 @@ GK_HD double gk_kernel_eval(const gk_kernel *k, double stat)
 }
 
 /* Single precision: float arithmetic throughout, except the general Matern,
- * whose series is summed in double. */
+ * whose series is summed in double. A second copy of the formulas above
+ * because this header is C (no templates) and float needs expf/sqrtf to be
+ * fast on the GPU; change both together (test-reduce.R compares them). */
 GK_HD float gk_kernel_eval_f(const gk_kernel *k, float stat)
 {
   float s2 = (float) k->variance, d;
