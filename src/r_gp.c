@@ -49,6 +49,17 @@ static const int *optional_index(SEXP v, R_xlen_t len, int most, const char *wha
   return p;
 }
 
+/* The neighbour matrix of the Vecchia rows: an integer matrix of `rows` rows
+ * whose entries index the n points (1-based; 0: none). */
+static const int *checked_neighbors(SEXP nbr, int rows, int n)
+{
+  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != rows) gk_stop("internal: bad neighbour matrix");
+  const int *ix = INTEGER(nbr);
+  for (R_xlen_t e = 0; e < Rf_xlength(nbr); e++)
+    if (ix[e] < 0 || ix[e] > n) gk_stop("internal: neighbour index out of range");
+  return ix;
+}
+
 /* Fills rows first_row.. of nbr (n x m, modified in place: R allocated it for
  * this purpose and passes it by reference) from knn() candidates; row_of, id
  * and skip as in gp_keep_preceding (NULL for none). */
@@ -90,10 +101,7 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
     if (opt.first < 0 || opt.first > n || opt.noisy < 0 || opt.noisy > n)
       gk_stop("internal: Vecchia rows out of range");
   }
-  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n - opt.first) gk_stop("internal: bad neighbour matrix");
-  const int *ix = INTEGER(nbr);
-  for (R_xlen_t e = 0; e < Rf_xlength(nbr); e++)
-    if (ix[e] < 0 || ix[e] > n) gk_stop("internal: neighbour index out of range");
+  const int *ix = checked_neighbors(nbr, n - opt.first, n);
   gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
   if (has_d) dkernel = gk_kernel_from_r(dspec);
@@ -357,11 +365,8 @@ SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SE
                          SEXP want_info, SEXP threads)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
-  if (!Rf_isInteger(nbr) || Rf_nrows(nbr) != n) gk_stop("internal: bad neighbour matrix");
+  const int *ix = checked_neighbors(nbr, n, n);
   if (!Rf_isReal(r) || Rf_xlength(r) != n) gk_stop("internal: bad residuals");
-  const int *ix = INTEGER(nbr);
-  for (R_xlen_t e = 0; e < Rf_xlength(nbr); e++)
-    if (ix[e] < 0 || ix[e] > n) gk_stop("internal: neighbour index out of range");
   int nterms = Rf_length(terms), info = gk_as_flag(want_info);
   gk_kernel kernel = gk_kernel_from_r(spec);
   gp_dense_term *dterms = terms_from_r(terms, spec, dim);

@@ -43,20 +43,10 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
                       int noisy, int form, int i, int r, int ld, double *work, int *cols,
                       double *out, double *row_stats)
 {
-  int q = 0;
-  for (int k = 0; k < m; k++) {
-    int j = nbr[r + (size_t) k * ld];
-    if (j > 0 && j - 1 < i) cols[q++] = j - 1;
-  }
   double *a = work, *b = work + (size_t) m * m, *g = b + m;
+  const int q = gp_row_system(xs, n, dim, nbr + r, (size_t) ld, m, i, kernel, nugget, noisy,
+                              cols, a, b);
   double var_i = gk_kernel_eval(kernel, 0.0) + (i < noisy ? nugget : 0.0);
-  for (int s = 0; s < q; s++) {
-    for (int t = s; t < q; t++) {
-      double v = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], cols[t]));
-      a[t + s * q] = v + (s == t && cols[s] < noisy ? nugget : 0.0);
-    }
-    b[s] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], i));
-  }
   double d = var_i;
   if (q > 0) {
     if (gp_cholesky(a, q)) return i + 1;
@@ -66,25 +56,19 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
     for (int s = 0; s < q; s++) quad += g[s] * b[s];
     d = var_i - quad;
   }
-  for (int k = 0; k <= m; k++) out[r + (size_t) k * ld] = 0.0;
-  if (form == GP_ROWS_CONDITIONAL) {
-    /* a variance rounded below 0 is 0: the point is (nearly) a neighbour */
-    out[r] = d > 0.0 ? d : 0.0;
-    for (int k = 0, s = 0; k < m && s < q; k++) {
-      int j = nbr[r + (size_t) k * ld];
-      if (j > 0 && j - 1 < i) out[r + (size_t) (k + 1) * ld] = b[s++];
-    }
-    return 0;
-  }
-  if (!(d > 1e-12 * var_i)) return i + 1;
-  double inv = 1.0 / sqrt(d);
-  out[r] = inv;
+  const int conditional = form == GP_ROWS_CONDITIONAL;
+  if (!conditional && !(d > 1e-12 * var_i)) return i + 1;
+  /* the conditional form: d (a variance rounded below 0 is 0: the point is
+   * nearly a neighbour) and b; the factor's: 1/sqrt(d) and -b/sqrt(d) */
+  double inv = conditional ? 1.0 : 1.0 / sqrt(d);
+  out[r] = conditional ? (d > 0.0 ? d : 0.0) : inv;
+  const double weight = conditional ? 1.0 : -inv;
   /* neighbour k of the stored row keeps its column (zeros where skipped) */
-  int s = 0;
-  for (int k = 0; k < m && s < q; k++) {
+  for (int k = 0, s = 0; k < m; k++) {
     int j = nbr[r + (size_t) k * ld];
-    if (j > 0 && j - 1 < i) out[r + (size_t) (k + 1) * ld] = -b[s++] * inv;
+    out[r + (size_t) (k + 1) * ld] = j > 0 && j - 1 < i ? b[s++] * weight : 0.0;
   }
+  if (conditional) return 0;
   row_stats[0] += log(d);
   double gg = inv * inv;
   for (int t = 0; t < q; t++) gg += b[t] * b[t] * inv * inv;

@@ -13,6 +13,28 @@ static inline double gp_sq_distance(const double *xs, int n, int dim, int i, int
   return gk_sqdist(xs + i, (size_t) n, xs + j, (size_t) n, dim);
 }
 
+/* The small system of point i given its kept neighbours (those of nbr_row[k *
+ * stride], k < m, 1-based, that come before i): their indices (0-based) in
+ * cols, Sigma[c,c] in the lower triangle of the q x q matrix a, Sigma[c,i] in
+ * g, with Sigma = K + nugget I on the points before `noisy`. Returns q. */
+static inline int gp_row_system(const double *xs, int n, int dim, const int *nbr_row,
+                                size_t stride, int m, int i, const gk_kernel *kernel,
+                                double nugget, int noisy, int *cols, double *a, double *g)
+{
+  int q = 0;
+  for (int k = 0; k < m; k++) {
+    int j = nbr_row[(size_t) k * stride];
+    if (j > 0 && j - 1 < i) cols[q++] = j - 1;
+  }
+  for (int s = 0; s < q; s++) {
+    for (int t = s; t < q; t++)
+      a[t + s * q] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], cols[t])) +
+                     (s == t && cols[s] < noisy ? nugget : 0.0);
+    g[s] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], i));
+  }
+  return q;
+}
+
 /* In-place Cholesky of the q x q matrix a (lower triangle used); 0 on success. */
 static inline int gp_cholesky(double *a, int q)
 {

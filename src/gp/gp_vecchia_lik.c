@@ -37,22 +37,15 @@ static int lik_row(const double *xs, int n, int dim, const int *nbr, int m,
                    const gp_dense_term *terms, int want_info, int i, double *work, int *cols,
                    double *out, double *grad, double *info)
 {
-  int q = 0;
-  for (int k = 0; k < m; k++) {
-    int j = nbr[i + (size_t) k * n];
-    if (j > 0 && j - 1 < i) cols[q++] = j - 1;
-  }
-  const size_t qq = (size_t) q * q;
-  double *A = work, *L = A + qq, *g = L + qq, *b = g + q, *rc = b + q, *tmp = rc + q;
-  double *dA = tmp + q, *dg = dA + qq, *db = dg + q, *dd = db + (size_t) q * nterms;
+  /* the layout takes the largest q (m); the system is q x q within it */
+  const size_t mm = (size_t) m * m;
+  double *A = work, *L = A + mm, *g = L + mm, *b = g + m, *rc = b + m, *tmp = rc + m;
+  double *dA = tmp + m, *dg = dA + mm, *db = dg + m, *dd = db + (size_t) m * nterms;
   double *Adb = dd + nterms;
-  for (int s = 0; s < q; s++) {
-    for (int t = s; t < q; t++)
-      A[t + s * q] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], cols[t])) +
-                     (s == t ? nugget : 0.0);
-    g[s] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], i));
-    rc[s] = r[cols[s]];
-  }
+  const int q = gp_row_system(xs, n, dim, nbr + i, (size_t) n, m, i, kernel, nugget, n, cols,
+                              A, g);
+  const size_t qq = (size_t) q * q;
+  for (int s = 0; s < q; s++) rc[s] = r[cols[s]];
   memcpy(L, A, qq * sizeof(double));
   if (q > 0 && gp_cholesky(L, q)) return i + 1;
   memcpy(b, g, (size_t) q * sizeof(double));
