@@ -54,18 +54,12 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE,
                            se.method = c("auto", "exact", "vecchia"), neighbors = 60L,
                            se.check = 0L, ...) {
   gp_check_fit_object(object)   # an edited alpha or beta (checks.R)
-  newlocs <- gp_locations(newlocs, gp_fit_coords(object), "newlocs")
-  if (ncol(newlocs) != ncol(object$locs)) {
-    stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(object$locs),
-         call. = FALSE)
-  }
+  newlocs <- gp_new_locations(object, newlocs)
   se.method <- gk_match_choice(se.method, c("auto", "exact", "vecchia"), "se.method")
   gp_check_neighbors(neighbors, lower = 1)
   gk_check_scalar(se.check, "se.check", lower = 0, integer = TRUE)
   newX <- gp_new_design(object, newX, nrow(newlocs))
-  mean <- drop(kernel_matvec(newlocs, object$locs, object$alpha, object$kernel,
-                             backend = object$backend))
-  if (ncol(newX)) mean <- mean + drop(newX %*% object$beta)
+  mean <- gp_kriging_mean(object, newlocs, newX)
   if (!se.fit) return(mean)
   if (se.method == "auto") se.method <- if (object$prob$method == "dense") "exact" else "vecchia"
   if (se.method == "exact") {
@@ -81,6 +75,25 @@ predict.gp_fit <- function(object, newlocs, newX = NULL, se.fit = FALSE,
     out$check <- data.frame(index = at, exact = exact, vecchia = se[at])
   }
   out
+}
+
+# New locations as the fit's kernel sees them (converted from lon/lat for a
+# fit on the sphere), checked against the fit's dimension.
+gp_new_locations <- function(fit, newlocs) {
+  newlocs <- gp_locations(newlocs, gp_fit_coords(fit), "newlocs")
+  if (ncol(newlocs) != ncol(fit$locs)) {
+    stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(fit$locs),
+         call. = FALSE)
+  }
+  newlocs
+}
+
+# The kriging mean at checked new locations (gp_new_locations) with the
+# design newX (gp_new_design): exact, from the fit's Sigma^-1 (y - X beta).
+gp_kriging_mean <- function(fit, newlocs, newX) {
+  mean <- drop(kernel_matvec(newlocs, fit$locs, fit$alpha, fit$kernel, backend = fit$backend))
+  if (ncol(newX)) mean <- mean + drop(newX %*% fit$beta)
+  mean
 }
 
 # The coordinates of a fit's locations (fits made before they were kept: plane).
@@ -120,17 +133,15 @@ gp_se_exact <- function(object, newlocs, newX) {
 # neighbours nbr (rows x m, 1-based into rbind(obs, at); 0: none) under the
 # fit's covariance, the nugget on the observations only: rows x (m + 1), the
 # variance d in column 1 and the weights b after it (gp_rows_options in
-# gp.h). Computed on the correlation scale, so that tiny or huge data scales
-# stay in range.
+# gp.h), on the correlation scale (d in units of the kernel's variance), so
+# that tiny or huge data scales stay in range.
 gp_conditionals <- function(fit, obs, at, nbr) {
   k <- fit$kernel
   n <- nrow(obs)
   storage.mode(nbr) <- "integer"
-  cond <- .Call(gk_r_gp_factor, rbind(obs, at), nbr, gp_kernel_with(k, 1, k$range), NULL,
-                as.double(fit$nugget / k$variance), c(n + 1L, n, 1L), gk_threads(),
-                fit$backend == "gpu")$coef
-  cond[, 1L] <- cond[, 1L] * k$variance
-  cond
+  .Call(gk_r_gp_factor, rbind(obs, at), nbr, gp_kernel_with(k, 1, k$range), NULL,
+        as.double(fit$nugget / k$variance), c(n + 1L, n, 1L), gk_threads(),
+        fit$backend == "gpu")$coef
 }
 
 # Kriging standard errors from each new location's m nearest observations
@@ -144,7 +155,7 @@ gp_se_vecchia <- function(object, newlocs, newX, neighbors) {
     at <- newlocs[s, , drop = FALSE]
     nb <- knn(at, object$locs, k = m, backend = object$backend)$index
     cond <- gp_conditionals(object, object$locs, at, nb)
-    var[s] <- cond[, 1L]
+    var[s] <- cond[, 1L] * object$kernel$variance
     if (ncol(newX)) {
       # the mean coefficients' term exactly: u = x0 - X' Sigma^-1 c, with the
       # fit's Sigma^-1 X

@@ -107,19 +107,14 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
                             neighbors = 60L, newX = NULL) {
   gp_check_fit_object(fit, "locs")
   if (missing(newlocs)) stop("`newlocs` is missing: the locations to simulate at", call. = FALSE)
-  given <- newlocs   # as the user gave them, for predict()
-  newlocs <- gp_locations(newlocs, gp_fit_coords(fit), "newlocs")
-  if (ncol(newlocs) != ncol(fit$locs)) {
-    stop("`newlocs` has ", ncol(newlocs), " columns but the fit has ", ncol(fit$locs),
-         call. = FALSE)
-  }
+  newlocs <- gp_new_locations(fit, newlocs)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
   gp_check_neighbors(neighbors, lower = 1)
   method <- gk_match_choice(method, c("auto", "exact", "vecchia"), "method")
   n <- fit$n
   m <- nrow(newlocs)
   if (method == "auto") method <- if (n + m <= 5000L) "exact" else "vecchia"
-  mean <- stats::predict(fit, given, newX = newX)
+  mean <- gp_kriging_mean(fit, newlocs, gp_new_design(fit, newX, m))
   k <- fit$kernel
   if (method == "exact") {
     solve_cov <- gp_solver(fit)
@@ -146,7 +141,7 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
     # sqrt(d_i) z_i, the observations' errors being 0, as G^-1 z over the new
     # locations, on the correlation scale (d floored so that G's diagonal
     # stays finite)
-    sd <- sqrt(pmax(cond[, 1L] / k$variance, 1e-280))
+    sd <- sqrt(pmax(cond[, 1L], 1e-280))
     new_nbr <- nbr - n
     keep <- new_nbr > 0L
     new_nbr[!keep] <- 0L
