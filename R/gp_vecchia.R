@@ -18,11 +18,16 @@ gp_evaluate_vecchia <- function(prob, kernel, nugget, gradient, fisher, smoothne
   beta <- gp_gls_beta(prob$X, W[, -1L, drop = FALSE], prob$y, W[, 1L])
   resid <- drop(prob$y - if (p) prob$X %*% beta else 0)
   terms <- if (gradient || fisher) gp_dense_terms(kernel, nugget, smoothness) else list()
-  lik <- .Call(gk_r_gp_vecchia_lik, prob$locs, prob$nbr, kernel, as.double(nugget), resid,
-               unname(terms), isTRUE(fisher), threads)
-  parts <- list(logdet = lik$sums[[1L]], logdet_se = 0, quadratic = lik$sums[[2L]])
   grad <- grad_se <- info <- NULL
-  if (length(terms)) {
+  if (!length(terms)) {
+    # the value alone is in the factor: sum log d_i and |G r|^2
+    Gr <- GB[, 1L] - if (p) GB[, -1L, drop = FALSE] %*% beta else 0
+    parts <- list(logdet = fac$stats[[1L]], logdet_se = 0, quadratic = sum(Gr^2))
+  } else {
+    # the derivatives need each row's system again (gp_vecchia_lik.c)
+    lik <- .Call(gk_r_gp_vecchia_lik, prob$locs, prob$nbr, kernel, as.double(nugget), resid,
+                 unname(terms), isTRUE(fisher), threads)
+    parts <- list(logdet = lik$sums[[1L]], logdet_se = 0, quadratic = lik$sums[[2L]])
     grad <- stats::setNames(lik$gradient, names(terms))
     grad_se <- stats::setNames(rep(0, length(grad)), names(terms))
     if (fisher) info <- matrix(lik$info, length(terms), dimnames = list(names(terms), names(terms)))
