@@ -22,3 +22,11 @@ sim_data <- function(n, dim = 2, kernel, nugget, seed) {
   y <- drop(X %*% c(1, -2)) + gp_simulate(locs, kernel, nugget = nugget, backend = "cpu")
   list(locs = locs, y = y, X = X)
 }
+
+# Central differences of f at p, with step h in each coordinate.
+central_gradient <- function(f, p, h) {
+  vapply(seq_along(p), function(i) {
+    e <- h * (seq_along(p) == i)
+    (f(p + e) - f(p - e)) / (2 * h)
+  }, 0)
+}

@@ -32,10 +32,7 @@ test_that("the Vecchia log-likelihood and gradient equal the R construction", {
     vecchia_reference(prob, gk_kernel("matern", range = exp(p[2]), smoothness = 1.5,
                                       variance = exp(p[1])), exp(p[3]))
   }
-  fd <- vapply(1:3, function(i) {
-    h <- 1e-5 * (1:3 == i)
-    (at(p0 + h) - at(p0 - h)) / 2e-5
-  }, 0)
+  fd <- central_gradient(at, p0, 1e-5)
   for (backend in test_backends()) {
     got <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.05, method = "vecchia",
                      gradient = TRUE, control = ctl, backend = backend)

@@ -41,11 +41,7 @@ test_that("dense gradient matches finite differences of the dense log-likelihood
               smoothness = 2.5, variance = exp(p[1])), nugget = exp(p[3]), method = "dense",
               backend = "cpu")$loglik
   }
-  p0 <- log(c(1.3, 0.2, 0.02))
-  fd <- vapply(1:3, function(i) {
-    h <- 1e-4 * (seq_along(p0) == i)
-    (ll(p0 + h) - ll(p0 - h)) / 2e-4
-  }, numeric(1))
+  fd <- central_gradient(ll, log(c(1.3, 0.2, 0.02)), 1e-4)
   g <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.02, method = "dense",
                  gradient = TRUE, backend = "cpu")$gradient
   expect_equal(unname(g), fd, tolerance = 1e-5)
@@ -75,11 +71,7 @@ test_that("smoothness gradients match finite differences of the independent dens
       kp <- gk_kernel("matern", range = exp(p[2]), smoothness = exp(p[4]), variance = exp(p[1]))
       dense_reference(dat$locs, dat$y, dat$X, kp, exp(p[3]))$loglik
     }
-    p0 <- log(c(1.3, 0.15, 0.05, nu))
-    fd <- vapply(1:4, function(i) {
-      h <- 1e-4 * (seq_along(p0) == i)
-      (ll(p0 + h) - ll(p0 - h)) / 2e-4
-    }, numeric(1))
+    fd <- central_gradient(ll, log(c(1.3, 0.15, 0.05, nu)), 1e-4)
     dense <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.05, method = "dense",
                        gradient = TRUE, smoothness_gradient = TRUE, backend = "cpu")
     expect_named(dense$gradient, c("log_variance", "log_range", "log_nugget", "log_smoothness"))
