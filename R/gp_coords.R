@@ -31,3 +31,11 @@ gp_locations <- function(locs, coords, arg = "locs") {
   lat <- locs[, 2] * (pi / 180)
   coords$radius * cbind(cos(lat) * cos(lon), cos(lat) * sin(lon), sin(lat))
 }
+
+# Ranges per coordinate mean nothing for the 3D points of lon/lat locations.
+gp_check_coords_ranges <- function(coords, groups) {
+  if (coords$type == "lonlat" && !is.null(groups) && max(groups) > 1L) {
+    stop("ranges per coordinate need coords = \"euclidean\": with coords = \"lonlat\" ",
+         "the kernel sees 3D points on the sphere", call. = FALSE)
+  }
+}

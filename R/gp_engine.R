@@ -231,18 +231,6 @@ gp_check_data <- function(y, X, n) {
   list(y = y, X = X)
 }
 
-# d k / d log(range) as a kernel of the package's vocabulary (families 16 +
-# f in gk_kernel.h). The name stays the base family's so that engines that
-# check names (h2_matrix) accept it; the family code selects the derivative.
-gp_dlogrange_kernel <- function(kernel) {
-  if (length(kernel$range) != 1L) {
-    stop("gradients need one range for all dimensions (an isotropic kernel)", call. = FALSE)
-  }
-  kernel$family_code <- gk_kernel_dlogrange_families[[kernel$name]]
-  kernel$derivative <- "log_range"
-  kernel
-}
-
 gp_kernel_with <- function(kernel, variance, range, smoothness = NULL) {
   kernel$variance <- as.double(variance)
   kernel$range <- as.double(range)
@@ -318,34 +306,6 @@ gp_check_duplicates <- function(prob, nugget) {
   }
 }
 
-# Step in log(smoothness) of the central difference that gives
-# d Sigma / d log(smoothness): truncation error ~ h^2 / 6 ~ 2e-9 (relative),
-# rounding ~ 1e-16 / h ~ 1e-12 (kernels evaluated in double precision).
-gp_smoothness_step <- 1e-4
-
-# The derivatives of Sigma in the log parameters other than the variance and
-# the nugget (those are K and nugget * I), each a weighted sum of kernels:
-# d / dlog(range) is a kernel of its own (families 16 + f); d / dlog(smoothness)
-# of a Matern kernel is a central difference of two Matern kernels. Both
-# vanish on the diagonal (k(0) is the variance for every range and smoothness),
-# which the Vecchia factor's trace(G D G') relies on.
-gp_derivative_terms <- function(kernel, smoothness = FALSE) {
-  terms <- list(log_range = list(kernels = list(gp_dlogrange_kernel(kernel)), weights = 1))
-  if (smoothness) {
-    if (kernel$name != "matern") {
-      stop("the smoothness can be estimated for the matern kernel only", call. = FALSE)
-    }
-    h <- gp_smoothness_step
-    up <- down <- kernel
-    up$smoothness <- kernel$smoothness * exp(h)
-    down$smoothness <- kernel$smoothness * exp(-h)
-    terms$log_smoothness <- list(kernels = list(up, down), weights = c(1, -1) / (2 * h))
-  }
-  terms
-}
-
-gp_param_names <- c("log_variance", "log_range", "log_nugget", "log_smoothness")
-
 # The covariance operator Sigma = K + nugget I (mult) and the derivative
 # operators of `terms` (dmult, a list of functions), as functions of an
 # n x k matrix.
@@ -412,18 +372,23 @@ gp_col_dots <- function(a, ca, b, cb) {
 
 # The Vecchia preconditioner at these parameters, its products, and the
 # exact traces trace(G G') and trace(G D G') for each derivative of `terms`
-# (the C core takes one derivative kernel: a term of several kernels costs
-# one more factorization per kernel).
+# (the C core takes one derivative kernel on Sigma's scaled points: a term of
+# several kernels costs one more factorization per kernel, and a term with
+# kernels of other ranges, a group of ranges, has NA: its trace is left to
+# the probes).
 gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
   factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget, NULL,
                                gk_threads(), prob$backend == "gpu")
-  first <- if (length(terms)) terms[[1L]]$kernels[[1L]]
+  same_range <- function(k) identical(k$range, kernel$range)
+  exact <- vapply(terms, function(term) all(vapply(term$kernels, same_range, TRUE)), TRUE)
+  first <- if (any(exact)) terms[exact][[1L]]$kernels[[1L]]
   fac <- factor(first)
-  trace_GDG <- vapply(terms, function(term) {
-    parts <- vapply(term$kernels, function(k) {
+  trace_GDG <- vapply(seq_along(terms), function(t) {
+    if (!exact[[t]]) return(NA_real_)
+    parts <- vapply(terms[[t]]$kernels, function(k) {
       if (identical(k, first)) fac$stats[[3L]] else factor(k)$stats[[3L]]
     }, numeric(1))
-    sum(term$weights * parts)
+    sum(terms[[t]]$weights * parts)
   }, numeric(1))
   nbr <- prob$nbr
   coef <- fac$coef

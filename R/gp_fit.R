@@ -57,6 +57,17 @@
 #' stochastic error of their log-likelihood (see [gp_loglik()]). Otherwise
 #' `fit$convergence` says what stopped the fit, with a warning.
 #'
+#' @section Ranges per coordinate:
+#' With `ranges` other than `"isotropic"`, the kernel's distance divides each
+#' coordinate by its group's range (as a [gk_kernel()] with a range per
+#' dimension); the scaling of the locations (see Scaling) is the same for all
+#' coordinates, so give coordinates in units where that is sensible or use
+#' groups. Each group's range is estimated on every method; on the dense and
+#' Vecchia methods the gradient is exact to about \eqn{10^{-9}}, on the
+#' iterative ones each group costs two more operator products per
+#' evaluation (see the Gradient section of [gp_loglik()]). The start values
+#' give every group a quarter of its coordinates' mean standard deviation.
+#'
 #' @section Starting values:
 #' When `start` is `NULL` and `kernel` is a [gk_kernel()]: its variance and
 #' range, and a nugget of a ninth of its variance.
@@ -112,6 +123,15 @@
 #'   the defaults (see Bounds and fixed parameters).
 #' @param fixed Parameters held at given values, a named list or vector
 #'   (same names).
+#' @param ranges `"isotropic"` (one range, the default), `"per_dimension"`
+#'   (a range per column of `locs`: coefficients `range1`, `range2`, ...) or
+#'   one group number per column, 1, 2, ..., for ranges shared by groups of
+#'   columns: `c(1, 1, 2)` for space-time data (x, y, t) estimates a range in
+#'   space and one in time, whose distance is
+#'   \eqn{\sqrt{(\Delta x^2 + \Delta y^2)/\rho_1^2 + \Delta t^2/\rho_2^2}}.
+#'   In `lower`, `upper`, `fixed` and `start`, `range` stands for every
+#'   group not named on its own (`start$range` may also hold one value per
+#'   group). Needs `coords = "euclidean"`. See Ranges per coordinate.
 #' @param gtol Tolerance on the projected gradient of the log-likelihood in
 #'   the log parameters (see Stopping rule).
 #' @return An object of class `gp_fit` with methods [coef()], [logLik()],
@@ -137,12 +157,14 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
                    verbose = NULL, optim_control = list(), lower = NULL, upper = NULL,
                    fixed = NULL, gtol = 1e-6, coords = "euclidean", radius = 6371,
-                   backend = NULL) {
+                   ranges = "isotropic", backend = NULL) {
   coords <- gp_check_coords(coords, radius)
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
-  fixed <- gp_check_params(fixed, "fixed", zero_nugget = TRUE)
+  groups <- gp_range_groups(ranges, ncol(locs))
+  gp_check_coords_ranges(coords, groups)
+  fixed <- gp_check_params(fixed, "fixed", groups, zero_nugget = TRUE)
   if ("smoothness" %in% names(fixed)) {
     # a fixed smoothness is the kernel's, not estimated
     smoothness <- fixed[["smoothness"]]
@@ -151,7 +173,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
     if (!length(fixed)) fixed <- NULL
   }
   template <- gp_kernel_template(kernel, smoothness, ncol(locs))
-  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel)
+  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
   estimate_smoothness <- isTRUE(estimate_smoothness)
   if (estimate_smoothness && template$name != "matern") {
     stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
@@ -166,8 +188,8 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   # one progress step per likelihood evaluation, those of the start-value fit
   # on a subset included (it shares this progressor)
   report <- gp_fit_progress(verbose, steps = (ctl$maxit + 20L) * (1L + (n > 2000L)))
-  fit <- gp_fit_run(locs, data, template, start, method, estimate_smoothness, control, ctl,
-                    backend, lower, upper, fixed, gtol, report)
+  fit <- gp_fit_run(locs, data, template, groups, start, method, estimate_smoothness, control,
+                    ctl, backend, lower, upper, fixed, gtol, report)
   fit$X_default <- is.null(X)
   fit$coords <- coords
   fit$call <- match.call()
@@ -179,42 +201,6 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
     warning("gp_fit(): ", fit$convergence, call. = FALSE)
   }
   fit
-}
-
-# The parameters, in the order of the log parameters (gp_param_names).
-gp_fit_params <- c("variance", "range", "nugget", "smoothness")
-
-# Default bounds, relative to the data's scales (gp_data_scales(): s2 the
-# variance of the least-squares residuals, d the mean coordinate standard
-# deviation); the smoothness's are absolute (0.5 is the exponential kernel;
-# beyond about 5 the data rarely tell smoothness values apart).
-gp_default_lower <- c(variance = 1e-8, range = 1e-6, nugget = 1e-10, smoothness = 0.1)
-gp_default_upper <- c(variance = 1e8, range = 1e6, nugget = 1e4, smoothness = 8)
-
-# A named list or vector of parameter values on the natural scale (bounds or
-# fixed values): checked, as a named double vector (NULL when empty).
-gp_check_params <- function(x, what, zero_nugget = FALSE) {
-  if (is.null(x) || !length(x)) return(NULL)
-  x <- unlist(as.list(x))
-  if (!is.numeric(x) || is.null(names(x)) || any(!nzchar(names(x)))) {
-    stop("`", what, "` must be a named list or vector (variance, range, nugget, smoothness)",
-         call. = FALSE)
-  }
-  bad <- setdiff(names(x), gp_fit_params)
-  if (length(bad)) {
-    stop("`", what, "` has unknown parameter(s) ", paste0("\"", bad, "\"", collapse = ", "),
-         ": use variance, range, nugget, smoothness", call. = FALSE)
-  }
-  if (anyDuplicated(names(x))) stop("`", what, "` names a parameter twice", call. = FALSE)
-  for (nm in names(x)) {
-    zero_ok <- zero_nugget && nm == "nugget"
-    if (is.na(x[[nm]]) || !is.finite(x[[nm]]) || x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)) {
-      stop("`", what, "$", nm, "` must be a positive finite number",
-           if (zero_ok) " (or 0)" else "", call. = FALSE)
-    }
-  }
-  storage.mode(x) <- "double"
-  x
 }
 
 # The scales by which gp_fit() divides the data (so that the fit is the same
@@ -235,31 +221,33 @@ gp_data_scales <- function(locs, data) {
   list(y = robust_sd(resid), locs = spread, center = center)
 }
 
-# The factors from the scaled parameters to the natural ones.
-gp_param_factors <- function(scales, k) {
-  c(variance = scales$y^2, range = scales$locs, nugget = scales$y^2, smoothness = 1)[seq_len(k)]
-}
+# Steps in the log parameters below which L-BFGS-B is taken to have stalled
+# (see gp_fit_run()): far below what the standard errors resolve.
+gp_stall_step <- 1e-7
 
 # The fit itself, on data divided by their scales; called by gp_fit() and for
 # the start values (on a subset). Parameters, bounds and fixed values come
 # and go on the natural scale of `locs` and `data`. An interrupt ends it with
 # a condition of class c("gp_fit_interrupt", "interrupt", "condition") that
 # carries the best parameters so far.
-gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness, control, ctl,
-                       backend, lower, upper, fixed, gtol, report, polish = TRUE) {
+gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smoothness, control,
+                       ctl, backend, lower, upper, fixed, gtol, report, polish = TRUE) {
   n <- nrow(locs)
-  k <- 3L + estimate_smoothness
-  pnames <- gp_fit_params[seq_len(k)]
+  pnames <- gp_fit_param_names(groups, estimate_smoothness)
+  k <- length(pnames)
+  G <- max(groups)
+  at <- list(variance = 1L, range = 1L + seq_len(G), nugget = G + 2L, smoothness = G + 3L)
   sc <- gp_data_scales(locs, data)
-  fac <- gp_param_factors(sc, k)
+  fac <- gp_param_factors(sc, pnames)
   slocs <- sweep(locs, 2L, sc$center) / sc$locs
   sdata <- list(y = data$y / sc$y, X = data$X)
 
   # bounds (natural scale), then their logs on the scaled problem
-  lower <- gp_check_params(lower, "lower")
-  upper <- gp_check_params(upper, "upper")
-  lo <- gp_default_lower[pnames] * fac
-  hi <- gp_default_upper[pnames] * fac
+  lower <- gp_expand_ranges(gp_check_params(lower, "lower", groups), pnames)
+  upper <- gp_expand_ranges(gp_check_params(upper, "upper", groups), pnames)
+  fixed <- gp_expand_ranges(fixed, pnames)
+  lo <- stats::setNames(gp_default_lower[gp_param_kind(pnames)], pnames) * fac
+  hi <- stats::setNames(gp_default_upper[gp_param_kind(pnames)], pnames) * fac
   lo[intersect(names(lower), pnames)] <- lower[intersect(names(lower), pnames)]
   hi[intersect(names(upper), pnames)] <- upper[intersect(names(upper), pnames)]
   if (any(lo >= hi)) {
@@ -291,24 +279,23 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
     invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
   tryCatch({
-    st <- gp_start(slocs, sdata, template, gp_scale_start(start, fac, pnames), control, backend,
-                   estimate_smoothness, fixed = fixed / fac[names(fixed)],
+    st <- gp_start(slocs, sdata, template, groups, gp_scale_start(start, fac, pnames), control,
+                   backend, estimate_smoothness, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
     par0 <- log(st[pnames])
     par0[names(fixed)] <- log(fixed / fac[names(fixed)])
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
     prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend)
-    if (isTRUE(prob$duplicates) && exp(par0[[3L]]) == 0) gp_check_duplicates(prob, 0)
+    if (G > 1L) prob$range_groups <- groups
+    if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
-    make_kernel <- function(theta) {
-      gp_kernel_with(template, theta[[1L]], theta[[2L]], if (estimate_smoothness) theta[[4L]])
-    }
+    make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
     evaluate <- function(par, fisher = FALSE) {
       key <- paste(format(par, digits = 17), collapse = ",")
       if (!fisher && identical(evals$key, key)) return(evals$value)
       theta <- exp(par)
-      res <- gp_evaluate(prob, make_kernel(theta), theta[[3L]], gradient = TRUE, fisher = fisher,
-                         smoothness = estimate_smoothness)
+      res <- gp_evaluate(prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
+                         fisher = fisher, smoothness = estimate_smoothness)
       evals$count <- evals$count + 1L
       evals$key <- key
       evals$value <- res
@@ -317,9 +304,9 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
         evals$best_par <- par
       }
       th <- natural(par)
-      report(sprintf("gp_fit %3d: loglik %.4f  variance %.5g  range %.5g  nugget %.5g%s  (%s%.1f s)",
-                     evals$count, res$loglik - n * log(sc$y), th[[1L]], th[[2L]], th[[3L]],
-                     if (estimate_smoothness) sprintf("  smoothness %.4g", th[[4L]]) else "",
+      report(sprintf("gp_fit %3d: loglik %.4f  %s  (%s%.1f s)",
+                     evals$count, res$loglik - n * log(sc$y),
+                     paste(names(th), sprintf("%.5g", th), collapse = "  "),
                      if (method == "dense") "" else sprintf("%d CG iterations, ",
                                                             res$cg_iterations),
                      proc.time()[["elapsed"]] - t_start))
@@ -329,7 +316,22 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
     # small for a smooth kernel) is a step too far: a large objective sends
     # the line search back
     full <- function(p) { out <- par0; out[free] <- p; out }
+    # L-BFGS-B's line search can stall on a stochastic gradient (the
+    # iterative methods' gradient is an estimate, not the derivative of their
+    # smooth log-likelihood): it then tries ever shorter steps from the best
+    # point. Three fresh evaluations in a row within gp_stall_step of the
+    # best point end it there; the quasi-Newton polish takes over.
+    evals$stalls <- 0L
     safe <- function(p) {
+      fresh <- !identical(evals$key, paste(format(full(p), digits = 17), collapse = ","))
+      if (fresh && !is.null(evals$best_par)) {
+        near <- max(abs(full(p) - evals$best_par)) < gp_stall_step
+        evals$stalls <- if (near) evals$stalls + 1L else 0L
+        if (evals$stalls >= 3L) {
+          stop(structure(class = c("gp_fit_stall", "error", "condition"),
+                         list(message = "line search stalled", call = NULL)))
+        }
+      }
       tryCatch(evaluate(full(p)), error = function(e) {
         if (is.null(evals$best) || !identical(conditionMessage(e), gp_not_positive_definite)) stop(e)
         NULL
@@ -349,8 +351,10 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
     par <- par0
     if (any(free)) {
       evaluate(par0)
-      opt <- stats::optim(par0[free], fn = fn, gr = gr, method = "L-BFGS-B", lower = llo[free],
-                          upper = lhi[free], control = ctl)
+      opt <- tryCatch(
+        stats::optim(par0[free], fn = fn, gr = gr, method = "L-BFGS-B", lower = llo[free],
+                     upper = lhi[free], control = ctl),
+        gp_fit_stall = function(e) list(par = evals$best_par[free], convergence = 0L))
       par <- full(opt$par)
       if (opt$convergence == 1L) convergence <- "iteration limit reached"
     }
@@ -371,9 +375,10 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
 
   coefs <- natural(res$par)
   final <- res$final
-  at <- gp_at_bounds(res$par, free, llo, lhi, final$gradient)
+  on_bound <- gp_at_bounds(res$par, free, llo, lhi, final$gradient, pnames)
   info <- final$fisher
-  vc <- matrix(0, k, k, dimnames = list(gp_param_names[seq_len(k)], gp_param_names[seq_len(k)]))
+  lnames <- paste0("log_", pnames)
+  vc <- matrix(0, k, k, dimnames = list(lnames, lnames))
   if (any(free) && !is.null(info)) {
     vc[free, free] <- tryCatch(solve(info[free, free, drop = FALSE]),
                                error = function(e) NA_real_)
@@ -388,24 +393,24 @@ gp_fit_run <- function(locs, data, template, start, method, estimate_smoothness,
     prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
       prob$locs
   }
-  kern <- gp_kernel_with(template, coefs[[1L]], coefs[[2L]],
-                         if (estimate_smoothness) coefs[[4L]])
+  kern <- gp_fit_kernel(template, coefs, at, groups, estimate_smoothness)
   convergence <- res$convergence
-  if (length(at) && grepl("^converged", convergence)) {
+  if (length(on_bound) && grepl("^converged", convergence)) {
     convergence <- paste0("converged at a bound: ",
-                          paste0(names(at), " (", at, ")", collapse = ", "))
+                          paste0(names(on_bound), " (", on_bound, ")", collapse = ", "))
   }
   structure(list(coefficients = coefs,
                  beta = final$beta * sc$y, vcov_beta = gp_vcov_beta(final$xsx, sc$y),
                  loglik = final$loglik - n * log(sc$y),
                  loglik_se = final$se, gradient = final$gradient,
                  projected_gradient = res$pg, vcov_log = vc, kernel = kern,
-                 nugget = coefs[[3L]], estimate_smoothness = estimate_smoothness,
+                 nugget = coefs[[at$nugget]], estimate_smoothness = estimate_smoothness,
+                 range_groups = groups,
                  method = method, n = n, locs = locs, y = data$y,
                  X = data$X, X_default = TRUE, alpha = final$alpha / sc$y,
                  six = final$six / sc$y^2, prob = prob,
                  evaluations = res$evaluations, cg_iterations = final$cg_iterations,
-                 convergence = convergence, at_bound = at, gtol = gtol,
+                 convergence = convergence, at_bound = on_bound, gtol = gtol,
                  lower = stats::setNames(lo, pnames), upper = stats::setNames(hi, pnames),
                  fixed = fixed, start = res$start, scales = sc, backend = backend),
             class = "gp_fit")
@@ -418,16 +423,6 @@ gp_vcov_beta <- function(xsx, sy) {
   v <- tryCatch(solve(xsx), error = function(e) xsx * NA_real_) * sy^2
   dimnames(v) <- list(colnames(xsx), colnames(xsx))
   v
-}
-
-# Starting values on the scaled problem from the user's (natural) ones.
-gp_scale_start <- function(start, fac, pnames) {
-  if (is.null(start)) return(NULL)
-  start <- as.list(start)
-  for (nm in intersect(names(start), pnames)) {
-    if (is.numeric(start[[nm]]) && length(start[[nm]]) == 1L) start[[nm]] <- start[[nm]] / fac[[nm]]
-  }
-  start
 }
 
 # One progress step per likelihood evaluation through progressr (the user
@@ -478,32 +473,23 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
   gp_check_kernel(k, dim)
 }
 
-# A gk_kernel() given to gp_fit() as its starting values: its variance and
-# range, and the nugget of the default 90/10 split.
-gp_kernel_start <- function(kernel) {
-  kernel <- as_gk_kernel(kernel)
-  if (length(kernel$range) != 1L) {
-    stop("gp_fit() estimates one range: give a gk_kernel() with a single range, or `start`",
-         call. = FALSE)
-  }
-  list(variance = kernel$variance, range = kernel$range,
-       nugget = kernel$variance / 9)
-}
-
 # Starting values (named, positive): variance, range, nugget and, when it is
 # estimated, smoothness (from `start`, else the kernel's). `fixed` values
 # replace them; with more than 2000 points the rough values are refined by a
 # dense fit to a subset of 1000 points, which reports its evaluations through
 # `report` and lets an interrupt through.
-gp_start <- function(locs, data, template, start, control, backend, estimate_smoothness = FALSE,
-                     fixed = NULL, bounds = NULL, report = function(line) invisible()) {
+gp_start <- function(locs, data, template, groups, start, control, backend,
+                     estimate_smoothness = FALSE, fixed = NULL, bounds = NULL,
+                     report = function(line) invisible()) {
   nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
-  wanted <- c("variance", "range", "nugget", if (estimate_smoothness) "smoothness")
+  wanted <- gp_fit_param_names(groups, estimate_smoothness)
+  base <- setdiff(wanted, "smoothness")
   if (!is.null(start)) {
     start <- as.list(start)
     for (nm in names(fixed)) start[[nm]] <- fixed[[nm]]
-    if (!all(c("variance", "range", "nugget") %in% names(start))) {
-      stop("`start` needs `variance`, `range` and `nugget`", call. = FALSE)
+    if (!all(base %in% names(start))) {
+      stop("`start` needs `variance`, `range` (one, or one per range group) and `nugget`",
+           call. = FALSE)
     }
     if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
     for (nm in wanted) {
@@ -515,7 +501,9 @@ gp_start <- function(locs, data, template, start, control, backend, estimate_smo
   X <- data$X
   resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
   v <- max(stats::var(resid), .Machine$double.eps)
-  st <- c(variance = 0.9 * v, range = mean(apply(locs, 2L, stats::sd)) / 4, nugget = 0.1 * v, nu)
+  # a quarter of the (group's) mean coordinate standard deviation
+  range <- vapply(split(apply(locs, 2L, stats::sd), groups), mean, 0) / 4
+  st <- c(variance = 0.9 * v, stats::setNames(range, gp_range_names(groups)), nugget = 0.1 * v, nu)
   st[names(fixed)] <- fixed
   if (!is.null(bounds)) {
     free <- !names(st) %in% names(fixed)
@@ -529,7 +517,7 @@ gp_start <- function(locs, data, template, start, control, backend, estimate_smo
     # errors and warnings of the subset fit only mean rougher start values;
     # an interrupt goes through (tryCatch(error = ) does not catch it)
     pre <- tryCatch(
-      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, as.list(st),
+      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, groups, as.list(st),
                                   "dense", estimate_smoothness, control, ctl, backend,
                                   lower = bounds$lower, upper = bounds$upper, fixed = fixed,
                                   gtol = 1e-3, report = report, polish = FALSE)),

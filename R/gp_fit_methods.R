@@ -17,7 +17,7 @@ logLik.gp_fit <- function(object, ...) {
 #' \Sigma^{-1}\partial_j\Sigma)}, evaluated at the maximum-likelihood
 #' estimate (ML with the mean coefficients profiled out by GLS, as
 #' [gp_fit()] maximises, not REML; not the observed information), on the
-#' scale of the log parameters (`log_variance`, `log_range`, `log_nugget`
+#' scale of the log parameters (`log_variance`, `log_range` or `log_range1`, ..., `log_nugget`
 #' and, when it was estimated, `log_smoothness`), where the normal
 #' approximation is better; with `log = FALSE`, by the delta method on the
 #' original scale. For the iterative methods the traces are estimated with
@@ -28,7 +28,9 @@ logLik.gp_fit <- function(object, ...) {
 #' @param object A [gp_fit()].
 #' @param log Log scale (default) or the original parameters.
 #' @param ... Unused.
-#' @return A 3 x 3 (4 x 4 with the smoothness) matrix.
+#' @return A square matrix over the log parameters: 3 x 3 for one range, one
+#'   more row per further range group (`log_range1`, `log_range2`, ...) and
+#'   for the smoothness.
 #' @export
 vcov.gp_fit <- function(object, log = TRUE, ...) {
   v <- object$vcov_log

@@ -11,8 +11,7 @@ gp_projected_gradient <- function(par, g, llo, lhi) {
 }
 
 # Free parameters that ended on a bound: a named character vector, "lower" or "upper".
-gp_at_bounds <- function(par, free, llo, lhi, g) {
-  nm <- gp_fit_params[seq_along(par)]
+gp_at_bounds <- function(par, free, llo, lhi, g, nm) {
   low <- free & par <= llo + 1e-8
   high <- free & par >= lhi - 1e-8
   out <- c(stats::setNames(rep("lower", sum(low)), nm[low]),

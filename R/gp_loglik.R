@@ -104,14 +104,25 @@
 #' `gp_simulate(fit, ...)` take new locations as longitude and latitude.
 #'
 #' @section Gradient:
-#' With `gradient = TRUE`, the derivatives in `log(variance)`, `log(range)`
-#' and `log(nugget)` (isotropic range only):
+#' With `gradient = TRUE`, the derivatives in `log(variance)`, the log
+#' range(s) and `log(nugget)`:
 #' \eqn{\partial\ell = \tfrac12 (\alpha^\top \partial\Sigma\, \alpha -
 #' \mathrm{tr}(\Sigma^{-1}\partial\Sigma))}, \eqn{\alpha = \Sigma^{-1}(y - X\hat\beta)}.
 #' The range derivative of the kernel is itself a kernel of the package's
 #' vocabulary, evaluated by the same reductions (or H2 matrix). Traces are
 #' the exact trace of the preconditioner's part plus a stochastic correction
 #' on the same probes.
+#'
+#' A kernel with a range per dimension has one derivative per dimension
+#' (`log_range1`, `log_range2`, ...), or one per group of dimensions given by
+#' `ranges` (as in [gp_fit()]: `c(1, 1, 2)` moves the first two ranges
+#' together); `ranges = "isotropic"` gives one, `log_range`, the derivative in
+#' the ranges' common scale. The derivative in a group that is not all the
+#' dimensions is the central difference of two kernels with the group's
+#' ranges times \eqn{e^{\pm h}}, as for the smoothness below; for the
+#' iterative methods its trace is estimated by the probes alone (the
+#' preconditioner's exact part needs the kernels on Sigma's points), so its
+#' `gradient_se` is larger.
 #'
 #' With `smoothness_gradient = TRUE` (Matérn kernels), also the derivative
 #' in `log(smoothness)`: the derivative of the kernel in its smoothness has
@@ -143,6 +154,9 @@
 #'   and latitude in degrees (see Locations on the sphere).
 #' @param radius The sphere's radius for `coords = "lonlat"`, in the unit the
 #'   range is given in (default 6371: the Earth's mean radius in km).
+#' @param ranges Which dimensions share a range, for the gradient: `NULL`
+#'   (one derivative per range of `kernel`), `"isotropic"`, `"per_dimension"`
+#'   or one group number per column of `locs` (see Gradient).
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
 #'   `quadratic`, `beta`, `xsx` (\eqn{X^\top\Sigma^{-1}X}, whose inverse is
@@ -162,8 +176,11 @@
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
                       smoothness_gradient = FALSE, control = gp_control(),
-                      coords = "euclidean", radius = 6371, backend = NULL) {
-  locs <- gp_locations(locs, gp_check_coords(coords, radius))
+                      coords = "euclidean", radius = 6371, ranges = NULL, backend = NULL) {
+  coords <- gp_check_coords(coords, radius)
+  locs <- gp_locations(locs, coords)
+  groups <- if (!is.null(ranges)) gp_range_groups(ranges, ncol(locs))
+  gp_check_coords_ranges(coords, groups)
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)
@@ -174,6 +191,7 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   backend <- gk_backend(backend)
   method <- gp_method(method, nrow(locs), ncol(locs), control, backend)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend)
+  prob$range_groups <- groups
   gp_check_duplicates(prob, nugget)
   if (isTRUE(smoothness_gradient) && kernel$name != "matern") {
     stop("`smoothness_gradient = TRUE` needs a matern kernel", call. = FALSE)
@@ -231,16 +249,17 @@ gp_not_positive_definite <- paste(
   "the covariance matrix is not positive definite (duplicated or nearly duplicated",
   "locations need a larger nugget)")
 
-# The derivatives of Sigma in the log parameters, in gp_param_names' order,
-# each as list(kernels, weights, identity): sum_k weights[k] K_k + identity I.
-gp_dense_terms <- function(kernel, nugget, smoothness) {
-  d <- gp_derivative_terms(kernel, smoothness)
+# The derivatives of Sigma in the log parameters (variance, the ranges,
+# nugget, smoothness), each as list(kernels, weights, identity):
+# sum_k weights[k] K_k + identity I.
+gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL) {
+  d <- gp_derivative_terms(kernel, smoothness, groups)
   term <- function(kernels = list(), weights = numeric(0), identity = 0) {
     list(kernels = kernels, weights = as.double(weights), identity = as.double(identity))
   }
-  out <- list(log_variance = term(list(kernel), 1),
-              log_range = term(d$log_range$kernels, d$log_range$weights),
-              log_nugget = term(identity = nugget))
+  ranges <- lapply(d[names(d) != "log_smoothness"], function(t) term(t$kernels, t$weights))
+  out <- c(list(log_variance = term(list(kernel), 1)), ranges,
+           list(log_nugget = term(identity = nugget)))
   if (smoothness) {
     out$log_smoothness <- term(d$log_smoothness$kernels, d$log_smoothness$weights)
   }
@@ -287,7 +306,7 @@ gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
 
 gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher, smoothness) {
   need_d <- gradient || fisher
-  terms <- if (need_d) gp_dense_terms(kernel, nugget, smoothness) else list()
+  terms <- if (need_d) gp_dense_terms(kernel, nugget, smoothness, prob$range_groups) else list()
   pieces <- gp_dense_pieces(prob, kernel, nugget, terms, fisher)
   W <- pieces$solved                                     # Sigma^-1 [y X]
   p <- ncol(prob$X)
@@ -337,7 +356,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   clock <- new.env(parent = emptyenv())
   for (nm in c("setup", "operator", "preconditioner", "solver")) clock[[nm]] <- 0
   t_begin <- proc.time()[["elapsed"]]
-  terms <- if (need_d) gp_derivative_terms(kernel, smoothness) else list()
+  terms <- if (need_d) gp_derivative_terms(kernel, smoothness, prob$range_groups) else list()
   pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
   op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
   op$mult <- gp_timed(op$mult, clock, "operator")
@@ -395,10 +414,17 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
     g_var <- 0.5 * (quad_k - (prob$n - nugget * tr_inv))
     g_nug <- 0.5 * nugget * (aa - tr_inv)
     g_d <- lapply(seq_along(DB), function(j) {
-      0.5 * (sum(alpha * DB[[j]][, 1L]) - (pre$trace_GDG[[j]] + probe_dots(DB[[j]], du_cols)))
+      # trace(G D G') exact, or by the probes themselves (U' D U) where the
+      # preconditioner has none (gp_preconditioner())
+      tr_GDG <- pre$trace_GDG[[j]]
+      if (is.na(tr_GDG)) tr_GDG <- gp_col_dots(cg$gt_b, probe_cols, DB[[j]], du_cols)
+      0.5 * (sum(alpha * DB[[j]][, 1L]) - (tr_GDG + probe_dots(DB[[j]], du_cols)))
     })
-    samples <- do.call(cbind, c(list(g_var, g_d[[1L]], g_nug), g_d[-1L]))
-    names <- gp_param_names[seq_len(ncol(samples))]
+    # in the order of the parameters: variance, ranges, nugget, smoothness
+    nr <- sum(names(terms) != "log_smoothness")
+    ranges <- seq_len(nr)
+    samples <- do.call(cbind, c(list(g_var), g_d[ranges], list(g_nug), g_d[-ranges]))
+    names <- c("log_variance", names(terms)[ranges], "log_nugget", names(terms)[-ranges])
     grad <- stats::setNames(colMeans(samples), names)
     grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), names)
     if (fisher) {
@@ -406,7 +432,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
       U <- cg$gt_b[, probe_cols, drop = FALSE]
       DU <- lapply(DB, function(M) M[, du_cols, drop = FALSE])
       DS <- lapply(op$dmult, function(f) f(S))
-      info <- gp_fisher_probes(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names)
+      info <- gp_fisher_probes(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names, nr)
     }
   }
   timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
@@ -451,15 +477,17 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows) {
 # Fisher information 0.5 tr(Sigma^-1 M_i Sigma^-1 M_j) by the probes, in
 # the preconditioned form tr(A^-1 G M_i G' A^-1 G M_j G') with A = G Sigma G':
 # z' (...) z = (M_i S)' (Sigma^-1 M_j U) with S = G' A^-1 z and U = G' z.
-# DU, DS: the derivative operators (range, then smoothness) applied to U, S.
-gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names) {
+# DU, DS: the derivative operators (the nr ranges, then smoothness) applied
+# to U, S.
+gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names, nr) {
   m <- ncol(U)
   sol <- cg_solve(c(list(pre$G(U)), lapply(DU, pre$G)))$gt_x
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)
   SiDU <- lapply(seq_along(DU), block)
-  left <- c(list(op$mult(S) - nugget * S, DS[[1L]], nugget * S), DS[-1L])   # M_i S
-  right <- c(list(U - nugget * SiU, SiDU[[1L]], nugget * SiU), SiDU[-1L])  # Sigma^-1 M_j U
+  ranges <- seq_len(nr)
+  left <- c(list(op$mult(S) - nugget * S), DS[ranges], list(nugget * S), DS[-ranges])   # M_i S
+  right <- c(list(U - nugget * SiU), SiDU[ranges], list(nugget * SiU), SiDU[-ranges])  # Sigma^-1 M_j U
   k <- length(left)
   info <- matrix(0, k, k, dimnames = list(names, names))
   for (i in seq_len(k)) for (j in seq_len(k)) {

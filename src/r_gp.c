@@ -326,9 +326,11 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
   return out;
 }
 
-/* The derivative terms from R: a list of list(kernels = list of kernel specs
- * with the range of `spec`, weights, identity) (R's gp_dense_terms()). */
-static gp_dense_term *terms_from_r(SEXP terms, SEXP spec, int dim)
+/* The derivative terms from R: a list of list(kernels = list of kernel specs,
+ * weights, identity) (R's gp_dense_terms()). A kernel with another range than
+ * `spec` (a central difference in a group of ranges) gets the locations
+ * scaled by its own. */
+static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
 {
   if (TYPEOF(terms) != VECSXP) gk_stop("internal: bad derivative terms");
   int nterms = Rf_length(terms);
@@ -344,14 +346,20 @@ static gp_dense_term *terms_from_r(SEXP terms, SEXP spec, int dim)
       gk_stop("internal: bad derivative term");
     int nk = Rf_length(kernels);
     gk_kernel *ks = (gk_kernel *) R_alloc((size_t) nk + 1, sizeof(gk_kernel));
+    const double **points = (const double **) R_alloc((size_t) nk + 1, sizeof(double *));
     for (int k = 0; k < nk; k++) {
       ks[k] = gk_kernel_from_r(VECTOR_ELT(kernels, k));
       gk_kernel_range_from_r(VECTOR_ELT(kernels, k), dim, term_range);
+      points[k] = NULL;
       for (int d = 0; d < dim; d++)
-        if (term_range[d] != range[d]) gk_stop("internal: a derivative kernel has another range");
+        if (term_range[d] != range[d]) {
+          points[k] = scaled_points(locs, R_NilValue, VECTOR_ELT(kernels, k), NULL);
+          break;
+        }
     }
     dterms[t].nkernels = nk;
     dterms[t].kernels = ks;
+    dterms[t].points = points;
     dterms[t].weights = REAL(weights);
     dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
   }
@@ -369,7 +377,7 @@ SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SE
   if (!Rf_isReal(r) || Rf_xlength(r) != n) gk_stop("internal: bad residuals");
   int nterms = Rf_length(terms), info = gk_as_flag(want_info);
   gk_kernel kernel = gk_kernel_from_r(spec);
-  gp_dense_term *dterms = terms_from_r(terms, spec, dim);
+  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
   double *xs = scaled_points(locs, R_NilValue, spec, NULL);
   const char *names[] = {"sums", "gradient", "info", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
@@ -398,7 +406,7 @@ SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP
     gk_stop("internal: bad right-hand sides");
   int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
   gk_kernel kernel = gk_kernel_from_r(spec);
-  gp_dense_term *dterms = terms_from_r(terms, spec, dim);
+  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
   double *xs = scaled_points(locs, R_NilValue, spec, NULL);
   const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));

@@ -144,6 +144,20 @@ fit <- with_limit("gp_fit at 1e5", 90, {
   f
 })
 
+# whole fit at 1e6 (issue 36's target: at most 60 s on one H100), with the
+# evaluation lines (the time of each step and where it goes)
+fit_big <- if (big) with_limit("gp_fit at 1e6", 120, {
+  n <- as.integer(round(1e6 * scale))
+  dat <- simulate_case(n, 2, gk_kernel("matern", range = 0.02, smoothness = 1.5,
+                                       variance = 1), 0.01, seed = 3)
+  f <- elapsed(gp_fit(dat$locs, dat$y, kernel = "matern", smoothness = 1.5, method = "h2",
+                      verbose = TRUE, backend = backend))
+  cat(sprintf("gp_fit n = %d (truth variance 1, range 0.02, nugget 0.01): %.1f s, %d evaluations\n",
+              n, f$seconds, f$value$evaluations))
+  print(f$value)
+  f
+})
+
 # the exact tiled operator at 1e5 for comparison (O(n^2) per column)
 bench_loglik("2D Matern 3/2", 1e5, 2, m32_k, 0.01, "tiled", limit = 60, reps = 1L)
 

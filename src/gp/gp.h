@@ -182,13 +182,22 @@ gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, 
   "duplicated locations need a larger nugget)"
 
 /* A derivative of Sigma: sum_k weights[k] * (kernels[k] over xs) + identity * I.
- * The kernels take the points as scaled for Sigma's kernel. */
+ * The kernels take the points as scaled for Sigma's kernel, or, where
+ * points[k] is not NULL, as scaled for their own range (n x dim, the same
+ * layout): the central difference in a group of ranges. */
 typedef struct {
   int nkernels;
   const gk_kernel *kernels;
   const double *weights;
+  const double *const *points;   /* nkernels, or NULL: all on Sigma's points */
   double identity;
 } gp_dense_term;
+
+/* The points term kernel k is evaluated on: its own, or Sigma's xs. */
+static inline const double *gp_term_points(const gp_dense_term *t, int k, const double *xs)
+{
+  return t->points && t->points[k] ? t->points[k] : xs;
+}
 
 typedef struct {
   double logdet;   /* log det Sigma                                              */

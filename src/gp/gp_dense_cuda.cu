@@ -213,17 +213,30 @@ gk_status dot(dense_factor *f, const double *a, const double *b, int lower_sym, 
   return GK_OK;
 }
 
-/* D_t = sum_k w_k K_k + identity I into d (n x n). */
+/* D_t = sum_k w_k K_k + identity I into d (n x n); a kernel with points of
+ * its own (gp_term_points()) has them uploaded for its matrix. */
 gk_status fill_term(dense_factor *f, const gp_dense_term *term, double *d, gk_error *err)
 {
   int n = f->n;
-  const double *x = (const double *) f->points.ptr;
+  size_t bytes = (size_t) n * f->dim * sizeof(double);
   set_diagonal<<<grid_for((size_t) n * n), kThreads>>>(n, term->identity, d);
   if (gk_cuda_check_launch("a derivative matrix", err)) return err->status;
-  for (int k = 0; k < term->nkernels; k++)
-    if (kernel_matrix_cuda_device(&term->kernels[k], x, n, x, n, f->dim, term->weights[k], 1.0,
-                                  d, err))
-      return err->status;
+  for (int k = 0; k < term->nkernels; k++) {
+    gk_device_buffer own = GK_DEVICE_BUFFER_EMPTY;
+    const double *x = (const double *) f->points.ptr;
+    if (term->points && term->points[k]) {
+      if (gk_buffer_alloc(&own, bytes + 1, "the points", err) ||
+          gk_buffer_upload(&own, term->points[k], bytes, NULL, err)) {
+        gk_buffer_free(&own);
+        return err->status;
+      }
+      x = (const double *) own.ptr;
+    }
+    gk_status st = kernel_matrix_cuda_device(&term->kernels[k], x, n, x, n, f->dim,
+                                             term->weights[k], 1.0, d, err);
+    gk_buffer_free(&own);
+    if (st) return err->status;
+  }
   return GK_OK;
 }
 

@@ -11,11 +11,15 @@
 #include "device/gk_hooks.h"
 #include "device/gk_omp.h"
 
-/* The term's value sum_k w_k K_k(stat) + identity [on the diagonal]. */
-static double term_value(const gp_dense_term *t, double stat, int diagonal)
+/* The term's value between points a and b: sum_k w_k K_k + identity when
+ * a == b (each kernel on its own points, gp_term_points()). */
+static double term_value(const gp_dense_term *t, const double *xs, int n, int dim, int a, int b)
 {
-  double v = diagonal ? t->identity : 0.0;
-  for (int k = 0; k < t->nkernels; k++) v += t->weights[k] * gk_kernel_eval(&t->kernels[k], stat);
+  double v = a == b ? t->identity : 0.0;
+  for (int k = 0; k < t->nkernels; k++) {
+    double stat = a == b ? 0.0 : gp_sq_distance(gp_term_points(t, k, xs), n, dim, a, b);
+    v += t->weights[k] * gk_kernel_eval(&t->kernels[k], stat);
+  }
   return v;
 }
 
@@ -62,12 +66,12 @@ static int lik_row(const double *xs, int n, int dim, const int *nbr, int m,
     const gp_dense_term *term = &terms[t];
     for (int s = 0; s < q; s++) {
       for (int u = s; u < q; u++)
-        dA[u + s * q] = term_value(term, gp_sq_distance(xs, n, dim, cols[s], cols[u]), s == u);
-      dg[s] = term_value(term, gp_sq_distance(xs, n, dim, cols[s], i), 0);
+        dA[u + s * q] = term_value(term, xs, n, dim, cols[s], cols[u]);
+      dg[s] = term_value(term, xs, n, dim, cols[s], i);
     }
     double *dbt = db + (size_t) t * q;
     sym_mult(dA, q, b, tmp);
-    double ddt = term_value(term, 0.0, 1), det = 0.0;
+    double ddt = term_value(term, xs, n, dim, i, i), det = 0.0;
     for (int s = 0; s < q; s++) {
       dbt[s] = dg[s] - tmp[s];
       ddt += -2.0 * dg[s] * b[s] + b[s] * tmp[s];
