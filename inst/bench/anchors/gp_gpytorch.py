@@ -146,12 +146,14 @@ for n in sizes:
                 t, v = evaluation(m, lik, x, y)
                 times.append(t)
                 values.append(v)
-            for c in reversed(ctx):
-                c.__exit__(None, None, None)
             note = ("keops" if keops else "dense kernel") + \
                 f"; cg_tol {gpytorch.settings.cg_tolerance.value()}" \
+                f", probes {gpytorch.settings.num_trace_samples.value()}" \
+                f", precond {gpytorch.settings.max_preconditioner_size.value()}" \
                 f", max_cg {gpytorch.settings.max_cg_iterations.value()}" \
                 f", lanczos {gpytorch.settings.max_lanczos_quadrature_iterations.value()}"
+            for c in reversed(ctx):
+                c.__exit__(None, None, None)
             record(n, kind, statistics.median(times), statistics.mean(values),
                    statistics.stdev(values), note)
         except Exception as e:  # noqa: BLE001 (out of memory, time): say so, go on
