@@ -182,28 +182,30 @@ gk_formula_expand <- function(f, dim) {
     })
   }
   sum_of <- function(v) Reduce(function(a, b) call("+", a, b), v)
-  walk <- function(e) {
+  # parent: the call around e, which errors about a name quote for context.
+  walk <- function(e, parent = NULL) {
     if (is.numeric(e) || is.logical(e)) {
       if (length(e) != 1L || is.na(e)) gk_formula_error(f, e, "constants must be single numbers")
       return(list(as.double(e)))
     }
     if (is.name(e)) {
+      where <- if (is.null(parent)) e else parent
       name <- as.character(e)
       if (name %in% c("x", "y")) return(point(name, e))
       if (grepl("^[xy][0-9]+$", name)) {
-        return(list(coordinate(substr(name, 1L, 1L), as.integer(substring(name, 2L)), e)))
+        return(list(coordinate(substr(name, 1L, 1L), as.integer(substring(name, 2L)), where)))
       }
       if (name == "pi") return(list(pi))
       if (name == "b") {
-        gk_formula_error(f, e, "`b` is not a formula variable: the reduction's weights b ",
+        gk_formula_error(f, where, "`b` is not a formula variable: the reduction's weights b ",
                          "multiply the formula's values")
       }
       if (!is.null(coords) && grepl("_[xy]$", name)) {
         k <- match(sub("_[xy]$", "", name), coords)
-        if (!is.na(k)) return(list(coordinate(substring(name, nchar(name)), k, e)))
+        if (!is.na(k)) return(list(coordinate(substring(name, nchar(name)), k, where)))
       }
       if (name %in% names(f$params)) return(list(e))
-      gk_formula_error(f, e, "`", name, "` is neither a point (x, y), a coordinate (x1, y[2]",
+      gk_formula_error(f, where, "`", name, "` is neither a point (x, y), a coordinate (x1, y[2]",
                        if (!is.null(coords)) ", name_x", ") nor a parameter given to gk_formula()")
     }
     if (!is.call(e) || !is.name(e[[1L]])) gk_formula_error(f, e, "not a formula term")
@@ -217,7 +219,7 @@ gk_formula_expand <- function(f, dim) {
       if (nargs != count) gk_formula_error(f, e, fun, "() takes ", count, " argument",
                                            if (count > 1L) "s")
     }
-    if (fun == "(") return(walk(args[[1L]]))
+    if (fun == "(") return(walk(args[[1L]], parent))
     if (fun == "[") {
       need(2L)
       side <- args[[1L]]
@@ -226,7 +228,7 @@ gk_formula_expand <- function(f, dim) {
       }
       return(lapply(constant_index(args[[2L]], e), function(k) coordinate(as.character(side), k, e)))
     }
-    vals <- lapply(args, walk)
+    vals <- lapply(args, walk, parent = e)
     if (fun %in% names(gk_formula_unary)) {
       need(1L)
       return(elementwise(fun, vals, e))

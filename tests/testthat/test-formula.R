@@ -78,7 +78,7 @@ test_that("parameters change without compiling again, and equal bodies share one
 })
 
 test_that("malformed formulas give errors that name the offending part", {
-  expect_error(gk_formula(exp(-sqdist(x, z))), "`z` is neither a point")
+  expect_error(gk_formula(exp(-sqdist(x, z))), "in `sqdist\\(x, z\\)`: `z` is neither a point")
   expect_error(gk_formula(exp(-besselK(x1, 1))), "in `besselK\\(x1, 1\\)`: unknown function besselK")
   expect_error(gk_formula(exp(-s * x1)), "`s` is neither")
   expect_error(gk_formula(exp(-s * x1), s = "a"), "parameter `s` must be one finite number")
@@ -94,7 +94,7 @@ test_that("malformed formulas give errors that name the offending part", {
   expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x - y), backend = "cpu"),
                "gives a vector of 2 values")
   expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x3 * y1), backend = "cpu"),
-               "in `x3`: coordinate 3 of points with 2 coordinates")
+               "in `x3 \\* y1`: coordinate 3 of points with 2 coordinates")
   expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x[1:3] * y1), backend = "cpu"),
                "coordinate 3 of points with 2 coordinates")
   expect_error(kernel_matrix(x, kernel = gk_formula(x1 * y1)), "formulas \\(gk_formula\\(\\)\\) are taken by")
