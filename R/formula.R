@@ -75,7 +75,9 @@ gk_formula <- function(expr, ..., coords = NULL) {
            call. = FALSE)
     }
   }
-  f <- structure(list(expr = e, params = list(), coords = coords), class = "gk_formula")
+  # key: what the prepared bodies are found by (gk_formula_native), made once
+  key <- paste(c(deparse(e, width.cutoff = 500L), "|", coords, "|", names(params)), collapse = " ")
+  f <- structure(list(expr = e, params = list(), coords = coords, key = key), class = "gk_formula")
   f <- gk_formula_set(f, params)
   gk_formula_check(f)
   f
@@ -92,6 +94,9 @@ gk_formula_reserved <- function(name, coords) {
 gk_formula_set <- function(f, params) {
   for (name in names(params)) {
     v <- params[[name]]
+    if (startsWith(name, ".")) {
+      stop("gk_formula: parameter names may not start with a dot (`", name, "`)", call. = FALSE)
+    }
     if (gk_formula_reserved(name, f$coords)) {
       stop("gk_formula: `", name, "` names a point or coordinate, not a parameter",
            call. = FALSE)

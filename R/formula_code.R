@@ -56,19 +56,22 @@ gk_formula_is_coord <- function(name) grepl("^[xy][0-9]+$", name)
 # Whether e depends on the points.
 gk_formula_varies <- function(e) any(gk_formula_is_coord(all.vars(e)))
 
-gk_formula_log2e64 <- 64 / log(2)
+gk_formula_log2e <- 1 / log(2)
 
-# The values of derived parameters (expressions of parameters alone).
-gk_formula_eval_env <- function(params) {
+# The values of derived parameters (expressions of parameters alone), for
+# the engine's unit of gk_exp2 (gk_formula.h: 64 for the GPU in double, else 1).
+gk_formula_eval_env <- function(params, unit = 1) {
   env <- list2env(params, parent = baseenv())
-  env$.gk_exp2 <- function(u) 2^(u / 64)
+  env$.unit <- unit
+  env$.gk_exp2 <- function(u) 2^(u / unit)
   env$dnorm <- stats::dnorm
   env$pnorm <- stats::pnorm
   env
 }
 
 # Rewrites for speed that keep the value to rounding:
-#  - exp(v) as gk_exp2(v 64 log2 e) (2^(u/64), the engine's fast exponential);
+#  - exp(v) as gk_exp2(v log2(e) unit) (2^(u / unit), the engine's fast
+#    exponential; `.unit`, the engine's, is a parameter R sets per call);
 #  - a chain of products, quotients and signs as (its constant factors) times
 #    (its varying ones), so that constants meet once;
 #  - every expression of parameters alone becomes a derived parameter,
@@ -79,7 +82,7 @@ gk_formula_optimize <- function(e) {
     if (!is.call(e)) return(e)
     for (i in seq_along(e)[-1L]) e[[i]] <- exp2(e[[i]])
     if (identical(e[[1L]], as.name("exp"))) {
-      e <- call(".gk_exp2", call("*", e[[2L]], gk_formula_log2e64))
+      e <- call(".gk_exp2", call("*", e[[2L]], call("*", gk_formula_log2e, as.name(".unit"))))
     }
     e
   }

@@ -9,10 +9,10 @@ gk_state$formula_dlls <- list()   # loaded CPU libraries, by function name
 # What kernel_reduce() passes to C for a formula (src/r_formula.c): list(functor,
 # source, cpu, params, dim) of class gk_formula_native. `swap`: F(y, x) (the
 # transposed reduction); `wrt`: the derivative with respect to a coordinate
-# symbol ("x2") or a parameter.
-gk_formula_native <- function(f, dim, backend, swap = FALSE, wrt = NULL) {
-  key <- paste(c(deparse(f$expr, width.cutoff = 500L), "|", f$coords, "|", names(f$params), "|",
-                 dim, swap, wrt), collapse = " ")
+# symbol ("x2") or a parameter. The body is made once per formula (f$key),
+# dimension and variant; only the parameters are computed per call.
+gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALSE, wrt = NULL) {
+  key <- paste(f$key, dim, swap, wrt)
   prep <- gk_state$formulas[[key]]
   if (is.null(prep)) {
     e <- gk_formula_expand(f, dim)
@@ -38,7 +38,7 @@ gk_formula_native <- function(f, dim, backend, swap = FALSE, wrt = NULL) {
   }
   params <- as.double(unlist(f$params))
   if (length(prep$derived)) {
-    env <- gk_formula_eval_env(f$params)
+    env <- gk_formula_eval_env(f$params, if (backend == "gpu" && precision == "double") 64 else 1)
     derived <- vapply(prep$derived, function(d) as.double(eval(d, env)), 0)
     if (any(!is.finite(derived))) {
       bad <- prep$derived[[which(!is.finite(derived))[1L]]]
@@ -135,7 +135,8 @@ gk_formula_shlib <- function(name, src, so) {
 # NVRTC (the tests run it where there is no GPU). Needs a CUDA build.
 gk_formula_gpu_check <- function(f, dim, arch = 90L, reduction = "sum", k = 1L,
                                  single = FALSE, swap = FALSE, wrt = NULL) {
-  native <- gk_formula_native(f, dim, "gpu", swap = swap, wrt = wrt)
+  native <- gk_formula_native(f, dim, "gpu", if (single) "single" else "double", swap = swap,
+                              wrt = wrt)
   .Call(gk_r_formula_gpu_check, native, as.integer(dim), as.integer(arch),
         gk_reductions[[reduction]], as.integer(k), single)
   invisible(TRUE)

@@ -10,7 +10,6 @@
 #define GK_REDUCE_CUDA_CUH
 
 #include <stddef.h>
-#include <string.h>
 #include <string>
 #include "reduce/reduce.h"
 #include "gpukernels/reduce_args.h"
@@ -33,7 +32,7 @@ struct Variant {
   OpKind op = OP_SUM;
   int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
   int kmax = 0;            // KMIN: the list length compiled
-  const char *val = "ValKernel";   // in gkreduce unless qualified (a formula's functor)
+  const char *val = "ValKernel";   // in gkreduce, or with `source` a formula's qualified functor
   const char *source = nullptr;     // the program defining a formula's functor
   int ds = 0;              // dimension held in registers (0: any, from memory)
   int rows = 1;            // rows per thread
@@ -55,7 +54,7 @@ struct Variant {
   }
   std::string tiles() const
   {
-    const std::string value = std::string(strchr(val, ':') ? "" : "gkreduce::") + val;
+    const std::string value = std::string(source ? "" : "gkreduce::") + val;
     return "gkreduce::reduce_tiles<" + std::string(type()) + ", " + op_type() + ", " + value +
            ", " + std::to_string(ds) + ", " + std::to_string(rows) + ", " + (ranged ? "true" : "false") +
            ", " + (two_way ? "true" : "false") + ">";

@@ -131,4 +131,22 @@ test_that("single precision on the GPU is close to double", {
   expect_lt(rel_err(got, want), 1e-4)
 })
 
+test_that("the GPU's exponential matches the CPU's from 1e-306 to 1e306, and overflows to Inf", {
+  skip_if_no_gpu()
+  f <- gk_formula(exp(k * x1 * y1), k = 1)
+  x <- matrix(seq(-30, 30, length.out = 61), ncol = 1)
+  y <- matrix(c(1, 10, 23.5), ncol = 1)
+  for (precision in c("double", "single")) {
+    want <- kernel_reduce(x, y, kernel = f, reduction = "kmin", k = 3, backend = "cpu")$values
+    got <- kernel_reduce(x, y, kernel = f, reduction = "kmin", k = 3, backend = "gpu",
+                         precision = precision)$values
+    if (precision == "double") expect_lt(max(abs(got / want - 1)), 1e-12)
+    else expect_lt(max(abs(got / want - 1)[want < 1e38 & want > 1e-37]), 1e-4)
+  }
+  big <- gpukernels:::gk_formula_set(f, list(k = 1.2))
+  got <- kernel_reduce(x, y, kernel = big, reduction = "max", backend = "gpu")
+  expect_identical(got, kernel_reduce(x, y, kernel = big, reduction = "max", backend = "cpu"))
+  expect_true(is.infinite(got[61]))
+})
+
 options(old_cache)

@@ -18,16 +18,21 @@
 
 namespace gkformula {
 
-// 2^(u/64). In float one MUFU.EX2, as the built-in gaussian and exponential
-// families; in double the engine's table and polynomial (exp2_units, relative
-// error below 3.3e-16) up to 2^1000, the library beyond (tested on the high
-// word: an integer compare, not one more FP64 instruction). R writes exp(v)
-// as 2^(v 64 log2 e / 64), with the constant folded into the formula's
-// parameters, so that a formula equal to a built-in family costs what it does.
-__device__ __forceinline__ float gk_exp2(float u) { return gkreduce::exp2_units(u * (1.0f / 64)); }
+// 2^(u / unit), where R writes exp(v) as gk_exp2(v log2(e) unit) with the
+// constant folded into the formula's derived parameters, and the unit is the
+// engine's (R passes the parameters for the engine and precision of the call):
+// 1 in float, one MUFU.EX2 as the built-in gaussian and exponential families;
+// 64 in double, the engine's table and polynomial (exp2_units, relative error
+// below 3.3e-16). So a formula equal to a built-in family costs what it does,
+// without a branch per pair: in double, u at or beyond 1023.5 x 64 (results
+// past 1.3e308) gives Inf, tested on the high word (integer operations, not
+// one more FP64 instruction); NaN stays NaN.
+__device__ __forceinline__ float gk_exp2(float u) { return gkreduce::exp2_units(u); }
 __device__ __forceinline__ double gk_exp2(double u)
 {
-  return __double2hiint(u) < 0x40EF4000 ? gkreduce::exp2_units(u) : exp2(u * (1.0 / 64));
+  const double v = gkreduce::exp2_units(u);
+  const unsigned above = (unsigned) (__double2hiint(u) - 0x40EFFE00);   // 65504.0's high word
+  return above <= 0x7FF00000u - 0x40EFFE00u ? __longlong_as_double(0x7ff0000000000000LL) : v;
 }
 template <typename T> __device__ __forceinline__ T gk_sign(T v) { return (T) ((v > 0) - (v < 0)); }
 template <typename T> __device__ __forceinline__ T gk_dnorm(T u)
@@ -52,7 +57,7 @@ __device__ __forceinline__ T coord(const T *xr, const T *xg, size_t m)
 
 #else
 
-static inline double gk_exp2(double u) { return exp2(u * (1.0 / 64)); }
+static inline double gk_exp2(double u) { return exp2(u); }   /* unit 1 on the CPU */
 static inline double gk_sign(double v) { return (double) ((v > 0) - (v < 0)); }
 static inline double gk_dnorm(double u) { return 0.398942280401432677939946 * exp(-0.5 * u * u); }
 static inline double gk_pnorm(double u) { return 0.5 * erfc(-u * 0.707106781186547524400844); }
