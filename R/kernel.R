@@ -90,8 +90,13 @@ print.gk_kernel <- function(x, ...) {
 # a session (gk_kernel() takes longer than a small reduction); names that
 # gk_kernel() refuses are never kept.
 gk_state$kernels <- list()
-as_gk_kernel <- function(kernel, arg = "kernel") {
+as_gk_kernel <- function(kernel, arg = "kernel", allow_formula = FALSE) {
   if (inherits(kernel, "gk_kernel")) return(gk_validate_kernel(kernel, arg))
+  if (inherits(kernel, "gk_formula")) {
+    if (allow_formula) return(kernel)
+    stop("formulas (gk_formula()) are taken by kernel_reduce(), kernel_matvec() and ",
+         "kernel_grad(); here `", arg, "` must be a gk_kernel() or a kernel name", call. = FALSE)
+  }
   if (is.character(kernel) && length(kernel) == 1L) {
     if (is.na(kernel) || !nzchar(kernel)) return(gk_kernel(kernel))
     spec <- gk_state$kernels[[kernel]]
@@ -154,6 +159,7 @@ gk_validate_kernel <- function(kernel, arg = "kernel") {
 
 # Checks the kernel's range against the dimension of the points.
 gk_check_kernel_dim <- function(kernel, dim) {
+  if (inherits(kernel, "gk_formula")) return(invisible(kernel))   # checked when expanded
   if (length(kernel$range) != 1L && length(kernel$range) != dim) {
     stop("the kernel's range has ", length(kernel$range), " values but the points have ",
          dim, " dimensions: give one range, or one per dimension", call. = FALSE)

@@ -71,7 +71,8 @@
 #' @param b Weights: a numeric vector or matrix with `nrow(y)` rows (`nrow(x)`
 #'   when `axis = 2`), or a device matrix; `NULL` means all ones. Only for
 #'   `"sum"`, `"logsumexp"` (non-negative) and `"softmax_sum"`.
-#' @param kernel A [gk_kernel()] or a kernel name.
+#' @param kernel A [gk_kernel()], a kernel name, or a formula from [gk_formula()]
+#'   (which is evaluated at the points as given: no range, no centring).
 #' @param reduction One of the reductions above.
 #' @param k For `"kmin"`: how many values, at most `nrow(y)`.
 #' @param axis 1 reduces over the rows of `y` for each row of `x` (the default);
@@ -163,7 +164,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   }
   requested <- backend
   backend <- gk_backend(backend)
-  kernel <- as_gk_kernel(kernel)
+  kernel <- as_gk_kernel(kernel, allow_formula = TRUE)
   threads <- gk_threads()
   # The common call (R double matrices, dense, one GPU or the CPU) is checked
   # and run by one .Call, without the microseconds of the checks below. It
@@ -216,6 +217,13 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
     }
   } else {
     k <- 1L
+  }
+  if (inherits(kernel, "gk_formula")) {   # compiled (or found) for this dimension and axis
+    if (symmetric) {
+      stop("`symmetric = TRUE` needs a kernel of the vocabulary, not a formula", call. = FALSE)
+    }
+    kernel <- gk_formula_native(kernel, dim_y[2L], backend, precision, swap = axis == 2,
+                                wrt = kernel$wrt)
   }
   # One-column results come back as plain vectors, without a copy here.
   vector_out <- reduction != "kmin" && !b_was_matrix

@@ -16,6 +16,9 @@ SEXP gk_r_jit_configure(SEXP dir, SEXP version, SEXP names, SEXP texts);
 SEXP gk_r_jit_info(void);
 SEXP gk_r_jit_forget(void);
 SEXP gk_r_reduce_warmup(SEXP cases, SEXP threads, SEXP check_arch);
+/* users' formulas (r_formula.c) */
+SEXP gk_r_formula_hash(SEXP text);
+SEXP gk_r_formula_gpu_check(SEXP native, SEXP dim, SEXP arch, SEXP reduction, SEXP k, SEXP single);
 SEXP gk_r_release_caches(void);
 SEXP gk_r_device_info(SEXP device);
 SEXP gk_r_set_device(SEXP device);
@@ -105,6 +108,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_jit_info", (DL_FUNC) &gk_r_jit_info, 0},
   {"gk_r_jit_forget", (DL_FUNC) &gk_r_jit_forget, 0},
   {"gk_r_reduce_warmup", (DL_FUNC) &gk_r_reduce_warmup, 3},
+  {"gk_r_formula_hash", (DL_FUNC) &gk_r_formula_hash, 1},
+  {"gk_r_formula_gpu_check", (DL_FUNC) &gk_r_formula_gpu_check, 6},
   {"gk_r_release_caches", (DL_FUNC) &gk_r_release_caches, 0},
   {"gk_r_device_info", (DL_FUNC) &gk_r_device_info, 1},
   {"gk_r_set_device", (DL_FUNC) &gk_r_set_device, 1},

@@ -16,4 +16,9 @@ gk_reduce_operand gk_r_reduce_operand(SEXP a);
  * *cols; an internal R error for anything else. */
 const double *gk_r_rhs_block(SEXP v, int n, int *cols);
 
+/* A prepared formula (r_formula.c): whether `kernel` is one, and the
+ * engines' struct read from it for points of `dim` coordinates. */
+int gk_r_is_formula(SEXP kernel);
+void gk_r_formula_from(SEXP native, int dim, gk_formula *f);
+
 #endif

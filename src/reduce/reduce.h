@@ -100,8 +100,27 @@ typedef struct {
 
 void reduce_plan_free(gk_reduce_plan *plan);
 
+/*
+ * A user's formula F(x, y) (gk_formula() in R, which translates it to one C
+ * expression body): the kernel of a reduction in place of the vocabulary's
+ * families. The CPU engine calls `eval` (the body compiled by R's C compiler)
+ * for each pair; the GPU engine runs the value functor `functor` (the same
+ * body, for T = float or double) that `source` defines, compiled by NVRTC and
+ * cached as the built-in kernels are. Both see the points as they are given:
+ * no range, no shift (a formula need not depend on differences only), and
+ * neither assumes F symmetric.
+ */
+typedef double (*gk_formula_cpu)(const double *x, const double *y, const double *params);
 typedef struct {
-  gk_kernel kernel;
+  gk_formula_cpu eval;     /* CPU, or NULL where only the GPU runs it           */
+  const char *source;      /* GPU: a program defining `functor`, or NULL        */
+  const char *functor;     /* its qualified name, e.g. "gkformula::F_1f2e"      */
+  int nparams;             /* at most GK_FORMULA_MAX_PARAMS (reduce_args.h)     */
+  const double *params;
+} gk_formula;
+
+typedef struct {
+  gk_kernel kernel;        /* with a formula: the linear family (no shift)            */
   const double *range;     /* dim values: coordinates are divided by them          */
   gk_reduction reduction;
   int k;                   /* KMIN only                                              */
@@ -131,6 +150,8 @@ typedef struct {
    * GPU adds the transposed contributions in an order that varies between
    * runs (atomic adds): its sums are equal to rounding, not bit for bit. */
   int symmetric;
+  /* NULL, or the formula that replaces the kernel (range all ones). */
+  const gk_formula *formula;
 } gk_reduce_spec;
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device

@@ -106,6 +106,7 @@ typedef struct {
   const double *xs, *ys, *b;   /* xs, ys point-major and scaled; b column-major */
   size_t m, n;
   int dim, e, inner;
+  const gk_formula *formula;   /* NULL: the kernel of the vocabulary */
   double *out;
   int *index;
   gk_stop_flag *stop;          /* checked every STOP_CHUNK pairs of a row */
@@ -133,6 +134,7 @@ typedef struct {
 static inline double pair_value(const reduce_job *job, const double *xi, size_t j)
 {
   const double *yj = job->ys + j * job->dim;
+  if (job->formula) return job->formula->eval(xi, yj, job->formula->params);
   return gk_kernel_eval(&job->spec->kernel, gk_pair_stat(job->inner, xi, 1, yj, 1, job->dim));
 }
 
@@ -259,6 +261,8 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   job.npieces = 0;
   job.redranges = NULL;
   if (spec->ranges && reduce_ranges_check(spec->ranges, x->rows, y->rows, err)) return err->status;
+  if (spec->formula && !spec->formula->eval)
+    return gk_fail(err, GK_ERR_INPUT, "this formula was not compiled for the CPU");
   // Symmetric sums (reduce.h) are checked as the GPU engine checks them, then
   // evaluated both ways: the rows' sums are the same, to rounding.
   if (spec->symmetric && reduce_check_symmetric(spec, x, y, err)) return err->status;
@@ -273,7 +277,9 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   job.dim = x->cols;
   job.e = b ? b->cols : 1;
   job.b = b ? b->host : NULL;
-  job.inner = gk_kernel_uses_inner_product(&spec->kernel);
+  job.formula = spec->formula;
+  // A formula sees the points as given (reduce.h), as inner products do.
+  job.inner = spec->formula || gk_kernel_uses_inner_product(&spec->kernel);
   job.out = out;
   job.index = index;
   // Kernels of differences: both sets relative to y's first point.

@@ -36,6 +36,9 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, int rows, 
   Variant v;
   if (choose_variant(spec, sizeof(T) == 4, a.dim, a.e, a.pieces != NULL, two_way, rows, &v))
     return launch(spec, a, v, err);
+  if (spec->formula)   // kmin_large evaluates the vocabulary's kernels only
+    return gk_fail(err, GK_ERR_INPUT, "with a formula the GPU engine finds at most %d smallest "
+                   "values (k = %d); use backend = \"cpu\" or k <= %d", KMIN_LARGE, a.k, KMIN_LARGE);
   if (a.pieces)
     return gk_fail(err, GK_ERR_INPUT, "with block-sparse `ranges` the GPU engine finds at most %d "
                    "smallest values (k = %d); use backend = \"cpu\" or k <= %d", KMIN_LARGE, a.k,
@@ -149,7 +152,13 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.dim = dim;
   a.k = spec->k;
   a.kernel = spec->kernel;
-  a.inner = gk_kernel_uses_inner_product(&spec->kernel);
+  // A formula sees the points as given (reduce.h), as inner products do.
+  a.inner = spec->formula || gk_kernel_uses_inner_product(&spec->kernel);
+  if (spec->formula) {
+    if (!spec->formula->source || spec->formula->nparams > GK_FORMULA_MAX_PARAMS)
+      return gk_fail(err, GK_ERR_INPUT, "this formula was not prepared for the GPU");
+    for (int q = 0; q < spec->formula->nparams; q++) a.params[q] = spec->formula->params[q];
+  }
   // Values without their variance, which the results take once (out_scale):
   // the gaussian sums, knn's squared distances and the exponential family's
   // sums (ValExp, ValExpPoly).
@@ -176,7 +185,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.kept_pairs = planned ? plan->kept_pairs
                          : spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
   const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
-  const int rows_per_thread = gauss2 && !two_way ? fast_rows(m, n_work, e_total) : 1;
+  const int rows_per_thread = (gauss2 || (spec->formula && spec->reduction == GK_REDUCE_SUM)) && !two_way
+                              ? fast_rows(m, n_work, e_total) : 1;
   HostPieces pieces;
   const int piece_rows = threads_per_block<true>() * rows_per_thread;
   // The plan's pieces serve when they were cut for these rows per thread;

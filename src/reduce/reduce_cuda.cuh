@@ -32,7 +32,8 @@ struct Variant {
   OpKind op = OP_SUM;
   int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
   int kmax = 0;            // KMIN: the list length compiled
-  const char *val = "ValKernel";
+  const char *val = "ValKernel";   // in gkreduce, or with `source` a formula's qualified functor
+  const char *source = nullptr;     // the program defining a formula's functor
   int ds = 0;              // dimension held in registers (0: any, from memory)
   int rows = 1;            // rows per thread
   bool ranged = false, two_way = false;
@@ -53,7 +54,8 @@ struct Variant {
   }
   std::string tiles() const
   {
-    return "gkreduce::reduce_tiles<" + std::string(type()) + ", " + op_type() + ", gkreduce::" + val +
+    const std::string value = std::string(source ? "" : "gkreduce::") + val;
+    return "gkreduce::reduce_tiles<" + std::string(type()) + ", " + op_type() + ", " + value +
            ", " + std::to_string(ds) + ", " + std::to_string(rows) + ", " + (ranged ? "true" : "false") +
            ", " + (two_way ? "true" : "false") + ">";
   }

@@ -73,8 +73,11 @@ gk_status variant_kernels(const Variant &v, const void **tiles, const void **com
   const void *kernels[2];
   char what[160];
   snprintf(what, sizeof what, "a %s reduction kernel (%s, %s)", v.type(), v.op_type().c_str() + 10, v.val);
-  if (check_arch > 0) return gk_jit_compile_check(VARIANT_SOURCE, 2, list, check_arch, what, err);
-  if (gk_jit_kernels(VARIANT_SOURCE, 2, list, what, kernels, err))
+  // A formula's functor comes with its own program (which includes the kernels).
+  const char *source = v.source ? v.source : VARIANT_SOURCE;
+  if (v.source) snprintf(what, sizeof what, "a %s formula kernel (%s)", v.type(), v.op_type().c_str() + 10);
+  if (check_arch > 0) return gk_jit_compile_check(source, 2, list, check_arch, what, err);
+  if (gk_jit_kernels(source, 2, list, what, kernels, err))
     return err->status;
   *tiles = kernels[0];
   *combine = kernels[1];
@@ -332,7 +335,11 @@ bool choose_variant(const gk_reduce_spec *spec, bool single, int dim, int e, boo
   v->single = single;
   v->ranged = ranged;
   v->two_way = two_way;
-  v->val = value_functor(spec, gauss2);
+  v->val = spec->formula ? spec->formula->functor : value_functor(spec, gauss2);
+  v->source = spec->formula ? spec->formula->source : nullptr;
+  // A formula's sums take several rows per thread as the gaussian's do (one
+  // read of y_j from shared memory serves them all).
+  const bool row_groups = gauss2 || spec->formula;
   switch (spec->reduction) {
   case GK_REDUCE_SUM:
   case GK_REDUCE_LOGSUMEXP:
@@ -342,7 +349,7 @@ bool choose_variant(const gk_reduce_spec *spec, bool single, int dim, int e, boo
     v->ec = e == 1 ? 1 : WEIGHT_CHUNK;
     // Plain sums: every dimension up to 3 in registers, and for the
     // gaussian several rows per thread (4 only with one weight column).
-    if (v->op == OP_SUM) v->rows = gauss2 ? (rows == 4 && v->ec == 1 ? 4 : rows == 2 ? 2 : 1) : 1;
+    if (v->op == OP_SUM) v->rows = row_groups ? (rows == 4 && v->ec == 1 ? 4 : rows == 2 ? 2 : 1) : 1;
     set_dim(v, dim, v->op == OP_SUM);
     return true;
   case GK_REDUCE_MIN:

@@ -366,6 +366,9 @@ gk_status reduce_check_symmetric(const gk_reduce_spec *spec, const gk_reduce_ope
 {
   if (spec->reduction != GK_REDUCE_SUM || !spec->ranges)
     return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction is a sum over block-sparse `ranges`");
+  if (spec->formula)   // F(x, y) = F(y, x) is not known of a formula
+    return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction needs a kernel of the vocabulary, "
+                   "not a formula");
   if (!reduce_same_operand(x, y))
     return gk_fail(err, GK_ERR_INPUT, "a symmetric reduction reduces a point set against itself "
                    "(x and y one operand)");

@@ -85,6 +85,11 @@ typedef struct {
   double matern_log_norm;   /* general nu: log 2 + log(nu)/2 - log(2 pi)/2 - stirling(nu) */
 } gk_kernel;
 
+/* The most scalar parameters a user's formula (gk_formula() in R, the
+ * reductions' alternative to the families above) passes to its kernels,
+ * counting those R derives from them (expressions of parameters alone). */
+#define GK_FORMULA_MAX_PARAMS 32
+
 #define GK_HALF_LOG_2PI 0.918938533204672741780329736406
 
 /* lgamma(nu) - (nu - 1/2) log nu + nu - log(2 pi)/2: the series where lgamma

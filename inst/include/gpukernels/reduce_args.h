@@ -48,6 +48,8 @@ struct Args {
   // column): the sums of the columns, m doubles zeroed before the launch,
   // added into `out` (times out_scale) after it.
   double *transposed;
+  // A formula's parameters (reduce.h: gk_formula), read by its functor.
+  double params[GK_FORMULA_MAX_PARAMS];
 };
 
 constexpr int BLOCK = 256;   // threads per block, and rows of y per shared tile

@@ -14,10 +14,12 @@ __device__ __forceinline__ float kernel_value(const gk_kernel &k, float stat) { 
 __device__ __forceinline__ double kernel_value(const gk_kernel &k, double stat) { return gk_kernel_eval(&k, stat); }
 
 // F from the statistic (INNER: the statistic may be an inner product, else it
-// is the squared distance): any kernel of the vocabulary, through a switch
-// over the families per pair...
+// is the squared distance; POINTS: F reads the points themselves, as the
+// functors of users' formulas do, gk_formula.h): any kernel of the
+// vocabulary, through a switch over the families per pair...
 struct ValKernel {
   static constexpr bool INNER = true;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return kernel_value(a.kernel, stat);
@@ -29,6 +31,7 @@ struct ValKernel {
 // at the end (sums)...
 struct ValGauss2 {
   static constexpr bool INNER = false;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return exp2_units(-stat);
@@ -39,6 +42,7 @@ struct ValGauss2 {
 // (logsumexp, softmax) on the same pre-scaled coordinates...
 struct ValGauss2Variance {
   static constexpr bool INNER = false;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return (T) a.kernel.variance * exp2_units(-stat);
@@ -50,6 +54,7 @@ struct ValGauss2Variance {
 // values are the same, and the ops multiply it in at the end (out_scale)...
 struct ValSqdist {
   static constexpr bool INNER = false;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return stat;
@@ -78,6 +83,7 @@ template <typename T> __device__ __forceinline__ T exp_of_minus(T d)
 }
 struct ValExpPoly {
   static constexpr bool INNER = false;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     // Beyond d = 1e4, e^-d is 0 in either precision; capping d keeps the
@@ -93,6 +99,7 @@ struct ValExpPoly {
 // the float64 products feel (they are bound by the FP64 pipe).
 struct ValExp {
   static constexpr bool INNER = false;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return exp_of_minus(root_of(stat));
@@ -102,6 +109,7 @@ struct ValExp {
 // Either of them times the variance.
 template <class Val> struct WithVariance {
   static constexpr bool INNER = Val::INNER;
+  static constexpr bool POINTS = false;
   template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
   {
     return (T) a.kernel.variance * Val::eval(stat, a);
@@ -285,7 +293,8 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>()) reduce_tiles(Args
   // on a valid row).
   auto value = [&](int r, const T *yj) {
     size_t i = rows[r] < row_end ? rows[r] : row_end - 1;
-    return Val::eval(pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner), a);
+    if constexpr (Val::POINTS) return Val::template points<T, DS>(xr[r], x + i, a.m, yj, a);
+    else return Val::eval(pair_stat<T, DS, Val::INNER>(xr[r], x + i, a.m, yj, dim, inner), a);
   };
   // Reduces the rows over the first `len` entries of the loaded tile; entry q
   // holds y_j for j = j_of(q).

@@ -1,0 +1,143 @@
+# A formula made ready for the engines: its body for points of a given
+# dimension (F itself, F with x and y swapped, or a derivative), compiled for
+# the CPU by R's C compiler or handed to the GPU engine's NVRTC, and its
+# parameter values (the user's, then the derived ones) for this call.
+
+gk_state$formulas <- list()       # prepared bodies, by formula, dimension and variant
+gk_state$formula_dlls <- list()   # loaded CPU libraries, by function name
+
+# What kernel_reduce() passes to C for a formula (src/r_formula.c): list(functor,
+# source, cpu, params, dim) of class gk_formula_native. `swap`: F(y, x) (the
+# transposed reduction); `wrt`: the derivative with respect to a coordinate
+# symbol ("x2") or a parameter. The body is made once per formula (f$key),
+# dimension and variant; only the parameters are computed per call.
+gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALSE, wrt = NULL) {
+  key <- paste(f$key, dim, swap, wrt)
+  prep <- gk_state$formulas[[key]]
+  if (is.null(prep)) {
+    e <- gk_formula_expand(f, dim)
+    if (!is.null(wrt)) e <- gk_formula_deriv(e, wrt)
+    if (swap) e <- gk_formula_swap(e, dim)
+    code <- gk_formula_code(e, names(f$params), dim)
+    if (code$nparams > 32L) {
+      stop("gk_formula: the formula needs ", code$nparams, " parameters with those it derives ",
+           "(at most 32): write fewer distinct expressions of parameters alone", call. = FALSE)
+    }
+    # Named by the body and the helpers it calls (a new version of the
+    # package compiles its own): two formulas with the same body share one
+    # library and one GPU kernel.
+    name <- paste0("gkf_", .Call(gk_r_formula_hash, paste(c(gk_formula_salt(), dim, code$lines,
+                                                             code$result), collapse = "\n")))
+    src <- gk_formula_sources(code, name)
+    prep <- list(name = name, src = src, derived = code$derived, cpu = NULL)
+    gk_state$formulas[[key]] <- prep
+  }
+  if (backend == "cpu" && is.null(prep$cpu)) {
+    prep$cpu <- gk_formula_compile_cpu(prep$name, prep$src$cpu)
+    gk_state$formulas[[key]] <- prep
+  }
+  params <- as.double(unlist(f$params))
+  if (length(prep$derived)) {
+    env <- gk_formula_eval_env(f$params, if (backend == "gpu" && precision == "double") 64 else 1)
+    derived <- vapply(prep$derived, function(d) as.double(eval(d, env)), 0)
+    if (any(!is.finite(derived))) {
+      bad <- prep$derived[[which(!is.finite(derived))[1L]]]
+      stop("gk_formula: at these parameters `", paste(deparse(bad), collapse = " "),
+           "` is not finite", call. = FALSE)
+    }
+    params <- c(params, derived)
+  }
+  structure(list(functor = paste0("gkformula::", prep$name),
+                 source = if (backend == "gpu") prep$src$gpu,
+                 cpu = if (backend == "cpu") prep$cpu, params = params, dim = as.integer(dim)),
+            class = "gk_formula_native")
+}
+
+gk_formula_salt <- function() {
+  if (is.null(gk_state$formula_salt)) {
+    inc <- system.file("include", "gpukernels", package = "gpukernels")
+    files <- file.path(inc, c("gk_formula.h", "gk_kernel.h"))
+    gk_state$formula_salt <- c(as.character(utils::packageVersion("gpukernels")),
+                               vapply(files, function(f) readChar(f, file.size(f), useBytes = TRUE), ""))
+  }
+  gk_state$formula_salt
+}
+
+# Where compiled CPU formulas are kept: the kernel cache's directory
+# (?gk_cache_info), else this session's temporary directory.
+gk_formula_dir <- function() {
+  dir <- gk_cache_dir()
+  dir <- if (nzchar(dir)) file.path(dir, "formulas") else file.path(tempdir(), "gpukernels-formulas")
+  dir.create(dir, recursive = TRUE, showWarnings = FALSE)
+  dir
+}
+
+# The C function `name` of `src`, compiled with R CMD SHLIB (once: the
+# library is kept in gk_formula_dir() and loaded from there by later
+# sessions) and loaded; its address (a NativeSymbol).
+gk_formula_compile_cpu <- function(name, src) {
+  dll <- gk_state$formula_dlls[[name]]
+  if (is.null(dll)) {
+    dir <- gk_formula_dir()
+    so <- file.path(dir, paste0(name, .Platform$dynlib.ext))
+    # The source is in the file, and checked: a library from another
+    # version of the translator is compiled again.
+    c_file <- file.path(dir, paste0(name, ".c"))
+    fresh <- file.exists(so) && file.exists(c_file) &&
+      identical(paste(readLines(c_file, warn = FALSE), collapse = "\n"), src)
+    if (!fresh) gk_formula_shlib(name, src, so)
+    dll <- tryCatch(dyn.load(so), error = function(e) {
+      stop("gk_formula: could not load the compiled formula ", so, ": ", conditionMessage(e),
+           call. = FALSE)
+    })
+    gk_state$formula_dlls[[name]] <- dll
+  }
+  getNativeSymbolInfo(name, dll)$address
+}
+
+gk_formula_shlib <- function(name, src, so) {
+  work <- tempfile("gkformula")
+  dir.create(work)
+  on.exit(unlink(work, recursive = TRUE), add = TRUE)
+  writeLines(src, file.path(work, paste0(name, ".c")))
+  inc <- system.file("include", package = "gpukernels")
+  owd <- setwd(work)
+  on.exit(setwd(owd), add = TRUE, after = FALSE)
+  out <- suppressWarnings(tryCatch(
+    system2(file.path(R.home("bin"), "R"),
+            c("CMD", "SHLIB", "-o", paste0(name, .Platform$dynlib.ext), paste0(name, ".c")),
+            stdout = TRUE, stderr = TRUE,
+            env = paste0("PKG_CPPFLAGS=", shQuote(paste0("-I", inc)))),
+    error = function(e) structure(conditionMessage(e), status = 127L)))
+  built <- file.path(work, paste0(name, .Platform$dynlib.ext))
+  status <- attr(out, "status")
+  if ((!is.null(status) && status != 0L) || !file.exists(built)) {
+    stop("gk_formula: compiling the formula for the CPU failed (backend = \"cpu\" compiles ",
+         "formulas with R's C compiler, `R CMD SHLIB`: is one installed?):\n",
+         paste(utils::tail(out, 25L), collapse = "\n"), call. = FALSE)
+  }
+  # Into place by renames, so that sessions sharing the directory see a
+  # whole library or none.
+  dir <- dirname(so)
+  tmp <- tempfile(name, tmpdir = dir, fileext = .Platform$dynlib.ext)
+  if (!file.copy(built, tmp)) {
+    stop("gk_formula: could not write the compiled formula to ", dir, call. = FALSE)
+  }
+  file.rename(tmp, so)
+  tmp_c <- tempfile(name, tmpdir = dir, fileext = ".c.tmp")
+  writeLines(src, tmp_c)
+  file.rename(tmp_c, file.path(dir, paste0(name, ".c")))
+  invisible(so)
+}
+
+# Compiles a formula's GPU kernels for compute capability `arch` (e.g. 90)
+# without a GPU, keeping nothing: a check that the translation compiles under
+# NVRTC (the tests run it where there is no GPU). Needs a CUDA build.
+gk_formula_gpu_check <- function(f, dim, arch = 90L, reduction = "sum", k = 1L,
+                                 single = FALSE, swap = FALSE, wrt = NULL) {
+  native <- gk_formula_native(f, dim, "gpu", if (single) "single" else "double", swap = swap,
+                              wrt = wrt)
+  .Call(gk_r_formula_gpu_check, native, as.integer(dim), as.integer(arch),
+        gk_reductions[[reduction]], as.integer(k), single)
+  invisible(TRUE)
+}
