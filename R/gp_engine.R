@@ -11,7 +11,8 @@ gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   \eqn{i}-th is conditioned on exactly its `min(neighbors, i - 1)` nearest
 #'   preceding points, as in [gp_simulate()]. In 1 to 3 dimensions the
 #'   search walks grid cells on the host's CPUs (the same code for both
-#'   backends: about 0.1 s per million points on 16 cores); in more it looks
+#'   backends: about 0.5 s for a million points and 40 neighbours on the 16
+#'   cores of an H100 host); in more it looks
 #'   at each point's `min(64, 2 * neighbors + 2)` nearest candidates
 #'   ([knn()]'s reduction, the same on both backends, so they build the same
 #'   preconditioner) and searches the few points with fewer preceding
