@@ -93,9 +93,7 @@ static size_t work_layout(nb_work *w, char *base, int most_rows)
   return used;
 }
 
-/* The last row (exclusive, 0-based) of the block that starts at row `first`:
- * 4m rows first, then each block's prefix half as long again as the last. */
-static int block_end(int first, int n, int m)
+int gp_neighbors_block_end(int first, int n, int m)
 {
   long long end = first == 0 ? 4LL * m : (long long) first + first / 2;
   if (end < first + 1) end = first + 1;
@@ -422,21 +420,27 @@ gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbor
   for (size_t q = 0; q < (size_t) n * dim; q++)
     if (!isfinite(x[q]))
       return gk_fail(err, GK_ERR_INPUT, "the locations must be finite (NA, NaN or Inf found)");
+  int k_most = 2LL * m + 2 < GP_NEIGHBORS_MAX_CANDIDATES ? 2 * m + 2 : GP_NEIGHBORS_MAX_CANDIDATES;
+  long long dup = 0;
+  if (dim <= GP_NEIGHBORS_CELL_DIMS) {
+    if (!gp_neighbors_cells(x, n, dim, m, k_most, opt->threads, nbr, &dup, err))
+      *duplicates = dup > INT32_MAX ? INT32_MAX : (int) dup;
+    return err->status;
+  }
   nb_work w;
   memset(&w, 0, sizeof w);
   w.x = x;
   w.n = n;
   w.dim = dim;
   w.m = m;
-  w.k_most = 2LL * m + 2 < GP_NEIGHBORS_MAX_CANDIDATES ? 2 * m + 2 : GP_NEIGHBORS_MAX_CANDIDATES;
+  w.k_most = k_most;
   w.opt = opt;
   w.nbr = nbr;
   int most_rows = 0;
   for (int first = 0, end; first < n; first = end) {
-    end = block_end(first, n, m);
+    end = gp_neighbors_block_end(first, n, m);
     if (end - first > most_rows) most_rows = end - first;
   }
-  long long dup = 0;
   w.block = (char *) malloc(work_layout(&w, NULL, most_rows));
   if (!w.block) {
     gk_fail(err, GK_ERR_NOMEM, "out of memory for the neighbour search of %d points", n);
@@ -449,7 +453,7 @@ gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbor
       gk_fail(err, GK_ERR_INTERRUPTED, "the neighbour search was interrupted");
       goto done;
     }
-    end = block_end(first, n, m);
+    end = gp_neighbors_block_end(first, n, m);
     if (search_block(&w, first, end, &dup, err)) goto done;
   }
   *duplicates = dup > INT32_MAX ? INT32_MAX : (int) dup;

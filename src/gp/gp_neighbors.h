@@ -2,7 +2,9 @@
  * The Vecchia neighbour search of the GP engine (pure C): for points in a
  * fixed (random) order, up to m nearest points that come before each one.
  *
- * Rows are searched in growing blocks: the rows start..end look among the
+ * In 1 to 3 dimensions the host walks grid cells (gp_neighbors_cells.c, on
+ * either backend: the same code, so the same answer). Beyond, rows are
+ * searched in growing blocks: the rows start..end look among the
  * points 1..end (of which at least about two thirds precede them) for their
  * k = min(GP_NEIGHBORS_MAX_CANDIDATES, 2m + 2, end) nearest, and keep the
  * first m that precede the row (gp_keep_preceding, gp.h). Every search is a
@@ -41,6 +43,9 @@ typedef struct {
                            by brute force, a larger one in grid cells              */
 } gp_neighbors_options;
 
+/* Dimensions up to which the cell walk (gp_neighbors_cells) searches. */
+#define GP_NEIGHBORS_CELL_DIMS 3
+
 /* x: n x dim column-major, finite; m at most GP_NEIGHBORS_MAX_CANDIDATES.
  * Fills nbr (n x m column-major, 1-based indices of earlier points, nearest
  * first, 0 pads: only in the first m rows) and *duplicates (the
@@ -48,6 +53,18 @@ typedef struct {
  * Interrupts are checked between blocks (GK_ERR_INTERRUPTED). */
 gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbors_options *opt,
                        int *nbr, int *duplicates, gk_error *err);
+
+/* Internal to the search. The rows of a block: from `first` (0-based) to
+ * this (exclusive): 4m rows first, then each block's prefix half as long
+ * again as the last. */
+int gp_neighbors_block_end(int first, int n, int m);
+
+/* The search in dim <= GP_NEIGHBORS_CELL_DIMS: nbr as gp_neighbors() fills
+ * it (zeroed by the caller), *dup increased by the duplicates; k_most: the
+ * candidates per row of the block search, which the count of duplicates
+ * follows. */
+gk_status gp_neighbors_cells(const double *x, int n, int dim, int m, int k_most, int threads,
+                             int *nbr, long long *dup, gk_error *err);
 
 #ifdef __cplusplus
 }

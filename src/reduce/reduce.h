@@ -185,6 +185,8 @@ void reduce_distances_from_squares(const double *squares, size_t n, double scale
  * beyond 2^399 or below 2^-401 (squared distances would overflow or
  * underflow); dividing by it is exact, so neighbours do not change. */
 double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, int dim);
+/* The same from the largest of the dimensions' spreads, each (hi / 2 - lo / 2). */
+double reduce_knn_scale_of(double spread);
 
 /* knn's squared distances are formed after one common scale
  * (reduce_knn_scale): where the points span many orders of magnitude (1e-300

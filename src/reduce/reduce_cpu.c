@@ -71,6 +71,11 @@ double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, in
     double s = hi / 2 - lo / 2;   /* halves: the difference itself may overflow */
     if (s > spread) spread = s;
   }
+  return reduce_knn_scale_of(spread);
+}
+
+double reduce_knn_scale_of(double spread)
+{
   if (spread == 0 || (spread < 0x1p399 && spread > 0x1p-401)) return 1.0;
   return ldexp(1.0, (int) nearbyint(log2(spread)));   /* R's round(): half to even */
 }

@@ -1,6 +1,7 @@
-# The Vecchia neighbour search (src/gp/gp_neighbors.c, through gp_neighbors()):
-# against brute force in R, against the R implementation it replaced, and GPU
-# against CPU.
+# The Vecchia neighbour search (through gp_neighbors(): the cell walk of
+# src/gp/gp_neighbors_cells.c in 1 to 3 dimensions, the candidate search of
+# src/gp/gp_neighbors.c beyond): against brute force in R, against the R
+# implementation it replaced, and GPU against CPU.
 
 # Internal functions here: the Vecchia neighbour search, not exported.
 gp_nb <- function(x, m, backend = "cpu") gpukernels:::gp_neighbors(x, as.integer(m), backend)
@@ -80,7 +81,7 @@ check_against_reference <- function(x, m, info) {
 }
 
 test_that("the neighbours are the nearest preceding points, as brute force finds them", {
-  for (d in 1:3) for (n in c(1L, 2L, 37L, 1000L, 5003L)) for (m in c(1L, 5L, 30L)) {
+  for (d in 1:4) for (n in c(1L, 2L, 37L, 1000L, 5003L)) for (m in c(1L, 5L, 30L)) {
     set.seed(1000L * d + n + m)
     x <- matrix(runif(n * d), n, d)
     check_against_reference(x, m, paste("uniform", d, n, m))
@@ -88,7 +89,7 @@ test_that("the neighbours are the nearest preceding points, as brute force finds
 })
 
 test_that("clumped points (rows searched again) and points on a line", {
-  for (d in 1:3) for (m in c(1L, 5L, 30L)) {
+  for (d in 1:4) for (m in c(1L, 5L, 30L)) {
     set.seed(20L * d + m)
     check_against_reference(clumped_points(2003L, d), m, paste("clumped", d, m))
   }
@@ -98,7 +99,7 @@ test_that("clumped points (rows searched again) and points on a line", {
 })
 
 test_that("duplicated locations are counted", {
-  for (d in 1:3) for (m in c(1L, 5L, 30L)) {
+  for (d in 1:4) for (m in c(1L, 5L, 30L)) {
     set.seed(40L * d + m)
     x <- duplicated_points(1200L, d)
     ref <- check_against_reference(x, m, paste("duplicated", d, m))
@@ -226,7 +227,8 @@ test_that("the GPU finds the same neighbours as the CPU", {
   set.seed(11)
   n <- 20011L
   cases <- list(uniform_2d = matrix(runif(2 * n), n, 2), uniform_3d = matrix(runif(3 * n), n, 3),
-                clumped_2d = clumped_points(n, 2L), duplicated_2d = duplicated_points(n, 2L))
+                clumped_2d = clumped_points(n, 2L), duplicated_2d = duplicated_points(n, 2L),
+                uniform_4d = matrix(runif(4 * n), n, 4), clumped_4d = clumped_points(n, 4L))
   for (name in names(cases)) for (pairs in c(0, 2e7)) for (m in c(5L, 40L)) {
     with_dense_pairs(pairs, {
       expect_identical(gp_nb(cases[[name]], m, "gpu"), gp_nb(cases[[name]], m, "cpu"),
@@ -240,7 +242,7 @@ test_that("the search stops on an interrupt, as R's interrupt condition", {
   setup <- "
     options(gpukernels.threads = 2, gpukernels.gp_dense_knn_pairs = Inf)
     set.seed(8)
-    x_long <- matrix(runif(2 * 2e5), ncol = 2)   # brute force: minutes
+    x_long <- matrix(runif(4 * 2e5), ncol = 4)   # 4D, brute force: minutes
     x_small <- matrix(runif(2 * 300), ncol = 2)
   "
   run <- run_interrupted(c(search = "gpukernels:::gp_neighbors(x_long, 10L, 'cpu')"),
@@ -248,7 +250,7 @@ test_that("the search stops on an interrupt, as R's interrupt condition", {
   expect_identical(run$results$search$outcome, "interrupt")
   expect_lt(run$results$search$latency, 5)
   set.seed(8)
-  invisible(runif(2 * 2e5))
+  invisible(runif(4 * 2e5))
   x_small <- matrix(runif(2 * 300), ncol = 2)
   expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
 })
