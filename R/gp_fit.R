@@ -40,8 +40,7 @@
 #' widen the bound to see which, or fix the parameter.
 #'
 #' @section Stopping rule:
-#' L-BFGS-B (`optim_control`, by default `factr = 1e5`, `fnscale = n`
-#' (the log-likelihood per observation), `pgtol = gtol / n`,
+#' L-BFGS-B (`optim_control`, by default `factr = 1e5`, `pgtol = gtol`,
 #' `maxit = 200`) on the negative log-likelihood of the scaled data, then
 #' quasi-Newton steps (the Fisher information as the first curvature, BFGS
 #' updates, projected on the bounds, halved until the log-likelihood does not
@@ -185,10 +184,7 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   backend <- gk_backend(backend)
   method <- gp_method(method, n, ncol(locs), control, backend)
   if (is.null(verbose)) verbose <- n > 5000
-  # the objective per observation: L-BFGS-B's first step on a boxed problem
-  # is the whole gradient, O(n), which would send it to a corner of the box
-  ctl <- utils::modifyList(list(factr = 1e5, pgtol = gtol / n, maxit = 200L, fnscale = n),
-                           optim_control)
+  ctl <- utils::modifyList(list(factr = 1e5, pgtol = gtol, maxit = 200L), optim_control)
   # one progress step per likelihood evaluation, those of the start-value fit
   # on a subset included (it shares this progressor)
   report <- gp_fit_progress(verbose, steps = (ctl$maxit + 20L) * (1L + (n > 2000L)))
