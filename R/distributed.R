@@ -167,8 +167,10 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
 
 # ---- PCF matrices ----
 
-# The chunk of a PCF matrix: its band's results (see gk_pcf_distributed).
+# The chunk of a PCF matrix: its band's results (see gk_pcf_distributed), or
+# list(written = TRUE / FALSE) for a chunk of the shared-memory route.
 gk_pcf_chunk <- function(task) {
+  if (!is.null(task$shared)) return(gk_pcf_chunk_shared(task))
   call <- function(X, Y, kind) {
     pcf_matrix_call(X, Y, kind, task$p, task$precision, task$backend, task$devices,
                     workers = FALSE)
@@ -180,29 +182,88 @@ gk_pcf_chunk <- function(task) {
     list(rect = call(task$X, task$Y, task$kind)))
 }
 
+# A chunk of the shared-memory route: rows a..b read from the caller's input
+# segment and written into its result segment: the band's own triangle (at
+# row and column a - 1) and its rectangle left of it (symmetric results), or
+# its rows of a cdist / kernel matrix. FALSE when this worker cannot attach
+# the segments (another machine): the caller then sends it the data.
+gk_pcf_chunk_shared <- function(task) {
+  a <- task$rows[1L]
+  b <- task$rows[2L]
+  part <- function(y_set, y_range, kind, col0) {
+    band <- list(input = task$shared$input, x_range = c(a, b), y_set = y_set, y_range = y_range,
+                 target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
+    pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend, task$devices,
+                    band = band)
+  }
+  written <- TRUE
+  if (task$kind %in% c("pdist", "kernel_sym")) {
+    if (b > a || task$kind == "kernel_sym") written <- part(0L, c(0, 0), task$kind, a - 1)
+    if (written && a > 1L) {
+      written <- part(1L, c(1, a - 1), if (task$kind == "pdist") "cdist" else "kernel", 0)
+    }
+  } else {
+    written <- part(2L, c(1, task$shared$target$n_cols), task$kind, 0)
+  }
+  list(written = written)
+}
+
+# Input and result segments shared with the workers (R/distributed.R's
+# gk_distributed, "Where the results go"), or NULL where there are none.
+gk_pcf_shared <- function(X, Y, kind, p, single, write_kind, n, m, size) {
+  if (!isTRUE(getOption("gpukernels.future_shared", TRUE))) return(NULL)
+  input <- .Call(gk_r_pcf_share, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single)
+  if (!is.list(input)) return(NULL)
+  output <- .Call(gk_r_shared_create, size * 8)
+  if (!is.list(output)) {
+    .Call(gk_r_shared_free, input$handle)
+    return(NULL)
+  }
+  list(input = input, output = output,
+       target = list(path = output$path, token = output$token, bytes = output$bytes,
+                     layout = write_kind, n_rows = n, n_cols = m))
+}
+
 # A PCF matrix from `count` row bands run as futures (called by
 # pcf_matrix_call with the arguments already checked).
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
   m <- if (symmetric) n else length(Y)
-  .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p,
-        gk_check_precision(precision) == "single")
+  single <- gk_check_precision(precision) == "single"
+  write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
+  size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
+  rows <- if (kind == "pdist") 0L else as.integer(n)
+  shared <- gk_pcf_shared(X, if (!symmetric) Y, kind, p, single, write_kind, n, m, size)
+  if (is.null(shared)) {
+    .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p, single)
+    out <- .Call(gk_r_alloc_result, size, rows)
+  } else {
+    out <- shared$output$handle
+    done <- FALSE
+    on.exit({   # the input now; the result now too unless it is returned
+      .Call(gk_r_shared_free, shared$input$handle)
+      if (!done) .Call(gk_r_shared_free, out)
+    })
+  }
   bands <- gk_row_bands(n, count, triangle = symmetric)
   opts <- gk_chunk_options()
-  tasks <- lapply(seq_len(nrow(bands)), function(k) {
+  task_of <- function(k, data) {
     rows <- bands[k, ]
-    band <- X[rows[1L]:rows[2L]]
-    list(fun = gk_pcf_chunk, kind = kind, rows = rows, X = band,
-         Y = if (!symmetric) Y,
-         left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)],
-         p = p, precision = precision, backend = backend, options = opts,
-         devices = devices, chunk = k)
-  })
-  write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
-  out <- if (kind == "pdist") .Call(gk_r_alloc_result, n * (n - 1) / 2, 0L) else
-    .Call(gk_r_alloc_result, as.double(n) * m, as.integer(n))
+    task <- list(fun = gk_pcf_chunk, kind = kind, rows = rows, p = p, precision = precision,
+                 backend = backend, options = opts, devices = devices, chunk = k)
+    if (!data) return(c(task, list(shared = list(input = shared$input[-1L],
+                                                 target = shared$target))))
+    c(task, list(X = X[rows[1L]:rows[2L]], Y = if (!symmetric) Y,
+                 left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
+  }
+  resend <- integer()
   collect <- function(i, value) {
+    if (isTRUE(value$written)) return()
+    if (isFALSE(value$written)) {
+      resend <<- c(resend, i)
+      return()
+    }
     r0 <- bands[i, 1L] - 1
     if (!is.null(value$rect)) {
       .Call(gk_r_block_write, out, write_kind, n, r0, 0, value$rect, FALSE)
@@ -212,8 +273,15 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
             if (kind == "pdist") unclass(value$tri) else value$tri, kind == "pdist")
     }
   }
-  gk_run_tasks(tasks, collect, gk_progressor(length(tasks)))
-  out
+  progress <- gk_progressor(nrow(bands))
+  gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect, progress)
+  if (length(resend)) {   # workers on other machines: the data travel, and the results
+    again <- resend
+    gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
+  }
+  if (is.null(shared)) return(out)
+  done <- TRUE
+  .Call(gk_r_shared_result, out, size, rows, gk_threads())
 }
 
 # ---- kernel reductions ----
