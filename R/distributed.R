@@ -124,12 +124,13 @@ gk_chunk_devices <- function(devices, k, backend) {
 }
 
 # Runs one chunk on a worker (or here): the options of the calling session,
-# no progress of its own, then the chunk's function.
+# no progress of its own, then the chunk's function (task$fun, its name in
+# this namespace).
 gk_run_chunk <- function(task) {
   old <- options(c(task$options, list(gpukernels.progress = FALSE)))
   on.exit(options(old))
   task$devices <- gk_chunk_devices(task$devices, task$chunk, task$backend)
-  task$fun(task)
+  get(task$fun, mode = "function")(task)   # a name: a namespace function would travel too
 }
 
 # Runs tasks as futures, one each, and hands each result to `collect(i,
@@ -139,7 +140,11 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   # The caller asked for the split: its data must travel, whatever their size.
   old <- options(future.globals.maxSize = Inf)
   on.exit(options(old))
-  run <- gk_run_chunk   # sent to the worker as a global (it has no access to our namespace)
+  # Sent to the worker as a global: a small closure that finds gk_run_chunk in
+  # the worker's own copy of the package (a namespace function as the global
+  # cost futures about 40 ms more each).
+  run <- function(task) asNamespace("gpukernels")$gk_run_chunk(task)
+  environment(run) <- baseenv()
   futures <- lapply(tasks, function(task) {
     future::future(run(task), globals = list(run = run, task = task),
                    packages = "gpukernels", seed = NULL, lazy = FALSE)
@@ -188,6 +193,7 @@ gk_pcf_chunk <- function(task) {
 # its rows of a cdist / kernel matrix. FALSE when this worker cannot attach
 # the segments (another machine): the caller then sends it the data.
 gk_pcf_chunk_shared <- function(task) {
+  start <- proc.time()[["elapsed"]]
   a <- task$rows[1L]
   b <- task$rows[2L]
   part <- function(y_set, y_range, kind, col0) {
@@ -205,7 +211,7 @@ gk_pcf_chunk_shared <- function(task) {
   } else {
     written <- part(2L, c(1, task$shared$target$n_cols), task$kind, 0)
   }
-  list(written = written)
+  list(written = written, seconds = proc.time()[["elapsed"]] - start)
 }
 
 # Input and result segments shared with the workers (R/distributed.R's
@@ -234,7 +240,9 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
   rows <- if (kind == "pdist") 0L else as.integer(n)
+  clock <- proc.time()[["elapsed"]]
   shared <- gk_pcf_shared(X, if (!symmetric) Y, kind, p, single, write_kind, n, m, size)
+  phases <- c(share = proc.time()[["elapsed"]] - clock)
   if (is.null(shared)) {
     .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p, single)
     out <- .Call(gk_r_alloc_result, size, rows)
@@ -248,18 +256,29 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   }
   bands <- gk_row_bands(n, count, triangle = symmetric)
   opts <- gk_chunk_options()
+  # Workers on this machine share its cores (future's workers see them all).
+  local_opts <- opts
+  if (is.null(opts$gpukernels.threads)) {
+    local_opts$gpukernels.threads <- max(1L, .Call(gk_r_omp_threads) %/%
+                                           min(nrow(bands), future::nbrOfWorkers()))
+  }
   task_of <- function(k, data) {
     rows <- bands[k, ]
-    task <- list(fun = gk_pcf_chunk, kind = kind, rows = rows, p = p, precision = precision,
-                 backend = backend, options = opts, devices = devices, chunk = k)
+    task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
+                 backend = backend, options = if (data) opts else local_opts, devices = devices,
+                 chunk = k)
     if (!data) return(c(task, list(shared = list(input = shared$input[-1L],
                                                  target = shared$target))))
     c(task, list(X = X[rows[1L]:rows[2L]], Y = if (!symmetric) Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
   resend <- integer()
+  worker_s <- numeric()
   collect <- function(i, value) {
-    if (isTRUE(value$written)) return()
+    if (isTRUE(value$written)) {
+      worker_s <<- c(worker_s, value$seconds)
+      return()
+    }
     if (isFALSE(value$written)) {
       resend <<- c(resend, i)
       return()
@@ -279,9 +298,22 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
-  if (is.null(shared)) return(out)
-  done <- TRUE
-  .Call(gk_r_shared_result, out, size, rows, gk_threads())
+  phases["workers"] <- proc.time()[["elapsed"]] - clock - sum(phases)
+  if (!is.null(shared)) {
+    done <- TRUE
+    out <- .Call(gk_r_shared_result, out, size, rows, gk_threads())
+    phases["result"] <- proc.time()[["elapsed"]] - clock - sum(phases)
+  }
+  if (gk_progress_lines()) {
+    message(sprintf(paste("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s",
+                          "(each: %s s), result mapped %.2f s"),
+                    nrow(bands), if (is.null(shared)) "results through the futures" else
+                      paste0("shared memory", if (length(resend)) ", some resent"),
+                    phases[["share"]], phases[["workers"]],
+                    if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-",
+                    if (is.null(shared)) 0 else phases[["result"]]))
+  }
+  out
 }
 
 # ---- kernel reductions ----
@@ -305,7 +337,7 @@ gk_reduce_distributed <- function(args, count) {
   opts <- gk_chunk_options()
   tasks <- lapply(seq_len(nrow(bands)), function(k) {
     rows <- bands[k, ]
-    list(fun = gk_reduce_chunk, rows = rows, part = rows_of[rows[1L]:rows[2L], , drop = FALSE],
+    list(fun = "gk_reduce_chunk", rows = rows, part = rows_of[rows[1L]:rows[2L], , drop = FALSE],
          out_arg = out_arg, args = args, options = opts, chunk = k, devices = args$devices,
          backend = args$backend)
   })

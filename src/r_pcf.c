@@ -199,6 +199,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                (unsigned long) yp->n);
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
+  gk_host_advise_huge(REAL(out), (size_t) Rf_xlength(out) * sizeof(double));
   writer = gk_block_writer_make(write_kind, REAL(out), xs.n, opt.threads);
   run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
   UNPROTECT(1);

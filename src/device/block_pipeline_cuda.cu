@@ -14,7 +14,7 @@ struct shared_state {
   const gk_block_policy *policy;
   const gk_block *blocks;
   size_t count;
-  const gk_block_writer *writer;
+  gk_block_writer writer;           // each GPU's share of the scatter threads
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
   gk_block_progress progress;
@@ -22,7 +22,7 @@ struct shared_state {
 };
 
 struct worker {
-  double setup_s = 0, gpu_s = 0, scatter_s = 0;   // for the closing progress line
+  double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0;   // for the closing progress line
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start)
@@ -42,7 +42,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
   gk_pinned_buffer host[2] = {{NULL, 0}, {NULL, 0}};
   void *storage = NULL;
-  size_t max_rows, max_cols, max_elements, iteration = 0;
+  size_t max_rows, max_cols, max_elements, iteration = 0, k = 0;
   const gk_block *previous = NULL;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
   cudaEvent_t started = NULL, finished = NULL;
@@ -60,9 +60,9 @@ void run_worker(void *ctx, int d, gk_error *err)
   GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
   w->setup_s = seconds_since(clock);
 
+  k = s->next.fetch_add(1);
   for (;; iteration++) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
-    size_t k = s->next.fetch_add(1);
     if (k >= s->count) break;
     const gk_block *block = &s->blocks[k];
     int slot = (int) (iteration % 2);
@@ -71,11 +71,17 @@ void run_worker(void *ctx, int d, gk_error *err)
     GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
     GK_TRY(gk_cuda_check_launch("the block computation", err));
     GK_CUDA_TRY(cudaEventRecord(finished, (cudaStream_t) compute), "cudaEventRecord", err);
-    // 2. meanwhile, finish the download of the previous block and scatter it
+    // 2. meanwhile, the host work of this GPU's next block, and the scatter
+    // of the previous one (its download done)
+    size_t next = s->next.fetch_add(1);
+    clock = std::chrono::steady_clock::now();
+    if (next < s->count && policy->prepare)
+      policy->prepare(policy->ctx, storage, &s->blocks[next]);
+    w->prepare_s += seconds_since(clock);
     if (previous) {
       GK_TRY(gk_stream_sync(download, "the download of a block", err));
       clock = std::chrono::steady_clock::now();
-      gk_block_write(s->writer, previous, host[1 - slot].ptr, policy->single);
+      gk_block_write(&s->writer, previous, host[1 - slot].ptr, policy->single);
       w->scatter_s += seconds_since(clock);
       s->done.fetch_add(1);
     }
@@ -89,11 +95,12 @@ void run_worker(void *ctx, int d, gk_error *err)
     GK_TRY(gk_buffer_download(host[slot].ptr, &out[slot], block->rows * block->cols * elem,
                               download, err));
     previous = block;
+    k = next;
   }
   if (previous && err->status == GK_OK) {
     GK_TRY(gk_stream_sync(download, "the download of a block", err));
     clock = std::chrono::steady_clock::now();
-    gk_block_write(s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
+    gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
     w->scatter_s += seconds_since(clock);
     s->done.fetch_add(1);
   }
@@ -129,7 +136,7 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.policy = policy;
   s.blocks = blocks;
   s.count = count;
-  s.writer = writer;
+  s.writer = gk_block_writer_share(writer, options->n_devices);
   std::vector<worker> workers((size_t) options->n_devices);
   std::vector<gk_error> errors((size_t) options->n_devices);
   s.workers = workers.data();
@@ -140,9 +147,10 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   gk_block_progress_update(&s.progress, s.done.load(), 1);
   if (options->progress) {
     for (int d = 0; d < options->n_devices; d++)
-      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host scatter %.2f s",
+      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host prepare %.2f s, "
+                  "host scatter %.2f s (%d threads)",
                   options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
-                  workers[d].scatter_s);
+                  workers[d].prepare_s, workers[d].scatter_s, s.writer.threads);
   }
   for (const gk_error &e : errors)
     if (e.status != GK_OK) gk_fail(err, e.status, "%s", e.message);

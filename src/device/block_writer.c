@@ -52,6 +52,14 @@ gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, d
   return w;
 }
 
+gk_block_writer gk_block_writer_share(const gk_block_writer *w, int parts)
+{
+  gk_block_writer share = *w;
+  int threads = gk_omp_threads(w->threads) / (parts > 0 ? parts : 1);
+  share.threads = threads > 0 ? threads : 1;
+  return share;
+}
+
 void gk_block_write(const gk_block_writer *writer, const gk_block *block, const void *src,
                     int single)
 {

@@ -64,6 +64,10 @@ gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_r
 gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, double *out,
                                      size_t n_rows, size_t row0, size_t col0, int threads);
 
+/* A copy of writer w for one of `parts` threads that write at the same time
+ * (the GPUs of a pipeline): its share of w's OpenMP threads, at least one. */
+gk_block_writer gk_block_writer_share(const gk_block_writer *w, int parts);
+
 /* src holds block->rows x block->cols values, column-major; single != 0 means
  * float, else double. */
 void gk_block_write(const gk_block_writer *writer, const gk_block *block, const void *src,
