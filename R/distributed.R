@@ -214,46 +214,68 @@ gk_pcf_chunk_shared <- function(task) {
   list(written = written, seconds = proc.time()[["elapsed"]] - start)
 }
 
-# Input and result segments shared with the workers (R/distributed.R's
-# gk_distributed, "Where the results go"), or NULL where there are none.
-gk_pcf_shared <- function(X, Y, kind, p, single, write_kind, n, m, size) {
-  if (!isTRUE(getOption("gpukernels.future_shared", TRUE))) return(NULL)
-  input <- .Call(gk_r_pcf_share, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single)
-  if (!is.list(input)) return(NULL)
-  output <- .Call(gk_r_shared_create, size * 8)
-  if (!is.list(output)) {
-    .Call(gk_r_shared_free, input$handle)
-    return(NULL)
-  }
-  list(input = input, output = output,
-       target = list(path = output$path, token = output$token, bytes = output$bytes,
-                     layout = write_kind, n_rows = n, n_cols = m))
-}
-
 # A PCF matrix from `count` row bands run as futures (called by
-# pcf_matrix_call with the arguments already checked).
+# pcf_matrix_call with the arguments already checked). The result is a
+# shared segment (gk_distributed, "Where the results go") where the system
+# has them: the workers on this machine write into it, the results of others
+# are written into it as they arrive, and it is returned without a copy. The
+# value is returned straight from .Call, never bound in a frame that a
+# closure keeps alive: pcf_pdist()'s attr<- would then copy it.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
   m <- if (symmetric) n else length(Y)
+  if (symmetric) Y <- NULL
   single <- gk_check_precision(precision) == "single"
-  write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
   rows <- if (kind == "pdist") 0L else as.integer(n)
   clock <- proc.time()[["elapsed"]]
-  shared <- gk_pcf_shared(X, if (!symmetric) Y, kind, p, single, write_kind, n, m, size)
-  phases <- c(share = proc.time()[["elapsed"]] - clock)
-  if (is.null(shared)) {
-    .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p, single)
+  output <- .Call(gk_r_shared_create, size * 8)
+  if (!is.list(output)) {   # no shared memory here: an ordinary vector
+    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
     out <- .Call(gk_r_alloc_result, size, rows)
-  } else {
-    out <- shared$output$handle
-    done <- FALSE
-    on.exit({   # the input now; the result now too unless it is returned
-      .Call(gk_r_shared_free, shared$input$handle)
-      if (!done) .Call(gk_r_shared_free, out)
-    })
+    gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, out, NULL, clock)
+    return(out)
   }
+  input <- NULL
+  on.exit({   # now, not when R collects them; the result is kept if returned
+    if (is.list(input)) .Call(gk_r_shared_free, input$handle)
+    if (!is.null(output)) .Call(gk_r_shared_free, output$handle)
+  })
+  if (isTRUE(getOption("gpukernels.future_shared", TRUE))) {
+    input <- .Call(gk_r_pcf_share, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+  } else {
+    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+  }
+  if (!is.list(input)) input <- NULL
+  shared <- list(input = input[-1L], target = list(
+    path = output$path, token = output$token, bytes = output$bytes,
+    layout = gk_pcf_write_kind(kind), n_rows = n, n_cols = m))
+  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, output$handle,
+                         if (!is.null(input)) shared, clock)
+  handle <- output$handle
+  output <- NULL   # returned: on.exit leaves it
+  start <- proc.time()[["elapsed"]]
+  on.exit(if (gk_progress_lines()) message(phases, sprintf(", result mapped %.2f s",
+                                                       proc.time()[["elapsed"]] - start)),
+          add = TRUE)
+  .Call(gk_r_shared_result, handle, size, rows, gk_threads())
+}
+
+gk_pcf_write_kind <- function(kind) {
+  gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
+}
+
+# Runs the bands as futures: with `shared` (the input segment and the
+# result's target) the workers read and write shared memory; without, or for
+# a worker that cannot attach it, they get the data and send back results,
+# written into `out` (a vector or a result segment's handle) as they arrive.
+# Returns the progress line of the phases.
+gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out, shared, clock) {
+  symmetric <- is.null(Y)
+  n <- length(X)
+  write_kind <- gk_pcf_write_kind(kind)
+  phases <- c(share = proc.time()[["elapsed"]] - clock)
   bands <- gk_row_bands(n, count, triangle = symmetric)
   opts <- gk_chunk_options()
   # Workers on this machine share its cores (future's workers see them all).
@@ -267,9 +289,8 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
                  backend = backend, options = if (data) opts else local_opts, devices = devices,
                  chunk = k)
-    if (!data) return(c(task, list(shared = list(input = shared$input[-1L],
-                                                 target = shared$target))))
-    c(task, list(X = X[rows[1L]:rows[2L]], Y = if (!symmetric) Y,
+    if (!data) return(c(task, list(shared = shared)))
+    c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
   resend <- integer()
@@ -298,22 +319,11 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
-  phases["workers"] <- proc.time()[["elapsed"]] - clock - sum(phases)
-  if (!is.null(shared)) {
-    done <- TRUE
-    out <- .Call(gk_r_shared_result, out, size, rows, gk_threads())
-    phases["result"] <- proc.time()[["elapsed"]] - clock - sum(phases)
-  }
-  if (gk_progress_lines()) {
-    message(sprintf(paste("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s",
-                          "(each: %s s), result mapped %.2f s"),
-                    nrow(bands), if (is.null(shared)) "results through the futures" else
-                      paste0("shared memory", if (length(resend)) ", some resent"),
-                    phases[["share"]], phases[["workers"]],
-                    if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-",
-                    if (is.null(shared)) 0 else phases[["result"]]))
-  }
-  out
+  sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s)",
+          nrow(bands), if (is.null(shared)) "results through the futures" else
+            paste0("shared memory", if (length(resend)) ", some resent"),
+          phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]],
+          if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-")
 }
 
 # ---- kernel reductions ----

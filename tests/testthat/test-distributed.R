@@ -177,6 +177,19 @@ test_that("workers write their bands into shared memory: results equal one proce
   with_plan(future::multisession, shared_cases())
 })
 
+test_that("results are not copied on their way out (attr<- after engine calls)", {
+  # A copy would double the peak memory: 10 GB more for 5e4 functions.
+  set.seed(31)
+  X <- lapply(1:3000, function(i) pcf(c(0, 1), c(rnorm(1), 0)))
+  bytes <- 3000 * 2999 / 2 * 8 / 2^20
+  for (workers in c(1, 2)) {
+    gc(reset = TRUE)
+    d <- pcf_pdist(X, backend = "cpu", workers = workers)
+    expect_lt(gc()[2, 6], bytes * 1.5 + 20)
+    rm(d)
+  }
+})
+
 test_that("the shared result behaves as an ordinary dist object", {
   set.seed(23)
   X <- draw_pcfs(50)
@@ -209,7 +222,7 @@ test_that("workers that cannot attach the shared memory get the data instead", {
                shared = list(input = list(path = "/nonexistent/0", token = "0", bytes = 8),
                              target = list(path = "/nonexistent/1", token = "0", bytes = 8,
                                            layout = 1L, n_rows = 33, n_cols = 33)))
-  expect_identical(gpukernels:::gk_pcf_chunk_shared(task), list(written = FALSE))
+  expect_false(gpukernels:::gk_pcf_chunk_shared(task)$written)
   real <- gpukernels:::gk_pcf_chunk_shared
   utils::assignInNamespace("gk_pcf_chunk_shared", function(task) list(written = FALSE),
                            "gpukernels")
@@ -218,12 +231,15 @@ test_that("workers that cannot attach the shared memory get the data instead", {
                         pcf_pdist(X, backend = "cpu", workers = 1)))
   expect_identical(pcf_cdist(X, Y, backend = "cpu", workers = 2),
                    pcf_cdist(X, Y, backend = "cpu", workers = 1))
-  # And with the shared route turned off.
+  # And with the shared inputs turned off: the results come through the
+  # futures, still into the shared result (returned without a copy).
   old <- options(gpukernels.future_shared = FALSE)
   on.exit(options(old), add = TRUE)
   d <- pcf_pdist(X, backend = "cpu", workers = 3)
-  expect_false(is_shared_result(d))
+  expect_true(is_shared_result(d))
   expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
+  expect_identical(pcf_kernel(X, Y, backend = "cpu", workers = 2),
+                   pcf_kernel(X, Y, backend = "cpu", workers = 1))
 })
 
 test_that("file-backed output equals the in-memory result, in-process and on workers", {
