@@ -1,5 +1,6 @@
 // The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <vector>
 #include "device/block_pipeline.h"
@@ -75,7 +76,7 @@ void run_worker(void *ctx, int d, gk_error *err)
     // of the previous one (its download done)
     size_t next = s->next.fetch_add(1);
     clock = std::chrono::steady_clock::now();
-    if (next < s->count && policy->prepare)
+    if (next < s->count && policy->prepare && !getenv("GK_EXPERIMENT_NO_PREPARE"))
       policy->prepare(policy->ctx, storage, &s->blocks[next]);
     w->prepare_s += seconds_since(clock);
     if (previous) {
