@@ -6,8 +6,9 @@
 #' package: separate R processes on this machine (`plan(multisession)`),
 #' other machines (`plan(cluster, workers = c("node1", "node2"))`), or jobs of
 #' a cluster scheduler (`plan(future.batchtools::batchtools_slurm)`). Each
-#' worker uses its own GPUs (or its CPU) and the results come back in order,
-#' equal to those of one process.
+#' worker uses its own GPUs (or its CPU) and the results are those of one
+#' process. Workers on this machine write PCF matrices straight into shared
+#' memory (see "Where the results go").
 #'
 #' @section When the work is split:
 #' The argument `workers` of those functions decides:
@@ -24,16 +25,44 @@
 #' }
 #'
 #' @section What a worker gets:
-#' One future per chunk, so the data travel to each worker once: a band of
-#' rows of `X` (or `x`) and what it is compared with (`Y`, `y` and `b`; for
-#' `pcf_pdist()` only the functions up to the band's last row). PCF distance
-#' matrices are cut into row bands of equal work (for a `dist`, band `k` of
-#' `K` ends at row `n * sqrt(k / K)`); reductions into equal row ranges of the
-#' output. The session's `gpukernels.*` options (threads, budgets, backend)
-#' are set on the worker for the chunk. The results are written into the
-#' final `dist` or matrix as they arrive (in parallel, with OpenMP). For
-#' results too large to travel back, write them to a file from the workers
-#' with [pcf_dist_file()].
+#' One future per chunk. PCF distance matrices are cut into row bands of
+#' equal work (for a `dist`, band `k` of `K` ends at row `n * sqrt(k / K)`);
+#' reductions into equal row ranges of the output. The session's
+#' `gpukernels.*` options (threads, budgets, backend) are set on the worker
+#' for the chunk.
+#'
+#' @section Where the results go (PCF matrices):
+#' \describe{
+#'   \item{Workers on this machine}{(`plan(multisession)`,
+#'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
+#'     run in this process): the functions are copied once into shared memory
+#'     and the result is allocated there; each worker reads its band's
+#'     functions from it and its GPU (or CPU) writes the band's results
+#'     straight into the result, which `pcf_pdist()` and the others return
+#'     as is: nothing travels through the workers' connections but a few
+#'     numbers, and the `dist` or matrix is built once, in place. The result
+#'     is an ordinary double vector or matrix to R (an ALTREP vector over the
+#'     shared pages: `saveRDS()`, `serialize()` and modifications work as
+#'     usual; memory is freed when R collects it). Unless
+#'     `options(gpukernels.threads =)` is set, the workers of one machine
+#'     share its cores (cores / workers OpenMP threads each).}
+#'   \item{Workers on other machines}{(`plan(cluster)` with remote workers,
+#'     \pkg{future.batchtools} jobs on other nodes): they cannot attach the
+#'     shared memory, find so at once, and the call sends them their band
+#'     (its rows, and for `pcf_pdist()` the functions before it) and writes
+#'     the results that come back into the result as they arrive (in
+#'     parallel, with OpenMP). For results too large to travel, or on a
+#'     cluster with a shared file system, write them to a file from the
+#'     workers with [pcf_dist_file()] (a file-backed \pkg{bigmemory} matrix
+#'     every job writes its rows into).}
+#' }
+#' The shared memory is an anonymous memory file (Linux `memfd_create`, not
+#' limited by the size of `/dev/shm`), opened by the workers through
+#' `/proc`; elsewhere, and with `options(gpukernels.future_shared = FALSE)`,
+#' every worker gets its data and returns its results through its future.
+#' Results are identical to those of one process. Reductions
+#' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
+#' results through the futures.
 #'
 #' @section GPUs of a worker:
 #' With `devices = NULL`, chunk `k` uses GPU `((k - 1) mod G) + 1` of the `G`
