@@ -223,6 +223,16 @@ gk_pcf_chunk <- function(task) {
 # the segments (another machine): the caller then sends it the data.
 gk_pcf_chunk_shared <- function(task) {
   start <- proc.time()[["elapsed"]]
+  lines <- character()
+  if (isTRUE(task$lines)) {   # the engine's lines, for the caller's progress line
+    options(gpukernels.progress = TRUE)   # gk_run_chunk restores the options
+    before <- getConnection(sink.number(type = "message"))   # a worker's log, or stderr
+    sink(con <- textConnection("lines", "w", local = TRUE), type = "message")
+    on.exit({
+      sink(before, type = "message")
+      close(con)
+    })
+  }
   a <- task$rows[1L]
   b <- task$rows[2L]
   part <- function(y_set, y_range, kind, col0) {
@@ -240,7 +250,7 @@ gk_pcf_chunk_shared <- function(task) {
   } else {
     written <- part(2L, c(1, task$shared$target$n_cols), task$kind, 0)
   }
-  list(written = written, seconds = proc.time()[["elapsed"]] - start)
+  list(written = written, seconds = proc.time()[["elapsed"]] - start, lines = lines)
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -259,7 +269,8 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
   rows <- if (kind == "pdist") 0L else as.integer(n)
   clock <- proc.time()[["elapsed"]]
-  output <- .Call(gk_r_shared_create, size * 8)
+  # Its pages are made in the background while the workers compute.
+  output <- .Call(gk_r_shared_create, size * 8, TRUE)
   if (!is.list(output)) {   # no shared memory here: an ordinary vector
     .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
     out <- .Call(gk_r_alloc_result, size, rows)
@@ -285,9 +296,10 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   handle <- output$handle
   output <- NULL   # returned: on.exit leaves it
   start <- proc.time()[["elapsed"]]
-  on.exit(if (gk_progress_lines()) message(phases, sprintf(", result mapped %.2f s",
-                                                       proc.time()[["elapsed"]] - start)),
-          add = TRUE)
+  on.exit(if (gk_progress_lines()) {
+    phases[1L] <- sprintf("%s, result mapped %.2f s", phases[1L], proc.time()[["elapsed"]] - start)
+    message(paste(phases, collapse = "\n"))
+  }, add = TRUE)
   .Call(gk_r_shared_result, handle, size, rows, gk_threads())
 }
 
@@ -299,7 +311,7 @@ gk_pcf_write_kind <- function(kind) {
 # result's target) the workers read and write shared memory; without, or for
 # a worker that cannot attach it, they get the data and send back results,
 # written into `out` (a vector or a result segment's handle) as they arrive.
-# Returns the progress line of the phases.
+# Returns the progress lines: the phases, then the workers' engine lines.
 gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out, shared, clock) {
   symmetric <- is.null(Y)
   n <- length(X)
@@ -317,16 +329,18 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out,
     rows <- bands[k, ]
     task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
                  backend = backend, options = if (data) opts else local_opts, devices = devices,
-                 chunk = k)
+                 chunk = k, lines = gk_progress_lines())
     if (!data) return(c(task, list(shared = shared)))
     c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
   resend <- integer()
   worker_s <- numeric()
+  lines <- character()
   collect <- function(i, value) {
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
+      if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
       return()
     }
     if (isFALSE(value$written)) {
@@ -348,11 +362,12 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out,
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
-  sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s)",
-          nrow(bands), if (is.null(shared)) "results through the futures" else
-            paste0("shared memory", if (length(resend)) ", some resent"),
-          phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]],
-          if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-")
+  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s)",
+                  nrow(bands), if (is.null(shared)) "results through the futures" else
+                    paste0("shared memory", if (length(resend)) ", some resent"),
+                  phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]],
+                  if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"),
+          lines)
 }
 
 # ---- kernel reductions ----

@@ -50,7 +50,7 @@ SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SE
                       SEXP triangle);
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);
 /* result memory shared with future workers (r_shared.c) */
-SEXP gk_r_shared_create(SEXP bytes);
+SEXP gk_r_shared_create(SEXP bytes, SEXP fill);
 SEXP gk_r_shared_result(SEXP handle, SEXP length, SEXP rows, SEXP threads);
 SEXP gk_r_shared_free(SEXP handle);
 SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
@@ -137,7 +137,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 11},
   {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
   {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
-  {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 1},
+  {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 2},
   {"gk_r_shared_result", (DL_FUNC) &gk_r_shared_result, 4},
   {"gk_r_shared_free", (DL_FUNC) &gk_r_shared_free, 1},
   {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 5},

@@ -199,7 +199,6 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                (unsigned long) yp->n);
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
-  gk_host_advise_huge(REAL(out), (size_t) Rf_xlength(out) * sizeof(double));
   writer = gk_block_writer_make(write_kind, REAL(out), xs.n, opt.threads);
   run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
   UNPROTECT(1);
@@ -261,7 +260,8 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
   }
   const pcf_set *second = yp != &xs ? yp : NULL;
   SEXP seg = PROTECT(gk_r_shared_create(
-      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second)))));
+      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second))),
+      Rf_ScalarLogical(FALSE)));
   if (TYPEOF(seg) == VECSXP) {
     size_t *head = (size_t *) gk_r_shared_values(gk_list_get(seg, "handle"), 0);
     head[0] = xs.n;

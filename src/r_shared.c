@@ -28,8 +28,9 @@ static gk_shared *handle_of(SEXP handle)
   return s;
 }
 
-/* list(handle, path, token, bytes), or a string saying why there is none. */
-SEXP gk_r_shared_create(SEXP bytes)
+/* list(handle, path, token, bytes), or a string saying why there is none.
+ * With fill TRUE its pages are allocated in the background (gk_shared_fill). */
+SEXP gk_r_shared_create(SEXP bytes, SEXP fill)
 {
   gk_error err;
   gk_error_clear(&err);
@@ -39,6 +40,7 @@ SEXP gk_r_shared_create(SEXP bytes)
     free(s);
     return Rf_mkString(err.message);
   }
+  if (gk_as_flag(fill)) gk_shared_fill(s);
   SEXP handle = PROTECT(R_MakeExternalPtr(s, Rf_install("gk_shared"), R_NilValue));
   R_RegisterCFinalizerEx(handle, handle_finalize, TRUE);
   char token[32];

@@ -10,7 +10,7 @@
 void gk_r_shared_register(DllInfo *dll);
 
 /* A new segment of `bytes` (see r_shared.c). */
-SEXP gk_r_shared_create(SEXP bytes);
+SEXP gk_r_shared_create(SEXP bytes, SEXP fill);
 
 /* The values of a segment made by gk_r_shared_create, mapped here. */
 double *gk_r_shared_values(SEXP handle, int threads);

@@ -1,6 +1,5 @@
 // The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
 #include <vector>
 #include "device/block_pipeline.h"
@@ -41,7 +40,8 @@ void run_worker(void *ctx, int d, gk_error *err)
   const gk_block_policy *policy = s->policy;
   gk_stream compute = NULL, download = NULL;
   gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
-  gk_pinned_buffer host[2] = {{NULL, 0}, {NULL, 0}};
+  char *host[2] = {NULL, NULL};   // halves of the GPU's cached pinned staging
+  void *staging = NULL;
   void *storage = NULL;
   size_t max_rows, max_cols, max_elements, iteration = 0, k = 0;
   const gk_block *previous = NULL;
@@ -52,10 +52,14 @@ void run_worker(void *ctx, int d, gk_error *err)
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
   GK_TRY(gk_stream_create(&compute, 1, err));
   GK_TRY(gk_stream_create(&download, 0, err));
-  for (int b = 0; b < 2; b++) {
+  for (int b = 0; b < 2; b++)
     GK_TRY(gk_buffer_alloc(&out[b], max_elements * elem, "a block of results", err));
-    GK_TRY(gk_pinned_alloc(&host[b], max_elements * elem, "a block of results", err));
-  }
+  // Page-locked memory is slow to get (0.5 s for the 512 MB of two large
+  // blocks, twice that with two GPUs getting theirs at once): the device
+  // layer keeps it between calls.
+  GK_TRY(gk_pinned_scratch(2 * max_elements * elem, "blocks of results", &staging, err));
+  host[0] = (char *) staging;
+  host[1] = host[0] + max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
   GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
   GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
@@ -76,13 +80,13 @@ void run_worker(void *ctx, int d, gk_error *err)
     // of the previous one (its download done)
     size_t next = s->next.fetch_add(1);
     clock = std::chrono::steady_clock::now();
-    if (next < s->count && policy->prepare && !getenv("GK_EXPERIMENT_NO_PREPARE"))
+    if (next < s->count && policy->prepare)
       policy->prepare(policy->ctx, storage, &s->blocks[next]);
     w->prepare_s += seconds_since(clock);
     if (previous) {
       GK_TRY(gk_stream_sync(download, "the download of a block", err));
       clock = std::chrono::steady_clock::now();
-      gk_block_write(&s->writer, previous, host[1 - slot].ptr, policy->single);
+      gk_block_write(&s->writer, previous, host[1 - slot], policy->single);
       w->scatter_s += seconds_since(clock);
       s->done.fetch_add(1);
     }
@@ -93,7 +97,7 @@ void run_worker(void *ctx, int d, gk_error *err)
       GK_CUDA_TRY(cudaEventElapsedTime(&ms, started, finished), "cudaEventElapsedTime", err);
       w->gpu_s += ms / 1000.0;
     }
-    GK_TRY(gk_buffer_download(host[slot].ptr, &out[slot], block->rows * block->cols * elem,
+    GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
                               download, err));
     previous = block;
     k = next;
@@ -101,7 +105,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   if (previous && err->status == GK_OK) {
     GK_TRY(gk_stream_sync(download, "the download of a block", err));
     clock = std::chrono::steady_clock::now();
-    gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
+    gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0], policy->single);
     w->scatter_s += seconds_since(clock);
     s->done.fetch_add(1);
   }
@@ -111,10 +115,7 @@ fail:
   if (started) cudaEventDestroy(started);
   if (finished) cudaEventDestroy(finished);
   if (storage) policy->storage_destroy(policy->ctx, storage);
-  for (int b = 0; b < 2; b++) {
-    gk_buffer_free(&out[b]);
-    gk_pinned_free(&host[b]);
-  }
+  for (int b = 0; b < 2; b++) gk_buffer_free(&out[b]);
   gk_stream_destroy(&compute);
   gk_stream_destroy(&download);
 }

@@ -1,4 +1,3 @@
-#include <stdlib.h>
 #include "device/block_writer.h"
 #include "device/gk_omp.h"
 
@@ -56,7 +55,6 @@ gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, d
 gk_block_writer gk_block_writer_share(const gk_block_writer *w, int parts)
 {
   gk_block_writer share = *w;
-  if (getenv("GK_EXPERIMENT_NO_SHARE")) return share;
   int threads = gk_omp_threads(w->threads) / (parts > 0 ? parts : 1);
   share.threads = threads > 0 ? threads : 1;
   return share;

@@ -128,8 +128,6 @@ gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error
  * memory (1.1 ms for the 8 MB of 1e6 results). */
 void gk_host_prefault(void *p, size_t bytes);
 void gk_host_copy(void *dst, const void *src, size_t bytes);
-/* Asks for 2 MiB pages for a large host result (see host_copy.c). */
-void gk_host_advise_huge(void *p, size_t bytes);
 
 /* Device memory on the device in use. An allocation that fails reports `what`
  * and the sizes. */

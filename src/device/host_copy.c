@@ -1,8 +1,5 @@
 /* The host ends of downloads into R memory (declared in gk_device.h). */
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "device/gk_device.h"
 #include "device/gk_omp.h"
 
@@ -50,23 +47,4 @@ void gk_host_copy(void *dst, const void *src, size_t bytes)
     const size_t at = (size_t) q * HOST_PIECE, len = bytes - at < HOST_PIECE ? bytes - at : HOST_PIECE;
     memcpy((char *) dst + at, (const char *) src + at, len);
   }
-}
-
-/* 2 MiB pages for a large result that the block writers fill (a `dist` of
- * 5e4 functions is 10 GB: 2.4 million 4 KiB page faults, which several GPU
- * threads' scatter teams take in one address space). Only whole 2 MiB pages
- * inside the block are advised; where the kernel has no transparent huge
- * pages this does nothing. */
-void gk_host_advise_huge(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t) 1 << 21;
-  if (bytes < 32 * huge || getenv("GK_EXPERIMENT_NO_HUGE")) return;
-  uintptr_t start = ((uintptr_t) p + huge - 1) & ~(huge - 1);
-  uintptr_t end = ((uintptr_t) p + bytes) & ~(huge - 1);
-  if (end > start) madvise((void *) start, end - start, MADV_HUGEPAGE);
-#else
-  (void) p;
-  (void) bytes;
-#endif
 }
