@@ -123,14 +123,20 @@ static void run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const 
     pcf_matrix_cpu(op, xs, yp, writer, opt, err);
 }
 
+/* The operation of an R `kind` ("pdist", "cdist", "kernel", "kernel_sym") and `p`. */
+static pcf_op op_of(SEXP kind, SEXP p)
+{
+  return strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
+                                                              : pcf_op_for_p(gk_as_double(p));
+}
+
 /* The checks gk_r_pcf_matrix makes, without computing (before a call is split
  * over workers, so that errors name the user's functions). */
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
   pcf_set xs, ys;
   const pcf_set *yp;
-  pcf_op op = strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
-                                                                    : pcf_op_for_p(gk_as_double(p));
+  pcf_op op = op_of(kind, p);
   sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
   return R_NilValue;
 }
@@ -251,8 +257,7 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
   pcf_set xs, ys;
   const pcf_set *yp;
-  pcf_op op = strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
-                                                                    : pcf_op_for_p(gk_as_double(p));
+  pcf_op op = op_of(kind, p);
   sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
   if (gk_as_flag(single)) {
     warn_float_grid(&xs, "x");
@@ -299,7 +304,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
                              : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
                                                                : GK_WRITE_DENSE;
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
-  pcf_op op = strncmp(what, "kernel", 6) == 0 ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
+  pcf_op op = op_of(kind, p);
   int which = gk_as_int(y_set);
   gk_block_writer writer = band_writer(target, write_kind, NULL, opt.threads);
   gk_shared in, out;

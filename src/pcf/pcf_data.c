@@ -63,20 +63,34 @@ static int pass_threads(const pcf_set *s)
   return s->offset[s->n] < 1000000 ? 1 : gk_omp_threads(0);
 }
 
-/* A parallel pass finds the first bad function (the serial check of 1e5
- * functions took a noticeable part of a call); its message is made after. */
+/* The first function of s (0-based) for which bad(s, f, ctx) is nonzero, or
+ * s->n: a parallel pass (the serial checks of 1e5 functions took a
+ * noticeable part of a call). */
+static size_t first_bad(const pcf_set *s, int (*bad)(const pcf_set *, size_t, const void *),
+                        const void *ctx)
+{
+  long long n = (long long) s->n, first = n;
+  int threads = pass_threads(s);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) reduction(min : first)
+#endif
+  for (long long f = 0; f < n; f++)
+    if (f < first && bad(s, (size_t) f, ctx)) first = f;
+  (void) threads;
+  return (size_t) first;
+}
+
+static int fails_check(const pcf_set *s, size_t f, const void *single)
+{
+  return check_one(s, f, "", *(const int *) single, NULL) != GK_OK;
+}
+
+/* The message is made for the first bad function only, after the pass. */
 gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err)
 {
   if (s->n == 0) return gk_fail(err, GK_ERR_INPUT, "`%s` is empty: give at least one PCF", arg);
-  long long n = (long long) s->n, bad = n;
-  int threads = pass_threads(s);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) reduction(min : bad)
-#endif
-  for (long long f = 0; f < n; f++)
-    if (f < bad && check_one(s, (size_t) f, arg, single, NULL)) bad = f;
-  (void) threads;
-  return bad < n ? check_one(s, (size_t) bad, arg, single, err) : GK_OK;
+  size_t bad = first_bad(s, fails_check, &single);
+  return bad < s->n ? check_one(s, bad, arg, single, err) : GK_OK;
 }
 
 static double last_value(const pcf_set *s, size_t f)
@@ -155,16 +169,15 @@ static size_t float_collapse_row(const pcf_set *s, size_t f)
   return 0;
 }
 
+static int collapses(const pcf_set *s, size_t f, const void *unused)
+{
+  (void) unused;
+  return float_collapse_row(s, f) != 0;
+}
+
 size_t pcf_float_collapse(const pcf_set *s, size_t *row)
 {
-  long long n = (long long) s->n, bad = n;
-  int threads = pass_threads(s);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) reduction(min : bad)
-#endif
-  for (long long f = 0; f < n; f++)
-    if (f < bad && float_collapse_row(s, (size_t) f)) bad = f;
-  (void) threads;
-  if (bad < n) *row = float_collapse_row(s, (size_t) bad);
-  return (size_t) bad;
+  size_t bad = first_bad(s, collapses, NULL);
+  if (bad < s->n) *row = float_collapse_row(s, bad);
+  return bad;
 }
