@@ -21,11 +21,16 @@ gk_given_twice <- function(fun, new, old) {
 # frame (`renamed`: new names named by the old ones, e.g. c(X = "x")), with
 # one warning for all of them; a value under both names is an error.
 gk_use_new_names <- function(fun, renamed, env = parent.frame()) {
-  given <- function(name) !eval(call("missing", as.name(name)), env)
-  old <- names(renamed)[vapply(names(renamed), given, NA)]
+  old <- names(renamed)[vapply(names(renamed), gk_arg_given, NA, env = env)]
   for (o in old) {
-    if (given(renamed[[o]])) gk_given_twice(fun, renamed[[o]], o)
+    if (gk_arg_given(renamed[[o]], env)) gk_given_twice(fun, renamed[[o]], o)
     assign(renamed[[o]], get(o, envir = env), envir = env)
   }
   gk_deprecated_args(fun, old, unname(renamed[old]))
 }
+
+# Whether argument `name` of the function whose frame is `env` was given. Not
+# a closure inside gk_use_new_names: one would keep the caller's frame alive
+# after it returns, and R would then copy its (possibly huge) result at the
+# caller's next attr<-.
+gk_arg_given <- function(name, env) !eval(call("missing", as.name(name)), env)

@@ -6,8 +6,9 @@
 #' package: separate R processes on this machine (`plan(multisession)`),
 #' other machines (`plan(cluster, workers = c("node1", "node2"))`), or jobs of
 #' a cluster scheduler (`plan(future.batchtools::batchtools_slurm)`). Each
-#' worker uses its own GPUs (or its CPU) and the results come back in order,
-#' equal to those of one process.
+#' worker uses its own GPUs (or its CPU) and the results are those of one
+#' process. Workers on this machine write PCF matrices straight into shared
+#' memory (see "Where the results go").
 #'
 #' @section When the work is split:
 #' The argument `workers` of those functions decides:
@@ -24,16 +25,44 @@
 #' }
 #'
 #' @section What a worker gets:
-#' One future per chunk, so the data travel to each worker once: a band of
-#' rows of `X` (or `x`) and what it is compared with (`Y`, `y` and `b`; for
-#' `pcf_pdist()` only the functions up to the band's last row). PCF distance
-#' matrices are cut into row bands of equal work (for a `dist`, band `k` of
-#' `K` ends at row `n * sqrt(k / K)`); reductions into equal row ranges of the
-#' output. The session's `gpukernels.*` options (threads, budgets, backend)
-#' are set on the worker for the chunk. The results are written into the
-#' final `dist` or matrix as they arrive (in parallel, with OpenMP). For
-#' results too large to travel back, write them to a file from the workers
-#' with [pcf_dist_file()].
+#' One future per chunk. PCF distance matrices are cut into row bands of
+#' equal work (for a `dist`, band `k` of `K` ends at row `n * sqrt(k / K)`);
+#' reductions into equal row ranges of the output. The session's
+#' `gpukernels.*` options (threads, budgets, backend) are set on the worker
+#' for the chunk.
+#'
+#' @section Where the results go (PCF matrices):
+#' \describe{
+#'   \item{Workers on this machine}{(`plan(multisession)`,
+#'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
+#'     run in this process): the functions are copied once into shared memory
+#'     and the result is allocated there; each worker reads its band's
+#'     functions from it and its GPU (or CPU) writes the band's results
+#'     straight into the result, which `pcf_pdist()` and the others return
+#'     as is: nothing travels through the workers' connections but a few
+#'     numbers, and the `dist` or matrix is built once, in place. The result
+#'     is an ordinary double vector or matrix to R (an ALTREP vector over the
+#'     shared pages: `saveRDS()`, `serialize()` and modifications work as
+#'     usual; memory is freed when R collects it). Unless
+#'     `options(gpukernels.threads =)` is set, the workers of one machine
+#'     share its cores (cores / workers OpenMP threads each).}
+#'   \item{Workers on other machines}{(`plan(cluster)` with remote workers,
+#'     \pkg{future.batchtools} jobs on other nodes): they cannot attach the
+#'     shared memory, find so at once, and the call sends them their band
+#'     (its rows, and for `pcf_pdist()` the functions before it) and writes
+#'     the results that come back into the result as they arrive (in
+#'     parallel, with OpenMP). For results too large to travel, or on a
+#'     cluster with a shared file system, write them to a file from the
+#'     workers with [pcf_dist_file()] (a file-backed \pkg{bigmemory} matrix
+#'     every job writes its rows into).}
+#' }
+#' The shared memory is an anonymous memory file (Linux `memfd_create`, not
+#' limited by the size of `/dev/shm`), opened by the workers through
+#' `/proc`; elsewhere, and with `options(gpukernels.future_shared = FALSE)`,
+#' every worker gets its data and returns its results through its future.
+#' Results are identical to those of one process. Reductions
+#' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
+#' results through the futures.
 #'
 #' @section GPUs of a worker:
 #' With `devices = NULL`, chunk `k` uses GPU `((k - 1) mod G) + 1` of the `G`
@@ -124,12 +153,13 @@ gk_chunk_devices <- function(devices, k, backend) {
 }
 
 # Runs one chunk on a worker (or here): the options of the calling session,
-# no progress of its own, then the chunk's function.
+# no progress of its own, then the chunk's function (task$fun, its name in
+# this namespace).
 gk_run_chunk <- function(task) {
   old <- options(c(task$options, list(gpukernels.progress = FALSE)))
   on.exit(options(old))
   task$devices <- gk_chunk_devices(task$devices, task$chunk, task$backend)
-  task$fun(task)
+  get(task$fun, mode = "function")(task)   # a name: a namespace function would travel too
 }
 
 # Runs tasks as futures, one each, and hands each result to `collect(i,
@@ -139,7 +169,11 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   # The caller asked for the split: its data must travel, whatever their size.
   old <- options(future.globals.maxSize = Inf)
   on.exit(options(old))
-  run <- gk_run_chunk   # sent to the worker as a global (it has no access to our namespace)
+  # Sent to the worker as a global: a small closure that finds gk_run_chunk in
+  # the worker's own copy of the package (a namespace function as the global
+  # cost futures about 40 ms more each).
+  run <- function(task) asNamespace("gpukernels")$gk_run_chunk(task)
+  environment(run) <- baseenv()
   futures <- lapply(tasks, function(task) {
     future::future(run(task), globals = list(run = run, task = task),
                    packages = "gpukernels", seed = NULL, lazy = FALSE)
@@ -167,8 +201,10 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
 
 # ---- PCF matrices ----
 
-# The chunk of a PCF matrix: its band's results (see gk_pcf_distributed).
+# The chunk of a PCF matrix: its band's results (see gk_pcf_distributed), or
+# list(written = TRUE / FALSE) for a chunk of the shared-memory route.
 gk_pcf_chunk <- function(task) {
+  if (!is.null(task$shared)) return(gk_pcf_chunk_shared(task))
   call <- function(X, Y, kind) {
     pcf_matrix_call(X, Y, kind, task$p, task$precision, task$backend, task$devices,
                     workers = FALSE)
@@ -180,29 +216,137 @@ gk_pcf_chunk <- function(task) {
     list(rect = call(task$X, task$Y, task$kind)))
 }
 
+# A chunk of the shared-memory route: rows a..b read from the caller's input
+# segment and written into its result segment: the band's own triangle (at
+# row and column a - 1) and its rectangle left of it (symmetric results), or
+# its rows of a cdist / kernel matrix. FALSE when this worker cannot attach
+# the segments (another machine): the caller then sends it the data.
+gk_pcf_chunk_shared <- function(task) {
+  start <- proc.time()[["elapsed"]]
+  lines <- character()
+  if (isTRUE(task$lines)) {   # the engine's lines, for the caller's progress line
+    options(gpukernels.progress = TRUE)   # gk_run_chunk restores the options
+    before <- getConnection(sink.number(type = "message"))   # a worker's log, or stderr
+    sink(con <- textConnection("lines", "w", local = TRUE), type = "message")
+    on.exit({
+      sink(before, type = "message")
+      close(con)
+    })
+  }
+  a <- task$rows[1L]
+  b <- task$rows[2L]
+  part <- function(y_set, y_range, kind, col0) {
+    band <- list(input = task$shared$input, x_range = c(a, b), y_set = y_set, y_range = y_range,
+                 target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
+    pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend, task$devices,
+                    band = band)
+  }
+  written <- TRUE
+  if (task$kind %in% c("pdist", "kernel_sym")) {
+    if (b > a || task$kind == "kernel_sym") written <- part(0L, c(0, 0), task$kind, a - 1)
+    if (written && a > 1L) {
+      written <- part(1L, c(1, a - 1), if (task$kind == "pdist") "cdist" else "kernel", 0)
+    }
+  } else {
+    written <- part(2L, c(1, task$shared$target$n_cols), task$kind, 0)
+  }
+  list(written = written, seconds = proc.time()[["elapsed"]] - start, lines = lines)
+}
+
 # A PCF matrix from `count` row bands run as futures (called by
-# pcf_matrix_call with the arguments already checked).
+# pcf_matrix_call with the arguments already checked). The result is a
+# shared segment (gk_distributed, "Where the results go") where the system
+# has them: the workers on this machine write into it, the results of others
+# are written into it as they arrive, and it is returned without a copy. The
+# value is returned straight from .Call, never bound in a frame that a
+# closure keeps alive: pcf_pdist()'s attr<- would then copy it.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
   m <- if (symmetric) n else length(Y)
-  .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y), kind, p,
-        gk_check_precision(precision) == "single")
+  if (symmetric) Y <- NULL
+  single <- gk_check_precision(precision) == "single"
+  size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
+  rows <- if (kind == "pdist") 0L else as.integer(n)
+  clock <- proc.time()[["elapsed"]]
+  # Its pages are made in the background while the workers compute.
+  output <- .Call(gk_r_shared_create, size * 8, TRUE)
+  if (!is.list(output)) {   # no shared memory here: an ordinary vector
+    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+    out <- .Call(gk_r_alloc_result, size, rows)
+    gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, out, NULL, clock)
+    return(out)
+  }
+  input <- NULL
+  on.exit({   # now, not when R collects them; the result is kept if returned
+    if (is.list(input)) .Call(gk_r_shared_free, input$handle)
+    if (!is.null(output)) .Call(gk_r_shared_free, output$handle)
+  })
+  if (isTRUE(getOption("gpukernels.future_shared", TRUE))) {
+    input <- .Call(gk_r_pcf_share, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+  } else {
+    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+  }
+  if (!is.list(input)) input <- NULL
+  shared <- list(input = input[-1L], target = list(
+    path = output$path, token = output$token, bytes = output$bytes,
+    layout = gk_pcf_write_kind(kind), n_rows = n, n_cols = m))
+  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, output$handle,
+                         if (!is.null(input)) shared, clock)
+  handle <- output$handle
+  output <- NULL   # returned: on.exit leaves it
+  start <- proc.time()[["elapsed"]]
+  on.exit(if (gk_progress_lines()) {
+    phases[1L] <- sprintf("%s, result mapped %.2f s", phases[1L], proc.time()[["elapsed"]] - start)
+    message(paste(phases, collapse = "\n"))
+  }, add = TRUE)
+  .Call(gk_r_shared_result, handle, size, rows, gk_threads())
+}
+
+gk_pcf_write_kind <- function(kind) {
+  gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
+}
+
+# Runs the bands as futures: with `shared` (the input segment and the
+# result's target) the workers read and write shared memory; without, or for
+# a worker that cannot attach it, they get the data and send back results,
+# written into `out` (a vector or a result segment's handle) as they arrive.
+# Returns the progress lines: the phases, then the workers' engine lines.
+gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out, shared, clock) {
+  symmetric <- is.null(Y)
+  n <- length(X)
+  write_kind <- gk_pcf_write_kind(kind)
+  phases <- c(share = proc.time()[["elapsed"]] - clock)
   bands <- gk_row_bands(n, count, triangle = symmetric)
   opts <- gk_chunk_options()
-  tasks <- lapply(seq_len(nrow(bands)), function(k) {
+  # Workers on this machine share its cores (future's workers see them all).
+  local_opts <- opts
+  if (is.null(opts$gpukernels.threads)) {
+    local_opts$gpukernels.threads <- max(1L, .Call(gk_r_omp_threads) %/%
+                                           min(nrow(bands), future::nbrOfWorkers()))
+  }
+  task_of <- function(k, data) {
     rows <- bands[k, ]
-    band <- X[rows[1L]:rows[2L]]
-    list(fun = gk_pcf_chunk, kind = kind, rows = rows, X = band,
-         Y = if (!symmetric) Y,
-         left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)],
-         p = p, precision = precision, backend = backend, options = opts,
-         devices = devices, chunk = k)
-  })
-  write_kind <- gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
-  out <- if (kind == "pdist") .Call(gk_r_alloc_result, n * (n - 1) / 2, 0L) else
-    .Call(gk_r_alloc_result, as.double(n) * m, as.integer(n))
+    task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
+                 backend = backend, options = if (data) opts else local_opts, devices = devices,
+                 chunk = k, lines = gk_progress_lines())
+    if (!data) return(c(task, list(shared = shared)))
+    c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
+                 left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
+  }
+  resend <- integer()
+  worker_s <- numeric()
+  lines <- character()
   collect <- function(i, value) {
+    if (isTRUE(value$written)) {
+      worker_s <<- c(worker_s, value$seconds)
+      if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
+      return()
+    }
+    if (isFALSE(value$written)) {
+      resend <<- c(resend, i)
+      return()
+    }
     r0 <- bands[i, 1L] - 1
     if (!is.null(value$rect)) {
       .Call(gk_r_block_write, out, write_kind, n, r0, 0, value$rect, FALSE)
@@ -212,8 +356,18 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
             if (kind == "pdist") unclass(value$tri) else value$tri, kind == "pdist")
     }
   }
-  gk_run_tasks(tasks, collect, gk_progressor(length(tasks)))
-  out
+  progress <- gk_progressor(nrow(bands))
+  gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect, progress)
+  if (length(resend)) {   # workers on other machines: the data travel, and the results
+    again <- resend
+    gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
+  }
+  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s)",
+                  nrow(bands), if (is.null(shared)) "results through the futures" else
+                    paste0("shared memory", if (length(resend)) ", some resent"),
+                  phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]],
+                  if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"),
+          lines)
 }
 
 # ---- kernel reductions ----
@@ -237,7 +391,7 @@ gk_reduce_distributed <- function(args, count) {
   opts <- gk_chunk_options()
   tasks <- lapply(seq_len(nrow(bands)), function(k) {
     rows <- bands[k, ]
-    list(fun = gk_reduce_chunk, rows = rows, part = rows_of[rows[1L]:rows[2L], , drop = FALSE],
+    list(fun = "gk_reduce_chunk", rows = rows, part = rows_of[rows[1L]:rows[2L], , drop = FALSE],
          out_arg = out_arg, args = args, options = opts, chunk = k, devices = args$devices,
          backend = args$backend)
   })

@@ -121,10 +121,13 @@ pcf_dimnames <- function(X, Y) {
 }
 
 # The one place that resolves backend, devices and internal options, then calls
-# C, or splits the call over future workers (R/distributed.R).
-pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE) {
+# C, or splits the call over future workers (R/distributed.R). `band`: a
+# worker's band of a distributed call, computed from and into shared memory
+# (list(input, x_range, y_set, y_range, target); gk_pcf_chunk_shared).
+pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE,
+                            band = NULL) {
   single <- gk_check_precision(precision) == "single"
-  count <- gk_chunk_count(workers, length(X))
+  count <- if (is.null(band)) gk_chunk_count(workers, length(X)) else 0L
   if (count > 0L) {
     return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
   }
@@ -132,9 +135,15 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
   backend <- gk_backend(backend)
   devices <- gk_devices_for(devices, backend, requested)
   budget <- pcf_budget()
+  if (!is.null(band)) {
+    return(gk_with_engine_progress(
+      .Call(gk_r_pcf_band, band$input, as.double(band$x_range), as.integer(band$y_set),
+            as.double(band$y_range), kind, p, single, backend, gk_threads(), as.double(budget),
+            devices, gk_progress_lines(), band$target)))
+  }
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
-          backend, gk_threads(), as.double(budget), devices, gk_progress_lines()))
+          backend, gk_threads(), as.double(budget), devices, gk_progress_lines(), NULL))
 }
 
 pcf_budget <- function() {

@@ -98,7 +98,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   tasks <- lapply(seq_along(groups), function(g) {
     these <- slabs[groups[[g]], , drop = FALSE]
     last <- max(these[, 2L])
-    list(fun = pcf_file_chunk, rows = c(min(these[, 1L]), last), slabs = these,
+    list(fun = "pcf_file_chunk", rows = c(min(these[, 1L]), last), slabs = these,
          X = if (symmetric) X[seq_len(last)] else X[min(these[, 1L]):last],
          offset = if (symmetric) 0L else min(these[, 1L]) - 1L, Y = Y, p = p,
          precision = precision, backend = backend, devices = devices, chunk = g,

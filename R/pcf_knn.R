@@ -111,7 +111,7 @@ pcf_knn_distributed <- function(X, k, Y, p, precision, backend, devices, count) 
   opts <- gk_chunk_options()
   tasks <- lapply(seq_len(nrow(bands)), function(b) {
     rows <- bands[b, ]
-    list(fun = pcf_knn_chunk, rows = rows, X = X[rows[1L]:rows[2L]], Y = Y, self = self,
+    list(fun = "pcf_knn_chunk", rows = rows, X = X[rows[1L]:rows[2L]], Y = Y, self = self,
          left = if (self && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)], k = k, p = p,
          precision = precision, backend = backend, devices = devices, chunk = b,
          options = opts)

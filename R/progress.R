@@ -49,11 +49,21 @@ gk_progressor <- function(steps, envir = parent.frame()) {
 
 # Evaluates an engine call with its block steps (and lines) sent to progressr:
 # the C engines call `sink(done, total, line)` between blocks on R's thread.
+# The sink is made elsewhere: a closure made here would keep this frame, and
+# so the promise holding the result, alive, and the caller's attr<- would then
+# copy the result (10 GB for a pcf_pdist() of 5e4 functions).
 gk_with_engine_progress <- function(expr, envir = parent.frame()) {
   if (!gk_use_progressr()) return(expr)
+  .Call(gk_r_progress_sink, gk_engine_sink(envir))
+  on.exit(.Call(gk_r_progress_sink, NULL))
+  expr
+}
+
+gk_engine_sink <- function(envir) {
+  force(envir)   # an unforced promise would keep the caller's frame alive too
   p <- NULL
   last <- 0
-  sink <- function(done, total, line) {
+  function(done, total, line) {
     if (done < 0) {                      # a progress line
       if (!is.null(p)) p(message = line, amount = 0)
       return(invisible())
@@ -65,7 +75,4 @@ gk_with_engine_progress <- function(expr, envir = parent.frame()) {
     }
     invisible()
   }
-  .Call(gk_r_progress_sink, sink)
-  on.exit(.Call(gk_r_progress_sink, NULL))
-  expr
 }

@@ -9,6 +9,7 @@
 #include <R_ext/Rdynload.h>
 #include "r_util.h"
 #include "device/gk_device.h"
+#include "r_shared.h"
 
 /* device layer (r_device.c) */
 SEXP gk_r_build_info(void);
@@ -44,13 +45,21 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
 /* PCF engine (r_pcf.c) and the block scheduler it uses (r_blocks.c) */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress);
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP target);
 SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
                   SEXP budget, SEXP devices, SEXP progress, SEXP column_lists);
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle);
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);
+/* result memory shared with future workers (r_shared.c) */
+SEXP gk_r_shared_create(SEXP bytes, SEXP fill);
+SEXP gk_r_shared_result(SEXP handle, SEXP length, SEXP rows, SEXP threads);
+SEXP gk_r_shared_free(SEXP handle);
+SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
+SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
+                   SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
+                   SEXP progress, SEXP target);
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side);
@@ -128,11 +137,16 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_kernel_matrix", (DL_FUNC) &gk_r_kernel_matrix, 5},
   {"gk_r_kernel_eval", (DL_FUNC) &gk_r_kernel_eval, 2},
   /* PCF engine */
-  {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 10},
+  {"gk_r_pcf_matrix", (DL_FUNC) &gk_r_pcf_matrix, 11},
   {"gk_r_pcf_validate", (DL_FUNC) &gk_r_pcf_validate, 1},
   {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 11},
   {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
   {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
+  {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 2},
+  {"gk_r_shared_result", (DL_FUNC) &gk_r_shared_result, 4},
+  {"gk_r_shared_free", (DL_FUNC) &gk_r_shared_free, 1},
+  {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 5},
+  {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 13},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 6},
   /* H2 matrices */
@@ -179,6 +193,7 @@ void R_init_gpukernels(DllInfo *dll)
   R_registerRoutines(dll, NULL, call_entries, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   gk_install_r_hooks();
+  gk_r_shared_register(dll);
 }
 
 void R_unload_gpukernels(DllInfo *dll)

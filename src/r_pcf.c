@@ -9,6 +9,8 @@
 #include "pcf/pcf_pack.h"
 #include "device/gk_omp.h"
 #include "pcf/pcf_knn.h"
+#include "r_shared.h"
+#include "device/gk_device.h"
 #include <math.h>
 
 /* One pass (on R's thread) to count and check shapes and to take the data
@@ -121,29 +123,53 @@ static void run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const 
     pcf_matrix_cpu(op, xs, yp, writer, opt, err);
 }
 
+/* The operation of an R `kind` ("pdist", "cdist", "kernel", "kernel_sym") and `p`. */
+static pcf_op op_of(SEXP kind, SEXP p)
+{
+  return strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
+                                                              : pcf_op_for_p(gk_as_double(p));
+}
+
 /* The checks gk_r_pcf_matrix makes, without computing (before a call is split
  * over workers, so that errors name the user's functions). */
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
   pcf_set xs, ys;
   const pcf_set *yp;
-  pcf_op op = strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
-                                                                    : pcf_op_for_p(gk_as_double(p));
+  pcf_op op = op_of(kind, p);
   sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
   return R_NilValue;
 }
 
+/* The writer of a future worker's band into the caller's shared result:
+ * target = list(path, token, bytes, layout, n_rows, row0, col0) (see
+ * R/distributed.R); the engine computes `kind`. */
+static gk_block_writer band_writer(SEXP target, gk_write_kind kind, double *out, int threads)
+{
+  return gk_block_writer_band(kind, (gk_write_kind) gk_as_int(gk_list_get(target, "layout")), out,
+                              (size_t) gk_as_double(gk_list_get(target, "n_rows")),
+                              (size_t) gk_as_double(gk_list_get(target, "row0")),
+                              (size_t) gk_as_double(gk_list_get(target, "col0")), threads);
+}
+
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
- * products between x and y) or "kernel_sym" (symmetric matrix of x). */
+ * products between x and y) or "kernel_sym" (symmetric matrix of x). With a
+ * `target` (not NULL), the results go into the shared result it names
+ * instead: TRUE, or FALSE when this process cannot attach it (another
+ * machine); nothing is allocated. */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress)
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP target)
 {
   const char *what = CHAR(STRING_ELT(kind, 0));
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
   int inner = strncmp(what, "kernel", 6) == 0;
+  gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
+                             : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
+                                                               : GK_WRITE_DENSE;
   pcf_set xs, ys;
   const pcf_set *yp;
   gk_block_writer writer;
+  gk_shared shared;
   gk_error err;
   gk_error_clear(&err);
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
@@ -160,6 +186,15 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                    (symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
     for (int d = 0; d < opt.n_devices; d++) gk_r_make_room(opt.devices[d], want, 0);
   }
+  if (!Rf_isNull(target)) {
+    writer = band_writer(target, write_kind, NULL, opt.threads);
+    if (gk_r_shared_attach(target, &shared, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
+    writer.out = shared.values;
+    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+    gk_shared_release(&shared);
+    if (err.status) gk_raise(&err);
+    return Rf_ScalarLogical(TRUE);
+  }
 
   SEXP out;
   if (strcmp(what, "pdist") == 0) {
@@ -170,14 +205,125 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                (unsigned long) yp->n);
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
-  writer = gk_block_writer_make(strcmp(what, "pdist") == 0 ? GK_WRITE_DIST
-                                : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
-                                                                  : GK_WRITE_DENSE,
-                                REAL(out), xs.n, opt.threads);
+  writer = gk_block_writer_make(write_kind, REAL(out), xs.n, opt.threads);
   run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;
+}
+
+/* ---- future workers on this machine: sets and results in shared memory ----
+ * An input segment (gk_r_pcf_share) holds x and y flattened: four size_t
+ * (n_x, intervals of x, n_y, intervals of y), then for each set its n + 1
+ * offsets, its t and its v. A worker attaches it and computes a band straight
+ * from it into the shared result (gk_r_pcf_band): nothing is serialized or
+ * flattened again. */
+
+static size_t share_bytes(const pcf_set *s)
+{
+  return s ? ((s->n + 1) + 2 * s->offset[s->n]) * sizeof(double) : 0;
+}
+
+static char *share_put(char *at, const pcf_set *s)
+{
+  size_t n = s->n, len = s->offset[n] * sizeof(double);
+  memcpy(at, s->offset, (n + 1) * sizeof(size_t));
+  at += (n + 1) * sizeof(size_t);
+  gk_host_copy(at, s->t, len);
+  gk_host_copy(at + len, s->v, len);
+  return at + 2 * len;
+}
+
+/* A view of set `which` (0: x, 1: y) of an attached input segment. */
+static pcf_set share_view(const gk_shared *in, int which)
+{
+  const size_t *head = (const size_t *) in->values;
+  const char *at = (const char *) (head + 4);
+  pcf_set s;
+  for (int k = 0; k <= which; k++) {
+    s.n = head[2 * k];
+    s.offset = (const size_t *) at;
+    s.t = (const double *) (at + (s.n + 1) * sizeof(size_t));
+    s.v = s.t + head[2 * k + 1];
+    at = (const char *) (s.v + head[2 * k + 1]);
+  }
+  return s;
+}
+
+/* The checks of gk_r_pcf_check, then x and y (NULL: none) copied into a new
+ * input segment: list(handle, path, token, bytes), or a string saying why
+ * there is none. */
+SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
+{
+  pcf_set xs, ys;
+  const pcf_set *yp;
+  pcf_op op = op_of(kind, p);
+  sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+  if (gk_as_flag(single)) {
+    warn_float_grid(&xs, "x");
+    if (yp != &xs) warn_float_grid(yp, "y");
+  }
+  const pcf_set *second = yp != &xs ? yp : NULL;
+  SEXP seg = PROTECT(gk_r_shared_create(
+      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second))),
+      Rf_ScalarLogical(FALSE)));
+  if (TYPEOF(seg) == VECSXP) {
+    size_t *head = (size_t *) gk_r_shared_values(gk_list_get(seg, "handle"), 0);
+    head[0] = xs.n;
+    head[1] = xs.offset[xs.n];
+    head[2] = second ? second->n : 0;
+    head[3] = second ? second->offset[second->n] : 0;
+    char *at = share_put((char *) (head + 4), &xs);
+    if (second) share_put(at, second);
+  }
+  UNPROTECT(1);
+  return seg;
+}
+
+/* Functions [first, last] (1-based) of a set; 0 when outside it. */
+static int share_range(pcf_set *s, SEXP range)
+{
+  size_t first = (size_t) REAL(range)[0] - 1, last = (size_t) REAL(range)[1];
+  if (last > s->n || first > last) return 0;
+  s->offset += first;
+  s->n = last - first;
+  return 1;
+}
+
+/* One band of a distributed matrix on a worker: rows x_range of x against
+ * y_range of set y_set (1: x, 2: y; 0: the symmetric result of the rows
+ * themselves), computed as `kind` from the input segment `input` into the
+ * shared result `target` (see gk_r_pcf_matrix). TRUE, or FALSE when this
+ * process cannot attach them (another machine). */
+SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
+                   SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
+                   SEXP progress, SEXP target)
+{
+  const char *what = CHAR(STRING_ELT(kind, 0));
+  gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
+                             : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
+                                                               : GK_WRITE_DENSE;
+  pcf_options opt = options_from_r(single, threads, budget, devices, progress);
+  pcf_op op = op_of(kind, p);
+  int which = gk_as_int(y_set);
+  gk_block_writer writer = band_writer(target, write_kind, NULL, opt.threads);
+  gk_shared in, out;
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_r_shared_attach(input, &in, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
+  if (gk_r_shared_attach(target, &out, &err) != GK_OK) {
+    gk_shared_release(&in);
+    return Rf_ScalarLogical(FALSE);
+  }
+  pcf_set xs = share_view(&in, 0), ys = which > 0 ? share_view(&in, which - 1) : xs;
+  if (!share_range(&xs, x_range) || (which > 0 && !share_range(&ys, y_range)))
+    gk_fail(&err, GK_ERR_INTERNAL, "a band outside its set of PCFs");
+  writer.out = out.values;
+  if (err.status == GK_OK) run_engine(backend, &op, &xs, which > 0 ? &ys : &xs, &writer, &opt, &err);
+  gk_shared_release(&in);
+  gk_shared_release(&out);
+  if (err.status) gk_raise(&err);
+  return Rf_ScalarLogical(TRUE);
 }
 
 /* index 0 (no candidate) as NA in R */
@@ -242,13 +388,15 @@ SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEX
 }
 
 /* Writes a block of doubles computed elsewhere (a distributed chunk) into an
- * output made by gk_r_pcf_alloc, in place: kind 0 dense, 1 dist, 2 symmetric
+ * output made by gk_r_alloc_result or a shared result's handle
+ * (gk_r_shared_create), in place: kind 0 dense, 1 dist, 2 symmetric
  * (see device/block_writer.h); `triangle` TRUE means block is the `dist`
  * vector of functions [row0, row0 + m) (dist outputs only). */
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle)
 {
-  gk_block_writer w = gk_block_writer_make((gk_write_kind) gk_as_int(kind), REAL(out),
+  double *values = TYPEOF(out) == EXTPTRSXP ? gk_r_shared_values(out, 0) : REAL(out);
+  gk_block_writer w = gk_block_writer_make((gk_write_kind) gk_as_int(kind), values,
                                            (size_t) gk_as_double(n_rows), 0);
   size_t r0 = (size_t) gk_as_double(row0), c0 = (size_t) gk_as_double(col0);
   if (gk_as_flag(triangle)) {

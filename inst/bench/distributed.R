@@ -1,15 +1,17 @@
-# Benchmark of the distributed paths (issue 15), for a machine with two GPUs:
-#   1. pdist L1 float32, n = 5e4: one GPU in-process; both GPUs in-process
-#      (devices = 1:2); two local future workers with one GPU each (in-memory
-#      result, which travels back through the workers' sockets); two workers
-#      writing a file-backed result. Target: >= 1.8x one GPU.
-#   2. pcf_knn, n = 2e5, k = 10 (all GPUs, in-process).
-#   3. file-backed pdist, n = 1e5, float storage (20 GB on disk) with the
-#      two workers.
-# Each row prints as it is measured, with the device, the times (median of
-# `reps`) and the speed-up against one GPU; the engine's progress lines for
-# the in-process runs say where the host's time goes (upload + kernels vs
-# scatter).
+# Benchmark of the distributed paths (issues 15 and 37): pdist L1 float32 of
+# n = 5e4 PCFs (a 10 GB `dist`) on 1, 2, ... GPUs of this machine:
+#   - in-process: one GPU, then devices = 1:G for G = 2, 4, ... up to all;
+#   - G future workers (plan(multisession)) with one GPU each, writing their
+#     bands into the shared-memory result (the default route);
+#   - optional (slow, the routes of before): results through the futures'
+#     sockets (GK_BENCH_SOCKETS=1), a float file with pcf_dist_file()
+#     (GK_BENCH_FILE=1), pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
+# Each row prints as it is measured: the setup, the median time of `reps`
+# after a warm-up (workers warmed too: package, CUDA context), the speed-up
+# against one GPU in-process, and the pairs per second. The engine's progress
+# lines of one more run per setup say where the time goes (GPU, host packing
+# and scatter per GPU; for workers: inputs shared, the workers' own time,
+# result mapped).
 #   Rscript inst/bench/distributed.R [quick]   (quick: small sizes, CPU-only machine)
 library(gpukernels)
 args <- commandArgs(trailingOnly = TRUE)
@@ -23,77 +25,92 @@ source(file.path(local({
 
 # Workers load the package from the same library as this session.
 Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
+flag <- function(name) identical(Sys.getenv(name), "1")
 ngpu <- if (gk_has_gpu()) nrow(gk_info()$devices) else 0L
 backend <- if (ngpu > 0) "gpu" else "cpu"
-cat("devices:", ngpu, "GPU(s); backend", backend, "; cores", parallel::detectCores(), "\n")
-if (ngpu > 0) print(gk_info()$devices)
-n_pdist <- if (quick) 2000 else 5e4
+cat("devices:", ngpu, "GPU(s); backend", backend, "; cores", parallel::detectCores(),
+    "; date", format(Sys.time(), "%Y-%m-%d %H:%M"), "\n")
+if (ngpu > 0) print(gk_info()$devices[, intersect(c("name", "memory_gb", "free_gb"),
+                                                   names(gk_info()$devices))])
+n_pdist <- as.numeric(Sys.getenv("GK_BENCH_N", if (quick) 2000 else 5e4))
 n_knn <- if (quick) 3000 else 2e5
-n_file <- if (quick) 3000 else 1e5
-reps <- if (quick) 1 else 2
-workers <- max(2L, ngpu)
+reps <- as.integer(Sys.getenv("GK_BENCH_REPS", if (quick) 1 else 3))
+counts <- if (ngpu >= 2) unique(c(2L ^ seq_len(floor(log2(ngpu))), ngpu)) else 2L
 out_dir <- Sys.getenv("GK_BENCH_DIR", tempdir())
+pairs <- n_pdist * (n_pdist - 1) / 2
 
 median_time <- function(f, reps) {
   median(vapply(seq_len(reps), function(i) { gc(FALSE); system.time(f())[["elapsed"]] }, 0))
 }
 rows <- list()
-report <- function(case, n, setup, seconds, base = NA, note = "") {
-  row <- data.frame(case = case, n = n, setup = setup, seconds = round(seconds, 3),
-                    speedup_vs_1gpu = round(base / seconds, 2), note = note)
+report <- function(setup, seconds, base = NA, note = "") {
+  row <- data.frame(case = "pdist L1 single", n = n_pdist, setup = setup,
+                    seconds = round(seconds, 2), speedup_vs_1gpu = round(base / seconds, 2),
+                    gpairs_per_s = signif(pairs / seconds / 1e9, 3), note = note)
   print(row, row.names = FALSE)
   rows[[length(rows) + 1L]] <<- row
 }
-
-X <- draw_pcfs(max(n_pdist, n_knn, n_file))
-options(gpukernels.progress = FALSE)
-invisible(pcf_pdist(X[1:2000], precision = "single", backend = backend, workers = 1))  # warm-up
-
-# 1. pdist L1 float32
-Xp <- X[seq_len(n_pdist)]
-one <- median_time(function() pcf_pdist(Xp, precision = "single", backend = backend,
-                                        devices = if (ngpu) 1, workers = 1), reps)
-report("pdist L1 single", n_pdist, if (ngpu) "1 GPU in-process" else "CPU in-process", one, one)
-if (ngpu >= 2) {
-  t <- median_time(function() pcf_pdist(Xp, precision = "single", devices = seq_len(ngpu),
-                                        workers = 1), reps)
-  report("pdist L1 single", n_pdist, paste(ngpu, "GPUs in-process"), t, one)
-  cat("Where the time goes in-process (progress lines):\n")
+# One more run with the engine's progress lines (where the time goes).
+phases <- function(f) {
   options(gpukernels.progress = TRUE)
-  invisible(pcf_pdist(Xp, precision = "single", devices = seq_len(ngpu), workers = 1))
-  options(gpukernels.progress = FALSE)
+  on.exit(options(gpukernels.progress = FALSE))
+  invisible(f())
 }
-future::plan(future::multisession, workers = workers)
-invisible(future::value(lapply(seq_len(workers), function(i)
-  future::future(library(gpukernels), packages = "gpukernels"))))   # start the workers
-t <- median_time(function() pcf_pdist(Xp, precision = "single", backend = backend), reps)
-report("pdist L1 single", n_pdist, paste(workers, "workers x 1 GPU, in-memory"), t, one,
-       "result travels back through sockets")
-f <- file.path(out_dir, "gk_bench_pdist")
-t <- median_time(function() pcf_dist_file(Xp, file = f, file_type = "float", precision = "single",
-                                          backend = backend, overwrite = TRUE), reps)
-report("pdist L1 single", n_pdist, paste(workers, "workers x 1 GPU, file (float)"), t, one,
-       "full symmetric matrix written")
-unlink(paste0(f, c(".bin", ".desc")))
 
-# 2. pcf_knn, in-process on all GPUs, then over the workers
-future::plan(future::sequential)
-Xk <- X[seq_len(n_knn)]
-t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
-report("pcf_knn k=10 single", n_knn, paste(max(ngpu, 1), if (ngpu) "GPU(s)" else "CPU", "in-process"), t)
-future::plan(future::multisession, workers = workers)
-t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
-report("pcf_knn k=10 single", n_knn, paste(workers, "workers"), t, NA, "each pair computed twice")
+X <- draw_pcfs(if (flag("GK_BENCH_KNN")) max(n_pdist, n_knn) else n_pdist)
+Xp <- X[seq_len(n_pdist)]
+options(gpukernels.progress = FALSE)
+pdist <- function(...) suppressWarnings(pcf_pdist(Xp, precision = "single", backend = backend, ...))
+invisible(suppressWarnings(pcf_pdist(X[1:2000], precision = "single", backend = backend, workers = 1)))  # warm-up
 
-# 3. file-backed pdist
-f <- file.path(out_dir, "gk_bench_pdist_large")
-t <- median_time(function() pcf_dist_file(X[seq_len(n_file)], file = f, file_type = "float",
-                                          precision = "single", backend = backend,
-                                          overwrite = TRUE), 1)
-report("pdist file float", n_file, paste(workers, "workers"), t, NA,
-       sprintf("%.1f GB on disk", n_file^2 * 4 / 1e9))
-unlink(paste0(f, c(".bin", ".desc")))
-future::plan(future::sequential)
+# 1. in-process: one GPU, then G GPUs
+one_dev <- if (ngpu) 1L
+one <- median_time(function() pdist(devices = one_dev, workers = 1), reps)
+report(if (ngpu) "1 GPU in-process" else "CPU in-process", one, one)
+phases(function() pdist(devices = one_dev, workers = 1))
+if (ngpu >= 2) {
+  for (g in counts) {
+    t <- median_time(function() pdist(devices = seq_len(g), workers = 1), reps)
+    report(paste(g, "GPUs in-process"), t, one)
+    phases(function() pdist(devices = seq_len(g), workers = 1))
+  }
+}
+
+# 2. G future workers, one GPU each, writing into the shared result
+for (g in counts) {
+  future::plan(future::multisession, workers = g)
+  # Start the workers and warm them: package, CUDA context (one GPU each).
+  for (w in 1:2) invisible(suppressWarnings(pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend)))
+  t <- median_time(function() pdist(), reps)
+  report(paste(g, "workers x 1 GPU, shared memory"), t, one, "bands written in place")
+  phases(function() pdist())
+  if (flag("GK_BENCH_SOCKETS")) {
+    options(gpukernels.future_shared = FALSE)
+    t <- median_time(function() pdist(), 1)
+    report(paste(g, "workers x 1 GPU, through futures"), t, one, "data and results by socket")
+    options(gpukernels.future_shared = TRUE)
+  }
+  if (flag("GK_BENCH_FILE")) {
+    f <- file.path(out_dir, "gk_bench_pdist")
+    t <- median_time(function() pcf_dist_file(Xp, file = f, file_type = "float",
+                                              precision = "single", backend = backend,
+                                              overwrite = TRUE), 1)
+    report(paste(g, "workers x 1 GPU, file (float)"), t, one, "full symmetric matrix written")
+    unlink(paste0(f, c(".bin", ".desc")))
+  }
+  future::plan(future::sequential)
+}
+
+# 3. pcf_knn (optional)
+if (flag("GK_BENCH_KNN")) {
+  Xk <- X[seq_len(n_knn)]
+  t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
+  cat("pcf_knn k = 10, n =", n_knn, "in-process, all GPUs:", round(t, 2), "s\n")
+  future::plan(future::multisession, workers = max(counts))
+  t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
+  cat("pcf_knn k = 10, n =", n_knn, max(counts), "workers:", round(t, 2), "s\n")
+  future::plan(future::sequential)
+}
 
 cat("\nSummary\n")
 print(do.call(rbind, rows), row.names = FALSE)

@@ -10,7 +10,14 @@
  * The pipeline knows nothing of what is computed: a gk_block_policy supplies
  * per-GPU storage and a launch function that uploads what one block needs and
  * starts its computation, asynchronously, on the given stream, writing a
- * column-major rows x cols buffer of float or double.
+ * column-major rows x cols buffer of float or double; and optionally a
+ * prepare function, called for the GPU's next block while the current one
+ * computes, so that host work for a block (packing its inputs) is off the
+ * GPU's critical path.
+ *
+ * With several GPUs, each GPU thread scatters with its share of the writer's
+ * threads (all threads / GPUs), so that the teams do not oversubscribe the
+ * cores.
  *
  * The calling (R) thread only waits: it checks for a user interrupt and prints
  * progress between blocks; an interrupt stops the GPUs after their current
@@ -39,6 +46,9 @@ typedef struct {
   /* Uploads the block's data and launches its computation into `out`. */
   gk_status (*launch)(void *ctx, void *storage, const gk_block *block, void *out,
                       gk_stream stream, gk_error *err);
+  /* NULL, or host work for the GPU's next block, done while the current one
+   * computes (its launch must then find it done). */
+  void (*prepare)(void *ctx, void *storage, const gk_block *block);
 } gk_block_policy;
 
 typedef struct {

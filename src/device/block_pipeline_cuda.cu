@@ -14,7 +14,7 @@ struct shared_state {
   const gk_block_policy *policy;
   const gk_block *blocks;
   size_t count;
-  const gk_block_writer *writer;
+  gk_block_writer writer;           // each GPU's share of the scatter threads
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
   gk_block_progress progress;
@@ -22,7 +22,7 @@ struct shared_state {
 };
 
 struct worker {
-  double setup_s = 0, gpu_s = 0, scatter_s = 0;   // for the closing progress line
+  double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0;   // for the closing progress line
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start)
@@ -40,9 +40,10 @@ void run_worker(void *ctx, int d, gk_error *err)
   const gk_block_policy *policy = s->policy;
   gk_stream compute = NULL, download = NULL;
   gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
-  gk_pinned_buffer host[2] = {{NULL, 0}, {NULL, 0}};
+  char *host[2] = {NULL, NULL};   // halves of the GPU's cached pinned staging
+  void *staging = NULL;
   void *storage = NULL;
-  size_t max_rows, max_cols, max_elements, iteration = 0;
+  size_t max_rows, max_cols, max_elements, iteration = 0, k = 0;
   const gk_block *previous = NULL;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
   cudaEvent_t started = NULL, finished = NULL;
@@ -51,18 +52,22 @@ void run_worker(void *ctx, int d, gk_error *err)
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
   GK_TRY(gk_stream_create(&compute, 1, err));
   GK_TRY(gk_stream_create(&download, 0, err));
-  for (int b = 0; b < 2; b++) {
+  for (int b = 0; b < 2; b++)
     GK_TRY(gk_buffer_alloc(&out[b], max_elements * elem, "a block of results", err));
-    GK_TRY(gk_pinned_alloc(&host[b], max_elements * elem, "a block of results", err));
-  }
+  // Page-locked memory is slow to get (0.5 s for the 512 MB of two large
+  // blocks, twice that with two GPUs getting theirs at once): the device
+  // layer keeps it between calls.
+  GK_TRY(gk_pinned_scratch(2 * max_elements * elem, "blocks of results", &staging, err));
+  host[0] = (char *) staging;
+  host[1] = host[0] + max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
   GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
   GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
   w->setup_s = seconds_since(clock);
 
+  k = s->next.fetch_add(1);
   for (;; iteration++) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
-    size_t k = s->next.fetch_add(1);
     if (k >= s->count) break;
     const gk_block *block = &s->blocks[k];
     int slot = (int) (iteration % 2);
@@ -71,11 +76,17 @@ void run_worker(void *ctx, int d, gk_error *err)
     GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
     GK_TRY(gk_cuda_check_launch("the block computation", err));
     GK_CUDA_TRY(cudaEventRecord(finished, (cudaStream_t) compute), "cudaEventRecord", err);
-    // 2. meanwhile, finish the download of the previous block and scatter it
+    // 2. meanwhile, the host work of this GPU's next block, and the scatter
+    // of the previous one (its download done)
+    size_t next = s->next.fetch_add(1);
+    clock = std::chrono::steady_clock::now();
+    if (next < s->count && policy->prepare)
+      policy->prepare(policy->ctx, storage, &s->blocks[next]);
+    w->prepare_s += seconds_since(clock);
     if (previous) {
       GK_TRY(gk_stream_sync(download, "the download of a block", err));
       clock = std::chrono::steady_clock::now();
-      gk_block_write(s->writer, previous, host[1 - slot].ptr, policy->single);
+      gk_block_write(&s->writer, previous, host[1 - slot], policy->single);
       w->scatter_s += seconds_since(clock);
       s->done.fetch_add(1);
     }
@@ -86,14 +97,15 @@ void run_worker(void *ctx, int d, gk_error *err)
       GK_CUDA_TRY(cudaEventElapsedTime(&ms, started, finished), "cudaEventElapsedTime", err);
       w->gpu_s += ms / 1000.0;
     }
-    GK_TRY(gk_buffer_download(host[slot].ptr, &out[slot], block->rows * block->cols * elem,
+    GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
                               download, err));
     previous = block;
+    k = next;
   }
   if (previous && err->status == GK_OK) {
     GK_TRY(gk_stream_sync(download, "the download of a block", err));
     clock = std::chrono::steady_clock::now();
-    gk_block_write(s->writer, previous, host[iteration % 2 == 0 ? 1 : 0].ptr, policy->single);
+    gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0], policy->single);
     w->scatter_s += seconds_since(clock);
     s->done.fetch_add(1);
   }
@@ -103,10 +115,7 @@ fail:
   if (started) cudaEventDestroy(started);
   if (finished) cudaEventDestroy(finished);
   if (storage) policy->storage_destroy(policy->ctx, storage);
-  for (int b = 0; b < 2; b++) {
-    gk_buffer_free(&out[b]);
-    gk_pinned_free(&host[b]);
-  }
+  for (int b = 0; b < 2; b++) gk_buffer_free(&out[b]);
   gk_stream_destroy(&compute);
   gk_stream_destroy(&download);
 }
@@ -129,7 +138,7 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.policy = policy;
   s.blocks = blocks;
   s.count = count;
-  s.writer = writer;
+  s.writer = gk_block_writer_share(writer, options->n_devices);
   std::vector<worker> workers((size_t) options->n_devices);
   std::vector<gk_error> errors((size_t) options->n_devices);
   s.workers = workers.data();
@@ -140,9 +149,10 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   gk_block_progress_update(&s.progress, s.done.load(), 1);
   if (options->progress) {
     for (int d = 0; d < options->n_devices; d++)
-      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host scatter %.2f s",
+      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host prepare %.2f s, "
+                  "host scatter %.2f s (%d threads)",
                   options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
-                  workers[d].scatter_s);
+                  workers[d].prepare_s, workers[d].scatter_s, s.writer.threads);
   }
   for (const gk_error &e : errors)
     if (e.status != GK_OK) gk_fail(err, e.status, "%s", e.message);

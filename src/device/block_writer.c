@@ -6,31 +6,34 @@ gk_block_mode gk_block_writer_mode(gk_write_kind kind)
   return kind == GK_WRITE_DENSE ? GK_BLOCKS_FULL : GK_BLOCKS_LOWER;
 }
 
-static inline double value_at(const void *src, int single, size_t k)
-{
-  return single ? (double) ((const float *) src)[k] : ((const double *) src)[k];
-}
-
-/* Output column j of the block: rows [first, block end), contiguous in the
- * source and, for dense and dist outputs, in the destination too. */
+/* Column c of the block: the rows the engine computed (kind, local indices)
+ * that the output holds (layout, global indices), contiguous in the source
+ * and, for dense and dist layouts, in the destination too. */
 static void write_column(const gk_block_writer *w, const gk_block *b, const void *src,
                          int single, size_t c)
 {
-  size_t j = b->col0 + c, n = w->n_rows, end = b->row0 + b->rows;
-  size_t first = b->row0;
-  if (w->kind == GK_WRITE_DIST && first < j + 1) first = j + 1;
-  if (w->kind == GK_WRITE_SYMMETRIC && first < j) first = j;
-  const size_t src0 = c * b->rows - b->row0;   /* source index of row i is src0 + i */
-  if (w->kind == GK_WRITE_DENSE) {
-    double *dst = w->out + j * n;
-    for (size_t i = first; i < end; i++) dst[i] = value_at(src, single, src0 + i);
-  } else if (w->kind == GK_WRITE_DIST) {
-    if (first >= end) return;
-    double *dst = w->out + (j * n - j * (j + 1) / 2 - j - 1);
-    for (size_t i = first; i < end; i++) dst[i] = value_at(src, single, src0 + i);
+  size_t jl = b->col0 + c, j = w->col0 + jl, n = w->n_rows;
+  size_t r0 = w->row0 + b->row0, end = r0 + b->rows, first = r0;
+  size_t computed = w->row0 + gk_write_first_row(w->kind, jl), held = gk_write_first_row(w->layout, j);
+  if (first < computed) first = computed;
+  if (first < held) first = held;
+  if (first >= end) return;
+  const void *col = single ? (const void *) ((const float *) src + c * b->rows - r0)
+                           : (const void *) ((const double *) src + c * b->rows - r0);
+  /* source index of output row i is i (col is shifted by r0) */
+  if (w->layout == GK_WRITE_DENSE || w->layout == GK_WRITE_DIST) {
+    double *dst = w->layout == GK_WRITE_DENSE ? w->out + j * n
+                                              : w->out + (j * n - j * (j + 1) / 2 - j - 1);
+    if (single) {
+      const float *s = (const float *) col;
+      for (size_t i = first; i < end; i++) dst[i] = (double) s[i];
+    } else {
+      const double *s = (const double *) col;
+      for (size_t i = first; i < end; i++) dst[i] = s[i];
+    }
   } else {
     for (size_t i = first; i < end; i++) {
-      double v = value_at(src, single, src0 + i);
+      double v = single ? (double) ((const float *) col)[i] : ((const double *) col)[i];
       w->out[i + j * n] = v;
       w->out[j + i * n] = v;
     }
@@ -39,8 +42,22 @@ static void write_column(const gk_block_writer *w, const gk_block *b, const void
 
 gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_rows, int threads)
 {
-  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL};
+  return gk_block_writer_band(kind, kind, out, n_rows, 0, 0, threads);
+}
+
+gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, double *out,
+                                     size_t n_rows, size_t row0, size_t col0, int threads)
+{
+  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0};
   return w;
+}
+
+gk_block_writer gk_block_writer_share(const gk_block_writer *w, int parts)
+{
+  gk_block_writer share = *w;
+  int threads = gk_omp_threads(w->threads) / (parts > 0 ? parts : 1);
+  share.threads = threads > 0 ? threads : 1;
+  return share;
 }
 
 void gk_block_write(const gk_block_writer *writer, const gk_block *block, const void *src,

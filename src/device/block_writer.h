@@ -14,6 +14,13 @@
  * The writers read only the entries their kind needs, so a device kernel may
  * leave the others (above the diagonal) unwritten.
  *
+ * A band writer (gk_block_writer_band) stores the engine's block (i, j) at
+ * (row0 + i, col0 + j) of a larger output of layout `layout`: a future worker
+ * writes its band of rows straight into the shared result (R/distributed.R).
+ * `kind` still says which entries the engine computes (a dense band below
+ * the diagonal of a `dist`: kind GK_WRITE_DENSE, layout GK_WRITE_DIST);
+ * entries the layout does not hold (i <= j of a `dist`) are skipped.
+ *
  * A writer with a `reduce` callback stores nothing: each block goes to the
  * callback instead (e.g. running k-nearest lists), which may be called for
  * several blocks at once from different threads. `kind` then only says which
@@ -38,10 +45,28 @@ typedef struct {
   int threads;        /* OpenMP threads for the scatter (<= 0: all)           */
   void (*reduce)(void *ctx, const gk_block *block, const void *src, int single);
   void *reduce_ctx;   /* NULL reduce: scatter into `out`                      */
+  gk_write_kind layout;   /* how `out` is laid out (kind, unless a band writer) */
+  size_t row0, col0;      /* where the engine's (0, 0) is in `out`              */
 } gk_block_writer;
+
+/* The first row of column j that kind `kind` holds: i > j of a `dist`,
+ * i >= j of a symmetric matrix, every row of a dense one. */
+static inline size_t gk_write_first_row(gk_write_kind kind, size_t j)
+{
+  return kind == GK_WRITE_DIST ? j + 1 : kind == GK_WRITE_SYMMETRIC ? j : 0;
+}
 
 /* A scattering writer of the given kind into out (n_rows rows). */
 gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_rows, int threads);
+
+/* A writer of the entries an engine computes as `kind` into the band at
+ * (row0, col0) of an output of `layout` with n_rows rows. */
+gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, double *out,
+                                     size_t n_rows, size_t row0, size_t col0, int threads);
+
+/* A copy of writer w for one of `parts` threads that write at the same time
+ * (the GPUs of a pipeline): its share of w's OpenMP threads, at least one. */
+gk_block_writer gk_block_writer_share(const gk_block_writer *w, int parts);
 
 /* src holds block->rows x block->cols values, column-major; single != 0 means
  * float, else double. */

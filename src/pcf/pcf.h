@@ -51,13 +51,6 @@ typedef struct {
   int n_devices;
 } pcf_options;
 
-/* The first row of column j (global indices) a writer needs: the rows
- * i > j of a `dist`, i >= j of a symmetric matrix, all of a dense one. */
-static inline size_t pcf_first_needed_row(gk_write_kind kind, size_t j)
-{
-  return kind == GK_WRITE_DIST ? j + 1 : kind == GK_WRITE_SYMMETRIC ? j : 0;
-}
-
 /* The operation for an R `p` (p >= 1, or Inf), or the inner product. */
 pcf_op pcf_op_for_p(double p);
 pcf_op pcf_op_inner(void);

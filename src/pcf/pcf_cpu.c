@@ -29,7 +29,7 @@ typedef struct {
   static inline __attribute__((always_inline)) void column_##SUFFIX(                     \
       int op, const cpu_job *job, const gk_block *b, size_t c, double *out)                \
   {                                                                                      \
-    size_t j = b->col0 + c, first = pcf_first_needed_row(job->kind, j);                  \
+    size_t j = b->col0 + c, first = gk_write_first_row(job->kind, j);                    \
     const INTERVAL *g = (const INTERVAL *) job->y + job->y_off[j];                       \
     const INTERVAL *xs = (const INTERVAL *) job->x;                                      \
     for (size_t i = first > b->row0 ? first : b->row0; i < b->row0 + b->rows; i++)       \

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include "pcf/pcf.h"
 #include "pcf/pcf_pack.h"
+#include "device/gk_omp.h"
 
 pcf_op pcf_op_for_p(double p)
 {
@@ -24,7 +25,9 @@ pcf_op pcf_op_inner(void)
   return op;
 }
 
-/* Function f (0-based) of the set, as the user wrote it: X[[f + 1]]. */
+/* Function f (0-based) of the set, as the user wrote it: X[[f + 1]]. With
+ * err NULL only the verdict (no message): the parallel pass of pcf_validate. */
+#define CHECK_FAIL(...) return err ? gk_fail(err, GK_ERR_INPUT, __VA_ARGS__) : GK_ERR_INPUT
 static gk_status check_one(const pcf_set *s, size_t f, const char *arg, int single,
                            gk_error *err)
 {
@@ -32,35 +35,62 @@ static gk_status check_one(const pcf_set *s, size_t f, const char *arg, int sing
   const double *t = s->t + first, *v = s->v + first;
   unsigned long fn = (unsigned long) f + 1;
   if (n == 0)
-    return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]` has no breakpoints (a PCF needs at least "
-                   "one row)", arg, fn);
+    CHECK_FAIL("`%s[[%lu]]` has no breakpoints (a PCF needs at least one row)", arg, fn);
   for (size_t k = 0; k < n; k++) {
     unsigned long row = (unsigned long) k + 1;
     if (isnan(t[k]) || isnan(v[k]))
-      return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]` has NA or NaN in row %lu", arg, fn, row);
+      CHECK_FAIL("`%s[[%lu]]` has NA or NaN in row %lu", arg, fn, row);
     if (!isfinite(t[k]) || !isfinite(v[k]))
-      return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]` has an infinite %s in row %lu (breakpoints "
-                     "and values must be finite)", arg, fn, isfinite(t[k]) ? "value" : "breakpoint",
-                     row);
+      CHECK_FAIL("`%s[[%lu]]` has an infinite %s in row %lu (breakpoints and values must be "
+                 "finite)", arg, fn, isfinite(t[k]) ? "value" : "breakpoint", row);
     if (single && (fabs(t[k]) > FLT_MAX || fabs(v[k]) > FLT_MAX))
-      return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]` has values too large for single precision "
-                     "in row %lu", arg, fn, row);
+      CHECK_FAIL("`%s[[%lu]]` has values too large for single precision in row %lu", arg, fn,
+                 row);
     if (k > 0 && !(t[k] > t[k - 1]))
-      return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]`: breakpoints must be strictly increasing, "
-                     "but t = %g in row %lu follows t = %g", arg, fn, t[k], row, t[k - 1]);
+      CHECK_FAIL("`%s[[%lu]]`: breakpoints must be strictly increasing, but t = %g in row %lu "
+                 "follows t = %g", arg, fn, t[k], row, t[k - 1]);
   }
   if (t[0] < 0)
-    return gk_fail(err, GK_ERR_INPUT, "`%s[[%lu]]` starts at t = %g: the first breakpoint must be "
-                   ">= 0 (a PCF is 0 on [0, t_1))", arg, fn, t[0]);
+    CHECK_FAIL("`%s[[%lu]]` starts at t = %g: the first breakpoint must be >= 0 (a PCF is 0 on "
+               "[0, t_1))", arg, fn, t[0]);
   return GK_OK;
 }
+#undef CHECK_FAIL
 
+/* Threads for a pass over a set: one below a million breakpoints. */
+static int pass_threads(const pcf_set *s)
+{
+  return s->offset[s->n] < 1000000 ? 1 : gk_omp_threads(0);
+}
+
+/* The first function of s (0-based) for which bad(s, f, ctx) is nonzero, or
+ * s->n: a parallel pass (the serial checks of 1e5 functions took a
+ * noticeable part of a call). */
+static size_t first_bad(const pcf_set *s, int (*bad)(const pcf_set *, size_t, const void *),
+                        const void *ctx)
+{
+  long long n = (long long) s->n, first = n;
+  int threads = pass_threads(s);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) reduction(min : first)
+#endif
+  for (long long f = 0; f < n; f++)
+    if (f < first && bad(s, (size_t) f, ctx)) first = f;
+  (void) threads;
+  return (size_t) first;
+}
+
+static int fails_check(const pcf_set *s, size_t f, const void *single)
+{
+  return check_one(s, f, "", *(const int *) single, NULL) != GK_OK;
+}
+
+/* The message is made for the first bad function only, after the pass. */
 gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err)
 {
   if (s->n == 0) return gk_fail(err, GK_ERR_INPUT, "`%s` is empty: give at least one PCF", arg);
-  for (size_t f = 0; f < s->n; f++)
-    if (check_one(s, f, arg, single, err)) return err->status;
-  return GK_OK;
+  size_t bad = first_bad(s, fails_check, &single);
+  return bad < s->n ? check_one(s, bad, arg, single, err) : GK_OK;
 }
 
 static double last_value(const pcf_set *s, size_t f)
@@ -127,18 +157,27 @@ void pcf_pack(const pcf_set *s, size_t first, size_t count, int single, void *ou
   }
 }
 
+/* The first collapsing row of function f, or 0. */
+static size_t float_collapse_row(const pcf_set *s, size_t f)
+{
+  const double *t = s->t + s->offset[f];
+  size_t n = s->offset[f + 1] - s->offset[f];
+  for (size_t k = 0; k < n; k++) {
+    float prev = k == 0 ? 0.0f : (float) t[k - 1];
+    if ((k > 0 || t[0] > 0) && !((float) t[k] > prev)) return k + 1;
+  }
+  return 0;
+}
+
+static int collapses(const pcf_set *s, size_t f, const void *unused)
+{
+  (void) unused;
+  return float_collapse_row(s, f) != 0;
+}
+
 size_t pcf_float_collapse(const pcf_set *s, size_t *row)
 {
-  for (size_t f = 0; f < s->n; f++) {
-    const double *t = s->t + s->offset[f];
-    size_t n = s->offset[f + 1] - s->offset[f];
-    for (size_t k = 0; k < n; k++) {
-      float prev = k == 0 ? 0.0f : (float) t[k - 1];
-      if ((k > 0 || t[0] > 0) && !((float) t[k] > prev)) {
-        *row = k + 1;
-        return f;
-      }
-    }
-  }
-  return s->n;
+  size_t bad = first_bad(s, collapses, NULL);
+  if (bad < s->n) *row = float_collapse_row(s, bad);
+  return bad;
 }

@@ -94,7 +94,7 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
-                     0L, FALSE), no_cuda)
+                     0L, FALSE, NULL), no_cuda)
   # The CPU engines behind the same entry points still work.
   K <- kernel_matrix(x, x, spec, backend = "cpu")
   expect_equal(K, exp(-as.matrix(dist(x / 0.5))^2 / 2), tolerance = 1e-14,

@@ -136,6 +136,112 @@ test_that("plan(cluster) on localhost gives the single-process results", {
   with_plan(future::cluster, compare_all())
 })
 
+# TRUE when a result is the shared segment the workers wrote (no copy).
+is_shared_result <- function(x) {
+  any(grepl("gpukernels shared result", utils::capture.output(.Internal(inspect(x)))))
+}
+
+shared_cases <- function() {
+  set.seed(19)
+  for (n in c(2, 3, 41, 257)) {   # 2: bands of one function; 257: several blocks per band
+    X <- draw_pcfs(n)
+    Y <- draw_pcfs(if (n > 3) 13 else 1)
+    for (workers in c(2, 3)) {
+      d <- pcf_pdist(X, backend = "cpu", workers = workers)
+      expect_true(is_shared_result(d))
+      expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 1), d), info = n)
+      expect_identical(pcf_cdist(X, Y, p = 3, backend = "cpu", workers = workers),
+                       pcf_cdist(X, Y, p = 3, backend = "cpu", workers = 1), info = n)
+      expect_identical(pcf_kernel(X, backend = "cpu", workers = workers),
+                       pcf_kernel(X, backend = "cpu", workers = 1), info = n)
+      expect_identical(pcf_kernel(X, Y, backend = "cpu", workers = workers),
+                       pcf_kernel(X, Y, backend = "cpu", workers = 1), info = n)
+      expect_true(same_dist(pcf_pdist(X, p = Inf, precision = "single", backend = "cpu",
+                                      workers = workers),
+                            pcf_pdist(X, p = Inf, precision = "single", backend = "cpu",
+                                      workers = 1)))
+    }
+  }
+  # Many small blocks on each worker (and a 1 x 1 result).
+  old <- options(gpukernels.pcf_budget_bytes = 9 * 9 * 8 * 2)
+  on.exit(options(old))
+  X <- draw_pcfs(60)
+  expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 4),
+                        { options(old); pcf_pdist(X, backend = "cpu", workers = 1) }))
+  expect_identical(pcf_cdist(X[1:2], X[3], backend = "cpu", workers = 2),
+                   pcf_cdist(X[1:2], X[3], backend = "cpu", workers = 1))
+}
+
+test_that("workers write their bands into shared memory: results equal one process", {
+  shared_cases()   # chunks as futures of the sequential plan, in this process
+  with_plan(future::multisession, shared_cases())
+})
+
+test_that("results are not copied on their way out (attr<- after engine calls)", {
+  # A copy would double the peak memory: 10 GB more for 5e4 functions.
+  set.seed(31)
+  X <- lapply(1:3000, function(i) pcf(c(0, 1), c(rnorm(1), 0)))
+  bytes <- 3000 * 2999 / 2 * 8 / 2^20
+  for (workers in c(1, 2)) {
+    gc(reset = TRUE)
+    d <- pcf_pdist(X, backend = "cpu", workers = workers)
+    expect_lt(gc()[2, 6], bytes * 1.5 + 20)
+    rm(d)
+  }
+})
+
+test_that("the shared result behaves as an ordinary dist object", {
+  set.seed(23)
+  X <- draw_pcfs(50)
+  ref <- pcf_pdist(X, backend = "cpu", workers = 1)
+  d <- pcf_pdist(X, backend = "cpu", workers = 2)
+  expect_true(is_shared_result(d))
+  expect_identical(hclust(d)$merge, hclust(ref)$merge)
+  expect_identical(as.matrix(d), as.matrix(ref))
+  back <- unserialize(serialize(d, NULL))
+  expect_false(is_shared_result(back))
+  expect_true(same_dist(back, ref))
+  e <- d
+  e[1] <- -1     # a copy: d keeps its value
+  expect_identical(d[1], ref[1])
+  expect_identical(e[2:5], ref[2:5])
+  rm(e, back)
+  gc()
+  expect_identical(sum(d), sum(ref))
+  K <- pcf_kernel(X, backend = "cpu", workers = 2)
+  expect_identical(dim(K), c(50L, 50L))
+  expect_identical(K %*% rep(1, 50), pcf_kernel(X, backend = "cpu") %*% rep(1, 50))
+})
+
+test_that("workers that cannot attach the shared memory get the data instead", {
+  set.seed(29)
+  X <- draw_pcfs(33)
+  Y <- draw_pcfs(5)
+  # A worker on another machine: the segments' paths do not lead to them.
+  task <- list(rows = c(3L, 9L), kind = "pdist", p = 1, precision = "double", backend = "cpu",
+               shared = list(input = list(path = "/nonexistent/0", token = "0", bytes = 8),
+                             target = list(path = "/nonexistent/1", token = "0", bytes = 8,
+                                           layout = 1L, n_rows = 33, n_cols = 33)))
+  expect_false(gpukernels:::gk_pcf_chunk_shared(task)$written)
+  real <- gpukernels:::gk_pcf_chunk_shared
+  utils::assignInNamespace("gk_pcf_chunk_shared", function(task) list(written = FALSE),
+                           "gpukernels")
+  on.exit(utils::assignInNamespace("gk_pcf_chunk_shared", real, "gpukernels"))
+  expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 3),
+                        pcf_pdist(X, backend = "cpu", workers = 1)))
+  expect_identical(pcf_cdist(X, Y, backend = "cpu", workers = 2),
+                   pcf_cdist(X, Y, backend = "cpu", workers = 1))
+  # And with the shared inputs turned off: the results come through the
+  # futures, still into the shared result (returned without a copy).
+  old <- options(gpukernels.future_shared = FALSE)
+  on.exit(options(old), add = TRUE)
+  d <- pcf_pdist(X, backend = "cpu", workers = 3)
+  expect_true(is_shared_result(d))
+  expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
+  expect_identical(pcf_kernel(X, Y, backend = "cpu", workers = 2),
+                   pcf_kernel(X, Y, backend = "cpu", workers = 1))
+})
+
 test_that("file-backed output equals the in-memory result, in-process and on workers", {
   skip_if_not_installed("bigmemory")
   set.seed(5)

@@ -1,0 +1,188 @@
+/* Shared result memory (see gk_shared.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* memfd_create */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "device/gk_shared.h"
+#include "device/gk_omp.h"
+
+#define GK_SHARED_MAGIC 0x676b73686d303031ULL   /* "gkshm001" */
+#define GK_SHARED_HEADER 4096                   /* one page: values stay aligned */
+
+typedef struct {
+  uint64_t magic, token, bytes;
+} shared_header;
+
+static void shared_clear(gk_shared *s)
+{
+  memset(s, 0, sizeof(*s));
+  s->fd = -1;
+}
+
+/* A token no other segment has: time, address and process mixed. */
+static uint64_t new_token(const void *salt)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = ((uint64_t) ts.tv_sec << 32) ^ (uint64_t) ts.tv_nsec ^
+               ((uint64_t) getpid() << 16) ^ (uint64_t) (uintptr_t) salt;
+  x ^= x >> 33;   /* splitmix64 finaliser */
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+static gk_status map_fd(gk_shared *s, gk_error *err)
+{
+  void *map = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+  if (map == MAP_FAILED)
+    return gk_fail(err, GK_ERR_NOMEM, "could not map %zu bytes of shared result memory: %s",
+                   s->map_bytes, strerror(errno));
+#ifdef MADV_HUGEPAGE
+  madvise(map, s->map_bytes, MADV_HUGEPAGE);   /* fewer faults where shmem allows it */
+#endif
+  s->map = map;
+  s->values = (double *) ((char *) map + GK_SHARED_HEADER);
+  return GK_OK;
+}
+
+gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err)
+{
+  shared_clear(s);
+#if defined(__linux__) && defined(MFD_CLOEXEC)
+  s->fd = memfd_create("gpukernels-result", MFD_CLOEXEC);
+  if (s->fd < 0)
+    return gk_fail(err, GK_ERR_INPUT, "memfd_create failed: %s", strerror(errno));
+  s->bytes = bytes;
+  s->map_bytes = bytes + GK_SHARED_HEADER;
+  if (ftruncate(s->fd, (off_t) s->map_bytes) != 0) {
+    int e = errno;
+    gk_shared_release(s);
+    return gk_fail(err, GK_ERR_NOMEM, "could not size shared result memory (%zu bytes): %s",
+                   bytes, strerror(e));
+  }
+  s->token = new_token(s);
+  shared_header h = {GK_SHARED_MAGIC, s->token, (uint64_t) bytes};
+  if (pwrite(s->fd, &h, sizeof(h), 0) != (ssize_t) sizeof(h)) {
+    int e = errno;
+    gk_shared_release(s);
+    return gk_fail(err, GK_ERR_NOMEM, "could not write shared memory header: %s", strerror(e));
+  }
+  snprintf(s->path, sizeof(s->path), "/proc/%ld/fd/%d", (long) getpid(), s->fd);
+  return GK_OK;
+#else
+  (void) bytes;
+  return gk_fail(err, GK_ERR_INPUT, "shared result memory needs Linux (memfd_create)");
+#endif
+}
+
+/* Maps in the pages of [p, p + len), which the workers have written. */
+static void populate(char *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  for (size_t k = 0; k < len; k += 4096) ((volatile char *) p)[k] = p[k];
+}
+
+/* Allocates pieces of 64 MiB in order until done or stopped. */
+static void *fill_pages(void *arg)
+{
+  gk_shared *s = (gk_shared *) arg;
+  const off_t piece = (off_t) 64 << 20;
+  for (off_t at = GK_SHARED_HEADER; at < (off_t) s->map_bytes && !s->stop_filling; at += piece) {
+    off_t len = (off_t) s->map_bytes - at < piece ? (off_t) s->map_bytes - at : piece;
+#if defined(__linux__)
+    if (fallocate(s->fd, 0, at, len) != 0) break;
+#else
+    (void) len;
+    break;
+#endif
+  }
+  return NULL;
+}
+
+void gk_shared_fill(gk_shared *s)
+{
+  if (s->filling || s->fd < 0) return;
+  s->stop_filling = 0;
+  s->filling = pthread_create(&s->filler, NULL, fill_pages, s) == 0;
+}
+
+static void fill_stop(gk_shared *s)
+{
+  if (!s->filling) return;
+  s->stop_filling = 1;
+  pthread_join(s->filler, NULL);
+  s->filling = 0;
+}
+
+gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err)
+{
+  fill_stop(s);
+  if (s->map) return GK_OK;
+  if (s->fd < 0) return gk_fail(err, GK_ERR_INTERNAL, "shared result memory already closed");
+  if (map_fd(s, err)) return err->status;
+  /* Page faults in parallel: one 2 MiB piece (whole pages) per step. */
+  const size_t piece = (size_t) 1 << 21;
+  long long pieces = (long long) ((s->map_bytes + piece - 1) / piece);
+  int team = s->map_bytes < ((size_t) 64 << 20) ? 1 : gk_omp_threads(threads);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(dynamic, 16)
+#endif
+  for (long long k = 0; k < pieces; k++) {
+    size_t at = (size_t) k * piece, len = s->map_bytes - at < piece ? s->map_bytes - at : piece;
+    populate((char *) s->map + at, len);
+  }
+  (void) team;
+  return GK_OK;
+}
+
+gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_shared *s,
+                           gk_error *err)
+{
+  shared_clear(s);
+  shared_header h;
+  struct stat st;
+  s->fd = open(path, O_RDWR | O_CLOEXEC);
+  if (s->fd < 0)
+    return gk_fail(err, GK_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+  if (fstat(s->fd, &st) != 0 || (uint64_t) st.st_size != (uint64_t) bytes + GK_SHARED_HEADER ||
+      pread(s->fd, &h, sizeof(h), 0) != (ssize_t) sizeof(h) || h.magic != GK_SHARED_MAGIC ||
+      h.token != token || h.bytes != bytes) {
+    gk_shared_release(s);
+    return gk_fail(err, GK_ERR_INPUT, "%s is not this call's result memory", path);
+  }
+  s->token = token;
+  s->bytes = bytes;
+  s->map_bytes = bytes + GK_SHARED_HEADER;
+  if (map_fd(s, err)) {
+    gk_shared_release(s);
+    return err->status;
+  }
+  return GK_OK;
+}
+
+void gk_shared_close(gk_shared *s)
+{
+  fill_stop(s);
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+}
+
+void gk_shared_release(gk_shared *s)
+{
+  fill_stop(s);
+  if (s->map) munmap(s->map, s->map_bytes);
+  gk_shared_close(s);
+  s->map = NULL;
+  s->values = NULL;
+}

@@ -1,0 +1,75 @@
+/*
+ * Result memory shared between processes of one machine (R/distributed.R):
+ * the calling R process creates a segment, the future workers on the same
+ * machine attach it and write their bands of the result straight into it,
+ * and the caller's result vector is the segment itself (no copy, nothing
+ * through sockets). Pure host C, no R.
+ *
+ * A segment is an anonymous memory file (Linux memfd_create): it is memory,
+ * not disk, and not limited by the size of /dev/shm (64 MB in many
+ * containers). Other processes of the same user open it as
+ * /proc/<pid>/fd/<fd>. Its first page holds a header with a random token,
+ * which an attaching process checks, so a worker on another machine (where
+ * that path is something else or nothing) never writes into a wrong file: it
+ * simply cannot attach. The values start one page in.
+ *
+ * Elsewhere (no memfd_create) gk_shared_create fails with GK_ERR_INPUT and
+ * the caller takes the results through the futures instead.
+ */
+#ifndef GK_SHARED_H
+#define GK_SHARED_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "device/gk_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int fd;              /* -1 once closed (the mapping stays valid)  */
+  void *map;           /* the whole segment, header included          */
+  size_t map_bytes;
+  double *values;      /* the result: map + one page                  */
+  size_t bytes;        /* of the values                               */
+  uint64_t token;
+  char path[64];       /* how other processes open it                 */
+  pthread_t filler;    /* gk_shared_fill's thread, while `filling`    */
+  int filling;
+  volatile int stop_filling;
+} gk_shared;
+
+/* Creates a segment for `bytes` of values, not yet mapped here:
+ * gk_shared_map maps it once the workers have written it. */
+gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err);
+
+/* Allocates the segment's pages in a background thread of this process
+ * while the workers compute: a page a worker writes first costs it a page
+ * fault of about 1 us (the workers' largest cost when they fill a 10 GB
+ * result themselves); one already allocated costs a tenth of that. Stopped
+ * by gk_shared_map / gk_shared_release (when the workers are done, every page
+ * exists). Does nothing where fallocate is not available. */
+void gk_shared_fill(gk_shared *s);
+
+/* Maps a created segment here and maps in its pages with `threads` threads
+ * (<= 0: all), so that R's first use of the result does not fault them in
+ * one by one. */
+gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err);
+
+/* Opens and maps the segment at `path` if it is the one with `token` and
+ * `bytes` of values; returns GK_ERR_INPUT (with a message) when it cannot. */
+gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_shared *s,
+                           gk_error *err);
+
+/* Closes the descriptor: no process can attach any more; the mapping stays. */
+void gk_shared_close(gk_shared *s);
+
+/* Unmaps and closes. */
+void gk_shared_release(gk_shared *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
