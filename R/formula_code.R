@@ -26,7 +26,7 @@ gk_formula_deriv <- function(e, v) {
     e
   }
   punched <- punch(e)
-  d <- D(punched, v)
+  d <- stats::D(punched, v)
   for (name in names(holes)) {
     h <- holes[[name]]
     fun <- as.character(h[[1L]])
@@ -38,7 +38,7 @@ gk_formula_deriv <- function(e, v) {
                   gk_formula_deriv(h[[3L]], v)),
       ifelse = call("ifelse", h[[2L]], gk_formula_deriv(h[[3L]], v), gk_formula_deriv(h[[4L]], v)),
       0)
-    if (!identical(dh, 0)) d <- call("+", d, call("*", D(punched, name), dh))
+    if (!identical(dh, 0)) d <- call("+", d, call("*", stats::D(punched, name), dh))
   }
   do.call("substitute", list(d, holes))
 }
