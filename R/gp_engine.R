@@ -244,7 +244,8 @@ gp_kernel_with <- function(kernel, variance, range, smoothness = NULL) {
 # Everything that stays fixed while the parameters change: the points in a
 # random order (for the Vecchia factor), their preceding neighbours, the
 # probes, and the operator's points (uploaded once on the GPU).
-gp_problem <- function(locs, y, X, method, control, backend) {
+# `range`: the kernel's range(s), for the neighbour search (gp_neighbor_points()).
+gp_problem <- function(locs, y, X, method, control, backend, range = NULL) {
   n <- nrow(locs)
   prob <- list(n = n, dim = ncol(locs), method = method, control = control,
                backend = backend, order = seq_len(n))
@@ -259,7 +260,7 @@ gp_problem <- function(locs, y, X, method, control, backend) {
   prob$locs <- locs[prob$order, , drop = FALSE]
   prob$y <- y[prob$order]
   prob$X <- X[prob$order, , drop = FALSE]
-  nb <- gp_neighbors(prob$locs, control$neighbors, backend)
+  nb <- gp_neighbors(gp_neighbor_points(prob$locs, range), control$neighbors, backend)
   prob$nbr <- nb$nbr
   prob$duplicates <- nb$duplicates > 0L
   if (method == "vecchia") {   # no probes; the points serve exact solves (predict)
@@ -274,6 +275,15 @@ gp_problem <- function(locs, y, X, method, control, backend) {
   }
   prob$points <- if (backend == "gpu" && method == "tiled") gk_device_matrix(prob$locs) else prob$locs
   prob
+}
+
+# The points the neighbour searches see: with a range per dimension, each
+# coordinate divided by its range, so that the nearest points are the most
+# correlated ones (as GpGp does for its scaled-dimension covariances); with
+# one range, the points themselves (a common factor changes no neighbour).
+gp_neighbor_points <- function(locs, range) {
+  if (length(range) <= 1L || all(range == range[[1L]])) return(locs)
+  sweep(locs, 2L, range, "/")
 }
 
 # n x k Rademacher signs from R's random stream (set the seed first).

@@ -285,7 +285,9 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     par0 <- log(st[pnames])
     par0[names(fixed)] <- log(fixed / fac[names(fixed)])
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
-    prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend)
+    # neighbours in the coordinates scaled by the starting ranges (GpGp's way)
+    prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
+                       range = exp(par0[at$range])[groups])
     if (G > 1L) prob$range_groups <- groups
     if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]

@@ -190,7 +190,7 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
   method <- gp_method(method, nrow(locs), ncol(locs), control, backend)
-  prob <- gp_problem(locs, data$y, data$X, method, control, backend)
+  prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range)
   prob$range_groups <- groups
   gp_check_duplicates(prob, nugget)
   if (isTRUE(smoothness_gradient) && kernel$name != "matern") {

@@ -153,7 +153,9 @@ gp_se_vecchia <- function(object, newlocs, newX, neighbors) {
   if (ncol(newX) && is.null(six)) six <- gp_solver(object)(object$X)
   for (s in gp_chunks(nrow(newlocs), 65536L)) {
     at <- newlocs[s, , drop = FALSE]
-    nb <- knn(at, object$locs, k = m, backend = object$backend)$index
+    range <- object$kernel$range
+    nb <- knn(gp_neighbor_points(at, range), gp_neighbor_points(object$locs, range), k = m,
+              backend = object$backend)$index
     cond <- gp_conditionals(object, object$locs, at, nb)
     var[s] <- cond[, 1L] * object$kernel$variance
     if (ncol(newX)) {

@@ -89,7 +89,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
     out <- crossprod(R, z)
   } else {
     xo <- locs[ord, , drop = FALSE]
-    nb <- gp_neighbors(xo, as.integer(neighbors), backend)
+    nb <- gp_neighbors(gp_neighbor_points(xo, kernel$range), as.integer(neighbors), backend)
     if (nb$duplicates > 0L && nugget == 0) {
       stop("`locs` has duplicated locations and the nugget is 0: use a positive nugget",
            call. = FALSE)
@@ -134,7 +134,8 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
     # blocks assume one); only neighbours among the new locations are used
     obs <- if (length(fit$prob$order) == n) fit$locs[fit$prob$order, , drop = FALSE] else fit$locs
     pts <- rbind(obs, newlocs[ord, , drop = FALSE])
-    nbr <- gp_neighbors(pts, as.integer(min(neighbors, n + m - 1L)), fit$backend)$nbr
+    nbr <- gp_neighbors(gp_neighbor_points(pts, k$range), as.integer(min(neighbors, n + m - 1L)),
+                        fit$backend)$nbr
     nbr <- nbr[n + seq_len(m), , drop = FALSE]
     cond <- gp_conditionals(fit, obs, newlocs[ord, , drop = FALSE], nbr)
     # the error e = x - E[x | data] of the Vecchia model: e_i = b_i' e_N(i) +

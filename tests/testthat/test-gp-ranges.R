@@ -157,3 +157,28 @@ test_that("bad range groups are clear errors", {
   expect_error(gp_loglik(dat$locs, dat$y, kernel = dat$kernel, nugget = 0.1, ranges = c(1, 0),
                          backend = "cpu"), "one group number per column")
 })
+
+test_that("neighbours are searched in the coordinates scaled by the ranges", {
+  # a range ten times longer along the second coordinate: raw nearest points
+  # are not the most correlated ones
+  dat <- ranges_data(900, c(0.05, 0.5), seed = 19, scale = c(1, 5))
+  k <- dat$kernel
+  scaled <- gpukernels:::gp_neighbor_points(dat$locs, k$range)
+  expect_equal(scaled, sweep(dat$locs, 2, c(0.05, 0.5), "/"))
+  expect_identical(gpukernels:::gp_neighbor_points(dat$locs, c(0.3, 0.3)), dat$locs)
+  # the Vecchia likelihood stays close to the exact one (14 nats off with
+  # neighbours in the raw coordinates)
+  dense <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = dat$nugget, method = "dense",
+                     backend = "cpu")$loglik
+  vecchia <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = dat$nugget,
+                       method = "vecchia", control = gp_control(neighbors = 30),
+                       backend = "cpu")$loglik
+  expect_lt(abs(vecchia - dense), 1)
+  # kriging variances from 60 neighbours bound the exact ones closely
+  fit <- gp_fit(dat$locs, dat$y, ranges = "per_dimension", method = "dense", backend = "cpu")
+  new <- cbind(runif(25), runif(25, 0, 5))
+  near <- predict(fit, new, se.fit = TRUE, se.method = "vecchia")$se.fit
+  exact <- predict(fit, new, se.fit = TRUE, se.method = "exact")$se.fit
+  expect_true(all(near >= exact * (1 - 1e-8)))
+  expect_lt(max(near / exact), 1.02)
+})
