@@ -9,7 +9,10 @@
 #' smoothness of a Matérn kernel (its derivative is a central difference of
 #' two kernel operators, see [gp_loglik()]), within bounds, with the
 #' gradient of [gp_loglik()]. The iterative methods use the same probes at
-#' every step, so the objective is smooth.
+#' every step, so the objective is smooth: L-BFGS-B searches with the first
+#' 10 of them (all of them when the smoothness is estimated), and the
+#' quasi-Newton polish, the stopping rule and everything the fit reports use
+#' all `control$probes`.
 #'
 #' @section Scaling:
 #' The fit works on `y` divided by the standard deviation \eqn{s} of the
@@ -225,6 +228,26 @@ gp_data_scales <- function(locs, data) {
 # (see gp_fit_run()): far below what the standard errors resolve.
 gp_stall_step <- 1e-7
 
+# Probes of the iterative methods while L-BFGS-B searches: its steps need the
+# log-likelihood's shape, which a fifth of the default probes gives within a
+# small fraction of the standard errors, at a fraction of the conjugate-gradient
+# columns; the polish and everything the fit reports use all the probes.
+gp_search_probes <- 10L
+
+# The problem the search evaluates: `prob` with its first gp_search_probes
+# probes (uploaded again on the GPU), or `prob` itself: dense, Vecchia, few
+# probes, or the smoothness estimated (its kernels' Bessel functions, not the
+# columns, then cost the most, and the polish needs more steps from the
+# search's end point than the search saves).
+gp_search_problem <- function(prob, smoothness) {
+  if (smoothness || is.null(prob$probes) || ncol(prob$probes) <= gp_search_probes) return(prob)
+  search <- prob
+  search$probes <- prob$probes[, seq_len(gp_search_probes), drop = FALSE]
+  search$control$probes <- gp_search_probes
+  if (!is.null(prob$probes_device)) search$probes_device <- gk_device_block(search$probes)
+  search
+}
+
 # The fit itself, on data divided by their scales; called by gp_fit() and for
 # the start values (on a subset). Parameters, bounds and fixed values come
 # and go on the natural scale of `locs` and `data`. An interrupt ends it with
@@ -292,11 +315,13 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
     make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
+    # the search runs on the search problem (fewer probes), the polish on prob
+    evals$prob <- gp_search_problem(prob, estimate_smoothness)
     evaluate <- function(par, fisher = FALSE) {
-      key <- paste(format(par, digits = 17), collapse = ",")
+      key <- paste(c(format(par, digits = 17), ncol(evals$prob$probes)), collapse = ",")
       if (!fisher && identical(evals$key, key)) return(evals$value)
       theta <- exp(par)
-      res <- gp_evaluate(prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
+      res <- gp_evaluate(evals$prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
                          fisher = fisher, smoothness = estimate_smoothness)
       evals$count <- evals$count + 1L
       evals$key <- key
@@ -325,7 +350,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     # best point end it there; the quasi-Newton polish takes over.
     evals$stalls <- 0L
     safe <- function(p) {
-      fresh <- !identical(evals$key, paste(format(full(p), digits = 17), collapse = ","))
+      fresh <- !identical(evals$key, paste(c(format(full(p), digits = 17),
+                                             ncol(evals$prob$probes)), collapse = ","))
       if (fresh && !is.null(evals$best_par)) {
         near <- max(abs(full(p) - evals$best_par)) < gp_stall_step
         evals$stalls <- if (near) evals$stalls + 1L else 0L
@@ -363,6 +389,12 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     # Fisher-scoring steps from where L-BFGS-B stopped until the projected
     # gradient is below the tolerance (for the iterative methods, below it
     # plus 3 standard errors of the stochastic gradient)
+    if (!identical(evals$prob, prob)) {
+      # the polish and the fit's figures with all the probes: its objective
+      # differs from the search's, whose best values no longer compare
+      evals$prob <- prob
+      evals$best <- NULL
+    }
     polish <- if (polish) {
       gp_polish(par, free, llo, lhi, gtol, evaluate, dense = method == "dense",
                 steps = if (is.null(convergence)) 20L else 0L)
