@@ -317,8 +317,11 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
     # the search runs on the search problem (fewer probes), the polish on prob
     evals$prob <- gp_search_problem(prob, estimate_smoothness)
+    # the last evaluation is kept under its parameters and probe count
+    key_of <- function(par) paste(c(format(par, digits = 17), ncol(evals$prob$probes)),
+                                  collapse = ",")
     evaluate <- function(par, fisher = FALSE) {
-      key <- paste(c(format(par, digits = 17), ncol(evals$prob$probes)), collapse = ",")
+      key <- key_of(par)
       if (!fisher && identical(evals$key, key)) return(evals$value)
       theta <- exp(par)
       res <- gp_evaluate(evals$prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
@@ -350,8 +353,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     # best point end it there; the quasi-Newton polish takes over.
     evals$stalls <- 0L
     safe <- function(p) {
-      fresh <- !identical(evals$key, paste(c(format(full(p), digits = 17),
-                                             ncol(evals$prob$probes)), collapse = ","))
+      fresh <- !identical(evals$key, key_of(full(p)))
       if (fresh && !is.null(evals$best_par)) {
         near <- max(abs(full(p) - evals$best_par)) < gp_stall_step
         evals$stalls <- if (near) evals$stalls + 1L else 0L
@@ -439,7 +441,6 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
                  loglik_se = final$se, gradient = final$gradient,
                  projected_gradient = res$pg, vcov_log = vc, kernel = kern,
                  nugget = coefs[[at$nugget]], estimate_smoothness = estimate_smoothness,
-                 range_groups = groups,
                  method = method, n = n, locs = locs, y = data$y,
                  X = data$X, X_default = TRUE, alpha = final$alpha / sc$y,
                  six = final$six / sc$y^2, prob = prob,

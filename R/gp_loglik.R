@@ -257,13 +257,8 @@ gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL) {
   term <- function(kernels = list(), weights = numeric(0), identity = 0) {
     list(kernels = kernels, weights = as.double(weights), identity = as.double(identity))
   }
-  ranges <- lapply(d[names(d) != "log_smoothness"], function(t) term(t$kernels, t$weights))
-  out <- c(list(log_variance = term(list(kernel), 1)), ranges,
-           list(log_nugget = term(identity = nugget)))
-  if (smoothness) {
-    out$log_smoothness <- term(d$log_smoothness$kernels, d$log_smoothness$weights)
-  }
-  out
+  gp_param_order(term(list(kernel), 1), lapply(d, function(t) term(t$kernels, t$weights)),
+                 term(identity = nugget))
 }
 
 # The exact likelihood's pieces for the right-hand sides B = [y X]:
@@ -421,10 +416,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
       0.5 * (sum(alpha * DB[[j]][, 1L]) - (tr_GDG + probe_dots(DB[[j]], du_cols)))
     })
     # in the order of the parameters: variance, ranges, nugget, smoothness
-    nr <- sum(names(terms) != "log_smoothness")
-    ranges <- seq_len(nr)
-    samples <- do.call(cbind, c(list(g_var), g_d[ranges], list(g_nug), g_d[-ranges]))
-    names <- c("log_variance", names(terms)[ranges], "log_nugget", names(terms)[-ranges])
+    names(g_d) <- names(terms)
+    samples <- do.call(cbind, gp_param_order(g_var, g_d, g_nug))
+    names <- colnames(samples)
     grad <- stats::setNames(colMeans(samples), names)
     grad_se <- stats::setNames(apply(samples, 2L, stats::sd) / sqrt(m), names)
     if (fisher) {
@@ -432,7 +426,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
       U <- cg$gt_b[, probe_cols, drop = FALSE]
       DU <- lapply(DB, function(M) M[, du_cols, drop = FALSE])
       DS <- lapply(op$dmult, function(f) f(S))
-      info <- gp_fisher_probes(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names, nr)
+      info <- gp_fisher_probes(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names)
     }
   }
   timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
@@ -477,17 +471,15 @@ gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows) {
 # Fisher information 0.5 tr(Sigma^-1 M_i Sigma^-1 M_j) by the probes, in
 # the preconditioned form tr(A^-1 G M_i G' A^-1 G M_j G') with A = G Sigma G':
 # z' (...) z = (M_i S)' (Sigma^-1 M_j U) with S = G' A^-1 z and U = G' z.
-# DU, DS: the derivative operators (the nr ranges, then smoothness) applied
-# to U, S.
-gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names, nr) {
+# DU, DS: the derivative operators (named as their terms) applied to U, S.
+gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names) {
   m <- ncol(U)
   sol <- cg_solve(c(list(pre$G(U)), lapply(DU, pre$G)))$gt_x
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)
-  SiDU <- lapply(seq_along(DU), block)
-  ranges <- seq_len(nr)
-  left <- c(list(op$mult(S) - nugget * S), DS[ranges], list(nugget * S), DS[-ranges])   # M_i S
-  right <- c(list(U - nugget * SiU), SiDU[ranges], list(nugget * SiU), SiDU[-ranges])  # Sigma^-1 M_j U
+  SiDU <- stats::setNames(lapply(seq_along(DU), block), names(DU))
+  left <- gp_param_order(op$mult(S) - nugget * S, DS, nugget * S)          # M_i S
+  right <- gp_param_order(U - nugget * SiU, SiDU, nugget * SiU)           # Sigma^-1 M_j U
   k <- length(left)
   info <- matrix(0, k, k, dimnames = list(names, names))
   for (i in seq_len(k)) for (j in seq_len(k)) {

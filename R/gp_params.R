@@ -196,3 +196,12 @@ gp_derivative_terms <- function(kernel, smoothness = FALSE, groups = NULL) {
   }
   terms
 }
+
+# `variance`, the range pieces of `others` (named as gp_derivative_terms()'s
+# terms), `nugget`, then its log_smoothness: the order of the log parameters,
+# of the gradient and of the Fisher information, for lists of per-parameter
+# pieces (named log_variance, log_nugget, and as in `others`).
+gp_param_order <- function(variance, others, nugget) {
+  smooth <- names(others) == "log_smoothness"
+  c(list(log_variance = variance), others[!smooth], list(log_nugget = nugget), others[smooth])
+}
