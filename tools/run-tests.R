@@ -6,7 +6,7 @@
 # memory or time a signal (GK_TEST_ALONE) then run one at a time, after the rest,
 # so that no other process disturbs what they measure. Each file's report is
 # written to GK_TEST_LOGS (a folder) when set. GK_TEST_FILES (comma-separated
-# file names) runs only those files.
+# file names) runs only those files, in that order.
 jobs <- max(1L, as.integer(Sys.getenv("GK_TEST_JOBS", "1")))
 log_dir <- Sys.getenv("GK_TEST_LOGS", tempfile("gk-tests"))
 dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)
@@ -51,7 +51,8 @@ if (jobs == 1L && !nzchar(Sys.getenv("GK_TEST_FILES"))) {
 } else {
   files <- list.files("tests/testthat", pattern = "^test.*\\.R$", full.names = TRUE)
   only <- Sys.getenv("GK_TEST_FILES")
-  if (nzchar(only)) files <- files[basename(files) %in% strsplit(only, ",")[[1]]]
+  # In the order given, so that a caller can start the longest files first.
+  if (nzchar(only)) files <- file.path("tests/testthat", intersect(strsplit(only, ",")[[1]], basename(files)))
   together <- files[!basename(files) %in% alone]
   by_file <- c(parallel::mclapply(together, run_in_process, mc.cores = jobs,
                                   mc.preschedule = FALSE),
