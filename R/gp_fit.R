@@ -43,9 +43,13 @@
 #' widen the bound to see which, or fix the parameter.
 #'
 #' @section Stopping rule:
-#' L-BFGS-B (`optim_control`, by default `factr = 1e5`, `pgtol = gtol`,
-#' `maxit = 200`) on the negative log-likelihood of the scaled data, then
-#' quasi-Newton steps (the Fisher information as the first curvature, BFGS
+#' The search: on the dense and Vecchia methods L-BFGS-B (`optim_control`, by
+#' default `factr = 1e5`, `pgtol = gtol`, `maxit = 200`) on the negative
+#' log-likelihood of the scaled data; on the iterative methods (`"tiled"`,
+#' `"h2"`) Fisher scoring, as GpGp's `fit_model()` does, with 10 of the
+#' probes and at most 40 steps (their gradient is an estimate, on which
+#' L-BFGS-B's line search crawls along the ridge where variance and range
+#' trade off). Then quasi-Newton steps (the Fisher information as the first curvature, BFGS
 #' updates, projected on the bounds, halved until the log-likelihood does not
 #' fall; at most 20) until the projected gradient is small: the fit has
 #' converged when, for every estimated parameter, the derivative of the
@@ -119,8 +123,8 @@
 #' @param estimate_smoothness Also estimate the Matérn smoothness.
 #' @param verbose A line per likelihood evaluation (default: when
 #'   `n > 5000`), as the progress message (see Progress and interrupts).
-#' @param optim_control Passed to [stats::optim()]'s `control` (see Stopping
-#'   rule).
+#' @param optim_control Passed to [stats::optim()]'s `control` for the
+#'   dense and Vecchia methods' search (see Stopping rule).
 #' @param lower,upper Bounds on the natural scale: named lists or vectors
 #'   (`variance`, `range`, `nugget`, `smoothness`); unnamed parameters keep
 #'   the defaults (see Bounds and fixed parameters).
@@ -224,11 +228,14 @@ gp_data_scales <- function(locs, data) {
   list(y = robust_sd(resid), locs = spread, center = center)
 }
 
-# Steps in the log parameters below which L-BFGS-B is taken to have stalled
-# (see gp_fit_run()): far below what the standard errors resolve.
-gp_stall_step <- 1e-7
+# The methods whose log-likelihood and gradient are estimates (by probes):
+# their search is Fisher scoring, the others' L-BFGS-B.
+gp_iterative_methods <- c("tiled", "h2")
 
-# Probes of the iterative methods while L-BFGS-B searches: its steps need the
+# Steps of that search, before the polish with all the probes takes over.
+gp_search_steps <- 40L
+
+# Probes of the iterative methods while the search runs: its steps need the
 # log-likelihood's shape, which a fifth of the default probes gives within a
 # small fraction of the standard errors, at a fraction of the conjugate-gradient
 # columns; the polish and everything the fit reports use all the probes.
@@ -346,22 +353,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     # small for a smooth kernel) is a step too far: a large objective sends
     # the line search back
     full <- function(p) { out <- par0; out[free] <- p; out }
-    # L-BFGS-B's line search can stall on a stochastic gradient (the
-    # iterative methods' gradient is an estimate, not the derivative of their
-    # smooth log-likelihood): it then tries ever shorter steps from the best
-    # point. Three fresh evaluations in a row within gp_stall_step of the
-    # best point end it there; the quasi-Newton polish takes over.
-    evals$stalls <- 0L
     safe <- function(p) {
-      fresh <- !identical(evals$key, key_of(full(p)))
-      if (fresh && !is.null(evals$best_par)) {
-        near <- max(abs(full(p) - evals$best_par)) < gp_stall_step
-        evals$stalls <- if (near) evals$stalls + 1L else 0L
-        if (evals$stalls >= 3L) {
-          stop(structure(class = c("gp_fit_stall", "error", "condition"),
-                         list(message = "line search stalled", call = NULL)))
-        }
-      }
       tryCatch(evaluate(full(p)), error = function(e) {
         if (is.null(evals$best) || !identical(conditionMessage(e), gp_not_positive_definite)) stop(e)
         NULL
@@ -379,16 +371,21 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     }
     convergence <- NULL
     par <- par0
-    if (any(free)) {
+    if (any(free) && method %in% gp_iterative_methods) {
+      # Fisher scoring (GpGp's search) on the search problem: the Fisher
+      # information knows the ridge along which variance and range trade
+      # off, where L-BFGS-B on a stochastic gradient crawls, and it stops at
+      # the gradient's own standard errors
+      par <- gp_polish(par0, free, llo, lhi, gtol, evaluate, dense = FALSE,
+                       steps = gp_search_steps, final_fisher = FALSE, halvings = 2L)$par
+    } else if (any(free)) {
       evaluate(par0)
-      opt <- tryCatch(
-        stats::optim(par0[free], fn = fn, gr = gr, method = "L-BFGS-B", lower = llo[free],
-                     upper = lhi[free], control = ctl),
-        gp_fit_stall = function(e) list(par = evals$best_par[free], convergence = 0L))
+      opt <- stats::optim(par0[free], fn = fn, gr = gr, method = "L-BFGS-B", lower = llo[free],
+                          upper = lhi[free], control = ctl)
       par <- full(opt$par)
       if (opt$convergence == 1L) convergence <- "iteration limit reached"
     }
-    # Fisher-scoring steps from where L-BFGS-B stopped until the projected
+    # Fisher-scoring steps from where the search stopped until the projected
     # gradient is below the tolerance (for the iterative methods, below it
     # plus 3 standard errors of the stochastic gradient)
     if (!identical(evals$prob, prob)) {

@@ -31,8 +31,12 @@ gp_bound_text <- function(fit) {
 # gradients; projected on the bounds and halved until the log-likelihood does
 # not fall. They go on until the largest projected gradient is at most gtol
 # (+ 3 standard errors for the stochastic gradients of the iterative
-# methods). Ends with an evaluation that has the Fisher information.
-gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L) {
+# methods). Ends with an evaluation that has the Fisher information, unless
+# `final_fisher` is FALSE. The search of the iterative methods runs it with
+# few halvings: a step that fails twice halved means its stochastic gradient
+# no longer points uphill, and the polish (all the probes) takes over.
+gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
+                      final_fisher = TRUE, halvings = 8L) {
   cur <- evaluate(par, fisher = TRUE)
   B <- cur$fisher
   with_fisher <- TRUE
@@ -76,7 +80,7 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L) {
     big <- max(abs(step))
     if (big > 1) step <- step / big
     accepted <- FALSE
-    for (h in 0:8) {
+    for (h in 0:halvings) {
       cand <- pmin(pmax(par + step / 2^h, llo), lhi)
       cand[!free] <- par[!free]
       r <- tryCatch(evaluate(cand), error = function(e) NULL)
@@ -99,7 +103,7 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L) {
     cur <- r
     with_fisher <- FALSE
   }
-  if (!with_fisher) cur <- evaluate(par, fisher = TRUE)
+  if (!with_fisher && final_fisher) cur <- evaluate(par, fisher = TRUE)
   pg <- pg_of(par, cur)
   if (is.null(convergence)) {
     convergence <- sprintf(
