@@ -78,8 +78,8 @@ phases(function() pdist(devices = one_dev, workers = 1))
 file_base <- file.path(out_dir, "gk_bench_pdist")
 to_file <- function(...) {
   on.exit(unlink(paste0(file_base, c(".bin", ".desc"))))
-  pcf_dist_file(Xp, file = file_base, file_type = "float", precision = "single",
-                backend = backend, overwrite = TRUE, ...)
+  suppressWarnings(pcf_dist_file(Xp, file = file_base, file_type = "float", precision = "single",
+                backend = backend, overwrite = TRUE, ...))
   invisible()
 }
 if (with_file) {
