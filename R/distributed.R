@@ -7,8 +7,8 @@
 #' other machines (`plan(cluster, workers = c("node1", "node2"))`), or jobs of
 #' a cluster scheduler (`plan(future.batchtools::batchtools_slurm)`). Each
 #' worker uses its own GPUs (or its CPU) and the results are those of one
-#' process. Workers on this machine write PCF matrices straight into shared
-#' memory (see "Where the results go").
+#' process. Workers on this machine hand PCF matrices to the caller through
+#' shared memory (see "Where the results go").
 #'
 #' @section When the work is split:
 #' The argument `workers` of those functions decides:
@@ -35,15 +35,15 @@
 #' \describe{
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
-#'     run in this process): the functions are copied once into shared memory
-#'     and the result is allocated there; each worker reads its band's
-#'     functions from it and its GPU (or CPU) writes the band's results
-#'     straight into the result, which `pcf_pdist()` and the others return
-#'     as is: nothing travels through the workers' connections but a few
-#'     numbers, and the `dist` or matrix is built once, in place. The result
-#'     is an ordinary double vector or matrix to R (an ALTREP vector over the
-#'     shared pages: `saveRDS()`, `serialize()` and modifications work as
-#'     usual; memory is freed when R collects it). Unless
+#'     run in this process): the functions are copied once into shared memory,
+#'     which each worker reads its band's functions from; each worker copies
+#'     its blocks of results, as its GPU (or CPU) produces them, into a few
+#'     small shared buffers of its own, and a thread of the calling process
+#'     writes them into the result while the workers compute. Nothing travels
+#'     through the workers' connections but a few numbers, and the `dist` or
+#'     matrix is an ordinary R vector, built once, in place. (Workers writing
+#'     the result in shared memory themselves would pay a page fault per 4 KiB
+#'     of it, three to four times dearer than the calling process's.) Unless
 #'     `options(gpukernels.threads =)` is set, the workers of one machine
 #'     share its cores (cores / workers OpenMP threads each).}
 #'   \item{Workers on other machines}{(`plan(cluster)` with remote workers,
@@ -54,12 +54,14 @@
 #'     parallel, with OpenMP). For results too large to travel, or on a
 #'     cluster with a shared file system, write them to a file from the
 #'     workers with [pcf_dist_file()] (a file-backed \pkg{bigmemory} matrix
-#'     every job writes its rows into).}
+#'     every job maps and writes its rows into).}
 #' }
 #' The shared memory is an anonymous memory file (Linux `memfd_create`, not
 #' limited by the size of `/dev/shm`), opened by the workers through
-#' `/proc`; elsewhere, and with `options(gpukernels.future_shared = FALSE)`,
-#' every worker gets its data and returns its results through its future.
+#' `/proc`; a worker whose buffers are full waits for the calling process,
+#' and gives up when that one stops (an error, an interrupt). Elsewhere,
+#' and with `options(gpukernels.future_shared = FALSE)`, every worker gets
+#' its data and returns its results through its future.
 #' Results are identical to those of one process. Reductions
 #' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
 #' results through the futures.
@@ -217,10 +219,11 @@ gk_pcf_chunk <- function(task) {
 }
 
 # A chunk of the shared-memory route: rows a..b read from the caller's input
-# segment and written into its result segment: the band's own triangle (at
-# row and column a - 1) and its rectangle left of it (symmetric results), or
-# its rows of a cdist / kernel matrix. FALSE when this worker cannot attach
-# the segments (another machine): the caller then sends it the data.
+# segment and sent through the chunk's ring of the caller's result channel:
+# the band's own triangle (at row and column a - 1) and its rectangle left of
+# it (symmetric results), or its rows of a cdist / kernel matrix. FALSE when
+# this worker cannot attach the segments (another machine): the caller then
+# sends it the data.
 gk_pcf_chunk_shared <- function(task) {
   start <- proc.time()[["elapsed"]]
   lines <- character()
@@ -235,11 +238,15 @@ gk_pcf_chunk_shared <- function(task) {
   }
   a <- task$rows[1L]
   b <- task$rows[2L]
+  waited <- 0
   part <- function(y_set, y_range, kind, col0) {
     band <- list(input = task$shared$input, x_range = c(a, b), y_set = y_set, y_range = y_range,
                  target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
-    pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend, task$devices,
-                    band = band)
+    sent <- pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend,
+                            task$devices, band = band)
+    if (isFALSE(sent)) return(FALSE)
+    waited <<- waited + sent
+    TRUE
   }
   written <- TRUE
   if (task$kind %in% c("pdist", "kernel_sym")) {
@@ -248,18 +255,21 @@ gk_pcf_chunk_shared <- function(task) {
       written <- part(1L, c(1, a - 1), if (task$kind == "pdist") "cdist" else "kernel", 0)
     }
   } else {
-    written <- part(2L, c(1, task$shared$target$n_cols), task$kind, 0)
+    written <- part(2L, c(1, task$shared$n_cols), task$kind, 0)
   }
-  list(written = written, seconds = proc.time()[["elapsed"]] - start, lines = lines)
+  list(written = written, seconds = proc.time()[["elapsed"]] - start, waited = waited,
+       lines = lines)
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
-# pcf_matrix_call with the arguments already checked). The result is a
-# shared segment (gk_distributed, "Where the results go") where the system
-# has them: the workers on this machine write into it, the results of others
-# are written into it as they arrive, and it is returned without a copy. The
-# value is returned straight from .Call, never bound in a frame that a
-# closure keeps alive: pcf_pdist()'s attr<- would then copy it.
+# pcf_matrix_call with the arguments already checked). The result is an
+# ordinary vector of this process, made with a result channel
+# (device/gk_channel.h) where the system has shared memory: the workers on
+# this machine hand their blocks to it through small shared slots and a
+# thread of this process scatters them into the result while they compute;
+# the results of others are written into it as they arrive. The value is
+# returned straight from .Call, never bound in a frame that a closure keeps
+# alive: pcf_pdist()'s attr<- would then copy it.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
@@ -267,40 +277,35 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   if (symmetric) Y <- NULL
   single <- gk_check_precision(precision) == "single"
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
-  rows <- if (kind == "pdist") 0L else as.integer(n)
+  bands <- gk_row_bands(n, count, triangle = symmetric)
   clock <- proc.time()[["elapsed"]]
-  # Its pages are made in the background while the workers compute.
-  output <- .Call(gk_r_shared_create, size * 8, TRUE)
-  if (!is.list(output)) {   # no shared memory here: an ordinary vector
-    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
-    out <- .Call(gk_r_alloc_result, size, rows)
-    gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, out, NULL, clock)
-    return(out)
-  }
+  channel <- .Call(gk_r_channel_create, size, if (kind == "pdist") 0L else as.integer(n),
+                   gk_pcf_write_kind(kind), n, nrow(bands), gk_threads())
+  handle <- if (is.list(channel)) channel$handle else channel
   input <- NULL
-  on.exit({   # now, not when R collects them; the result is kept if returned
+  on.exit({   # now, not when R collects them
     if (is.list(input)) .Call(gk_r_shared_free, input$handle)
-    if (!is.null(output)) .Call(gk_r_shared_free, output$handle)
+    .Call(gk_r_shared_free, handle)
   })
-  if (isTRUE(getOption("gpukernels.future_shared", TRUE))) {
+  if (is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))) {
     input <- .Call(gk_r_pcf_share, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
   } else {
     .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
   }
   if (!is.list(input)) input <- NULL
-  shared <- list(input = input[-1L], target = list(
-    path = output$path, token = output$token, bytes = output$bytes,
-    layout = gk_pcf_write_kind(kind), n_rows = n, n_cols = m))
-  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, count, output$handle,
-                         if (!is.null(input)) shared, clock)
-  handle <- output$handle
-  output <- NULL   # returned: on.exit leaves it
+  shared <- if (!is.null(input)) list(input = input[-1L], n_cols = m, target = list(
+    path = channel$path, token = channel$token, bytes = channel$bytes))
+  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle, shared,
+                         clock)
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
-    phases[1L] <- sprintf("%s, result mapped %.2f s", phases[1L], proc.time()[["elapsed"]] - start)
+    stats <- .Call(gk_r_channel_stats, handle)
+    phases[1L] <- sprintf("%s; this process scattered %.2f s (%d pieces, %d threads), finished %.2f s",
+                          phases[1L], stats[1L], as.integer(stats[2L]), as.integer(stats[3L]),
+                          proc.time()[["elapsed"]] - start)
     message(paste(phases, collapse = "\n"))
-  }, add = TRUE)
-  .Call(gk_r_shared_result, handle, size, rows, gk_threads())
+  }, add = TRUE, after = FALSE)
+  .Call(gk_r_channel_finish, handle)
 }
 
 gk_pcf_write_kind <- function(kind) {
@@ -308,16 +313,15 @@ gk_pcf_write_kind <- function(kind) {
 }
 
 # Runs the bands as futures: with `shared` (the input segment and the
-# result's target) the workers read and write shared memory; without, or for
-# a worker that cannot attach it, they get the data and send back results,
-# written into `out` (a vector or a result segment's handle) as they arrive.
+# result channel) the workers read and send through shared memory; without,
+# or for a worker that cannot attach it, they get the data and send back
+# results, written into `out` (a result channel's handle) as they arrive.
 # Returns the progress lines: the phases, then the workers' engine lines.
-gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out, shared, clock) {
+gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, clock) {
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
   phases <- c(share = proc.time()[["elapsed"]] - clock)
-  bands <- gk_row_bands(n, count, triangle = symmetric)
   opts <- gk_chunk_options()
   # Workers on this machine share its cores (future's workers see them all).
   local_opts <- opts
@@ -330,16 +334,20 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out,
     task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
                  backend = backend, options = if (data) opts else local_opts, devices = devices,
                  chunk = k, lines = gk_progress_lines())
-    if (!data) return(c(task, list(shared = shared)))
+    if (!data) {
+      shared$target$ring <- k - 1
+      return(c(task, list(shared = shared)))
+    }
     c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
   resend <- integer()
-  worker_s <- numeric()
+  worker_s <- waited_s <- numeric()
   lines <- character()
   collect <- function(i, value) {
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
+      waited_s <<- c(waited_s, value$waited)
       if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
       return()
     }
@@ -362,12 +370,14 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, count, out,
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
-  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s)",
-                  nrow(bands), if (is.null(shared)) "results through the futures" else
-                    paste0("shared memory", if (length(resend)) ", some resent"),
-                  phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]],
-                  if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"),
-          lines)
+  each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
+  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s%s)",
+            nrow(bands), if (is.null(shared)) "results through the futures" else
+              paste0("shared memory", if (length(resend)) ", some resent"),
+            phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]], each,
+            if (length(waited_s)) paste0(", of which waiting for free slots ",
+                                         paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),
+    lines)
 }
 
 # ---- kernel reductions ----

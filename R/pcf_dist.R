@@ -124,10 +124,11 @@ pcf_dimnames <- function(X, Y) {
 # C, or splits the call over future workers (R/distributed.R). `band`: a
 # worker's band of a distributed call, computed from and into shared memory
 # (list(input, x_range, y_set, y_range, target); gk_pcf_chunk_shared).
+# `file`: the results go into a file's matrix instead (pcf_file_chunk).
 pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE,
-                            band = NULL) {
+                            band = NULL, file = NULL) {
   single <- gk_check_precision(precision) == "single"
-  count <- if (is.null(band)) gk_chunk_count(workers, length(X)) else 0L
+  count <- if (is.null(band) && is.null(file)) gk_chunk_count(workers, length(X)) else 0L
   if (count > 0L) {
     return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
   }
@@ -143,7 +144,7 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
   }
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,
-          backend, gk_threads(), as.double(budget), devices, gk_progress_lines(), NULL))
+          backend, gk_threads(), as.double(budget), devices, gk_progress_lines(), file))
 }
 
 pcf_budget <- function() {

@@ -5,9 +5,12 @@
 #' file-backed `big.matrix` of the \pkg{bigmemory} package, so that the
 #' result never has to fit in memory (2e5 functions: 320 GB in double, 160 GB
 #' in float). The slabs are computed in this process, or by \pkg{future}
-#' workers that write their rows straight into the file (see
-#' [gk_distributed]; the workers must see the same file system, e.g. a
-#' cluster's shared disk).
+#' workers (see [gk_distributed]; the workers must see the same file system,
+#' e.g. a cluster's shared disk); either way the engine writes its blocks
+#' straight into the file, mapped, with no copy of a slab in R. The values
+#' are in the file system's cache when the call returns, visible to every
+#' process of this machine (workers on other machines sync theirs to the
+#' shared disk before they finish); `bigmemory::flush()` writes them to disk.
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,
@@ -36,8 +39,8 @@
 #'   `"float"` (4); independent of `precision`, the compute precision.
 #' @param X,Y,type Deprecated names of `x`, `y` and `file_type`.
 #' @param overwrite Replace existing files.
-#' @param slab_bytes Memory for one slab of rows (the largest piece of the
-#'   result held in memory at a time by a worker); by default
+#' @param slab_bytes The size in the file of one slab of rows (the unit of
+#'   progress and of the split over workers); by default
 #'   `getOption("gpukernels.file_slab_bytes", 2^30)`.
 #' @return The file-backed `big.matrix`, attached.
 #' @examples
@@ -86,8 +89,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
                                          descriptorfile = basename(partial[2L]))
   desc <- bigmemory::describe(bm)
 
-  # Slabs of rows that fit slab_bytes; for a symmetric result a slab is also
-  # written transposed (its columns), so slabs are sized by the longer side.
+  # Slabs of rows of slab_bytes in the file.
   value_bytes <- if (type == "double") 8 else 4
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
   slabs <- gk_row_bands(n, ceiling(n / slab_rows))
@@ -102,7 +104,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
          X = if (symmetric) X[seq_len(last)] else X[min(these[, 1L]):last],
          offset = if (symmetric) 0L else min(these[, 1L]) - 1L, Y = Y, p = p,
          precision = precision, backend = backend, devices = devices, chunk = g,
-         desc = desc, dir = dir, options = opts)
+         desc = desc, dir = dir, host = Sys.info()[["nodename"]], options = opts)
   })
   p_steps <- gk_progressor(nrow(slabs))
   if (count > 0L) {
@@ -112,8 +114,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     tasks[[1L]]$progress <- p_steps
     pcf_file_chunk(tasks[[1L]])   # in this process, on all its GPUs
   }
-  bigmemory::flush(bm)
-  rm(bm)
+  rm(bm)   # nothing written through it: the chunks wrote the file
   gc(FALSE)
   # Complete: the values under their final name, then the descriptor naming them.
   if (!file.rename(partial[1L], final[1L])) {
@@ -134,35 +135,37 @@ gk_slab_groups <- function(slabs, count, symmetric) {
   unname(split(seq_len(nrow(slabs)), group))
 }
 
-# A worker's slabs: computes each and writes it into the shared file.
+# A worker's slabs: computes each and writes it straight into the file's
+# matrix, mapped (the engine's block writer, float or double, a symmetric
+# result mirrored). On another machine than the caller's (a cluster's shared
+# disk) the writes are synced before the chunk returns.
 pcf_file_chunk <- function(task) {
-  # type = "float" is asked for; progress is counted in slabs, not blocks.
-  old <- options(bigmemory.typecast.warning = FALSE, gpukernels.progress = FALSE)
+  old <- options(gpukernels.progress = FALSE)   # progress is counted in slabs
   on.exit(options(old))
-  bm <- bigmemory::attach.big.matrix(task$desc, backingpath = task$dir)
-  call <- function(A, B, kind) {
+  info <- task$desc@description
+  float <- identical(info$type, "float")
+  n_rows <- as.double(info$totalRows)
+  path <- file.path(task$dir, info$filename)
+  sync <- !identical(Sys.info()[["nodename"]], task$host)
+  call <- function(A, B, kind, layout, row0, col0) {
+    file <- list(path = path, float = float, layout = layout, n_rows = n_rows,
+                 bytes = n_rows * info$totalCols * if (float) 4 else 8, row0 = row0,
+                 col0 = col0, sync = sync)
     pcf_matrix_call(A, B, kind, task$p, task$precision, task$backend, task$devices,
-                    workers = FALSE)
+                    workers = FALSE, file = file)
   }
+  symmetric <- gk_write_kinds[["symmetric"]]
   for (s in seq_len(nrow(task$slabs))) {
     a <- task$slabs[s, 1L]
     b <- task$slabs[s, 2L]
-    if (is.null(task$Y)) {
+    if (is.null(task$Y)) {   # the diagonal stays 0, as the new file is
       rows <- task$X[a:b]
-      if (a > 1L) {
-        rect <- call(rows, task$X[seq_len(a - 1L)], "cdist")
-        bm[a:b, seq_len(a - 1L)] <- rect
-        bm[seq_len(a - 1L), a:b] <- t(rect)
-        rm(rect)
-      }
-      bm[a:b, a:b] <- if (b > a) {
-        as.matrix(structure(call(rows, NULL, "pdist"), Size = b - a + 1L, class = "dist"))
-      } else 0
+      if (a > 1L) call(rows, task$X[seq_len(a - 1L)], "cdist", symmetric, a - 1, 0)
+      if (b > a) call(rows, NULL, "pdist", symmetric, a - 1, a - 1)
     } else {
-      bm[a:b, ] <- call(task$X[(a:b) - task$offset], task$Y, "cdist")
+      call(task$X[(a:b) - task$offset], task$Y, "cdist", gk_write_kinds[["dense"]], a - 1, 0)
     }
     if (!is.null(task$progress)) task$progress()
   }
-  bigmemory::flush(bm)
   invisible(NULL)
 }

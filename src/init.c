@@ -45,16 +45,19 @@ SEXP gk_r_kernel_eval(SEXP spec, SEXP stat);
 
 /* PCF engine (r_pcf.c) and the block scheduler it uses (r_blocks.c) */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP target);
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP file);
 SEXP gk_r_pcf_validate(SEXP x);
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
                   SEXP budget, SEXP devices, SEXP progress, SEXP column_lists);
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle);
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);
-/* result memory shared with future workers (r_shared.c) */
-SEXP gk_r_shared_create(SEXP bytes, SEXP fill);
-SEXP gk_r_shared_result(SEXP handle, SEXP length, SEXP rows, SEXP threads);
+/* memory shared with future workers (r_shared.c) */
+SEXP gk_r_shared_create(SEXP bytes);
+SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP rings,
+                         SEXP threads);
+SEXP gk_r_channel_finish(SEXP handle);
+SEXP gk_r_channel_stats(SEXP handle);
 SEXP gk_r_shared_free(SEXP handle);
 SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
@@ -142,8 +145,10 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_knn", (DL_FUNC) &gk_r_pcf_knn, 11},
   {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
   {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
-  {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 2},
-  {"gk_r_shared_result", (DL_FUNC) &gk_r_shared_result, 4},
+  {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 1},
+  {"gk_r_channel_create", (DL_FUNC) &gk_r_channel_create, 6},
+  {"gk_r_channel_finish", (DL_FUNC) &gk_r_channel_finish, 1},
+  {"gk_r_channel_stats", (DL_FUNC) &gk_r_channel_stats, 1},
   {"gk_r_shared_free", (DL_FUNC) &gk_r_shared_free, 1},
   {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 5},
   {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 13},
@@ -193,7 +198,6 @@ void R_init_gpukernels(DllInfo *dll)
   R_registerRoutines(dll, NULL, call_entries, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   gk_install_r_hooks();
-  gk_r_shared_register(dll);
 }
 
 void R_unload_gpukernels(DllInfo *dll)

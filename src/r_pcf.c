@@ -141,24 +141,14 @@ SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
   return R_NilValue;
 }
 
-/* The writer of a future worker's band into the caller's shared result:
- * target = list(path, token, bytes, layout, n_rows, row0, col0) (see
- * R/distributed.R); the engine computes `kind`. */
-static gk_block_writer band_writer(SEXP target, gk_write_kind kind, double *out, int threads)
-{
-  return gk_block_writer_band(kind, (gk_write_kind) gk_as_int(gk_list_get(target, "layout")), out,
-                              (size_t) gk_as_double(gk_list_get(target, "n_rows")),
-                              (size_t) gk_as_double(gk_list_get(target, "row0")),
-                              (size_t) gk_as_double(gk_list_get(target, "col0")), threads);
-}
-
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
- * products between x and y) or "kernel_sym" (symmetric matrix of x). With a
- * `target` (not NULL), the results go into the shared result it names
- * instead: TRUE, or FALSE when this process cannot attach it (another
- * machine); nothing is allocated. */
+ * products between x and y) or "kernel_sym" (symmetric matrix of x). With
+ * a `file` (not NULL: list(path, float, layout, n_rows, bytes, row0, col0,
+ * sync)), the results go into that file's matrix instead (pcf_file.R): at
+ * (row0, col0) of an n_rows-row column-major matrix of float or double of
+ * `layout` (0 dense, 2 symmetric: mirrored too); returns TRUE. */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
-                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP target)
+                     SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP file)
 {
   const char *what = CHAR(STRING_ELT(kind, 0));
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
@@ -169,7 +159,6 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   pcf_set xs, ys;
   const pcf_set *yp;
   gk_block_writer writer;
-  gk_shared shared;
   gk_error err;
   gk_error_clear(&err);
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
@@ -186,16 +175,29 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                    (symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
     for (int d = 0; d < opt.n_devices; d++) gk_r_make_room(opt.devices[d], want, 0);
   }
-  if (!Rf_isNull(target)) {
-    writer = band_writer(target, write_kind, NULL, opt.threads);
-    if (gk_r_shared_attach(target, &shared, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
-    writer.out = shared.values;
-    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
-    gk_shared_release(&shared);
+  if (!Rf_isNull(file)) {
+    SEXP path = gk_list_get(file, "path");
+    if (!Rf_isString(path)) gk_stop("invalid file target");
+    int is_float = gk_as_flag(gk_list_get(file, "float"));
+    size_t bytes = (size_t) gk_as_double(gk_list_get(file, "bytes"));
+    void *map = NULL;
+    writer = gk_block_writer_band(write_kind, (gk_write_kind) gk_as_int(gk_list_get(file, "layout")),
+                                  NULL, (size_t) gk_as_double(gk_list_get(file, "n_rows")),
+                                  (size_t) gk_as_double(gk_list_get(file, "row0")),
+                                  (size_t) gk_as_double(gk_list_get(file, "col0")), opt.threads);
+    if (gk_file_map(CHAR(STRING_ELT(path, 0)), bytes, &map, &err) == GK_OK) {
+      if (is_float) writer.out_float = (float *) map;
+      else writer.out = (double *) map;
+      run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+      gk_error unmap;
+      gk_error_clear(&unmap);
+      if (gk_file_unmap(map, bytes, gk_as_flag(gk_list_get(file, "sync")), &unmap) &&
+          err.status == GK_OK)
+        err = unmap;
+    }
     if (err.status) gk_raise(&err);
     return Rf_ScalarLogical(TRUE);
   }
-
   SEXP out;
   if (strcmp(what, "pdist") == 0) {
     out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t) (xs.n * (xs.n - 1) / 2)));
@@ -265,8 +267,7 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
   }
   const pcf_set *second = yp != &xs ? yp : NULL;
   SEXP seg = PROTECT(gk_r_shared_create(
-      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second))),
-      Rf_ScalarLogical(FALSE)));
+      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second)))));
   if (TYPEOF(seg) == VECSXP) {
     size_t *head = (size_t *) gk_r_shared_values(gk_list_get(seg, "handle"), 0);
     head[0] = xs.n;
@@ -292,8 +293,10 @@ static int share_range(pcf_set *s, SEXP range)
 
 /* One band of a distributed matrix on a worker: rows x_range of x against
  * y_range of set y_set (1: x, 2: y; 0: the symmetric result of the rows
- * themselves), computed as `kind` from the input segment `input` into the
- * shared result `target` (see gk_r_pcf_matrix). TRUE, or FALSE when this
+ * themselves), computed as `kind` from the input segment `input` and sent
+ * through ring `ring` of the caller's result channel `target`
+ * (list(path, token, bytes, ring, row0, col0): where the band's (0, 0) is in
+ * the result). The seconds spent waiting for a free slot, or FALSE when this
  * process cannot attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
@@ -306,24 +309,35 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = op_of(kind, p);
   int which = gk_as_int(y_set);
-  gk_block_writer writer = band_writer(target, write_kind, NULL, opt.threads);
-  gk_shared in, out;
+  SEXP path = gk_list_get(target, "path"), token = gk_list_get(target, "token");
+  if (!Rf_isString(path) || !Rf_isString(token)) gk_stop("invalid result channel");
+  gk_shared in;
+  gk_channel_port port;
   gk_error err;
   gk_error_clear(&err);
   if (gk_r_shared_attach(input, &in, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
-  if (gk_r_shared_attach(target, &out, &err) != GK_OK) {
+  if (gk_channel_attach(CHAR(STRING_ELT(path, 0)),
+                        (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16),
+                        (size_t) gk_as_double(gk_list_get(target, "bytes")),
+                        (size_t) gk_as_double(gk_list_get(target, "ring")), &port,
+                        &err) != GK_OK) {
     gk_shared_release(&in);
     return Rf_ScalarLogical(FALSE);
   }
   pcf_set xs = share_view(&in, 0), ys = which > 0 ? share_view(&in, which - 1) : xs;
   if (!share_range(&xs, x_range) || (which > 0 && !share_range(&ys, y_range)))
     gk_fail(&err, GK_ERR_INTERNAL, "a band outside its set of PCFs");
-  writer.out = out.values;
+  gk_block_writer writer = gk_channel_writer(
+      &port, write_kind, (size_t) gk_as_double(gk_list_get(target, "row0")),
+      (size_t) gk_as_double(gk_list_get(target, "col0")), opt.threads);
   if (err.status == GK_OK) run_engine(backend, &op, &xs, which > 0 ? &ys : &xs, &writer, &opt, &err);
+  if (err.status == GK_OK && port.failed)
+    gk_fail(&err, GK_ERR_INTERRUPTED, "the calling session stopped taking results");
+  double waited = port.wait_s;
   gk_shared_release(&in);
-  gk_shared_release(&out);
+  gk_channel_detach(&port);
   if (err.status) gk_raise(&err);
-  return Rf_ScalarLogical(TRUE);
+  return Rf_ScalarReal(waited);
 }
 
 /* index 0 (no candidate) as NA in R */
@@ -388,14 +402,14 @@ SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEX
 }
 
 /* Writes a block of doubles computed elsewhere (a distributed chunk) into an
- * output made by gk_r_alloc_result or a shared result's handle
- * (gk_r_shared_create), in place: kind 0 dense, 1 dist, 2 symmetric
+ * output made by gk_r_alloc_result or a result channel's handle
+ * (gk_r_channel_create), in place: kind 0 dense, 1 dist, 2 symmetric
  * (see device/block_writer.h); `triangle` TRUE means block is the `dist`
  * vector of functions [row0, row0 + m) (dist outputs only). */
 SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SEXP block,
                       SEXP triangle)
 {
-  double *values = TYPEOF(out) == EXTPTRSXP ? gk_r_shared_values(out, 0) : REAL(out);
+  double *values = TYPEOF(out) == EXTPTRSXP ? gk_r_channel_values(out) : REAL(out);
   gk_block_writer w = gk_block_writer_make((gk_write_kind) gk_as_int(kind), values,
                                            (size_t) gk_as_double(n_rows), 0);
   size_t r0 = (size_t) gk_as_double(row0), c0 = (size_t) gk_as_double(col0);

@@ -1,17 +1,20 @@
 # Benchmark of the distributed paths (issues 15 and 37): pdist L1 float32 of
 # n = 5e4 PCFs (a 10 GB `dist`) on 1, 2, ... GPUs of this machine:
 #   - in-process: one GPU, then devices = 1:G for G = 2, 4, ... up to all;
-#   - G future workers (plan(multisession)) with one GPU each, writing their
-#     bands into the shared-memory result (the default route);
-#   - optional (slow, the routes of before): results through the futures'
-#     sockets (GK_BENCH_SOCKETS=1), a float file with pcf_dist_file()
-#     (GK_BENCH_FILE=1), pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
+#   - G future workers (plan(multisession)) with one GPU each, handing their
+#     blocks to this process through shared slots (the default route);
+#   - the full symmetric matrix as a float file (pcf_dist_file()), on one GPU
+#     in-process and by G workers (GK_BENCH_FILE=0 leaves it out; the file
+#     goes to GK_BENCH_DIR, by default tempdir());
+#   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
+#     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
 # Each row prints as it is measured: the setup, the median time of `reps`
 # after a warm-up (workers warmed too: package, CUDA context), the speed-up
 # against one GPU in-process, and the pairs per second. The engine's progress
 # lines of one more run per setup say where the time goes (GPU, host packing
-# and scatter per GPU; for workers: inputs shared, the workers' own time,
-# result mapped).
+# and scatter per GPU; for workers: inputs shared, the workers' own time and
+# their waits for free slots, this process's scatter, and how long starting
+# and warming the workers took).
 #   Rscript inst/bench/distributed.R [quick]   (quick: small sizes, CPU-only machine)
 library(gpukernels)
 args <- commandArgs(trailingOnly = TRUE)
@@ -25,7 +28,7 @@ source(file.path(local({
 
 # Workers load the package from the same library as this session.
 Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
-flag <- function(name) identical(Sys.getenv(name), "1")
+flag <- function(name, default = "0") identical(Sys.getenv(name, default), "1")
 ngpu <- if (gk_has_gpu()) nrow(gk_info()$devices) else 0L
 backend <- if (ngpu > 0) "gpu" else "cpu"
 cat("devices:", ngpu, "GPU(s); backend", backend, "; cores", parallel::detectCores(),
@@ -37,6 +40,8 @@ n_knn <- if (quick) 3000 else 2e5
 reps <- as.integer(Sys.getenv("GK_BENCH_REPS", if (quick) 1 else 3))
 counts <- if (ngpu >= 2) unique(c(2L ^ seq_len(floor(log2(ngpu))), ngpu)) else 2L
 out_dir <- Sys.getenv("GK_BENCH_DIR", tempdir())
+with_file <- flag("GK_BENCH_FILE", "1") && requireNamespace("bigmemory", quietly = TRUE)
+if (with_file) cat("files in", out_dir, ":", system2("df", c("-hT", shQuote(out_dir)), stdout = TRUE)[2], "\n")
 pairs <- n_pdist * (n_pdist - 1) / 2
 
 median_time <- function(f, reps) {
@@ -44,6 +49,7 @@ median_time <- function(f, reps) {
 }
 rows <- list()
 report <- function(setup, seconds, base = NA, note = "") {
+  if (is.na(base)) base <- one
   row <- data.frame(case = "pdist L1 single", n = n_pdist, setup = setup,
                     seconds = round(seconds, 2), speedup_vs_1gpu = round(base / seconds, 2),
                     gpairs_per_s = signif(pairs / seconds / 1e9, 3), note = note)
@@ -65,9 +71,22 @@ invisible(suppressWarnings(pcf_pdist(X[1:2000], precision = "single", backend = 
 
 # 1. in-process: one GPU, then G GPUs
 one_dev <- if (ngpu) 1L
+one <- NA
 one <- median_time(function() pdist(devices = one_dev, workers = 1), reps)
 report(if (ngpu) "1 GPU in-process" else "CPU in-process", one, one)
 phases(function() pdist(devices = one_dev, workers = 1))
+file_base <- file.path(out_dir, "gk_bench_pdist")
+to_file <- function(...) {
+  on.exit(unlink(paste0(file_base, c(".bin", ".desc"))))
+  suppressWarnings(pcf_dist_file(Xp, file = file_base, file_type = "float", precision = "single",
+                backend = backend, overwrite = TRUE, ...))
+  invisible()
+}
+if (with_file) {
+  one_file <- median_time(function() to_file(devices = one_dev, workers = 1), 1)
+  report(paste(if (ngpu) "1 GPU" else "CPU", "in-process, file (float)"), one_file,
+         note = "full symmetric matrix")
+}
 if (ngpu >= 2) {
   for (g in counts) {
     t <- median_time(function() pdist(devices = seq_len(g), workers = 1), reps)
@@ -78,11 +97,15 @@ if (ngpu >= 2) {
 
 # 2. G future workers, one GPU each, writing into the shared result
 for (g in counts) {
-  future::plan(future::multisession, workers = g)
-  # Start the workers and warm them: package, CUDA context (one GPU each).
-  for (w in 1:2) invisible(suppressWarnings(pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend)))
+  started <- system.time(future::plan(future::multisession, workers = g))[["elapsed"]]
+  # Warm the workers: package, CUDA context (one GPU each); the first call
+  # pays them, the second shows what a warm call of the same size costs.
+  warm <- vapply(1:2, function(w) system.time(invisible(suppressWarnings(
+    pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend))))[["elapsed"]], 0)
+  cat(sprintf("%d workers: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
+              g, started, warm[1], warm[2]))
   t <- median_time(function() pdist(), reps)
-  report(paste(g, "workers x 1 GPU, shared memory"), t, one, "bands written in place")
+  report(paste(g, "workers x 1 GPU, shared memory"), t, one, "blocks through shared slots")
   phases(function() pdist())
   if (flag("GK_BENCH_SOCKETS")) {
     options(gpukernels.future_shared = FALSE)
@@ -90,13 +113,10 @@ for (g in counts) {
     report(paste(g, "workers x 1 GPU, through futures"), t, one, "data and results by socket")
     options(gpukernels.future_shared = TRUE)
   }
-  if (flag("GK_BENCH_FILE")) {
-    f <- file.path(out_dir, "gk_bench_pdist")
-    t <- median_time(function() pcf_dist_file(Xp, file = f, file_type = "float",
-                                              precision = "single", backend = backend,
-                                              overwrite = TRUE), 1)
-    report(paste(g, "workers x 1 GPU, file (float)"), t, one, "full symmetric matrix written")
-    unlink(paste0(f, c(".bin", ".desc")))
+  if (with_file) {
+    t <- median_time(function() to_file(), 1)
+    report(paste(g, "workers x 1 GPU, file (float)"), t, one,
+           sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
   }
   future::plan(future::sequential)
 }

@@ -6,6 +6,20 @@ gk_block_mode gk_block_writer_mode(gk_write_kind kind)
   return kind == GK_WRITE_DENSE ? GK_BLOCKS_FULL : GK_BLOCKS_LOWER;
 }
 
+/* write_column into a float output: the dense or symmetric layout of a
+ * float file (pcf_dist_file); the mirror of a symmetric one included. */
+static void write_column_float(const gk_block_writer *w, const void *col, int single, size_t j,
+                               size_t first, size_t end)
+{
+  size_t n = w->n_rows;
+  float *dst = w->out_float + j * n;
+  for (size_t i = first; i < end; i++) {
+    float v = single ? ((const float *) col)[i] : (float) ((const double *) col)[i];
+    dst[i] = v;
+    if (w->layout == GK_WRITE_SYMMETRIC) w->out_float[j + i * n] = v;
+  }
+}
+
 /* Column c of the block: the rows the engine computed (kind, local indices)
  * that the output holds (layout, global indices), contiguous in the source
  * and, for dense and dist layouts, in the destination too. */
@@ -21,6 +35,10 @@ static void write_column(const gk_block_writer *w, const gk_block *b, const void
   const void *col = single ? (const void *) ((const float *) src + c * b->rows - r0)
                            : (const void *) ((const double *) src + c * b->rows - r0);
   /* source index of output row i is i (col is shifted by r0) */
+  if (w->out_float) {
+    write_column_float(w, col, single, j, first, end);
+    return;
+  }
   if (w->layout == GK_WRITE_DENSE || w->layout == GK_WRITE_DIST) {
     double *dst = w->layout == GK_WRITE_DENSE ? w->out + j * n
                                               : w->out + (j * n - j * (j + 1) / 2 - j - 1);
@@ -48,7 +66,7 @@ gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_r
 gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, double *out,
                                      size_t n_rows, size_t row0, size_t col0, int threads)
 {
-  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0};
+  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0, NULL};
   return w;
 }
 

@@ -21,6 +21,9 @@
  * the diagonal of a `dist`: kind GK_WRITE_DENSE, layout GK_WRITE_DIST);
  * entries the layout does not hold (i <= j of a `dist`) are skipped.
  *
+ * A writer with `out_float` set writes float values there instead of `out`
+ * (a float file, pcf_dist_file()).
+ *
  * A writer with a `reduce` callback stores nothing: each block goes to the
  * callback instead (e.g. running k-nearest lists), which may be called for
  * several blocks at once from different threads. `kind` then only says which
@@ -47,6 +50,7 @@ typedef struct {
   void *reduce_ctx;   /* NULL reduce: scatter into `out`                      */
   gk_write_kind layout;   /* how `out` is laid out (kind, unless a band writer) */
   size_t row0, col0;      /* where the engine's (0, 0) is in `out`              */
+  float *out_float;       /* not NULL: the output is float here, not `out`      */
 } gk_block_writer;
 
 /* The first row of column j that kind `kind` holds: i > j of a `dist`,

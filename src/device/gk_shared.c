@@ -84,7 +84,7 @@ gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err)
 #endif
 }
 
-/* Maps in the pages of [p, p + len), which the workers have written. */
+/* Makes and maps in the pages of [p, p + len). */
 static void populate(char *p, size_t len)
 {
 #ifdef MADV_POPULATE_WRITE
@@ -93,41 +93,8 @@ static void populate(char *p, size_t len)
   for (size_t k = 0; k < len; k += 4096) ((volatile char *) p)[k] = p[k];
 }
 
-/* Allocates pieces of 64 MiB in order until done or stopped. */
-static void *fill_pages(void *arg)
-{
-  gk_shared *s = (gk_shared *) arg;
-  const off_t piece = (off_t) 64 << 20;
-  for (off_t at = GK_SHARED_HEADER; at < (off_t) s->map_bytes && !s->stop_filling; at += piece) {
-    off_t len = (off_t) s->map_bytes - at < piece ? (off_t) s->map_bytes - at : piece;
-#if defined(__linux__)
-    if (fallocate(s->fd, 0, at, len) != 0) break;
-#else
-    (void) len;
-    break;
-#endif
-  }
-  return NULL;
-}
-
-void gk_shared_fill(gk_shared *s)
-{
-  if (s->filling || s->fd < 0) return;
-  s->stop_filling = 0;
-  s->filling = pthread_create(&s->filler, NULL, fill_pages, s) == 0;
-}
-
-static void fill_stop(gk_shared *s)
-{
-  if (!s->filling) return;
-  s->stop_filling = 1;
-  pthread_join(s->filler, NULL);
-  s->filling = 0;
-}
-
 gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err)
 {
-  fill_stop(s);
   if (s->map) return GK_OK;
   if (s->fd < 0) return gk_fail(err, GK_ERR_INTERNAL, "shared result memory already closed");
   if (map_fd(s, err)) return err->status;
@@ -173,16 +140,42 @@ gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_sh
 
 void gk_shared_close(gk_shared *s)
 {
-  fill_stop(s);
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
 }
 
 void gk_shared_release(gk_shared *s)
 {
-  fill_stop(s);
   if (s->map) munmap(s->map, s->map_bytes);
   gk_shared_close(s);
   s->map = NULL;
   s->values = NULL;
+}
+
+gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err)
+{
+  *map = NULL;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return gk_fail(err, GK_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t) st.st_size < (uint64_t) bytes) {
+    close(fd);
+    return gk_fail(err, GK_ERR_INPUT, "%s is smaller than its matrix (%zu bytes)", path, bytes);
+  }
+  void *m = bytes ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+  close(fd);   /* the mapping stays */
+  if (m == MAP_FAILED)
+    return gk_fail(err, GK_ERR_NOMEM, "could not map %s: %s", path, strerror(errno));
+  *map = m;
+  return GK_OK;
+}
+
+gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err)
+{
+  if (!map) return GK_OK;
+  int failed = sync && msync(map, bytes, MS_SYNC) != 0;
+  int e = errno;
+  munmap(map, bytes);
+  if (failed) return gk_fail(err, GK_ERR_INPUT, "could not write the file back: %s", strerror(e));
+  return GK_OK;
 }

@@ -1,9 +1,8 @@
 /*
- * Result memory shared between processes of one machine (R/distributed.R):
- * the calling R process creates a segment, the future workers on the same
- * machine attach it and write their bands of the result straight into it,
- * and the caller's result vector is the segment itself (no copy, nothing
- * through sockets). Pure host C, no R.
+ * Memory shared between processes of one machine (R/distributed.R): the
+ * calling R process creates a segment (the functions of a distributed call,
+ * the result channel of gk_channel.h), the future workers on the same
+ * machine attach it: nothing travels through sockets. Pure host C, no R.
  *
  * A segment is an anonymous memory file (Linux memfd_create): it is memory,
  * not disk, and not limited by the size of /dev/shm (64 MB in many
@@ -19,7 +18,6 @@
 #ifndef GK_SHARED_H
 #define GK_SHARED_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "device/gk_error.h"
@@ -36,26 +34,13 @@ typedef struct {
   size_t bytes;        /* of the values                               */
   uint64_t token;
   char path[64];       /* how other processes open it                 */
-  pthread_t filler;    /* gk_shared_fill's thread, while `filling`    */
-  int filling;
-  volatile int stop_filling;
 } gk_shared;
 
-/* Creates a segment for `bytes` of values, not yet mapped here:
- * gk_shared_map maps it once the workers have written it. */
+/* Creates a segment for `bytes` of values, not yet mapped here (gk_shared_map). */
 gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err);
 
-/* Allocates the segment's pages in a background thread of this process
- * while the workers compute: a page a worker writes first costs it a page
- * fault of about 1 us (the workers' largest cost when they fill a 10 GB
- * result themselves); one already allocated costs a tenth of that. Stopped
- * by gk_shared_map / gk_shared_release (when the workers are done, every page
- * exists). Does nothing where fallocate is not available. */
-void gk_shared_fill(gk_shared *s);
-
-/* Maps a created segment here and maps in its pages with `threads` threads
- * (<= 0: all), so that R's first use of the result does not fault them in
- * one by one. */
+/* Maps a created segment here and makes and maps in its pages with `threads`
+ * threads (<= 0: all), rather than one page fault at a time on first use. */
 gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err);
 
 /* Opens and maps the segment at `path` if it is the one with `token` and
@@ -68,6 +53,13 @@ void gk_shared_close(gk_shared *s);
 
 /* Unmaps and closes. */
 void gk_shared_release(gk_shared *s);
+
+/* A file of at least `bytes` (a file-backed big.matrix's values, written by
+ * pcf_dist_file()'s workers) mapped shared for writing. Writes through it are
+ * in the file system's cache: visible at once to every process of this
+ * machine; other machines see them after gk_file_unmap with `sync`. */
+gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err);
+gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,257 @@
+/* Worker results through reusable shared slots (see gk_channel.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "device/gk_channel.h"
+#include "device/gk_omp.h"
+
+#define SLOTS_PER_RING 4
+#define PAGE 4096
+
+struct gk_channel_head {
+  uint64_t rings, slots, slot_bytes, data_offset;
+  int64_t caller;           /* the caller's process id                  */
+  atomic_int abort;         /* set by the caller: workers give up        */
+};
+
+struct gk_channel_slot {    /* 64 bytes: one cache line each */
+  atomic_int state;         /* 0 free, 1 being filled, 2 full            */
+  int32_t kind, single, pad;
+  uint64_t band_row0, band_col0, row0, rows, col0, cols;
+};
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static double seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* 20 us, or 200 us after `idle` empty looks: a slot takes milliseconds. */
+static void nap(unsigned idle)
+{
+  struct timespec ts = {0, idle < 100 ? 20000 : 200000};
+  nanosleep(&ts, NULL);
+}
+
+size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings)
+{
+  double share = values * sizeof(double) / (double) (rings ? rings : 1) / SLOTS_PER_RING;
+  size_t bytes = share < (double) (32u << 20) ? (size_t) share : (size_t) 32 << 20;
+  if (bytes < n_rows * sizeof(double)) bytes = n_rows * sizeof(double);
+  return round_up(bytes ? bytes : 1, PAGE);
+}
+
+static size_t heads_bytes(size_t rings)
+{
+  return round_up(sizeof(gk_channel_head) + rings * SLOTS_PER_RING * sizeof(gk_channel_slot),
+                  PAGE);
+}
+
+static gk_channel_slot *slots_of(gk_channel_head *h)
+{
+  return (gk_channel_slot *) ((char *) h + round_up(sizeof(gk_channel_head), 64));
+}
+
+/* ---- the caller ---- */
+
+/* Scatters every full slot once; how many there were. */
+static size_t drain_pass(gk_channel *c)
+{
+  gk_channel_head *h = c->head;
+  gk_channel_slot *slot = slots_of(h);
+  char *data = (char *) h + h->data_offset;
+  size_t done = 0;
+  for (size_t k = 0; k < h->rings * h->slots; k++) {
+    gk_channel_slot *s = &slot[k];
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != 2) continue;
+    double start = seconds();
+    gk_block_writer w = gk_block_writer_band((gk_write_kind) s->kind, c->layout, c->out,
+                                             c->n_rows, s->band_row0, s->band_col0, c->threads);
+    gk_block b = {s->row0, s->rows, s->col0, s->cols};
+    gk_block_write(&w, &b, data + k * h->slot_bytes, s->single);
+    atomic_store_explicit(&s->state, 0, memory_order_release);
+    c->busy_s += seconds() - start;
+    c->pieces++;
+    done++;
+  }
+  return done;
+}
+
+static void *drain(void *arg)
+{
+  gk_channel *c = (gk_channel *) arg;
+  unsigned idle = 0;
+  for (;;) {
+    if (atomic_load(&c->head->abort)) break;
+    int last = c->finishing;   /* read before the pass: workers are done */
+    atomic_thread_fence(memory_order_acquire);
+    if (drain_pass(c)) {
+      idle = 0;
+      continue;
+    }
+    if (last) break;
+    nap(idle++);
+  }
+  return NULL;
+}
+
+gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
+                            gk_write_kind layout, size_t n_rows, int threads, gk_error *err)
+{
+  memset(c, 0, sizeof(*c));
+  size_t heads = heads_bytes(rings);
+  if (gk_shared_create(heads + rings * SLOTS_PER_RING * slot_bytes, &c->seg, err))
+    return err->status;
+  /* The slots' pages made now, in parallel: the workers reuse them. */
+  if (gk_shared_map(&c->seg, threads, err)) {
+    gk_shared_release(&c->seg);
+    return err->status;
+  }
+  gk_channel_head *h = (gk_channel_head *) c->seg.values;
+  h->rings = rings;
+  h->slots = SLOTS_PER_RING;
+  h->slot_bytes = slot_bytes;
+  h->data_offset = heads;
+  h->caller = (int64_t) getpid();
+  atomic_init(&h->abort, 0);
+  for (size_t k = 0; k < rings * SLOTS_PER_RING; k++) atomic_init(&slots_of(h)[k].state, 0);
+  c->head = h;
+  c->out = out;
+  c->layout = layout;
+  c->n_rows = n_rows;
+  c->threads = gk_omp_threads(threads);
+  c->running = pthread_create(&c->drain, NULL, drain, c) == 0;
+  if (!c->running) {
+    gk_shared_release(&c->seg);
+    return gk_fail(err, GK_ERR_NOMEM, "could not start the thread that collects results");
+  }
+  return GK_OK;
+}
+
+void gk_channel_finish(gk_channel *c)
+{
+  if (!c->running) return;
+  atomic_thread_fence(memory_order_release);
+  c->finishing = 1;
+  pthread_join(c->drain, NULL);
+  c->running = 0;
+}
+
+void gk_channel_release(gk_channel *c)
+{
+  if (c->running) {
+    atomic_store(&c->head->abort, 1);
+    pthread_join(c->drain, NULL);
+    c->running = 0;
+  }
+  gk_shared_release(&c->seg);
+  c->head = NULL;
+}
+
+/* ---- a worker ---- */
+
+gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size_t ring,
+                            gk_channel_port *p, gk_error *err)
+{
+  memset(p, 0, sizeof(*p));
+  if (gk_shared_attach(path, token, bytes, &p->seg, err)) return err->status;
+  gk_channel_head *h = (gk_channel_head *) p->seg.values;
+  if (ring >= h->rings) {
+    gk_shared_release(&p->seg);
+    return gk_fail(err, GK_ERR_INTERNAL, "no ring %zu in the result channel", ring);
+  }
+  p->head = h;
+  p->slots = h->slots;
+  p->slot_bytes = h->slot_bytes;
+  p->ring = slots_of(h) + ring * h->slots;
+  p->data = (char *) h + h->data_offset + ring * h->slots * h->slot_bytes;
+  return GK_OK;
+}
+
+void gk_channel_detach(gk_channel_port *p)
+{
+  gk_shared_release(&p->seg);
+  p->head = NULL;
+}
+
+/* A free slot of the port's ring (claimed: state 1), or -1 once the caller
+ * aborted or is gone. */
+static long claim(gk_channel_port *p)
+{
+  double start = 0;
+  for (unsigned spin = 0;; spin++) {
+    for (size_t k = 0; k < p->slots; k++) {
+      int expected = 0;
+      if (atomic_compare_exchange_strong(&p->ring[k].state, &expected, 1)) {
+        if (start > 0) p->wait_s += seconds() - start;
+        return (long) k;
+      }
+    }
+    if (start == 0) start = seconds();
+    if (atomic_load(&p->head->abort) ||
+        (spin % 4096 == 4095 && kill((pid_t) p->head->caller, 0) != 0))
+      return -1;
+    nap(0);
+  }
+}
+
+/* The writer's callback: the block, whole columns at a time, into slots. */
+static void send_block(void *ctx, const gk_block *block, const void *src, int single)
+{
+  gk_channel_port *p = (gk_channel_port *) ctx;
+  size_t elem = single ? sizeof(float) : sizeof(double);
+  size_t column = block->rows * elem;
+  size_t per_slot = column ? p->slot_bytes / column : block->cols;
+  if (per_slot < 1 || p->failed) {   /* slots are sized for a column: never */
+    p->failed = 1;
+    return;
+  }
+  for (size_t c0 = 0; c0 < block->cols; c0 += per_slot) {
+    size_t cols = block->cols - c0 < per_slot ? block->cols - c0 : per_slot;
+    long k = claim(p);
+    if (k < 0) {
+      p->failed = 1;
+      return;
+    }
+    gk_channel_slot *s = &p->ring[k];
+    char *dst = p->data + (size_t) k * p->slot_bytes;
+    const char *from = (const char *) src + c0 * column;
+    long long n = (long long) cols;
+    int threads = cols * block->rows < 65536 ? 1 : gk_omp_threads(p->threads);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+    for (long long j = 0; j < n; j++) memcpy(dst + j * column, from + j * column, column);
+    (void) threads;
+    s->kind = (int32_t) p->kind;
+    s->single = single;
+    s->band_row0 = p->band_row0;
+    s->band_col0 = p->band_col0;
+    s->row0 = block->row0;
+    s->rows = block->rows;
+    s->col0 = block->col0 + c0;
+    s->cols = cols;
+    atomic_store_explicit(&s->state, 2, memory_order_release);
+  }
+}
+
+gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t row0,
+                                  size_t col0, int threads)
+{
+  p->kind = kind;
+  p->band_row0 = row0;
+  p->band_col0 = col0;
+  p->threads = threads;
+  gk_block_writer w = gk_block_writer_make(kind, NULL, 0, threads);
+  w.reduce = send_block;
+  w.reduce_ctx = p;
+  return w;
+}

@@ -1,0 +1,104 @@
+/*
+ * Results of future workers on this machine, handed to the caller through
+ * small reusable shared buffers (R/distributed.R). Pure host C, no R.
+ *
+ * The caller makes a channel: one shared segment (gk_shared.h) holding a ring
+ * of a few slots for each chunk of the work, and a thread of its own that
+ * scatters every slot a worker fills into the caller's result (an ordinary
+ * R vector) with the block writer, then frees the slot. A worker attaches
+ * its chunk's ring and runs its engine with gk_channel_writer: each block of
+ * results (as the GPU or CPU produced it, float or double) is copied into a
+ * free slot, piece by piece of whole columns.
+ *
+ * Why not let the workers write the result itself in shared memory: the
+ * first write to a page of shared memory is a page fault three to four times
+ * dearer than one of private memory (no huge pages for shared memory on most
+ * systems), and a 10 GB result has 2.5 million of them, paid again when the
+ * caller maps it. The slots are few, made once per call and reused, and the
+ * result's pages are faulted by the caller's scatter, as in one process.
+ *
+ * A slot: state 0 free, 1 being filled, 2 full. Workers claim a free slot
+ * of their ring (compare-and-swap: several GPUs of one worker may send at
+ * once) and mark it full; the caller's thread scatters full slots and marks
+ * them free. A worker whose ring is full waits; it gives up when the caller
+ * aborts (an error elsewhere, an interrupt) or is gone.
+ */
+#ifndef GK_CHANNEL_H
+#define GK_CHANNEL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "device/block_writer.h"
+#include "device/gk_error.h"
+#include "device/gk_shared.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gk_channel_head gk_channel_head;
+typedef struct gk_channel_slot gk_channel_slot;
+
+/* The caller's side. */
+typedef struct {
+  gk_shared seg;
+  gk_channel_head *head;
+  double *out;            /* the result the slots are scattered into     */
+  gk_write_kind layout;
+  size_t n_rows;
+  int threads;
+  pthread_t drain;
+  int running;
+  volatile int finishing;
+  double busy_s;          /* seconds the caller's thread spent scattering */
+  size_t pieces;          /* slots scattered                              */
+} gk_channel;
+
+/* Bytes of one slot for a result of `values` doubles with columns of at most
+ * `n_rows` entries cut into `rings` chunks: 32 MiB, less for small results,
+ * never less than one column of doubles. */
+size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings);
+
+/* Makes the segment (`rings` rings of slots of `slot_bytes`), maps its pages
+ * and starts the caller's thread, which scatters into `out` (layout and rows
+ * of the result) with `threads` OpenMP threads. */
+gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
+                            gk_write_kind layout, size_t n_rows, int threads, gk_error *err);
+
+/* Once every worker is done: scatters what is left, stops the thread. */
+void gk_channel_finish(gk_channel *c);
+
+/* Stops the thread (telling waiting workers to give up) and frees the segment. */
+void gk_channel_release(gk_channel *c);
+
+/* The worker's side: its chunk's ring of an attached segment. */
+typedef struct {
+  gk_shared seg;
+  gk_channel_head *head;
+  gk_channel_slot *ring;
+  char *data;             /* the ring's first slot's values                */
+  size_t slot_bytes, slots;
+  gk_write_kind kind;     /* what the engine computes                      */
+  size_t band_row0, band_col0;   /* where the engine's (0, 0) is in the result */
+  int threads;
+  volatile int failed;    /* the caller stopped taking blocks              */
+  double wait_s;          /* seconds spent waiting for a free slot         */
+} gk_channel_port;
+
+/* Attaches ring `ring` of the segment at `path` (gk_shared_attach's checks). */
+gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size_t ring,
+                            gk_channel_port *p, gk_error *err);
+
+/* A writer sending the engine's blocks of kind `kind` through the port; the
+ * caller scatters them at (row0, col0) of its result. */
+gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t row0,
+                                  size_t col0, int threads);
+
+void gk_channel_detach(gk_channel_port *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
