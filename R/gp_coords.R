@@ -13,9 +13,15 @@ gp_check_coords <- function(coords, radius) {
   list(type = type, radius = as.double(radius))
 }
 
-# The locations the kernel sees: checked points, converted from lon/lat.
+# The locations the kernel sees: checked points, converted from lon/lat;
+# for an anisotropic fit's new locations (coords$angles), rotated.
 gp_locations <- function(locs, coords, arg = "locs") {
   locs <- gk_check_points(locs, arg)
+  if (!is.null(coords$angles)) {
+    # other columns than the fit's: left for the caller's check to name
+    if (ncol(locs) != if (length(coords$angles) == 1L) 2L else 3L) return(locs)
+    return(gp_rotate_points(locs, coords$angles))
+  }
   if (coords$type == "euclidean") return(locs)
   if (ncol(locs) != 2L) {
     stop("`", arg, "` must have 2 columns (longitude, latitude in degrees) with ",
@@ -32,10 +38,78 @@ gp_locations <- function(locs, coords, arg = "locs") {
   coords$radius * cbind(cos(lat) * cos(lon), cos(lat) * sin(lon), sin(lat))
 }
 
-# Ranges per coordinate mean nothing for the 3D points of lon/lat locations.
+# Ranges per coordinate (or rotated axis) mean nothing for the 3D points of
+# lon/lat locations.
 gp_check_coords_ranges <- function(coords, groups) {
+  if (coords$type == "lonlat" && length(gp_angle_names(groups))) {
+    stop("ranges = \"anisotropic\" needs coords = \"euclidean\": with coords = \"lonlat\" ",
+         "the kernel sees 3D points on the sphere", call. = FALSE)
+  }
   if (coords$type == "lonlat" && !is.null(groups) && max(groups) > 1L) {
     stop("ranges per coordinate need coords = \"euclidean\": with coords = \"lonlat\" ",
          "the kernel sees 3D points on the sphere", call. = FALSE)
   }
+}
+
+# Geometric anisotropy (ranges = "anisotropic"): the kernel sees the points
+# rotated, z = R(angles)' x, each rotated axis then divided by its own range
+# (a gk_kernel() with a range per dimension), so every engine runs on the
+# rotated points as it runs on any others. The columns of R are the axes of
+# range1, range2 (, range3): in 2D the first points at `angle` radians
+# counter-clockwise from the first coordinate axis; in 3D
+# R = R_z(angle1) R_y(angle2) R_x(angle3) (intrinsic z-y'-x'', yaw, pitch
+# and roll).
+gp_rotation <- function(angles) {
+  turn <- function(a, i, j, d) {
+    R <- diag(d)
+    R[c(i, j), c(i, j)] <- c(cos(a), sin(a), -sin(a), cos(a))
+    R
+  }
+  if (length(angles) == 1L) return(turn(angles[[1L]], 1L, 2L, 2L))
+  turn(angles[[1L]], 1L, 2L, 3L) %*% turn(angles[[2L]], 3L, 1L, 3L) %*% turn(angles[[3L]], 2L, 3L, 3L)
+}
+
+# The points as the anisotropic kernel sees them (rows: R' x).
+gp_rotate_points <- function(locs, angles) {
+  out <- locs %*% gp_rotation(angles)
+  dimnames(out) <- NULL
+  out
+}
+
+# The number of angles of `dim` dimensions: 1 in 2D, 3 in 3D.
+gp_angle_count <- function(dim) if (dim == 2L) 1L else 3L
+
+# Angles checked: `count` finite numbers (radians).
+gp_check_angles <- function(angle, count, arg = "angle") {
+  if (!is.numeric(angle) || length(angle) != count || anyNA(angle) || any(!is.finite(angle))) {
+    stop("`", arg, "` must be ", if (count == 1L) "a finite number" else
+      paste(count, "finite numbers (angle1, angle2, angle3)"), " (radians)", call. = FALSE)
+  }
+  as.double(angle)
+}
+
+# The same rotation's angles in their reported ranges, and the sign of each
+# angle's change (the derivatives, and so the rows of vcov, change sign with
+# it). Flipping two axes of R (R D, D = diag(+-1), det D = 1) leaves R D^2 R'
+# and so the covariance unchanged. 2D: angle + pi, reported in
+# (-pi/2, pi/2]. 3D: (a1, a2, a3) ~ (a1, a2, a3 + pi) ~ (a1 + pi, -a2, -a3),
+# and (a1, a2 -+ pi, -a3) (the other Euler solution): all three reported in
+# (-pi/2, pi/2] (angle2 in [-pi/2, pi/2]).
+gp_canonical_angles <- function(angles) {
+  half <- function(a) a - pi * ceiling(a / pi - 0.5)          # into (-pi/2, pi/2]
+  if (length(angles) == 1L) return(list(angles = half(angles), sign = 1))
+  a <- angles - 2 * pi * ceiling(angles / (2 * pi) - 0.5)     # into (-pi, pi]
+  sign <- c(1, 1, 1)
+  if (abs(a[[2L]]) > pi / 2) {
+    a[[2L]] <- a[[2L]] - pi * sign(a[[2L]])
+    a[[3L]] <- -a[[3L]]
+    sign[[3L]] <- -sign[[3L]]
+  }
+  if (half(a[[1L]]) != a[[1L]]) {
+    a[[1L]] <- half(a[[1L]])
+    a[2:3] <- -a[2:3]
+    sign[2:3] <- -sign[2:3]
+  }
+  a[[3L]] <- half(a[[3L]])
+  list(angles = a, sign = sign)
 }

@@ -245,7 +245,16 @@ gp_kernel_with <- function(kernel, variance, range, smoothness = NULL) {
 # random order (for the Vecchia factor), their preceding neighbours, the
 # probes, and the operator's points (uploaded once on the GPU).
 # `range`: the kernel's range(s), for the neighbour search (gp_neighbor_points()).
-gp_problem <- function(locs, y, X, method, control, backend, range = NULL) {
+# `angles`: an anisotropic problem (ranges = "anisotropic"), whose points are
+# `locs` rotated (gp_rotate_points()); it keeps the unrotated points in its
+# order as aniso$raw, and gp_rotate_problem() turns it to other angles (the
+# neighbours stay those of these angles' rotated, scaled points).
+gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angles = NULL) {
+  if (!is.null(angles)) {
+    prob <- gp_problem(gp_rotate_points(locs, angles), y, X, method, control, backend, range)
+    prob$aniso <- list(raw = locs[prob$order, , drop = FALSE], angles = angles)
+    return(prob)
+  }
   n <- nrow(locs)
   prob <- list(n = n, dim = ncol(locs), method = method, control = control,
                backend = backend, order = seq_len(n))
@@ -274,6 +283,19 @@ gp_problem <- function(locs, y, X, method, control, backend, range = NULL) {
     prob$probes_device <- gk_device_block(prob$probes)
   }
   prob$points <- if (backend == "gpu" && method == "tiled") gk_device_matrix(prob$locs) else prob$locs
+  prob
+}
+
+# An anisotropic problem (gp_problem()) at other angles: its points rotated
+# from aniso$raw (on the GPU, uploaded again for the tiled products).
+gp_rotate_problem <- function(prob, angles) {
+  if (is.null(prob$aniso) || identical(prob$aniso$angles, angles)) return(prob)
+  prob$aniso$angles <- angles
+  prob$locs <- gp_rotate_points(prob$aniso$raw, angles)
+  if (!is.null(prob$points)) {
+    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
+      prob$locs
+  }
   prob
 }
 
@@ -324,7 +346,8 @@ gp_check_duplicates <- function(prob, nugget) {
 
 # The covariance operator Sigma = K + nugget I (mult) and the derivative
 # operators of `terms` (dmult, a list of functions), as functions of an
-# n x k matrix.
+# n x k matrix. A term's kernel with its own points (term$points[[i]], an
+# angle's difference) multiplies over those.
 gp_operator <- function(prob, kernel, nugget, terms = list()) {
   combine <- function(products, weights) {
     function(V) {
@@ -335,21 +358,22 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   }
   if (prob$method == "h2") {
     args <- utils::modifyList(gp_h2_defaults(prob$dim, prob$control$h2), prob$control$h2)
-    build <- function(k, nug) {
-      do.call(h2_matrix, c(list(x = prob$locs, kernel = k, nugget = nug,
+    build <- function(k, nug, x = prob$locs) {
+      do.call(h2_matrix, c(list(x = x, kernel = k, nugget = nug,
                                 backend = prob$backend), args))
     }
-    product <- function(k, nug) {
-      A <- build(k, nug)
+    product <- function(k, nug, own = NULL) {
+      A <- if (is.null(own)) build(k, nug) else build(k, nug, own)
       # V: a matrix, or a list of matrices side by side (not bound into one copy)
       function(V) {
         if (is.list(V)) .Call(gk_r_h2_matmul_rows, h2_ptr(A), V, NULL) else h2_multiply(A, V)
       }
     }
   } else {
-    pts <- prob$points
-    product <- function(k, nug) {
+    product <- function(k, nug, own = NULL) {
       force(k)
+      pts <- if (is.null(own)) prob$points else
+        if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(own) else own
       function(V) {
         if (is.list(V)) V <- do.call(cbind, V)
         out <- kernel_matvec(pts, pts, V, k, backend = prob$backend)
@@ -358,7 +382,9 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
     }
   }
   dmult <- lapply(terms, function(term) {
-    combine(lapply(term$kernels, product, nug = 0), term$weights)
+    combine(lapply(seq_along(term$kernels), function(i) {
+      product(term$kernels[[i]], 0, term$points[[i]])
+    }), term$weights)
   })
   if (prob$method == "h2") {
     # Sigma itself is kept: on the GPU the solver multiplies by it on the device
@@ -390,13 +416,15 @@ gp_col_dots <- function(a, ca, b, cb) {
 # exact traces trace(G G') and trace(G D G') for each derivative of `terms`
 # (the C core takes one derivative kernel on Sigma's scaled points: a term of
 # several kernels costs one more factorization per kernel, and a term with
-# kernels of other ranges, a group of ranges, has NA: its trace is left to
-# the probes).
+# kernels of other ranges or on other points, a group of ranges or an angle,
+# has NA: its trace is left to the probes).
 gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
   factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget, NULL,
                                gk_threads(), prob$backend == "gpu")
   same_range <- function(k) identical(k$range, kernel$range)
-  exact <- vapply(terms, function(term) all(vapply(term$kernels, same_range, TRUE)), TRUE)
+  exact <- vapply(terms, function(term) {
+    is.null(term$points) && all(vapply(term$kernels, same_range, TRUE))
+  }, TRUE)
   first <- if (any(exact)) terms[exact][[1L]]$kernels[[1L]]
   fac <- factor(first)
   trace_GDG <- vapply(seq_along(terms), function(t) {

@@ -75,6 +75,34 @@
 #' evaluation (see the Gradient section of [gp_loglik()]). The start values
 #' give every group a quarter of its coordinates' mean standard deviation.
 #'
+#' @section Geometric anisotropy:
+#' `ranges = "anisotropic"` (locations with 2 or 3 columns, `coords =
+#' "euclidean"`) estimates a range per axis of a rotated coordinate system
+#' and the rotation: the covariance is \eqn{k(\|A(x - x')\|)} with
+#' \eqn{A = \mathrm{diag}(1/\rho_k) R^\top}. The coefficients are
+#' `range1`, `range2` and `angle` in 2D (the axis of `range1` points `angle`
+#' radians counter-clockwise from the first coordinate axis), `range1`,
+#' `range2`, `range3`, `angle1`, `angle2`, `angle3` in 3D
+#' (\eqn{R = R_z(\alpha_1) R_y(\alpha_2) R_x(\alpha_3)}, intrinsic
+#' z-y'-x''; see Geometric anisotropy in [gp_loglik()]). Every method runs
+#' on the rotated points; the angles' derivatives are central differences
+#' of kernels on points rotated by \eqn{\pm h}, exact to about
+#' \eqn{10^{-9}} on the dense and Vecchia methods and estimated by the
+#' probes on the iterative ones. The angles are not log-transformed and
+#' unbounded (unless `lower`/`upper` name them); they start at 0 and are
+#' reported in \eqn{(-\pi/2, \pi/2]} (the covariance has period \eqn{\pi}
+#' in each; in 3D `angle2` in \eqn{[-\pi/2, \pi/2]}), with standard
+#' errors in radians. `(range1, range2, angle)` and `(range2, range1,
+#' angle + pi/2)` are the same covariance: the fit reports the one it
+#' reaches. Where the ranges are (nearly) equal the angle is not
+#' identifiable: the fit still converges, the angle's standard error is NA
+#' (the others are then those with the angle held at its estimate) and a
+#' warning says so. `fixed = list(angle = 0.3)` holds it (in 3D `angle1`, ...
+#' or `angle = c(a1, a2, a3)`); [predict.gp_fit()] and [gp_simulate()] rotate
+#' new locations as the fit's, and `fit$locs` holds the rotated locations.
+#' The neighbours of the Vecchia method and preconditioner are those of the
+#' starting values' rotated, scaled coordinates.
+#'
 #' @section Starting values:
 #' When `start` is `NULL` and `kernel` is a [gk_kernel()]: its variance and
 #' range, and a nugget of a ninth of its variance.
@@ -126,8 +154,9 @@
 #' @param optim_control Passed to [stats::optim()]'s `control` for the
 #'   dense and Vecchia methods' search (see Stopping rule).
 #' @param lower,upper Bounds on the natural scale: named lists or vectors
-#'   (`variance`, `range`, `nugget`, `smoothness`); unnamed parameters keep
-#'   the defaults (see Bounds and fixed parameters).
+#'   (`variance`, `range`, `nugget`, `smoothness`, and an anisotropic fit's
+#'   angles, unbounded by default); unnamed parameters keep the defaults
+#'   (see Bounds and fixed parameters).
 #' @param fixed Parameters held at given values, a named list or vector
 #'   (same names).
 #' @param ranges `"isotropic"` (one range, the default), `"per_dimension"`
@@ -139,6 +168,8 @@
 #'   In `lower`, `upper`, `fixed` and `start`, `range` stands for every
 #'   group not named on its own (`start$range` may also hold one value per
 #'   group). Needs `coords = "euclidean"`. See Ranges per coordinate.
+#'   `"anisotropic"` (2 or 3 columns) estimates a rotation and a range per
+#'   rotated axis: see Geometric anisotropy.
 #' @param gtol Tolerance on the projected gradient of the log-likelihood in
 #'   the log parameters (see Stopping rule).
 #' @return An object of class `gp_fit` with methods [coef()], [logLik()],
@@ -199,6 +230,12 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                     ctl, backend, lower, upper, fixed, gtol, report)
   fit$X_default <- is.null(X)
   fit$coords <- coords
+  fit$coords$angles <- fit$angles   # predict() and gp_simulate() rotate new locations
+  if (isTRUE(fit$angle_unidentified)) {
+    warning("gp_fit(): the angle is not identifiable (the Fisher information is singular in ",
+            "it: are the ranges nearly equal?); its standard error is NA, the others' hold ",
+            "it at its estimate", call. = FALSE)
+  }
   fit$call <- match.call()
   if (length(fit$at_bound)) {
     warning("gp_fit(): ", gp_bound_text(fit), "; the maximum may lie beyond it (widen ",
@@ -266,7 +303,10 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   pnames <- gp_fit_param_names(groups, estimate_smoothness)
   k <- length(pnames)
   G <- max(groups)
-  at <- list(variance = 1L, range = 1L + seq_len(G), nugget = G + 2L, smoothness = G + 3L)
+  angle_names <- gp_angle_names(groups)
+  A <- length(angle_names)
+  at <- list(variance = 1L, range = 1L + seq_len(G), angle = G + 1L + seq_len(A),
+             nugget = G + A + 2L, smoothness = G + A + 3L)
   sc <- gp_data_scales(locs, data)
   fac <- gp_param_factors(sc, pnames)
   slocs <- sweep(locs, 2L, sc$center) / sc$locs
@@ -286,14 +326,14 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   }
   fixed <- fixed[intersect(names(fixed), pnames)]
   free <- !pnames %in% names(fixed)
-  llo <- log(lo / fac)
-  lhi <- log(hi / fac)
+  llo <- gp_to_par(lo / fac, pnames)
+  lhi <- gp_to_par(hi / fac, pnames)
 
   evals <- new.env(parent = emptyenv())
   evals$count <- 0L
   evals$best <- NULL
   evals$best_par <- NULL
-  natural <- function(par) stats::setNames(exp(par) * fac, pnames)
+  natural <- function(par) gp_from_par(unname(par), pnames) * fac
   interrupted <- function(e) {
     best <- if (!is.null(evals$best_par)) natural(evals$best_par) else
       if (!is.null(e$parameters)) e$parameters[pnames] * fac else NULL
@@ -312,16 +352,20 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     st <- gp_start(slocs, sdata, template, groups, gp_scale_start(start, fac, pnames), control,
                    backend, estimate_smoothness, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
-    par0 <- log(st[pnames])
-    par0[names(fixed)] <- log(fixed / fac[names(fixed)])
+    par0 <- gp_to_par(st[pnames], pnames)
+    par0[names(fixed)] <- gp_to_par(fixed / fac[names(fixed)], names(fixed))
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
-    # neighbours in the coordinates scaled by the starting ranges (GpGp's way)
+    # neighbours in the coordinates scaled by the starting ranges (GpGp's
+    # way), rotated by the starting angles
     prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
-                       range = exp(par0[at$range])[groups])
+                       range = exp(par0[at$range])[groups],
+                       angles = if (A) unname(par0[at$angle]))
     if (G > 1L) prob$range_groups <- groups
     if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
     make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
+    # the problem at these parameters' angles (anisotropic fits)
+    rotated <- function(p, theta) if (A) gp_rotate_problem(p, unname(theta[at$angle])) else p
     # the search runs on the search problem (fewer probes), the polish on prob
     evals$prob <- gp_search_problem(prob, estimate_smoothness)
     # the last evaluation is kept under its parameters and probe count
@@ -330,9 +374,9 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     evaluate <- function(par, fisher = FALSE) {
       key <- key_of(par)
       if (!fisher && identical(evals$key, key)) return(evals$value)
-      theta <- exp(par)
-      res <- gp_evaluate(evals$prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
-                         fisher = fisher, smoothness = estimate_smoothness)
+      theta <- gp_from_par(par, pnames)
+      res <- gp_evaluate(rotated(evals$prob, theta), make_kernel(theta), theta[[at$nugget]],
+                         gradient = TRUE, fisher = fisher, smoothness = estimate_smoothness)
       evals$count <- evals$count + 1L
       evals$key <- key
       evals$value <- res
@@ -406,20 +450,40 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
          convergence = convergence, pg = polish$pg, start = natural(par0))
   }, interrupt = interrupted) -> res
 
-  coefs <- natural(res$par)
   final <- res$final
   on_bound <- gp_at_bounds(res$par, free, llo, lhi, final$gradient, pnames)
+  if (A && all(free[at$angle]) && all(is.infinite(c(llo[at$angle], lhi[at$angle])))) {
+    # the angles reported in their ranges: the same covariance, whose
+    # derivatives in the angles change sign with the angles
+    # (gp_canonical_angles()); fixed or bounded angles stay as they are
+    canon <- gp_canonical_angles(unname(res$par[at$angle]))
+    res$par[at$angle] <- canon$angles
+    flip <- rep(1, k)
+    flip[at$angle] <- canon$sign
+    final$gradient <- final$gradient * flip
+    if (!is.null(final$fisher)) final$fisher <- final$fisher * outer(flip, flip)
+    if (!is.null(res$pg)) res$pg <- res$pg * flip[free]
+  }
+  coefs <- natural(res$par)
   info <- final$fisher
-  lnames <- paste0("log_", pnames)
+  lnames <- gp_par_names(pnames)
   vc <- matrix(0, k, k, dimnames = list(lnames, lnames))
+  unidentified <- FALSE
   if (any(free) && !is.null(info)) {
-    vc[free, free] <- tryCatch(solve(info[free, free, drop = FALSE]),
-                               error = function(e) NA_real_)
+    inv <- gp_inverse_information(info[free, free, drop = FALSE],
+                                  gp_param_kind(pnames[free]) == "angle")
+    vc[free, free] <- inv
+    unidentified <- isTRUE(attr(inv, "angles"))
   }
   prob <- res$prob
-  # the fit keeps its problem for predict(), in the user's units, and not the
-  # probes' GPU copy (400 MB at n = 1e6)
+  # the fit keeps its problem for predict(), in the user's units (an
+  # anisotropic fit's points rotated by its angles, as predict() rotates new
+  # ones), and not the probes' GPU copy (400 MB at n = 1e6)
   prob$probes_device <- NULL
+  if (A) {
+    locs <- gp_rotate_points(locs, unname(coefs[at$angle]))
+    prob$aniso <- NULL
+  }
   prob$locs <- locs[prob$order, , drop = FALSE]
   prob$y <- data$y[prob$order]
   if (!is.null(prob$points)) {
@@ -444,7 +508,9 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
                  evaluations = res$evaluations, cg_iterations = final$cg_iterations,
                  convergence = convergence, at_bound = on_bound, gtol = gtol,
                  lower = stats::setNames(lo, pnames), upper = stats::setNames(hi, pnames),
-                 fixed = fixed, start = res$start, scales = sc, backend = backend),
+                 fixed = fixed, start = res$start, scales = sc, backend = backend,
+                 angles = if (A) unname(coefs[at$angle]),
+                 angle_unidentified = unidentified),
             class = "gp_fit")
 }
 
@@ -488,79 +554,4 @@ gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
     }
     if (verbose) p(message = line, amount = amount) else p(amount = amount)
   }
-}
-
-gp_kernel_template <- function(kernel, smoothness, dim) {
-  if (inherits(kernel, "gk_kernel")) {
-    family <- kernel$name
-    if (family == "matern") smoothness <- kernel$smoothness
-  } else {
-    if (!is.character(kernel) || length(kernel) != 1L) {
-      stop("`kernel` must be a family name or a gk_kernel()", call. = FALSE)
-    }
-    family <- kernel
-  }
-  k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
-    gk_kernel(family)
-  gp_check_kernel(k, dim)
-}
-
-# Starting values (named, positive): variance, range, nugget and, when it is
-# estimated, smoothness (from `start`, else the kernel's). `fixed` values
-# replace them; with more than 2000 points the rough values are refined by a
-# dense fit to a subset of 1000 points, which reports its evaluations through
-# `report` and lets an interrupt through.
-gp_start <- function(locs, data, template, groups, start, control, backend,
-                     estimate_smoothness = FALSE, fixed = NULL, bounds = NULL,
-                     report = function(line) invisible()) {
-  nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
-  wanted <- gp_fit_param_names(groups, estimate_smoothness)
-  base <- setdiff(wanted, "smoothness")
-  if (!is.null(start)) {
-    start <- as.list(start)
-    for (nm in names(fixed)) start[[nm]] <- fixed[[nm]]
-    if (!all(base %in% names(start))) {
-      stop("`start` needs `variance`, `range` (one, or one per range group) and `nugget`",
-           call. = FALSE)
-    }
-    if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
-    for (nm in wanted) {
-      if (nm %in% names(fixed)) next
-      gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
-    }
-    return(vapply(start[wanted], as.double, numeric(1)))
-  }
-  X <- data$X
-  resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
-  v <- max(stats::var(resid), .Machine$double.eps)
-  # a quarter of the (group's) mean coordinate standard deviation
-  range <- vapply(split(apply(locs, 2L, stats::sd), groups), mean, 0) / 4
-  st <- c(variance = 0.9 * v, stats::setNames(range, gp_range_names(groups)), nugget = 0.1 * v, nu)
-  st[names(fixed)] <- fixed
-  if (!is.null(bounds)) {
-    free <- !names(st) %in% names(fixed)
-    st[free] <- pmin(pmax(st[free], bounds$lower[names(st)][free]), bounds$upper[names(st)][free])
-  }
-  n <- nrow(locs)
-  if (n > 2000L && !all(wanted %in% names(fixed))) {
-    sub <- gp_with_seed(control$seed + 2L, sample.int(n, 1000L))
-    sdata <- list(y = data$y[sub], X = X[sub, , drop = FALSE])
-    ctl <- list(factr = 1e7, pgtol = 0, maxit = 200L)
-    # errors and warnings of the subset fit only mean rougher start values;
-    # an interrupt goes through (tryCatch(error = ) does not catch it)
-    pre <- tryCatch(
-      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, groups, as.list(st),
-                                  "dense", estimate_smoothness, control, ctl, backend,
-                                  lower = bounds$lower, upper = bounds$upper, fixed = fixed,
-                                  gtol = 1e-3, report = report, polish = FALSE)),
-      error = function(e) NULL)
-    if (!is.null(pre) && all(is.finite(pre$coefficients))) {
-      st <- pre$coefficients
-      # a subset sees fewer close pairs: keep the nugget away from zero
-      if (!"nugget" %in% names(fixed)) {
-        st[["nugget"]] <- max(st[["nugget"]], 1e-3 * st[["variance"]])
-      }
-    }
-  }
-  st
 }

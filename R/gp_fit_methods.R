@@ -10,6 +10,29 @@ logLik.gp_fit <- function(object, ...) {
             nobs = object$n, class = "logLik")
 }
 
+# The inverse of the Fisher information of the free parameters, whose
+# angles are `angle` (logical). Where the ranges are (nearly) equal the
+# covariance hardly depends on the angles: the information is singular in
+# them, and they get NA standard errors, the others those of the angles held
+# at their estimates (and the attribute "angles", TRUE, for the warning).
+gp_inverse_information <- function(info, angle) {
+  # with angles, a looser test of singularity than solve()'s: the angles'
+  # information is then rounding noise of their central differences
+  tol <- if (any(angle)) 1e-12 else .Machine$double.eps
+  invert <- function(M) {
+    if (!all(is.finite(M))) return(NULL)
+    tryCatch(solve(M, tol = tol), error = function(e) NULL)
+  }
+  out <- invert(info)
+  if (!is.null(out)) return(out)
+  out <- info * NA_real_
+  if (!any(angle)) return(out)
+  rest <- invert(info[!angle, !angle, drop = FALSE])
+  if (!is.null(rest)) out[!angle, !angle] <- rest
+  attr(out, "angles") <- TRUE
+  out
+}
+
 #' Covariance of the estimates of a Gaussian-process fit
 #'
 #' The inverse of the expected (Fisher) information of the covariance
@@ -20,7 +43,10 @@ logLik.gp_fit <- function(object, ...) {
 #' scale of the log parameters (`log_variance`, `log_range` or `log_range1`, ..., `log_nugget`
 #' and, when it was estimated, `log_smoothness`), where the normal
 #' approximation is better; with `log = FALSE`, by the delta method on the
-#' original scale. For the iterative methods the traces are estimated with
+#' original scale. The angles of an anisotropic fit (`angle`, or `angle1`,
+#' `angle2`, `angle3`) are on their own scale (radians) in both; where the
+#' ranges are (nearly) equal the angle is not identifiable and its rows and
+#' columns are NA (see [gp_fit()]). For the iterative methods the traces are estimated with
 #' the probes (see [gp_loglik()]). Parameters held `fixed` have zero rows and
 #' columns; an estimate on a bound makes the normal approximation doubtful
 #' (see `fit$at_bound`). The covariance of the mean coefficients is
@@ -35,7 +61,8 @@ logLik.gp_fit <- function(object, ...) {
 vcov.gp_fit <- function(object, log = TRUE, ...) {
   v <- object$vcov_log
   if (log) return(v)
-  J <- diag(object$coefficients)
+  J <- diag(ifelse(gp_param_is_log(names(object$coefficients)), object$coefficients, 1),
+            length(object$coefficients))
   out <- J %*% v %*% J
   dimnames(out) <- list(names(object$coefficients), names(object$coefficients))
   out
@@ -68,6 +95,9 @@ print.gp_fit <- function(x, ...) {
   if (length(x$at_bound)) {
     cat("note:", gp_bound_text(x), "(see `lower`, `upper` in ?gp_fit)\n")
   }
+  if (isTRUE(x$angle_unidentified)) {
+    cat("note: the angle is not identifiable (ranges nearly equal); its standard error is NA\n")
+  }
   invisible(x)
 }
 
@@ -76,8 +106,13 @@ summary.gp_fit <- function(object, ...) {
   se_log <- sqrt(pmax(diag(object$vcov_log), 0))
   est <- object$coefficients
   se_log[names(est) %in% names(object$fixed)] <- NA_real_     # held fixed, not estimated
-  tab <- cbind(estimate = est, "log estimate" = log(est), "std. error (log)" = se_log,
-               lower95 = exp(log(est) - 1.96 * se_log), upper95 = exp(log(est) + 1.96 * se_log))
+  # angles (radians) on their own scale: no log, symmetric intervals
+  is_log <- gp_param_is_log(names(est))
+  par <- gp_to_par(est)
+  back <- function(p) ifelse(is_log, exp(p), p)
+  tab <- cbind(estimate = est, "log estimate" = ifelse(is_log, par, NA_real_),
+               "std. error (log)" = se_log, lower95 = back(par - 1.96 * se_log),
+               upper95 = back(par + 1.96 * se_log))
   structure(list(fit = object, table = tab), class = "summary.gp_fit")
 }
 

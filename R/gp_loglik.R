@@ -103,6 +103,21 @@
 #' as in 3 dimensions). A fit keeps the choice: `predict()` and
 #' `gp_simulate(fit, ...)` take new locations as longitude and latitude.
 #'
+#' @section Geometric anisotropy:
+#' With `ranges = "anisotropic"` (2 or 3 columns, `coords = "euclidean"`) the
+#' covariance is \eqn{k(\|A(x - x')\|)} with
+#' \eqn{A = \mathrm{diag}(1/\rho_k)\, R^\top}: the locations rotated,
+#' then each rotated axis divided by its own range, `kernel$range`
+#' (\eqn{\rho_1, \rho_2}, and \eqn{\rho_3} in 3D; one value is used for
+#' all). The columns of \eqn{R} are the axes of the ranges. In 2D, \eqn{R}
+#' turns by `angle`: the axis of \eqn{\rho_1} points `angle` radians
+#' counter-clockwise from the first coordinate axis. In 3D,
+#' \eqn{R = R_z(\alpha_1) R_y(\alpha_2) R_x(\alpha_3)}
+#' (intrinsic z-y'-x'' angles: yaw, pitch, roll), `angle = c(alpha1,
+#' alpha2, alpha3)`. Every method works on the rotated points as on any
+#' others (neighbours are searched in the rotated coordinates divided by
+#' the ranges).
+#'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, the log
 #' range(s) and `log(nugget)`:
@@ -123,6 +138,11 @@
 #' iterative methods its trace is estimated by the probes alone (the
 #' preconditioner's exact part needs the kernels on Sigma's points), so its
 #' `gradient_se` is larger.
+#'
+#' With `ranges = "anisotropic"`, the gradient also has the derivatives in
+#' the angles (`angle`, or `angle1`, `angle2`, `angle3`; radians, not logs),
+#' central differences of two kernels on the points rotated by
+#' \eqn{\pm h} (the same device as the groups of ranges, the same accuracy).
 #'
 #' With `smoothness_gradient = TRUE` (Matérn kernels), also the derivative
 #' in `log(smoothness)`: the derivative of the kernel in its smoothness has
@@ -156,7 +176,12 @@
 #'   range is given in (default 6371: the Earth's mean radius in km).
 #' @param ranges Which dimensions share a range, for the gradient: `NULL`
 #'   (one derivative per range of `kernel`), `"isotropic"`, `"per_dimension"`
-#'   or one group number per column of `locs` (see Gradient).
+#'   or one group number per column of `locs` (see Gradient); or
+#'   `"anisotropic"`: the kernel's ranges are those of the axes rotated by
+#'   `angle` (see Geometric anisotropy).
+#' @param angle With `ranges = "anisotropic"`, the rotation in radians: one
+#'   angle for 2-column `locs`, three (`angle1`, `angle2`, `angle3`) for 3
+#'   columns; `NULL` is no rotation (zeros).
 #' @return An object of class `gp_loglik`: a list with `loglik`, `se` (its
 #'   standard error), `error` (three standard errors), `logdet`, `logdet_se`,
 #'   `quadratic`, `beta`, `xsx` (\eqn{X^\top\Sigma^{-1}X}, whose inverse is
@@ -176,11 +201,18 @@
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
                       smoothness_gradient = FALSE, control = gp_control(),
-                      coords = "euclidean", radius = 6371, ranges = NULL, backend = NULL) {
+                      coords = "euclidean", radius = 6371, ranges = NULL, angle = NULL,
+                      backend = NULL) {
   coords <- gp_check_coords(coords, radius)
   locs <- gp_locations(locs, coords)
   groups <- if (!is.null(ranges)) gp_range_groups(ranges, ncol(locs))
   gp_check_coords_ranges(coords, groups)
+  count <- length(gp_angle_names(groups))
+  if (count) {
+    angle <- gp_check_angles(if (is.null(angle)) rep(0, count) else angle, count)
+  } else if (!is.null(angle)) {
+    stop("`angle` needs ranges = \"anisotropic\"", call. = FALSE)
+  }
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)
@@ -190,7 +222,8 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
   method <- gp_method(method, nrow(locs), ncol(locs), control, backend)
-  prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range)
+  prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range,
+                     angles = if (count) angle)
   prob$range_groups <- groups
   gp_check_duplicates(prob, nugget)
   if (isTRUE(smoothness_gradient) && kernel$name != "matern") {
@@ -249,15 +282,19 @@ gp_not_positive_definite <- paste(
   "the covariance matrix is not positive definite (duplicated or nearly duplicated",
   "locations need a larger nugget)")
 
-# The derivatives of Sigma in the log parameters (variance, the ranges,
-# nugget, smoothness), each as list(kernels, weights, identity):
-# sum_k weights[k] K_k + identity I.
-gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL) {
-  d <- gp_derivative_terms(kernel, smoothness, groups)
-  term <- function(kernels = list(), weights = numeric(0), identity = 0) {
-    list(kernels = kernels, weights = as.double(weights), identity = as.double(identity))
+# The derivatives of Sigma in the log parameters (variance, the ranges, the
+# angles, nugget, smoothness), each as list(kernels, weights, identity,
+# points): sum_k weights[k] K_k + identity I, K_k on points[[k]] where that
+# is given (an angle's rotated points; terms_from_r() in r_gp.c), else on
+# Sigma's. `aniso`: an anisotropic problem's (gp_problem()).
+gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL, aniso = NULL) {
+  d <- gp_derivative_terms(kernel, smoothness, groups, aniso)
+  term <- function(kernels = list(), weights = numeric(0), identity = 0, points = NULL) {
+    list(kernels = kernels, weights = as.double(weights), identity = as.double(identity),
+         points = points)
   }
-  gp_param_order(term(list(kernel), 1), lapply(d, function(t) term(t$kernels, t$weights)),
+  gp_param_order(term(list(kernel), 1),
+                 lapply(d, function(t) term(t$kernels, t$weights, points = t$points)),
                  term(identity = nugget))
 }
 
@@ -282,8 +319,8 @@ gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
   D <- lapply(terms, function(term) {
     M <- diag(term$identity, prob$n)
     for (k in seq_along(term$kernels)) {
-      M <- M + term$weights[[k]] * kernel_matrix(prob$locs, kernel = term$kernels[[k]],
-                                                 backend = "cpu")
+      at <- if (is.null(term$points[[k]])) prob$locs else term$points[[k]]
+      M <- M + term$weights[[k]] * kernel_matrix(at, kernel = term$kernels[[k]], backend = "cpu")
     }
     M
   })
@@ -301,7 +338,9 @@ gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
 
 gp_evaluate_dense <- function(prob, kernel, nugget, gradient, fisher, smoothness) {
   need_d <- gradient || fisher
-  terms <- if (need_d) gp_dense_terms(kernel, nugget, smoothness, prob$range_groups) else list()
+  terms <- if (need_d) {
+    gp_dense_terms(kernel, nugget, smoothness, prob$range_groups, prob$aniso)
+  } else list()
   pieces <- gp_dense_pieces(prob, kernel, nugget, terms, fisher)
   W <- pieces$solved                                     # Sigma^-1 [y X]
   p <- ncol(prob$X)
@@ -351,7 +390,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   clock <- new.env(parent = emptyenv())
   for (nm in c("setup", "operator", "preconditioner", "solver")) clock[[nm]] <- 0
   t_begin <- proc.time()[["elapsed"]]
-  terms <- if (need_d) gp_derivative_terms(kernel, smoothness, prob$range_groups) else list()
+  terms <- if (need_d) {
+    gp_derivative_terms(kernel, smoothness, prob$range_groups, prob$aniso)
+  } else list()
   pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
   op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
   op$mult <- gp_timed(op$mult, clock, "operator")

@@ -45,6 +45,10 @@
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
 #' @param coords,radius Locations as longitude and latitude on a sphere (see
 #'   Locations on the sphere in [gp_loglik()]); for a fit, the fit's.
+#' @param angle Geometric anisotropy (2 or 3 columns): the rotation in
+#'   radians of the axes that `kernel`'s ranges belong to, as
+#'   `ranges = "anisotropic"` in [gp_loglik()] (one angle in 2D, three in 3D);
+#'   for a fit, the fit's.
 #' @param ... For a fit: `newlocs` and `newX`, the design matrix at `newlocs` (as in [predict.gp_fit()]).
 #' @return A vector (`nsim = 1`) or an `n` (for a fit: `nrow(newlocs)`) by
 #'   `nsim` matrix.
@@ -55,8 +59,8 @@
 #' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, coords = "euclidean", radius = 6371, backend = NULL,
-                        ...) {
+                        neighbors = 30L, coords = "euclidean", radius = 6371, angle = NULL,
+                        backend = NULL, ...) {
   if (inherits(locs, "gp_fit")) {
     if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
     if (missing(neighbors)) neighbors <- 60L
@@ -66,7 +70,14 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   }
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
-  locs <- gp_locations(locs, gp_check_coords(coords, radius))
+  coords <- gp_check_coords(coords, radius)
+  locs <- gp_locations(locs, coords)
+  if (!is.null(angle)) {
+    # geometric anisotropy: the kernel's ranges are those of the rotated axes
+    groups <- gp_range_groups("anisotropic", ncol(locs))   # 2 or 3 columns
+    gp_check_coords_ranges(coords, groups)
+    locs <- gp_rotate_points(locs, gp_check_angles(angle, gp_angle_count(ncol(locs))))
+  }
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   kernel <- gp_check_kernel(kernel, ncol(locs))
   nugget <- gp_check_nugget(nugget)

@@ -17,7 +17,9 @@ gp_evaluate_vecchia <- function(prob, kernel, nugget, gradient, fisher, smoothne
   W <- G(GB, transpose = TRUE)                        # ~ Sigma^-1 [y X]
   beta <- gp_gls_beta(prob$X, W[, -1L, drop = FALSE], prob$y, W[, 1L])
   resid <- drop(prob$y - if (p) prob$X %*% beta else 0)
-  terms <- if (gradient || fisher) gp_dense_terms(kernel, nugget, smoothness, prob$range_groups) else list()
+  terms <- if (gradient || fisher) {
+    gp_dense_terms(kernel, nugget, smoothness, prob$range_groups, prob$aniso)
+  } else list()
   grad <- grad_se <- info <- NULL
   if (!length(terms)) {
     # the value alone is in the factor: sum log d_i and |G r|^2

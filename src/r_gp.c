@@ -327,13 +327,15 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
 }
 
 /* The derivative terms from R: a list of list(kernels = list of kernel specs,
- * weights, identity) (R's gp_dense_terms()). A kernel with another range than
- * `spec` (a central difference in a group of ranges) gets the locations
- * scaled by its own. */
+ * weights, identity, points) (R's gp_dense_terms()). A kernel with another
+ * range than `spec` (a central difference in a group of ranges) gets the
+ * locations scaled by its own; one with its own points (points[[k]], an n x dim
+ * matrix in the locations' order: an angle's rotated points) those, scaled
+ * by its range. */
 static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
 {
   if (TYPEOF(terms) != VECSXP) gk_stop("internal: bad derivative terms");
-  int nterms = Rf_length(terms);
+  int nterms = Rf_length(terms), n = Rf_nrows(locs);
   double range[64], term_range[64];
   if (dim > 64) gk_stop("internal: too many dimensions for the derivative terms");
   gk_kernel_range_from_r(spec, dim, range);
@@ -345,12 +347,22 @@ static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
         Rf_length(weights) != Rf_length(kernels))
       gk_stop("internal: bad derivative term");
     int nk = Rf_length(kernels);
+    SEXP own = Rf_length(term) > 3 ? VECTOR_ELT(term, 3) : R_NilValue;
+    if (!Rf_isNull(own) && (TYPEOF(own) != VECSXP || Rf_length(own) != nk))
+      gk_stop("internal: bad derivative term points");
     gk_kernel *ks = (gk_kernel *) R_alloc((size_t) nk + 1, sizeof(gk_kernel));
     const double **points = (const double **) R_alloc((size_t) nk + 1, sizeof(double *));
     for (int k = 0; k < nk; k++) {
       ks[k] = gk_kernel_from_r(VECTOR_ELT(kernels, k));
       gk_kernel_range_from_r(VECTOR_ELT(kernels, k), dim, term_range);
       points[k] = NULL;
+      SEXP at = Rf_isNull(own) ? R_NilValue : VECTOR_ELT(own, k);
+      if (!Rf_isNull(at)) {
+        if (!Rf_isReal(at) || !Rf_isMatrix(at) || Rf_nrows(at) != n || Rf_ncols(at) != dim)
+          gk_stop("internal: derivative term points must be a %d x %d double matrix", n, dim);
+        points[k] = scaled_points(at, R_NilValue, VECTOR_ELT(kernels, k), NULL);
+        continue;
+      }
       for (int d = 0; d < dim; d++)
         if (term_range[d] != range[d]) {
           points[k] = scaled_points(locs, R_NilValue, VECTOR_ELT(kernels, k), NULL);

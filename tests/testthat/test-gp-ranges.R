@@ -149,7 +149,7 @@ test_that("bad range groups are clear errors", {
   expect_error(fit_with(ranges = c(1, 3)), "without gaps")
   expect_error(fit_with(ranges = c(1, 1.5)), "one group number per column")
   expect_error(fit_with(ranges = c(1, NA)), "one group number per column")
-  expect_error(fit_with(ranges = "anisotropic"), "ranges")
+  expect_error(fit_with(ranges = "sideways"), "ranges")
   expect_error(fit_with(ranges = "per_dimension", fixed = list(range3 = 1)), "range3")
   expect_error(gp_fit(cbind(runif(30, -10, 10), runif(30, -10, 10)), dat$y,
                       coords = "lonlat", ranges = "per_dimension", backend = "cpu"),
