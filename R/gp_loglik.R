@@ -184,16 +184,22 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)
-  kernel <- gp_check_kernel(kernel, ncol(locs))
+  kernel <- gp_check_kernel(kernel, ncol(locs), formula = TRUE)
+  formula <- inherits(kernel, "gk_formula")
+  if (formula) {
+    if (!is.null(groups)) stop("`ranges` is for kernels with ranges, not formulas", call. = FALSE)
+    kernel <- gp_formula_loglik_kernel(kernel)
+  }
   nugget <- gp_check_nugget(nugget)
   data <- gp_check_data(y, X, nrow(locs))
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
-  method <- gp_method(method, nrow(locs), ncol(locs), control, backend)
+  method <- if (formula) gp_formula_method(method, nrow(locs), ncol(locs), control, backend) else
+    gp_method(method, nrow(locs), ncol(locs), control, backend)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range)
   prob$range_groups <- groups
   gp_check_duplicates(prob, nugget)
-  if (isTRUE(smoothness_gradient) && kernel$name != "matern") {
+  if (isTRUE(smoothness_gradient) && !identical(kernel$name, "matern")) {
     stop("`smoothness_gradient = TRUE` needs a matern kernel", call. = FALSE)
   }
   gp_evaluate(prob, kernel, nugget, gradient = isTRUE(gradient),
@@ -268,7 +274,8 @@ gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL) {
 # of size n^2 stays on the device (cuSOLVER's Cholesky).
 gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
   B <- cbind(prob$y, prob$X)
-  if (prob$backend == "gpu") {
+  # (a formula's matrices come from its CPU function: kernel_matrix())
+  if (prob$backend == "gpu" && !inherits(kernel, "gk_formula")) {
     return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
                  isTRUE(fisher)))
   }

@@ -170,6 +170,7 @@ gp_difference_step <- 1e-4
 # (k(0) is the variance for every range and smoothness), which the Vecchia
 # factor's trace(G D G') relies on.
 gp_derivative_terms <- function(kernel, smoothness = FALSE, groups = NULL) {
+  if (inherits(kernel, "gk_formula")) return(gp_formula_terms(kernel))   # gp_formula.R
   if (is.null(groups)) groups <- seq_along(kernel$range)
   h <- gp_difference_step
   difference <- function(up, down) list(kernels = list(up, down), weights = c(1, -1) / (2 * h))
