@@ -165,34 +165,46 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
-  groups <- gp_range_groups(ranges, ncol(locs))
-  gp_check_coords_ranges(coords, groups)
-  fixed <- gp_check_params(fixed, "fixed", groups, zero_nugget = TRUE)
-  if ("smoothness" %in% names(fixed)) {
-    # a fixed smoothness is the kernel's, not estimated
-    smoothness <- fixed[["smoothness"]]
-    estimate_smoothness <- FALSE
-    fixed <- fixed[names(fixed) != "smoothness"]
-    if (!length(fixed)) fixed <- NULL
-  }
-  template <- gp_kernel_template(kernel, smoothness, ncol(locs))
-  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
-  estimate_smoothness <- isTRUE(estimate_smoothness)
-  if (estimate_smoothness && template$name != "matern") {
-    stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
+  if (inherits(kernel, "gk_formula")) {
+    if (!identical(ranges, "isotropic") || isTRUE(estimate_smoothness)) {
+      stop("`ranges` and `estimate_smoothness` are for kernels of the vocabulary, not formulas",
+           call. = FALSE)
+    }
+    model <- gp_model_formula(gp_check_formula(kernel, ncol(locs)), start)
+    fixed <- model$check(fixed, "fixed")
+    method_of <- gp_formula_method
+  } else {
+    groups <- gp_range_groups(ranges, ncol(locs))
+    gp_check_coords_ranges(coords, groups)
+    fixed <- gp_check_params(fixed, "fixed", groups, zero_nugget = TRUE)
+    if ("smoothness" %in% names(fixed)) {
+      # a fixed smoothness is the kernel's, not estimated
+      smoothness <- fixed[["smoothness"]]
+      estimate_smoothness <- FALSE
+      fixed <- fixed[names(fixed) != "smoothness"]
+      if (!length(fixed)) fixed <- NULL
+    }
+    template <- gp_kernel_template(kernel, smoothness, ncol(locs))
+    if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
+    estimate_smoothness <- isTRUE(estimate_smoothness)
+    if (estimate_smoothness && template$name != "matern") {
+      stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
+    }
+    model <- gp_model_kernel(template, groups, estimate_smoothness)
+    method_of <- gp_method
   }
   data <- gp_check_data(y, X, n)
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   gk_check_scalar(gtol, "gtol", lower = 0, lower_open = TRUE)
   backend <- gk_backend(backend)
-  method <- gp_method(method, n, ncol(locs), control, backend)
+  method <- method_of(method, n, ncol(locs), control, backend)
   if (is.null(verbose)) verbose <- n > 5000
   ctl <- utils::modifyList(list(factr = 1e5, pgtol = gtol, maxit = 200L), optim_control)
   # one progress step per likelihood evaluation, those of the start-value fit
   # on a subset included (it shares this progressor)
   report <- gp_fit_progress(verbose, steps = (ctl$maxit + 20L) * (1L + (n > 2000L)))
-  fit <- gp_fit_run(locs, data, template, groups, start, method, estimate_smoothness, control,
-                    ctl, backend, lower, upper, fixed, gtol, report)
+  fit <- gp_fit_run(locs, data, model, start, method, control, ctl, backend, lower, upper, fixed,
+                    gtol, report)
   fit$X_default <- is.null(X)
   fit$coords <- coords
   fit$call <- match.call()
@@ -253,24 +265,39 @@ gp_search_problem <- function(prob, smoothness) {
 # and go on the natural scale of `locs` and `data`. An interrupt ends it with
 # a condition of class c("gp_fit_interrupt", "interrupt", "condition") that
 # carries the best parameters so far.
-gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smoothness, control,
-                       ctl, backend, lower, upper, fixed, gtol, report, polish = TRUE) {
+gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, lower, upper, fixed,
+                       gtol, report, polish = TRUE) {
   n <- nrow(locs)
-  pnames <- gp_fit_param_names(groups, estimate_smoothness)
+  pnames <- model$pnames
   k <- length(pnames)
-  G <- max(groups)
-  at <- list(variance = 1L, range = 1L + seq_len(G), nugget = G + 2L, smoothness = G + 3L)
+  estimate_smoothness <- model$smoothness
   sc <- gp_data_scales(locs, data)
-  fac <- gp_param_factors(sc, pnames)
+  if (!model$scale_locs) {   # a formula's parameters are in the units of its points
+    sc$center[] <- 0
+    sc$locs <- 1
+  }
+  fac <- model$factors(sc)
   slocs <- sweep(locs, 2L, sc$center) / sc$locs
   sdata <- list(y = data$y / sc$y, X = data$X)
+  # the parameters the optimizer sees (logs, or the values themselves) from
+  # the scaled problem's, and back
+  to_par <- function(v) {
+    lg <- model$log[names(v)]
+    v[lg] <- log(v[lg])
+    v
+  }
+  from_par <- function(par) {
+    lg <- model$log[names(par)]
+    par[lg] <- exp(par[lg])
+    par
+  }
 
   # bounds (natural scale), then their logs on the scaled problem
-  lower <- gp_expand_ranges(gp_check_params(lower, "lower", groups), pnames)
-  upper <- gp_expand_ranges(gp_check_params(upper, "upper", groups), pnames)
-  fixed <- gp_expand_ranges(fixed, pnames)
-  lo <- stats::setNames(gp_default_lower[gp_param_kind(pnames)], pnames) * fac
-  hi <- stats::setNames(gp_default_upper[gp_param_kind(pnames)], pnames) * fac
+  lower <- model$check(lower, "lower")
+  upper <- model$check(upper, "upper")
+  fixed <- model$expand(fixed)
+  lo <- model$lower(fac)
+  hi <- model$upper(fac)
   lo[intersect(names(lower), pnames)] <- lower[intersect(names(lower), pnames)]
   hi[intersect(names(upper), pnames)] <- upper[intersect(names(upper), pnames)]
   if (any(lo >= hi)) {
@@ -279,14 +306,14 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   }
   fixed <- fixed[intersect(names(fixed), pnames)]
   free <- !pnames %in% names(fixed)
-  llo <- log(lo / fac)
-  lhi <- log(hi / fac)
+  llo <- to_par(lo / fac)
+  lhi <- to_par(hi / fac)
 
   evals <- new.env(parent = emptyenv())
   evals$count <- 0L
   evals$best <- NULL
   evals$best_par <- NULL
-  natural <- function(par) stats::setNames(exp(par) * fac, pnames)
+  natural <- function(par) stats::setNames(from_par(stats::setNames(par, pnames)) * fac, pnames)
   interrupted <- function(e) {
     best <- if (!is.null(evals$best_par)) natural(evals$best_par) else
       if (!is.null(e$parameters)) e$parameters[pnames] * fac else NULL
@@ -302,19 +329,19 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
   tryCatch({
-    st <- gp_start(slocs, sdata, template, groups, gp_scale_start(start, fac, pnames), control,
-                   backend, estimate_smoothness, fixed = fixed / fac[names(fixed)],
+    st <- gp_start(slocs, sdata, model, gp_scale_start(start, fac, pnames), control,
+                   backend, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
-    par0 <- log(st[pnames])
-    par0[names(fixed)] <- log(fixed / fac[names(fixed)])
+    par0 <- to_par(st[pnames])
+    par0[names(fixed)] <- to_par(fixed / fac[names(fixed)])
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
     # neighbours in the coordinates scaled by the starting ranges (GpGp's way)
     prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
-                       range = exp(par0[at$range])[groups])
-    if (G > 1L) prob$range_groups <- groups
-    if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
+                       range = model$neighbor_range(from_par(par0)))
+    prob$range_groups <- model$range_groups
+    if (isTRUE(prob$duplicates) && from_par(par0)[["nugget"]] == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
-    make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
+    make_kernel <- model$kernel
     # the search runs on the search problem (fewer probes), the polish on prob
     evals$prob <- gp_search_problem(prob, estimate_smoothness)
     # the last evaluation is kept under its parameters and probe count
@@ -323,8 +350,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     evaluate <- function(par, fisher = FALSE) {
       key <- key_of(par)
       if (!fisher && identical(evals$key, key)) return(evals$value)
-      theta <- exp(par)
-      res <- gp_evaluate(evals$prob, make_kernel(theta), theta[[at$nugget]], gradient = TRUE,
+      theta <- from_par(par)
+      res <- gp_evaluate(evals$prob, make_kernel(theta), theta[["nugget"]], gradient = TRUE,
                          fisher = fisher, smoothness = estimate_smoothness)
       evals$count <- evals$count + 1L
       evals$key <- key
@@ -413,7 +440,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   final <- res$final
   on_bound <- gp_at_bounds(res$par, free, llo, lhi, final$gradient, pnames)
   info <- final$fisher
-  lnames <- paste0("log_", pnames)
+  lnames <- ifelse(model$log, paste0("log_", pnames), pnames)
   vc <- matrix(0, k, k, dimnames = list(lnames, lnames))
   if (any(free) && !is.null(info)) {
     vc[free, free] <- tryCatch(solve(info[free, free, drop = FALSE]),
@@ -429,7 +456,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
       prob$locs
   }
-  kern <- gp_fit_kernel(template, coefs, at, groups, estimate_smoothness)
+  kern <- model$kernel(coefs)
   convergence <- res$convergence
   if (length(on_bound) && grepl("^converged", convergence)) {
     convergence <- paste0("converged at a bound: ",
@@ -440,7 +467,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
                  loglik = final$loglik - n * log(sc$y),
                  loglik_se = final$se, gradient = final$gradient,
                  projected_gradient = res$pg, vcov_log = vc, kernel = kern,
-                 nugget = coefs[[at$nugget]], estimate_smoothness = estimate_smoothness,
+                 nugget = coefs[["nugget"]], estimate_smoothness = estimate_smoothness,
+                 log_scale = model$log,
                  method = method, n = n, locs = locs, y = data$y,
                  X = data$X, X_default = TRUE, alpha = final$alpha / sc$y,
                  six = final$six / sc$y^2, prob = prob,
@@ -508,37 +536,21 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
   gp_check_kernel(k, dim)
 }
 
-# Starting values (named, positive): variance, range, nugget and, when it is
-# estimated, smoothness (from `start`, else the kernel's). `fixed` values
-# replace them; with more than 2000 points the rough values are refined by a
-# dense fit to a subset of 1000 points, which reports its evaluations through
-# `report` and lets an interrupt through.
-gp_start <- function(locs, data, template, groups, start, control, backend,
-                     estimate_smoothness = FALSE, fixed = NULL, bounds = NULL,
+# Starting values (named, on the scaled problem): those of the model
+# (model$initial(): from `start`, the kernel's or the formula's, else from
+# the data). `fixed` values replace them; without `start`, with more than
+# 2000 points, the rough values are refined by a dense fit to a subset of
+# 1000 points, which reports its evaluations through `report` and lets an
+# interrupt through.
+gp_start <- function(locs, data, model, start, control, backend, fixed = NULL, bounds = NULL,
                      report = function(line) invisible()) {
-  nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
-  wanted <- gp_fit_param_names(groups, estimate_smoothness)
-  base <- setdiff(wanted, "smoothness")
-  if (!is.null(start)) {
-    start <- as.list(start)
-    for (nm in names(fixed)) start[[nm]] <- fixed[[nm]]
-    if (!all(base %in% names(start))) {
-      stop("`start` needs `variance`, `range` (one, or one per range group) and `nugget`",
-           call. = FALSE)
-    }
-    if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
-    for (nm in wanted) {
-      if (nm %in% names(fixed)) next
-      gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
-    }
-    return(vapply(start[wanted], as.double, numeric(1)))
-  }
+  wanted <- model$pnames
   X <- data$X
   resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
   v <- max(stats::var(resid), .Machine$double.eps)
-  # a quarter of the (group's) mean coordinate standard deviation
-  range <- vapply(split(apply(locs, 2L, stats::sd), groups), mean, 0) / 4
-  st <- c(variance = 0.9 * v, stats::setNames(range, gp_range_names(groups)), nugget = 0.1 * v, nu)
+  init <- model$initial(start, locs, v, fixed)
+  st <- init$values
+  if (init$given) return(st)
   st[names(fixed)] <- fixed
   if (!is.null(bounds)) {
     free <- !names(st) %in% names(fixed)
@@ -552,10 +564,10 @@ gp_start <- function(locs, data, template, groups, start, control, backend,
     # errors and warnings of the subset fit only mean rougher start values;
     # an interrupt goes through (tryCatch(error = ) does not catch it)
     pre <- tryCatch(
-      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, groups, as.list(st),
-                                  "dense", estimate_smoothness, control, ctl, backend,
-                                  lower = bounds$lower, upper = bounds$upper, fixed = fixed,
-                                  gtol = 1e-3, report = report, polish = FALSE)),
+      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, model, as.list(st), "dense",
+                                  control, ctl, backend, lower = bounds$lower,
+                                  upper = bounds$upper, fixed = fixed, gtol = 1e-3,
+                                  report = report, polish = FALSE)),
       error = function(e) NULL)
     if (!is.null(pre) && all(is.finite(pre$coefficients))) {
       st <- pre$coefficients

@@ -35,7 +35,8 @@ logLik.gp_fit <- function(object, ...) {
 vcov.gp_fit <- function(object, log = TRUE, ...) {
   v <- object$vcov_log
   if (log) return(v)
-  J <- diag(object$coefficients)
+  # (parameters estimated on their own scale: the identity)
+  J <- diag(ifelse(gp_fit_log_scale(object), object$coefficients, 1), length(object$coefficients))
   out <- J %*% v %*% J
   dimnames(out) <- list(names(object$coefficients), names(object$coefficients))
   out
@@ -44,10 +45,15 @@ vcov.gp_fit <- function(object, log = TRUE, ...) {
 #' @export
 print.gp_fit <- function(x, ...) {
   k <- x$kernel
-  cat(sprintf("Gaussian-process fit: %s kernel%s, n = %d, method \"%s\"\n", k$name,
-              if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
-                if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
-              x$n, x$method))
+  what <- if (inherits(k, "gk_formula")) {
+    # the fit's kernel is .variance * (F): F is the third element's inside
+    paste0("variance * F + nugget, F = ",
+           paste(deparse(k$expr[[3L]][[2L]], width.cutoff = 500L), collapse = " "))
+  } else {
+    paste0(k$name, " kernel", if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
+      if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "")
+  }
+  cat(sprintf("Gaussian-process fit: %s, n = %d, method \"%s\"\n", what, x$n, x$method))
   print(signif(x$coefficients, 5))
   if (length(x$beta)) {
     cat("mean coefficients (GLS; standard errors at the estimated covariance):\n")
@@ -76,8 +82,13 @@ summary.gp_fit <- function(object, ...) {
   se_log <- sqrt(pmax(diag(object$vcov_log), 0))
   est <- object$coefficients
   se_log[names(est) %in% names(object$fixed)] <- NA_real_     # held fixed, not estimated
-  tab <- cbind(estimate = est, "log estimate" = log(est), "std. error (log)" = se_log,
-               lower95 = exp(log(est) - 1.96 * se_log), upper95 = exp(log(est) + 1.96 * se_log))
+  # parameters estimated on their own scale: their estimate in the log
+  # column, their interval symmetric
+  lg <- gp_fit_log_scale(object)
+  le <- ifelse(lg, suppressWarnings(log(est)), est)
+  back <- function(v) ifelse(lg, exp(v), v)
+  tab <- cbind(estimate = est, "log estimate" = le, "std. error (log)" = se_log,
+               lower95 = back(le - 1.96 * se_log), upper95 = back(le + 1.96 * se_log))
   structure(list(fit = object, table = tab), class = "summary.gp_fit")
 }
 
@@ -87,4 +98,9 @@ print.summary.gp_fit <- function(x, ...) {
   cat("\ncovariance parameters (standard errors from the Fisher information):\n")
   print(signif(x$table, 4))
   invisible(x)
+}
+
+# Which coefficients a fit estimated in their logs (all, before formulas).
+gp_fit_log_scale <- function(fit) {
+  if (is.null(fit$log_scale)) rep(TRUE, length(fit$coefficients)) else unname(fit$log_scale)
 }
