@@ -74,8 +74,9 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
   for (int t = 0; t < q; t++) gg += b[t] * b[t] * inv * inv;
   row_stats[1] += gg;
   if (dcov) {
-    /* g' D[S,S] g over S = {i, c}; D vanishes on the diagonal (d = 0) */
-    double gdg = 0.0;
+    /* g' D[S,S] g over S = {i, c}; the vocabulary's derivatives vanish on
+     * the diagonal (d = 0), a formula's need not (a weight's derivative) */
+    double gdg = dcov->formula ? inv * inv * gp_cov_value(dcov, xs, n, dim, i, i) : 0.0;
     for (int s2 = 0; s2 < q; s2++) {
       double gs = -b[s2] * inv;
       gdg += 2.0 * inv * gs * gp_cov_value(dcov, xs, n, dim, cols[s2], i);
