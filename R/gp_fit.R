@@ -80,6 +80,27 @@
 #' then refined by a dense fit (L-BFGS-B only) to a random subset of 1000
 #' points.
 #'
+#' @section Formula kernels:
+#' With `kernel = gk_formula(...)` the model is
+#' \eqn{\Sigma = \sigma^2 F(x_i, x_j; \theta) + \tau^2 I} (GPyTorch's
+#' `ScaleKernel(k)` plus noise): the fit estimates the variance
+#' \eqn{\sigma^2}, the nugget and every parameter of the formula not held
+#' `fixed` (coefficients `variance`, the formula's parameters in their order,
+#' `nugget`); so write \eqn{F} without an overall scale (and without
+#' parameters named `variance` or `nugget`). Starting values are the
+#' formula's own (a parameter given as `NA` needs one in `start`), replaced
+#' by `start` (e.g. `start = list(s = 0.1, p = 1)`, also `variance` and
+#' `nugget`; these default to the 90/10 split of the residual variance). A
+#' parameter whose starting value is positive is estimated in its log, within
+#' \eqn{[10^{-8}, 10^8]} unless `lower`/`upper` say otherwise; one starting
+#' at zero or below is estimated on its own scale, unbounded unless given
+#' bounds (its [vcov()] row is then on that scale, and named without `log_`).
+#' The locations are not scaled (see Scaling: a formula's parameters are in
+#' the units of its points); `y` is. Methods `"dense"` and `"tiled"` (see
+#' [gp_loglik()]); `ranges` and `estimate_smoothness` do not apply.
+#' `predict()` uses the fitted formula (the kriging variance's \eqn{k(x, x)}
+#' too: the formula need not be stationary).
+#'
 #' @section Progress and interrupts:
 #' Progress goes through \pkg{progressr} (see [gk_progress]): one step per
 #' likelihood evaluation (so at least one per optimizer iteration),
@@ -109,11 +130,13 @@
 #'   is given, its variance and range are the starting values (with a
 #'   nugget of a ninth of the variance, the default 90/10 split; see
 #'   Starting values). A fit estimates the parameters, so a family name is
-#'   enough; [gp_loglik()] and [gp_simulate()] need them all.
+#'   enough; [gp_loglik()] and [gp_simulate()] need them all. Or a formula
+#'   from [gk_formula()] (see Formula kernels).
 #' @param smoothness The Matérn smoothness, default 1.5: fixed, or the
 #'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
-#'   `variance`, `range` and `nugget` (and optionally `smoothness`).
+#'   `variance`, `range` and `nugget` (and optionally `smoothness`); for a
+#'   formula kernel any of `variance`, `nugget` and the formula's parameters.
 #' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"`: see the Methods
 #'   section of [gp_loglik()].
 #' @param estimate_smoothness Also estimate the Matérn smoothness.

@@ -88,7 +88,11 @@ gp_model_formula <- function(f, start) {
        factors = function(sc) stats::setNames(ifelse(kinds == "formula", 1, sc$y^2), pnames),
        lower = function(fac) bound(gp_default_lower, gp_formula_lower, -Inf, fac),
        upper = function(fac) bound(gp_default_upper, gp_formula_upper, Inf, fac),
-       check = function(x, what) gp_check_formula_values(x, what, pnames, log),
+       # (bounds of parameters on their own scale may be infinite)
+       check = function(x, what) {
+         gp_check_values(x, what, pnames, log, zero_nugget = what == "fixed",
+                         infinite = what %in% c("lower", "upper"))
+       },
        expand = function(x) x,
        kernel = function(theta) {
          f$params[params] <- as.list(theta[params])
@@ -104,33 +108,4 @@ gp_model_formula <- function(f, start) {
          st[names(fixed)] <- fixed
          list(values = st[pnames], given = !is.null(start))
        })
-}
-
-# User-given values (bounds, fixed values, starts) of a formula model: named,
-# known, finite, positive for the parameters estimated in their logs (a
-# fixed nugget may be 0).
-gp_check_formula_values <- function(x, what, pnames, log) {
-  if (is.null(x) || !length(x)) return(NULL)
-  x <- unlist(as.list(x))
-  if (!is.numeric(x) || is.null(names(x)) || any(!nzchar(names(x)))) {
-    stop("`", what, "` must be a named list or vector (", paste(pnames, collapse = ", "), ")",
-         call. = FALSE)
-  }
-  bad <- setdiff(names(x), pnames)
-  if (length(bad)) {
-    stop("`", what, "` has unknown parameter(s) ", paste0("\"", bad, "\"", collapse = ", "),
-         ": the model's are ", paste(pnames, collapse = ", "), call. = FALSE)
-  }
-  if (anyDuplicated(names(x))) stop("`", what, "` names a parameter twice", call. = FALSE)
-  for (nm in names(x)) {
-    zero_ok <- what == "fixed" && nm == "nugget"
-    # (bounds of the parameters on their own scale may be infinite)
-    finite <- is.finite(x[[nm]]) || (!log[[nm]] && what %in% c("lower", "upper") && !is.na(x[[nm]]))
-    if (!finite || (log[[nm]] && (x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)))) {
-      stop("`", what, "$", nm, "` must be a ", if (log[[nm]]) "positive " else "",
-           "finite number", if (zero_ok) " (or 0)" else "", call. = FALSE)
-    }
-  }
-  storage.mode(x) <- "double"
-  x
 }

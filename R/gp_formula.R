@@ -65,6 +65,8 @@ gp_formula_base <- function(cov, f) {
 # The derivative terms of a covariance formula (as gp_derivative_terms()):
 # for each free parameter p the formula's symbolic derivative (D(), as
 # kernel_grad()) times p (log scale, named log_p) or 1 (named p).
+# Unlike the vocabulary's, these need not vanish on the diagonal (a weight's
+# derivative does not): the preconditioner's exact trace counts it (gp_cpu.c).
 gp_formula_terms <- function(cov) {
   free <- cov$gp$free
   terms <- lapply(free, function(p) {

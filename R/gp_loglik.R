@@ -134,6 +134,28 @@
 #' Matérn kernel needs Bessel functions, which makes every kernel
 #' evaluation several times slower.
 #'
+#' @section Formula kernels:
+#' With `kernel = gk_formula(...)` the covariance is
+#' \eqn{\Sigma = F + \tau^2 I}, \eqn{F(x_i, x_j)} the formula at its
+#' parameters' values (a fit's kernel, `fit$kernel`, is `.variance * (F)` at
+#' the estimates, so `gp_loglik()` gives the fit's log-likelihood). The
+#' methods `"dense"` and `"tiled"` take formulas (`"auto"` picks between
+#' them); `"h2"` and `"vecchia"` evaluate the package's own kernels and give
+#' an error. The dense method forms the matrices with the formula's compiled
+#' CPU function (on the CPU also for `backend = "gpu"`); the tiled method
+#' multiplies through the same reductions as [kernel_matvec()] (on the GPU
+#' with the NVRTC-compiled formula) and builds the Vecchia preconditioner on
+#' the CPU. The gradient has `log_variance` (the derivative in the log of a
+#' factor multiplying \eqn{F}), one entry per formula parameter, `log_<name>`
+#' (the derivative in its log) where its value is positive and `<name>` (in
+#' the value itself) otherwise, and `log_nugget`. The derivatives of \eqn{F}
+#' are symbolic (R's [D()], as [kernel_grad()] takes them), compiled once
+#' and applied by the same engines as \eqn{F}; for the tiled method their
+#' traces are the preconditioner's exact part plus the probes'.
+#' A formula must be a covariance (positive definite); one that is not
+#' (`sqdist(x, y)`) makes the Cholesky factorization or conjugate gradients
+#' fail with an error.
+#'
 #' @param locs Numeric matrix of locations, one row per observation. The
 #'   Gaussian-process functions call points `locs` and `newlocs`, and the
 #'   design matrix `X`, as GpGp and fields do; elsewhere points are `x`, `y`.
@@ -142,7 +164,9 @@
 #'   a constant mean (an intercept), a matrix with no columns a zero mean.
 #' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"`, `"gaussian"`,
 #'   `"cauchy"` or `"inverse_multiquadric"`, with its variance and range; a
-#'   family name stands for that family with variance and range 1.
+#'   family name stands for that family with variance and range 1. Or a
+#'   formula from [gk_formula()], which is then the covariance \eqn{K}
+#'   itself (see Formula kernels).
 #' @param nugget The variance added to the diagonal (non-negative).
 #' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"` (see Methods).
 #' @param gradient Also compute the gradient in the log parameters.

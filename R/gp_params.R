@@ -64,8 +64,16 @@ gp_default_upper <- c(variance = 1e8, range = 1e6, nugget = 1e4, smoothness = 8)
 # A named list or vector of parameter values on the natural scale (bounds or
 # fixed values): checked, as a named double vector (NULL when empty).
 gp_check_params <- function(x, what, groups, zero_nugget = FALSE) {
-  if (is.null(x) || !length(x)) return(NULL)
   known <- unique(c(gp_fit_params, gp_range_names(groups)))
+  gp_check_values(x, what, known, stats::setNames(rep(TRUE, length(known)), known), zero_nugget)
+}
+
+# The same for any parameters `known`: those `positive` says (a named
+# logical) must be positive (a nugget may be 0 with zero_nugget), the others
+# finite or, with `infinite`, infinite (bounds of a formula parameter on its
+# own scale).
+gp_check_values <- function(x, what, known, positive, zero_nugget = FALSE, infinite = FALSE) {
+  if (is.null(x) || !length(x)) return(NULL)
   x <- unlist(as.list(x))
   if (!is.numeric(x) || is.null(names(x)) || any(!nzchar(names(x)))) {
     stop("`", what, "` must be a named list or vector (", paste(known, collapse = ", "), ")",
@@ -79,8 +87,10 @@ gp_check_params <- function(x, what, groups, zero_nugget = FALSE) {
   if (anyDuplicated(names(x))) stop("`", what, "` names a parameter twice", call. = FALSE)
   for (nm in names(x)) {
     zero_ok <- zero_nugget && nm == "nugget"
-    if (is.na(x[[nm]]) || !is.finite(x[[nm]]) || x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)) {
-      stop("`", what, "$", nm, "` must be a positive finite number",
+    pos <- positive[[nm]]
+    finite <- is.finite(x[[nm]]) || (infinite && !pos && !is.na(x[[nm]]))
+    if (!finite || (pos && (x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)))) {
+      stop("`", what, "$", nm, "` must be a ", if (pos) "positive ", "finite number",
            if (zero_ok) " (or 0)" else "", call. = FALSE)
     }
   }
