@@ -544,21 +544,6 @@ gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
   }
 }
 
-gp_kernel_template <- function(kernel, smoothness, dim) {
-  if (inherits(kernel, "gk_kernel")) {
-    family <- kernel$name
-    if (family == "matern") smoothness <- kernel$smoothness
-  } else {
-    if (!is.character(kernel) || length(kernel) != 1L) {
-      stop("`kernel` must be a family name or a gk_kernel()", call. = FALSE)
-    }
-    family <- kernel
-  }
-  k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
-    gk_kernel(family)
-  gp_check_kernel(k, dim)
-}
-
 # Starting values (named, on the scaled problem): those of the model
 # (model$initial(): from `start`, the kernel's or the formula's, else from
 # the data). `fixed` values replace them; without `start`, with more than

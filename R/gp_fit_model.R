@@ -27,6 +27,23 @@ gp_model_kernel <- function(template, groups, smoothness) {
        })
 }
 
+# The vocabulary's kernel a fit estimates, from a family name or a
+# gk_kernel() (its family and smoothness).
+gp_kernel_template <- function(kernel, smoothness, dim) {
+  if (inherits(kernel, "gk_kernel")) {
+    family <- kernel$name
+    if (family == "matern") smoothness <- kernel$smoothness
+  } else {
+    if (!is.character(kernel) || length(kernel) != 1L) {
+      stop("`kernel` must be a family name, a gk_kernel() or a gk_formula()", call. = FALSE)
+    }
+    family <- kernel
+  }
+  k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
+    gk_kernel(family)
+  gp_check_kernel(k, dim)
+}
+
 # Starting values of the vocabulary's model (see gp_start()): all of
 # `start` (with the fixed values), or the 90/10 split of the residual
 # variance v and a quarter of the (group's) mean coordinate standard
