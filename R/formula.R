@@ -38,7 +38,8 @@
 #'
 #' @param expr The formula, unevaluated (or a one-sided formula `~ expr`, or a
 #'   quoted expression).
-#' @param ... The parameters, by name: one finite number each.
+#' @param ... The parameters, by name: one finite number each (`NA`: none yet,
+#'   for a parameter [gp_fit()] estimates from its `start`).
 #' @param coords Optional names of the coordinates, for `<name>_x` and
 #'   `<name>_y` in `expr`.
 #' @return An object of class `gk_formula`.
@@ -101,8 +102,10 @@ gk_formula_set <- function(f, params) {
       stop("gk_formula: `", name, "` names a point or coordinate, not a parameter",
            call. = FALSE)
     }
-    if (!is.numeric(v) || length(v) != 1L || !is.finite(v)) {
-      stop("gk_formula: parameter `", name, "` must be one finite number", call. = FALSE)
+    # NA: no value yet (a starting value for gp_fit() to come from `start`)
+    if (!(is.numeric(v) || identical(v, NA)) || length(v) != 1L ||
+        !(is.finite(v) || (is.na(v) && !is.nan(v)))) {
+      stop("gk_formula: parameter `", name, "` must be one finite number (or NA)", call. = FALSE)
     }
     f$params[[name]] <- as.double(v)
   }

@@ -37,6 +37,10 @@ gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALS
     gk_state$formulas[[key]] <- prep
   }
   params <- as.double(unlist(f$params))
+  if (anyNA(params)) {
+    stop("gk_formula: parameter `", names(f$params)[is.na(params)][1L], "` has no value (NA)",
+         call. = FALSE)
+  }
   if (length(prep$derived)) {
     env <- gk_formula_eval_env(f$params, if (backend == "gpu" && precision == "double") 64 else 1)
     derived <- vapply(prep$derived, function(d) as.double(eval(d, env)), 0)

@@ -186,7 +186,9 @@ gp_with_seed <- function(seed, expr) {
   expr
 }
 
-gp_check_kernel <- function(kernel, dim) {
+# `formula`: a gk_formula() is taken too (gp_loglik(), gp_fit()).
+gp_check_kernel <- function(kernel, dim, formula = FALSE) {
+  if (formula && inherits(kernel, "gk_formula")) return(gp_check_formula(kernel, dim))
   kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), dim)
   if (!kernel$name %in% gp_families) {
     stop("Gaussian-process functions need a covariance kernel: ",
@@ -402,7 +404,8 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   }
   list(mult = mult, mult_rows = rows_of, dmult = dmult,
        # points on the GPU: the solver reduces over them with its vectors on the device
-       tiled = if (inherits(prob$points, "gk_device_matrix")) {
+       # (not a formula's: that solver's C evaluates the vocabulary's kernels)
+       tiled = if (inherits(prob$points, "gk_device_matrix") && !inherits(kernel, "gk_formula")) {
          list(points = prob$points, kernel = kernel, nugget = nugget)
        })
 }
@@ -419,8 +422,14 @@ gp_col_dots <- function(a, ca, b, cb) {
 # kernels of other ranges or on other points, a group of ranges or an angle,
 # has NA: its trace is left to the probes).
 gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
-  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, dk, nugget, NULL,
-                               gk_threads(), prob$backend == "gpu")
+  # a formula (and its derivatives) by its CPU function, on the host's threads
+  formula <- inherits(kernel, "gk_formula")
+  native <- function(k) {
+    if (is.null(k) || !formula) return(k)
+    gk_formula_native(k, prob$dim, "cpu", wrt = k$wrt)
+  }
+  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, native(kernel), native(dk),
+                               nugget, NULL, gk_threads(), prob$backend == "gpu" && !formula)
   same_range <- function(k) identical(k$range, kernel$range)
   exact <- vapply(terms, function(term) {
     is.null(term$points) && all(vapply(term$kernels, same_range, TRUE))

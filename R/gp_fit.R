@@ -112,6 +112,27 @@
 #' then refined by a dense fit (L-BFGS-B only) to a random subset of 1000
 #' points.
 #'
+#' @section Formula kernels:
+#' With `kernel = gk_formula(...)` the model is
+#' \eqn{\Sigma = \sigma^2 F(x_i, x_j; \theta) + \tau^2 I} (GPyTorch's
+#' `ScaleKernel(k)` plus noise): the fit estimates the variance
+#' \eqn{\sigma^2}, the nugget and every parameter of the formula not held
+#' `fixed` (coefficients `variance`, the formula's parameters in their order,
+#' `nugget`); so write \eqn{F} without an overall scale (and without
+#' parameters named `variance` or `nugget`). Starting values are the
+#' formula's own (a parameter given as `NA` needs one in `start`), replaced
+#' by `start` (e.g. `start = list(s = 0.1, p = 1)`, also `variance` and
+#' `nugget`; these default to the 90/10 split of the residual variance). A
+#' parameter whose starting value is positive is estimated in its log, within
+#' \eqn{[10^{-8}, 10^8]} unless `lower`/`upper` say otherwise; one starting
+#' at zero or below is estimated on its own scale, unbounded unless given
+#' bounds (its [vcov()] row is then on that scale, and named without `log_`).
+#' The locations are not scaled (see Scaling: a formula's parameters are in
+#' the units of its points); `y` is. Methods `"dense"` and `"tiled"` (see
+#' [gp_loglik()]); `ranges` and `estimate_smoothness` do not apply.
+#' `predict()` uses the fitted formula (the kriging variance's \eqn{k(x, x)}
+#' too: the formula need not be stationary).
+#'
 #' @section Progress and interrupts:
 #' Progress goes through \pkg{progressr} (see [gk_progress]): one step per
 #' likelihood evaluation (so at least one per optimizer iteration),
@@ -141,11 +162,13 @@
 #'   is given, its variance and range are the starting values (with a
 #'   nugget of a ninth of the variance, the default 90/10 split; see
 #'   Starting values). A fit estimates the parameters, so a family name is
-#'   enough; [gp_loglik()] and [gp_simulate()] need them all.
+#'   enough; [gp_loglik()] and [gp_simulate()] need them all. Or a formula
+#'   from [gk_formula()] (see Formula kernels).
 #' @param smoothness The Matérn smoothness, default 1.5: fixed, or the
 #'   starting value with `estimate_smoothness = TRUE`.
 #' @param start Optional starting values: a named list or vector with
-#'   `variance`, `range` and `nugget` (and optionally `smoothness`).
+#'   `variance`, `range` and `nugget` (and optionally `smoothness`); for a
+#'   formula kernel any of `variance`, `nugget` and the formula's parameters.
 #' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"`: see the Methods
 #'   section of [gp_loglik()].
 #' @param estimate_smoothness Also estimate the Matérn smoothness.
@@ -200,34 +223,46 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
-  groups <- gp_range_groups(ranges, ncol(locs))
-  gp_check_coords_ranges(coords, groups)
-  fixed <- gp_check_params(fixed, "fixed", groups, zero_nugget = TRUE)
-  if ("smoothness" %in% names(fixed)) {
-    # a fixed smoothness is the kernel's, not estimated
-    smoothness <- fixed[["smoothness"]]
-    estimate_smoothness <- FALSE
-    fixed <- fixed[names(fixed) != "smoothness"]
-    if (!length(fixed)) fixed <- NULL
-  }
-  template <- gp_kernel_template(kernel, smoothness, ncol(locs))
-  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
-  estimate_smoothness <- isTRUE(estimate_smoothness)
-  if (estimate_smoothness && template$name != "matern") {
-    stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
+  if (inherits(kernel, "gk_formula")) {
+    if (!identical(ranges, "isotropic") || isTRUE(estimate_smoothness)) {
+      stop("`ranges` and `estimate_smoothness` are for kernels of the vocabulary, not formulas",
+           call. = FALSE)
+    }
+    model <- gp_model_formula(gp_check_formula(kernel, ncol(locs)), start)
+    fixed <- model$check(fixed, "fixed")
+    method_of <- gp_formula_method
+  } else {
+    groups <- gp_range_groups(ranges, ncol(locs))
+    gp_check_coords_ranges(coords, groups)
+    fixed <- gp_check_params(fixed, "fixed", groups, zero_nugget = TRUE)
+    if ("smoothness" %in% names(fixed)) {
+      # a fixed smoothness is the kernel's, not estimated
+      smoothness <- fixed[["smoothness"]]
+      estimate_smoothness <- FALSE
+      fixed <- fixed[names(fixed) != "smoothness"]
+      if (!length(fixed)) fixed <- NULL
+    }
+    template <- gp_kernel_template(kernel, smoothness, ncol(locs))
+    if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
+    estimate_smoothness <- isTRUE(estimate_smoothness)
+    if (estimate_smoothness && template$name != "matern") {
+      stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
+    }
+    model <- gp_model_kernel(template, groups, estimate_smoothness)
+    method_of <- gp_method
   }
   data <- gp_check_data(y, X, n)
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   gk_check_scalar(gtol, "gtol", lower = 0, lower_open = TRUE)
   backend <- gk_backend(backend)
-  method <- gp_method(method, n, ncol(locs), control, backend)
+  method <- method_of(method, n, ncol(locs), control, backend)
   if (is.null(verbose)) verbose <- n > 5000
   ctl <- utils::modifyList(list(factr = 1e5, pgtol = gtol, maxit = 200L), optim_control)
   # one progress step per likelihood evaluation, those of the start-value fit
   # on a subset included (it shares this progressor)
   report <- gp_fit_progress(verbose, steps = (ctl$maxit + 20L) * (1L + (n > 2000L)))
-  fit <- gp_fit_run(locs, data, template, groups, start, method, estimate_smoothness, control,
-                    ctl, backend, lower, upper, fixed, gtol, report)
+  fit <- gp_fit_run(locs, data, model, start, method, control, ctl, backend, lower, upper, fixed,
+                    gtol, report)
   fit$X_default <- is.null(X)
   fit$coords <- coords
   fit$coords$angles <- fit$angles   # predict() and gp_simulate() rotate new locations
@@ -297,27 +332,41 @@ gp_search_problem <- function(prob, smoothness) {
 # and go on the natural scale of `locs` and `data`. An interrupt ends it with
 # a condition of class c("gp_fit_interrupt", "interrupt", "condition") that
 # carries the best parameters so far.
-gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smoothness, control,
-                       ctl, backend, lower, upper, fixed, gtol, report, polish = TRUE) {
+gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, lower, upper, fixed,
+                       gtol, report, polish = TRUE) {
   n <- nrow(locs)
-  pnames <- gp_fit_param_names(groups, estimate_smoothness)
+  pnames <- model$pnames
   k <- length(pnames)
-  G <- max(groups)
-  angle_names <- gp_angle_names(groups)
-  A <- length(angle_names)
-  at <- list(variance = 1L, range = 1L + seq_len(G), angle = G + 1L + seq_len(A),
-             nugget = G + A + 2L, smoothness = G + A + 3L)
+  estimate_smoothness <- model$smoothness
+  at_angle <- match(model$angle_names, pnames)   # an anisotropic kernel's angles
+  A <- length(at_angle)
   sc <- gp_data_scales(locs, data)
-  fac <- gp_param_factors(sc, pnames)
+  if (!model$scale_locs) {   # a formula's parameters are in the units of its points
+    sc$center[] <- 0
+    sc$locs <- 1
+  }
+  fac <- model$factors(sc)
   slocs <- sweep(locs, 2L, sc$center) / sc$locs
   sdata <- list(y = data$y / sc$y, X = data$X)
+  # the parameters the optimizer sees (logs, or the values themselves) from
+  # the scaled problem's, and back
+  to_par <- function(v) {
+    lg <- model$log[names(v)]
+    v[lg] <- log(v[lg])
+    v
+  }
+  from_par <- function(par) {
+    lg <- model$log[names(par)]
+    par[lg] <- exp(par[lg])
+    par
+  }
 
   # bounds (natural scale), then their logs on the scaled problem
-  lower <- gp_expand_ranges(gp_check_params(lower, "lower", groups), pnames)
-  upper <- gp_expand_ranges(gp_check_params(upper, "upper", groups), pnames)
-  fixed <- gp_expand_ranges(fixed, pnames)
-  lo <- stats::setNames(gp_default_lower[gp_param_kind(pnames)], pnames) * fac
-  hi <- stats::setNames(gp_default_upper[gp_param_kind(pnames)], pnames) * fac
+  lower <- model$check(lower, "lower")
+  upper <- model$check(upper, "upper")
+  fixed <- model$expand(fixed)
+  lo <- model$lower(fac)
+  hi <- model$upper(fac)
   lo[intersect(names(lower), pnames)] <- lower[intersect(names(lower), pnames)]
   hi[intersect(names(upper), pnames)] <- upper[intersect(names(upper), pnames)]
   if (any(lo >= hi)) {
@@ -326,14 +375,14 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   }
   fixed <- fixed[intersect(names(fixed), pnames)]
   free <- !pnames %in% names(fixed)
-  llo <- gp_to_par(lo / fac, pnames)
-  lhi <- gp_to_par(hi / fac, pnames)
+  llo <- to_par(lo / fac)
+  lhi <- to_par(hi / fac)
 
   evals <- new.env(parent = emptyenv())
   evals$count <- 0L
   evals$best <- NULL
   evals$best_par <- NULL
-  natural <- function(par) gp_from_par(unname(par), pnames) * fac
+  natural <- function(par) stats::setNames(from_par(stats::setNames(par, pnames)) * fac, pnames)
   interrupted <- function(e) {
     best <- if (!is.null(evals$best_par)) natural(evals$best_par) else
       if (!is.null(e$parameters)) e$parameters[pnames] * fac else NULL
@@ -349,23 +398,23 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
   tryCatch({
-    st <- gp_start(slocs, sdata, template, groups, gp_scale_start(start, fac, pnames), control,
-                   backend, estimate_smoothness, fixed = fixed / fac[names(fixed)],
+    st <- gp_start(slocs, sdata, model, gp_scale_start(start, fac, pnames), control,
+                   backend, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
-    par0 <- gp_to_par(st[pnames], pnames)
-    par0[names(fixed)] <- gp_to_par(fixed / fac[names(fixed)], names(fixed))
+    par0 <- to_par(st[pnames])
+    par0[names(fixed)] <- to_par(fixed / fac[names(fixed)])
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
     # neighbours in the coordinates scaled by the starting ranges (GpGp's
     # way), rotated by the starting angles
     prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
-                       range = exp(par0[at$range])[groups],
-                       angles = if (A) unname(par0[at$angle]))
-    if (G > 1L) prob$range_groups <- groups
-    if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
+                       range = model$neighbor_range(from_par(par0)),
+                       angles = if (A) unname(par0[at_angle]))
+    prob$range_groups <- model$range_groups
+    if (isTRUE(prob$duplicates) && from_par(par0)[["nugget"]] == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
-    make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
+    make_kernel <- model$kernel
     # the problem at these parameters' angles (anisotropic fits)
-    rotated <- function(p, theta) if (A) gp_rotate_problem(p, unname(theta[at$angle])) else p
+    rotated <- function(p, theta) if (A) gp_rotate_problem(p, unname(theta[at_angle])) else p
     # the search runs on the search problem (fewer probes), the polish on prob
     evals$prob <- gp_search_problem(prob, estimate_smoothness)
     # the last evaluation is kept under its parameters and probe count
@@ -374,8 +423,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     evaluate <- function(par, fisher = FALSE) {
       key <- key_of(par)
       if (!fisher && identical(evals$key, key)) return(evals$value)
-      theta <- gp_from_par(par, pnames)
-      res <- gp_evaluate(rotated(evals$prob, theta), make_kernel(theta), theta[[at$nugget]],
+      theta <- from_par(par)
+      res <- gp_evaluate(rotated(evals$prob, theta), make_kernel(theta), theta[["nugget"]],
                          gradient = TRUE, fisher = fisher, smoothness = estimate_smoothness)
       evals$count <- evals$count + 1L
       evals$key <- key
@@ -452,21 +501,21 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
 
   final <- res$final
   on_bound <- gp_at_bounds(res$par, free, llo, lhi, final$gradient, pnames)
-  if (A && all(free[at$angle]) && all(is.infinite(c(llo[at$angle], lhi[at$angle])))) {
+  if (A && all(free[at_angle]) && all(is.infinite(c(llo[at_angle], lhi[at_angle])))) {
     # the angles reported in their ranges: the same covariance, whose
     # derivatives in the angles change sign with the angles
     # (gp_canonical_angles()); fixed or bounded angles stay as they are
-    canon <- gp_canonical_angles(unname(res$par[at$angle]))
-    res$par[at$angle] <- canon$angles
+    canon <- gp_canonical_angles(unname(res$par[at_angle]))
+    res$par[at_angle] <- canon$angles
     flip <- rep(1, k)
-    flip[at$angle] <- canon$sign
+    flip[at_angle] <- canon$sign
     final$gradient <- final$gradient * flip
     if (!is.null(final$fisher)) final$fisher <- final$fisher * outer(flip, flip)
     if (!is.null(res$pg)) res$pg <- res$pg * flip[free]
   }
   coefs <- natural(res$par)
   info <- final$fisher
-  lnames <- gp_par_names(pnames)
+  lnames <- ifelse(model$log, paste0("log_", pnames), pnames)
   vc <- matrix(0, k, k, dimnames = list(lnames, lnames))
   unidentified <- FALSE
   if (any(free) && !is.null(info)) {
@@ -481,7 +530,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   # ones), and not the probes' GPU copy (400 MB at n = 1e6)
   prob$probes_device <- NULL
   if (A) {
-    locs <- gp_rotate_points(locs, unname(coefs[at$angle]))
+    locs <- gp_rotate_points(locs, unname(coefs[at_angle]))
     prob$aniso <- NULL
   }
   prob$locs <- locs[prob$order, , drop = FALSE]
@@ -490,7 +539,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
       prob$locs
   }
-  kern <- gp_fit_kernel(template, coefs, at, groups, estimate_smoothness)
+  kern <- model$kernel(coefs)
   convergence <- res$convergence
   if (length(on_bound) && grepl("^converged", convergence)) {
     convergence <- paste0("converged at a bound: ",
@@ -501,7 +550,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
                  loglik = final$loglik - n * log(sc$y),
                  loglik_se = final$se, gradient = final$gradient,
                  projected_gradient = res$pg, vcov_log = vc, kernel = kern,
-                 nugget = coefs[[at$nugget]], estimate_smoothness = estimate_smoothness,
+                 nugget = coefs[["nugget"]], estimate_smoothness = estimate_smoothness,
+                 log_scale = model$log,
                  method = method, n = n, locs = locs, y = data$y,
                  X = data$X, X_default = TRUE, alpha = final$alpha / sc$y,
                  six = final$six / sc$y^2, prob = prob,
@@ -509,18 +559,9 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
                  convergence = convergence, at_bound = on_bound, gtol = gtol,
                  lower = stats::setNames(lo, pnames), upper = stats::setNames(hi, pnames),
                  fixed = fixed, start = res$start, scales = sc, backend = backend,
-                 angles = if (A) unname(coefs[at$angle]),
+                 angles = if (A) unname(coefs[at_angle]),
                  angle_unidentified = unidentified),
             class = "gp_fit")
-}
-
-# The GLS covariance of the mean coefficients, (X' Sigma^-1 X)^-1, in the
-# user's units (Sigma is sy^2 times the scaled problem's).
-gp_vcov_beta <- function(xsx, sy) {
-  if (is.null(xsx) || !length(xsx)) return(matrix(0, 0, 0))
-  v <- tryCatch(solve(xsx), error = function(e) xsx * NA_real_) * sy^2
-  dimnames(v) <- list(colnames(xsx), colnames(xsx))
-  v
 }
 
 # One progress step per likelihood evaluation through progressr (the user

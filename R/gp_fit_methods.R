@@ -61,8 +61,8 @@ gp_inverse_information <- function(info, angle) {
 vcov.gp_fit <- function(object, log = TRUE, ...) {
   v <- object$vcov_log
   if (log) return(v)
-  J <- diag(ifelse(gp_param_is_log(names(object$coefficients)), object$coefficients, 1),
-            length(object$coefficients))
+  # (parameters estimated on their own scale: the identity)
+  J <- diag(ifelse(gp_fit_log_scale(object), object$coefficients, 1), length(object$coefficients))
   out <- J %*% v %*% J
   dimnames(out) <- list(names(object$coefficients), names(object$coefficients))
   out
@@ -71,10 +71,15 @@ vcov.gp_fit <- function(object, log = TRUE, ...) {
 #' @export
 print.gp_fit <- function(x, ...) {
   k <- x$kernel
-  cat(sprintf("Gaussian-process fit: %s kernel%s, n = %d, method \"%s\"\n", k$name,
-              if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
-                if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
-              x$n, x$method))
+  what <- if (inherits(k, "gk_formula")) {
+    # the fit's kernel is .variance * (F): F is the third element's inside
+    paste0("variance * F + nugget, F = ",
+           paste(deparse(k$expr[[3L]][[2L]], width.cutoff = 500L), collapse = " "))
+  } else {
+    paste0(k$name, " kernel", if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
+      if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "")
+  }
+  cat(sprintf("Gaussian-process fit: %s, n = %d, method \"%s\"\n", what, x$n, x$method))
   print(signif(x$coefficients, 5))
   if (length(x$beta)) {
     cat("mean coefficients (GLS; standard errors at the estimated covariance):\n")
@@ -106,11 +111,12 @@ summary.gp_fit <- function(object, ...) {
   se_log <- sqrt(pmax(diag(object$vcov_log), 0))
   est <- object$coefficients
   se_log[names(est) %in% names(object$fixed)] <- NA_real_     # held fixed, not estimated
-  # angles (radians) on their own scale: no log, symmetric intervals
-  is_log <- gp_param_is_log(names(est))
-  par <- gp_to_par(est)
-  back <- function(p) ifelse(is_log, exp(p), p)
-  tab <- cbind(estimate = est, "log estimate" = ifelse(is_log, par, NA_real_),
+  # parameters estimated on their own scale (angles, a formula's signed
+  # ones): no log, a symmetric interval
+  lg <- gp_fit_log_scale(object)
+  par <- ifelse(lg, suppressWarnings(log(est)), est)
+  back <- function(v) ifelse(lg, exp(v), v)
+  tab <- cbind(estimate = est, "log estimate" = ifelse(lg, par, NA_real_),
                "std. error (log)" = se_log, lower95 = back(par - 1.96 * se_log),
                upper95 = back(par + 1.96 * se_log))
   structure(list(fit = object, table = tab), class = "summary.gp_fit")
@@ -122,4 +128,18 @@ print.summary.gp_fit <- function(x, ...) {
   cat("\ncovariance parameters (standard errors from the Fisher information):\n")
   print(signif(x$table, 4))
   invisible(x)
+}
+
+# Which coefficients a fit estimated in their logs (all, before formulas).
+gp_fit_log_scale <- function(fit) {
+  if (is.null(fit$log_scale)) rep(TRUE, length(fit$coefficients)) else unname(fit$log_scale)
+}
+
+# The GLS covariance of the mean coefficients, (X' Sigma^-1 X)^-1, in the
+# user's units (Sigma is sy^2 times the scaled problem's).
+gp_vcov_beta <- function(xsx, sy) {
+  if (is.null(xsx) || !length(xsx)) return(matrix(0, 0, 0))
+  v <- tryCatch(solve(xsx), error = function(e) xsx * NA_real_) * sy^2
+  dimnames(v) <- list(colnames(xsx), colnames(xsx))
+  v
 }

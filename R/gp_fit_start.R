@@ -1,59 +1,22 @@
-# The starting values of gp_fit(): the kernel family's template, and values
-# from `start`, the kernel, or rough data scales refined on a subset.
+# The starting values of gp_fit(): from `start`, the kernel or the formula,
+# else rough data scales refined on a subset (gp_fit_model.R's models give
+# them).
 
-gp_kernel_template <- function(kernel, smoothness, dim) {
-  if (inherits(kernel, "gk_kernel")) {
-    family <- kernel$name
-    if (family == "matern") smoothness <- kernel$smoothness
-  } else {
-    if (!is.character(kernel) || length(kernel) != 1L) {
-      stop("`kernel` must be a family name or a gk_kernel()", call. = FALSE)
-    }
-    family <- kernel
-  }
-  k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
-    gk_kernel(family)
-  gp_check_kernel(k, dim)
-}
-
-# Starting values (named, positive): variance, range, nugget and, when it is
-# estimated, smoothness (from `start`, else the kernel's). `fixed` values
-# replace them; with more than 2000 points the rough values are refined by a
-# dense fit to a subset of 1000 points, which reports its evaluations through
-# `report` and lets an interrupt through.
-gp_start <- function(locs, data, template, groups, start, control, backend,
-                     estimate_smoothness = FALSE, fixed = NULL, bounds = NULL,
+# Starting values (named, on the scaled problem): those of the model
+# (model$initial(): from `start`, the kernel's or the formula's, else from
+# the data). `fixed` values replace them; without `start`, with more than
+# 2000 points, the rough values are refined by a dense fit to a subset of
+# 1000 points, which reports its evaluations through `report` and lets an
+# interrupt through.
+gp_start <- function(locs, data, model, start, control, backend, fixed = NULL, bounds = NULL,
                      report = function(line) invisible()) {
-  nu <- if (estimate_smoothness) c(smoothness = template$smoothness)
-  wanted <- gp_fit_param_names(groups, estimate_smoothness)
-  angles <- gp_angle_names(groups)
-  base <- setdiff(wanted, c("smoothness", angles))
-  if (!is.null(start)) {
-    start <- as.list(start)
-    for (nm in names(fixed)) start[[nm]] <- fixed[[nm]]
-    for (nm in angles) if (is.null(start[[nm]])) start[[nm]] <- 0   # no rotation
-    if (!all(base %in% names(start))) {
-      stop("`start` needs `variance`, `range` (one, or one per range group) and `nugget`",
-           call. = FALSE)
-    }
-    if (estimate_smoothness && is.null(start$smoothness)) start$smoothness <- nu[[1L]]
-    for (nm in wanted) {
-      if (nm %in% names(fixed)) next
-      if (nm %in% angles) {
-        gp_check_angles(start[[nm]], 1L, paste0("start$", nm))
-      } else {
-        gk_check_scalar(start[[nm]], paste0("start$", nm), lower = 0, lower_open = TRUE)
-      }
-    }
-    return(vapply(start[wanted], as.double, numeric(1)))
-  }
+  wanted <- model$pnames
   X <- data$X
   resid <- if (ncol(X)) stats::lm.fit(X, data$y)$residuals else data$y
   v <- max(stats::var(resid), .Machine$double.eps)
-  # a quarter of the (group's) mean coordinate standard deviation
-  range <- vapply(split(apply(locs, 2L, stats::sd), groups), mean, 0) / 4
-  st <- c(variance = 0.9 * v, stats::setNames(range, gp_range_names(groups)),
-          stats::setNames(rep(0, length(angles)), angles), nugget = 0.1 * v, nu)
+  init <- model$initial(start, locs, v, fixed)
+  st <- init$values
+  if (init$given) return(st)
   st[names(fixed)] <- fixed
   if (!is.null(bounds)) {
     free <- !names(st) %in% names(fixed)
@@ -67,10 +30,10 @@ gp_start <- function(locs, data, template, groups, start, control, backend,
     # errors and warnings of the subset fit only mean rougher start values;
     # an interrupt goes through (tryCatch(error = ) does not catch it)
     pre <- tryCatch(
-      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, template, groups, as.list(st),
-                                  "dense", estimate_smoothness, control, ctl, backend,
-                                  lower = bounds$lower, upper = bounds$upper, fixed = fixed,
-                                  gtol = 1e-3, report = report, polish = FALSE)),
+      suppressWarnings(gp_fit_run(locs[sub, , drop = FALSE], sdata, model, as.list(st), "dense",
+                                  control, ctl, backend, lower = bounds$lower,
+                                  upper = bounds$upper, fixed = fixed, gtol = 1e-3,
+                                  report = report, polish = FALSE)),
       error = function(e) NULL)
     if (!is.null(pre) && all(is.finite(pre$coefficients))) {
       st <- pre$coefficients

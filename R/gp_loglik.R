@@ -154,6 +154,28 @@
 #' Matérn kernel needs Bessel functions, which makes every kernel
 #' evaluation several times slower.
 #'
+#' @section Formula kernels:
+#' With `kernel = gk_formula(...)` the covariance is
+#' \eqn{\Sigma = F + \tau^2 I}, \eqn{F(x_i, x_j)} the formula at its
+#' parameters' values (a fit's kernel, `fit$kernel`, is `.variance * (F)` at
+#' the estimates, so `gp_loglik()` gives the fit's log-likelihood). The
+#' methods `"dense"` and `"tiled"` take formulas (`"auto"` picks between
+#' them); `"h2"` and `"vecchia"` evaluate the package's own kernels and give
+#' an error. The dense method forms the matrices with the formula's compiled
+#' CPU function (on the CPU also for `backend = "gpu"`); the tiled method
+#' multiplies through the same reductions as [kernel_matvec()] (on the GPU
+#' with the NVRTC-compiled formula) and builds the Vecchia preconditioner on
+#' the CPU. The gradient has `log_variance` (the derivative in the log of a
+#' factor multiplying \eqn{F}), one entry per formula parameter, `log_<name>`
+#' (the derivative in its log) where its value is positive and `<name>` (in
+#' the value itself) otherwise, and `log_nugget`. The derivatives of \eqn{F}
+#' are symbolic (R's [D()], as [kernel_grad()] takes them), compiled once
+#' and applied by the same engines as \eqn{F}; for the tiled method their
+#' traces are the preconditioner's exact part plus the probes'.
+#' A formula must be a covariance (positive definite); one that is not
+#' (`sqdist(x, y)`) makes the Cholesky factorization or conjugate gradients
+#' fail with an error.
+#'
 #' @param locs Numeric matrix of locations, one row per observation. The
 #'   Gaussian-process functions call points `locs` and `newlocs`, and the
 #'   design matrix `X`, as GpGp and fields do; elsewhere points are `x`, `y`.
@@ -162,7 +184,9 @@
 #'   a constant mean (an intercept), a matrix with no columns a zero mean.
 #' @param kernel A [gk_kernel()]: `"exponential"`, `"matern"`, `"gaussian"`,
 #'   `"cauchy"` or `"inverse_multiquadric"`, with its variance and range; a
-#'   family name stands for that family with variance and range 1.
+#'   family name stands for that family with variance and range 1. Or a
+#'   formula from [gk_formula()], which is then the covariance \eqn{K}
+#'   itself (see Formula kernels).
 #' @param nugget The variance added to the diagonal (non-negative).
 #' @param method `"auto"`, `"dense"`, `"tiled"`, `"h2"` or `"vecchia"` (see Methods).
 #' @param gradient Also compute the gradient in the log parameters.
@@ -216,17 +240,23 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
   if (missing(nugget)) stop("`nugget` is missing: give the variance added to the diagonal",
                             call. = FALSE)
-  kernel <- gp_check_kernel(kernel, ncol(locs))
+  kernel <- gp_check_kernel(kernel, ncol(locs), formula = TRUE)
+  formula <- inherits(kernel, "gk_formula")
+  if (formula) {
+    if (!is.null(groups)) stop("`ranges` is for kernels with ranges, not formulas", call. = FALSE)
+    kernel <- gp_formula_loglik_kernel(kernel)
+  }
   nugget <- gp_check_nugget(nugget)
   data <- gp_check_data(y, X, nrow(locs))
   if (!inherits(control, "gp_control")) stop("`control` must come from gp_control()", call. = FALSE)
   backend <- gk_backend(backend)
-  method <- gp_method(method, nrow(locs), ncol(locs), control, backend)
+  method <- if (formula) gp_formula_method(method, nrow(locs), ncol(locs), control, backend) else
+    gp_method(method, nrow(locs), ncol(locs), control, backend)
   prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range,
                      angles = if (count) angle)
   prob$range_groups <- groups
   gp_check_duplicates(prob, nugget)
-  if (isTRUE(smoothness_gradient) && kernel$name != "matern") {
+  if (isTRUE(smoothness_gradient) && !identical(kernel$name, "matern")) {
     stop("`smoothness_gradient = TRUE` needs a matern kernel", call. = FALSE)
   }
   gp_evaluate(prob, kernel, nugget, gradient = isTRUE(gradient),
@@ -305,7 +335,8 @@ gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL, aniso = NU
 # of size n^2 stays on the device (cuSOLVER's Cholesky).
 gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
   B <- cbind(prob$y, prob$X)
-  if (prob$backend == "gpu") {
+  # (a formula's matrices come from its CPU function: kernel_matrix())
+  if (prob$backend == "gpu" && !inherits(kernel, "gk_formula")) {
     return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
                  isTRUE(fisher)))
   }

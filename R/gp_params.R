@@ -108,9 +108,17 @@ gp_default_upper <- c(variance = 1e8, range = 1e6, angle = Inf, nugget = 1e4, sm
 # A named list or vector of parameter values on the natural scale (bounds or
 # fixed values): checked, as a named double vector (NULL when empty).
 gp_check_params <- function(x, what, groups, zero_nugget = FALSE) {
+  known <- unique(c(setdiff(gp_fit_params, "angle"), gp_range_names(groups),
+                    gp_angle_names(groups)))
+  gp_check_values(x, what, known, stats::setNames(gp_param_is_log(known), known), zero_nugget)
+}
+
+# The same for any parameters `known`: those `positive` says (a named
+# logical) must be positive (a nugget may be 0 with zero_nugget), the others
+# finite or, with `infinite`, infinite (bounds of a formula parameter on its
+# own scale).
+gp_check_values <- function(x, what, known, positive, zero_nugget = FALSE, infinite = FALSE) {
   if (is.null(x) || !length(x)) return(NULL)
-  angles <- gp_angle_names(groups)
-  known <- unique(c(setdiff(gp_fit_params, "angle"), gp_range_names(groups), angles))
   x <- unlist(as.list(x))
   if (!is.numeric(x) || is.null(names(x)) || any(!nzchar(names(x)))) {
     stop("`", what, "` must be a named list or vector (", paste(known, collapse = ", "), ")",
@@ -123,15 +131,11 @@ gp_check_params <- function(x, what, groups, zero_nugget = FALSE) {
   }
   if (anyDuplicated(names(x))) stop("`", what, "` names a parameter twice", call. = FALSE)
   for (nm in names(x)) {
-    if (nm %in% angles) {
-      if (is.na(x[[nm]]) || !is.finite(x[[nm]])) {
-        stop("`", what, "$", nm, "` must be a finite number (radians)", call. = FALSE)
-      }
-      next
-    }
     zero_ok <- zero_nugget && nm == "nugget"
-    if (is.na(x[[nm]]) || !is.finite(x[[nm]]) || x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)) {
-      stop("`", what, "$", nm, "` must be a positive finite number",
+    pos <- positive[[nm]]
+    finite <- is.finite(x[[nm]]) || (infinite && !pos && !is.na(x[[nm]]))
+    if (!finite || (pos && (x[[nm]] < 0 || (x[[nm]] == 0 && !zero_ok)))) {
+      stop("`", what, "$", nm, "` must be a ", if (pos) "positive ", "finite number",
            if (zero_ok) " (or 0)" else "", call. = FALSE)
     }
   }
@@ -243,9 +247,9 @@ gp_difference_step <- 1e-4
 # dimensions), nor has d / dlog(smoothness) of a Matern kernel: both are
 # central differences of two kernels. With `aniso` (an anisotropic problem:
 # list(raw, angles)), the angles' terms follow the ranges' (gp_angle_terms()).
-# Every term vanishes on the diagonal (k(0) is the variance for every range,
-# angle and smoothness), which the Vecchia factor's trace(G D G') relies on.
+# A formula's terms are its own (gp_formula_terms()).
 gp_derivative_terms <- function(kernel, smoothness = FALSE, groups = NULL, aniso = NULL) {
+  if (inherits(kernel, "gk_formula")) return(gp_formula_terms(kernel))   # gp_formula.R
   if (is.null(groups)) groups <- seq_along(kernel$range)
   h <- gp_difference_step
   difference <- function(up, down) list(kernels = list(up, down), weights = c(1, -1) / (2 * h))

@@ -121,7 +121,7 @@ gp_new_design <- function(object, newX, m) {
 # Exact kriging standard errors at newlocs (design newX).
 gp_se_exact <- function(object, newlocs, newX) {
   kp <- gp_kriging_pieces(object, newlocs)
-  var <- object$kernel$variance - kp$vq
+  var <- gp_kernel_diag(object$kernel, newlocs) - kp$vq
   if (ncol(newX)) {
     U <- t(newX) - kp$xsc
     var <- var + colSums(U * solve(kp$xsx, U))
@@ -139,6 +139,10 @@ gp_conditionals <- function(fit, obs, at, nbr) {
   k <- fit$kernel
   n <- nrow(obs)
   storage.mode(nbr) <- "integer"
+  if (inherits(k, "gk_formula")) {   # its CPU function; d in the covariance's units
+    return(.Call(gk_r_gp_factor, rbind(obs, at), nbr, gk_formula_native(k, ncol(obs), "cpu"),
+                 NULL, as.double(fit$nugget), c(n + 1L, n, 1L), gk_threads(), FALSE)$coef)
+  }
   .Call(gk_r_gp_factor, rbind(obs, at), nbr, gp_kernel_with(k, 1, k$range), NULL,
         as.double(fit$nugget / k$variance), c(n + 1L, n, 1L), gk_threads(),
         fit$backend == "gpu")$coef
@@ -157,7 +161,7 @@ gp_se_vecchia <- function(object, newlocs, newX, neighbors) {
     nb <- knn(gp_neighbor_points(at, range), gp_neighbor_points(object$locs, range), k = m,
               backend = object$backend)$index
     cond <- gp_conditionals(object, object$locs, at, nb)
-    var[s] <- cond[, 1L] * object$kernel$variance
+    var[s] <- cond[, 1L] * if (inherits(object$kernel, "gk_formula")) 1 else object$kernel$variance
     if (ncol(newX)) {
       # the mean coefficients' term exactly: u = x0 - X' Sigma^-1 c, with the
       # fit's Sigma^-1 X
@@ -181,7 +185,8 @@ gp_chunks <- function(n, size) {
 # (gk_r_gp_dense_krige); otherwise C comes in chunks of new points through
 # gp_solver().
 gp_kriging_pieces <- function(object, newlocs) {
-  if (object$prob$method == "dense" && object$backend == "gpu") {
+  if (object$prob$method == "dense" && object$backend == "gpu" &&
+      !inherits(object$kernel, "gk_formula")) {
     return(.Call(gk_r_gp_dense_krige, object$locs, newlocs, object$kernel,
                  as.double(object$nugget), object$X))
   }

@@ -94,8 +94,8 @@ as_gk_kernel <- function(kernel, arg = "kernel", allow_formula = FALSE) {
   if (inherits(kernel, "gk_kernel")) return(gk_validate_kernel(kernel, arg))
   if (inherits(kernel, "gk_formula")) {
     if (allow_formula) return(kernel)
-    stop("formulas (gk_formula()) are taken by kernel_reduce(), kernel_matvec() and ",
-         "kernel_grad(); here `", arg, "` must be a gk_kernel() or a kernel name", call. = FALSE)
+    stop("formulas (gk_formula()) are taken by kernel_reduce(), kernel_matvec(), ",
+         "kernel_matrix(), kernel_grad(), gp_loglik() and gp_fit(); here `", arg, "` must be a gk_kernel() or a kernel name", call. = FALSE)
   }
   if (is.character(kernel) && length(kernel) == 1L) {
     if (is.na(kernel) || !nzchar(kernel)) return(gk_kernel(kernel))
@@ -174,7 +174,9 @@ gk_check_kernel_dim <- function(kernel, dim) {
 #'
 #' @param x Numeric matrix, one row per point.
 #' @param y Numeric matrix with the same number of columns; defaults to `x`.
-#' @param kernel A [gk_kernel()] or a kernel name.
+#' @param kernel A [gk_kernel()], a kernel name, or a formula from
+#'   [gk_formula()] (computed on the CPU, by its compiled C function, whatever
+#'   the backend).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @return A `nrow(x)` by `nrow(y)` matrix.
 #' @examples
@@ -186,11 +188,15 @@ kernel_matrix <- function(x, y = x, kernel = "gaussian", backend = NULL) {
   x <- gk_check_points(x, "x")
   y <- gk_check_points(y, "y")
   gk_check_same_dim(x, y)
-  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel), ncol(x))
+  kernel <- gk_check_kernel_dim(as_gk_kernel(kernel, allow_formula = TRUE), ncol(x))
   backend <- gk_backend(backend)
   if (as.double(nrow(x)) * nrow(y) > .Machine$integer.max) {
     stop("the kernel matrix would have more than 2^31 entries; use kernel_reduce() instead",
          call. = FALSE)
+  }
+  if (inherits(kernel, "gk_formula")) {   # its CPU function, F(x_i, y_j) (or a derivative)
+    backend <- "cpu"
+    kernel <- gk_formula_native(kernel, ncol(x), "cpu", wrt = kernel$wrt)
   }
   out <- .Call(gk_r_kernel_matrix, x, y, kernel, backend, gk_threads())
   dimnames(out) <- list(rownames(x), rownames(y))

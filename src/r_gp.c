@@ -102,19 +102,38 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
       gk_stop("internal: Vecchia rows out of range");
   }
   const int *ix = checked_neighbors(nbr, n - opt.first, n);
-  gk_kernel kernel = gk_kernel_from_r(spec), dkernel;
   int has_d = !Rf_isNull(dspec);
-  if (has_d) dkernel = gk_kernel_from_r(dspec);
-  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  gk_kernel kernel, dkernel;
+  gk_formula formula, dformula;
+  gp_cov cov = {&kernel, NULL, NULL}, dcov = {&dkernel, NULL, NULL};
+  double *xs;
+  if (gk_r_is_formula(spec)) {
+    /* a formula (CPU only: R compiled it) sees the points as given, row-major */
+    if (has_d && !gk_r_is_formula(dspec)) gk_stop("internal: a formula's derivative is a formula");
+    if (!Rf_isReal(locs) || dim < 1) gk_stop("internal: bad locations");
+    gk_r_formula_from(spec, dim, &formula);
+    if (has_d) gk_r_formula_from(dspec, dim, &dformula);
+    if (!formula.eval || (has_d && !dformula.eval))
+      gk_stop("internal: the formula was not compiled for the CPU");
+    xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < dim; k++) xs[(size_t) i * dim + k] = REAL(locs)[i + (size_t) k * n];
+    cov = (gp_cov) {NULL, &formula, xs};
+    dcov = (gp_cov) {NULL, &dformula, xs};
+  } else {
+    kernel = gk_kernel_from_r(spec);
+    if (has_d) dkernel = gk_kernel_from_r(dspec);
+    xs = scaled_points(locs, R_NilValue, spec, NULL);
+  }
   SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   gk_error err;
   gk_error_clear(&err);
-  if (gk_as_flag(gpu))
+  if (gk_as_flag(gpu) && !cov.formula)
     gp_gpu_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL,
                         gk_as_double(nugget), &opt, REAL(coef), REAL(stats), &err);
   else
-    gp_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL, gk_as_double(nugget),
+    gp_vecchia_rows(xs, n, dim, ix, m, &cov, has_d ? &dcov : NULL, gk_as_double(nugget),
                     &opt, gk_as_int(threads), REAL(coef), REAL(stats), &err);
   if (err.status) {
     UNPROTECT(2);

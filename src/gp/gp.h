@@ -20,6 +20,7 @@
 #include "device/gk_error.h"
 #include "gpukernels/gk_kernel.h"
 #include "reduce/reduce.h"
+#include "gp/gp_small.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,12 +52,13 @@ typedef struct {
 } gp_rows_options;
 
 /* Builds coef (or the conditionals, see gp_rows_options). xs: n x dim scaled
- * locations (column-major). dkernel (may be NULL) is a derivative kernel D.
+ * locations (column-major), cov the covariance (gp_small.h: a kernel on xs,
+ * or a formula on its own points). dcov (may be NULL) is a derivative D.
  * In the factor form stats[0] = sum log d_i (= log det of the Vecchia
  * covariance), stats[1] = trace(G G'), stats[2] = trace(G D G'); 0 in the
  * conditional form. */
 gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
-                          const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                          const gp_cov *cov, const gp_cov *dcov, double nugget,
                           const gp_rows_options *rows, int threads, double *out, double *stats,
                           gk_error *err);
 

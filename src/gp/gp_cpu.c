@@ -39,14 +39,14 @@ int gp_keep_preceding(const int *cand, const double *dist, int rows, int kc, int
  * written to line r of out (ld rows); Sigma = K + nugget on the points before
  * `noisy`. Returns i + 1 on failure (a singular system), else 0. */
 static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
-                      const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                      const gp_cov *cov, const gp_cov *dcov, double nugget,
                       int noisy, int form, int i, int r, int ld, double *work, int *cols,
                       double *out, double *row_stats)
 {
   double *a = work, *b = work + (size_t) m * m, *g = b + m;
-  const int q = gp_row_system(xs, n, dim, nbr + r, (size_t) ld, m, i, kernel, nugget, noisy,
+  const int q = gp_row_system(xs, n, dim, nbr + r, (size_t) ld, m, i, cov, nugget, noisy,
                               cols, a, b);
-  double var_i = gk_kernel_eval(kernel, 0.0) + (i < noisy ? nugget : 0.0);
+  double var_i = gp_cov_value(cov, xs, n, dim, i, i) + (i < noisy ? nugget : 0.0);
   double d = var_i;
   if (q > 0) {
     if (gp_cholesky(a, q)) return i + 1;
@@ -73,15 +73,16 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
   double gg = inv * inv;
   for (int t = 0; t < q; t++) gg += b[t] * b[t] * inv * inv;
   row_stats[1] += gg;
-  if (dkernel) {
-    /* g' D[S,S] g over S = {i, c}; D vanishes on the diagonal (d = 0) */
-    double gdg = 0.0;
+  if (dcov) {
+    /* g' D[S,S] g over S = {i, c}; the vocabulary's derivatives vanish on
+     * the diagonal (d = 0), a formula's need not (a weight's derivative) */
+    double gdg = dcov->formula ? inv * inv * gp_cov_value(dcov, xs, n, dim, i, i) : 0.0;
     for (int s2 = 0; s2 < q; s2++) {
       double gs = -b[s2] * inv;
-      gdg += 2.0 * inv * gs * gk_kernel_eval(dkernel, gp_sq_distance(xs, n, dim, cols[s2], i));
+      gdg += 2.0 * inv * gs * gp_cov_value(dcov, xs, n, dim, cols[s2], i);
       for (int t = 0; t < q; t++) {
         double gt = -b[t] * inv;
-        gdg += gs * gt * gk_kernel_eval(dkernel, gp_sq_distance(xs, n, dim, cols[s2], cols[t]));
+        gdg += gs * gt * gp_cov_value(dcov, xs, n, dim, cols[s2], cols[t]);
       }
     }
     row_stats[2] += gdg;
@@ -90,7 +91,7 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
 }
 
 gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
-                          const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
+                          const gp_cov *cov, const gp_cov *dcov, double nugget,
                           const gp_rows_options *rows, int threads, double *out, double *stats,
                           gk_error *err)
 {
@@ -117,7 +118,7 @@ gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int 
     for (int i = start; i < end; i++) {
       int tid = gk_omp_thread_id();
       double rs[3] = {0.0, 0.0, 0.0};
-      int bad = factor_row(xs, n, dim, nbr, m, kernel, dkernel, nugget, noisy, form, i,
+      int bad = factor_row(xs, n, dim, nbr, m, cov, dcov, nugget, noisy, form, i,
                            i - first, ld, work + per_thread * tid, cols + (size_t) (m + 1) * tid,
                            out, rs);
       if (bad) {

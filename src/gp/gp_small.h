@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include "gpukernels/gk_kernel.h"
+#include "reduce/reduce.h"
 
 /* Squared distance between points i and j of the n x dim column-major xs. */
 static inline double gp_sq_distance(const double *xs, int n, int dim, int i, int j)
@@ -13,12 +14,30 @@ static inline double gp_sq_distance(const double *xs, int n, int dim, int i, int
   return gk_sqdist(xs + i, (size_t) n, xs + j, (size_t) n, dim);
 }
 
+/* The covariance of the Vecchia rows: a kernel of the vocabulary on the
+ * scaled column-major points xs, or a user's formula (reduce.h), which sees
+ * the points as given (no range, no shift), row-major in `pts`. */
+typedef struct {
+  const gk_kernel *kernel;
+  const gk_formula *formula;   /* NULL: the kernel */
+  const double *pts;           /* the formula's points: n x dim, row-major */
+} gp_cov;
+
+/* The covariance of points i and j. */
+static inline double gp_cov_value(const gp_cov *c, const double *xs, int n, int dim, int i, int j)
+{
+  if (c->formula)
+    return c->formula->eval(c->pts + (size_t) i * dim, c->pts + (size_t) j * dim,
+                            c->formula->params);
+  return gk_kernel_eval(c->kernel, gp_sq_distance(xs, n, dim, i, j));
+}
+
 /* The small system of point i given its kept neighbours (those of nbr_row[k *
  * stride], k < m, 1-based, that come before i): their indices (0-based) in
  * cols, Sigma[c,c] in the lower triangle of the q x q matrix a, Sigma[c,i] in
  * g, with Sigma = K + nugget I on the points before `noisy`. Returns q. */
 static inline int gp_row_system(const double *xs, int n, int dim, const int *nbr_row,
-                                size_t stride, int m, int i, const gk_kernel *kernel,
+                                size_t stride, int m, int i, const gp_cov *cov,
                                 double nugget, int noisy, int *cols, double *a, double *g)
 {
   int q = 0;
@@ -28,9 +47,9 @@ static inline int gp_row_system(const double *xs, int n, int dim, const int *nbr
   }
   for (int s = 0; s < q; s++) {
     for (int t = s; t < q; t++)
-      a[t + s * q] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], cols[t])) +
+      a[t + s * q] = gp_cov_value(cov, xs, n, dim, cols[s], cols[t]) +
                      (s == t && cols[s] < noisy ? nugget : 0.0);
-    g[s] = gk_kernel_eval(kernel, gp_sq_distance(xs, n, dim, cols[s], i));
+    g[s] = gp_cov_value(cov, xs, n, dim, cols[s], i);
   }
   return q;
 }

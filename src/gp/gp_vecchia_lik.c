@@ -46,7 +46,8 @@ static int lik_row(const double *xs, int n, int dim, const int *nbr, int m,
   double *A = work, *L = A + mm, *g = L + mm, *b = g + m, *rc = b + m, *tmp = rc + m;
   double *dA = tmp + m, *dg = dA + mm, *db = dg + m, *dd = db + (size_t) m * nterms;
   double *Adb = dd + nterms;
-  const int q = gp_row_system(xs, n, dim, nbr + i, (size_t) n, m, i, kernel, nugget, n, cols,
+  const gp_cov cov = {kernel, NULL, NULL};
+  const int q = gp_row_system(xs, n, dim, nbr + i, (size_t) n, m, i, &cov, nugget, n, cols,
                               A, g);
   const size_t qq = (size_t) q * q;
   for (int s = 0; s < q; s++) rc[s] = r[cols[s]];

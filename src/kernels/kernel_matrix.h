@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include "device/gk_error.h"
 #include "gpukernels/gk_kernel.h"
+#include "reduce/reduce.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,12 @@ extern "C" {
 gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
                             const double *y, size_t n, int dim, double *out,
                             int threads, gk_error *err);
+
+/* The same for a user's formula compiled for the CPU (reduce.h), which sees
+ * the points as given: x (m x dim) and y (n x dim) row-major, unscaled. */
+gk_status kernel_matrix_formula_cpu(const gk_formula *formula, const double *x, size_t m,
+                                    const double *y, size_t n, int dim, double *out,
+                                    int threads, gk_error *err);
 
 gk_status kernel_matrix_cuda(const gk_kernel *kernel, const double *x, size_t m,
                              const double *y, size_t n, int dim, double *out,

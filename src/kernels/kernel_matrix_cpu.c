@@ -24,3 +24,22 @@ gk_status kernel_matrix_cpu(const gk_kernel *kernel, const double *x, size_t m,
   if (stop.stop) return gk_fail(err, GK_ERR_INTERRUPTED, "the kernel matrix was interrupted");
   return GK_OK;
 }
+
+gk_status kernel_matrix_formula_cpu(const gk_formula *formula, const double *x, size_t m,
+                                    const double *y, size_t n, int dim, double *out,
+                                    int threads, gk_error *err)
+{
+  if (!formula->eval) return gk_fail(err, GK_ERR_INPUT, "this formula was not compiled for the CPU");
+  ptrdiff_t ncol = (ptrdiff_t) n;
+  gk_stop_flag stop;
+  gk_stop_flag_init(&stop);
+#pragma omp parallel for schedule(static) num_threads(gk_omp_threads(threads))
+  for (ptrdiff_t j = 0; j < ncol; j++) {
+    if (gk_stop_requested(&stop)) continue;
+    const double *yj = y + (size_t) j * dim;
+    for (size_t i = 0; i < m; i++)
+      out[i + (size_t) j * m] = formula->eval(x + i * dim, yj, formula->params);
+  }
+  if (stop.stop) return gk_fail(err, GK_ERR_INTERRUPTED, "the kernel matrix was interrupted");
+  return GK_OK;
+}

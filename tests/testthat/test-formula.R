@@ -97,7 +97,14 @@ test_that("malformed formulas give errors that name the offending part", {
                "in `x3 \\* y1`: coordinate 3 of points with 2 coordinates")
   expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x[1:3] * y1), backend = "cpu"),
                "coordinate 3 of points with 2 coordinates")
-  expect_error(kernel_matrix(x, kernel = gk_formula(x1 * y1)), "formulas \\(gk_formula\\(\\)\\) are taken by")
+  expect_error(kernel_eval(gk_formula(x1 * y1), 1), "formulas \\(gk_formula\\(\\)\\) are taken by")
+  # kernel_matrix() takes them (on the CPU): F(x_i, y_j), not symmetric
+  y2 <- matrix(runif(6), 3, 2)
+  expect_equal(unname(kernel_matrix(x, y2, kernel = gk_formula(x1 * y2^2 + s, s = 0.5))),
+               outer(x[, 1], y2[, 2]^2) + 0.5, tolerance = 1e-14)
+  expect_error(gk_formula(exp(-s * x1), s = NaN), "one finite number \\(or NA\\)")
+  expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x1 * s, s = NA),
+                             backend = "cpu"), "parameter `s` has no value")
   expect_error(kernel_matvec(x, x, rep(1, 10), kernel = gk_formula(x1 / s, s = 0), backend = "cpu"),
                "is not finite")
 })
