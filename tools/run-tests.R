@@ -6,7 +6,8 @@
 # memory or time a signal (GK_TEST_ALONE) then run one at a time, after the rest,
 # so that no other process disturbs what they measure. Each file's report is
 # written to GK_TEST_LOGS (a folder) when set. GK_TEST_FILES (comma-separated
-# file names) runs only those files, in that order.
+# file names) runs only those files, in that order. GK_TEST_GPU_ONLY=1 runs
+# the tests that loop over backends on the GPU only (tests/testthat/helper-gpu.R).
 jobs <- max(1L, as.integer(Sys.getenv("GK_TEST_JOBS", "1")))
 log_dir <- Sys.getenv("GK_TEST_LOGS", tempfile("gk-tests"))
 dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)

@@ -3,9 +3,13 @@ skip_if_no_gpu <- function() {
   skip_if_not(gpukernels::gk_has_gpu(), "no GPU available")
 }
 
-# The backends to test: always the CPU, and the GPU when there is one.
+# The backends to test: always the CPU, and the GPU when there is one. With
+# GK_TEST_GPU_ONLY=1 on a GPU machine, only the GPU: the CPU variants are the
+# same code that the CPU-only run of the suite (.ci/run) tests, and device
+# time is scarce.
 test_backends <- function() {
-  if (gpukernels::gk_has_gpu()) c("cpu", "gpu") else "cpu"
+  if (!gpukernels::gk_has_gpu()) return("cpu")
+  if (identical(Sys.getenv("GK_TEST_GPU_ONLY"), "1")) "gpu" else c("cpu", "gpu")
 }
 
 # Relative error in the max norm, for comparisons against references.

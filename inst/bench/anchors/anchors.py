@@ -77,6 +77,8 @@ def timed(fn, reps, warmup=True):
 # ---------------------------------------------------------------- KeOps
 def run_keops():
     cases = ["gauss_f32_1e6", "gauss_f64_1e6", "gauss_f32_1e4", "gauss_f64_1e4", "gauss2d_f32",
+             "formula_gauss_f32_1e6", "formula_gauss_f64_1e6", "formula_gauss_f32_1e4",
+             "formula_gauss_f64_1e4",
              "knn_f32_1e5", "knn_f64_1e5", "lse_f32_1e5", "lse_f64_1e5"]
     missing = [d for d in ("keopscore", "pykeops") if not os.path.isdir(os.path.join(args.keops, d))]
     if missing:
@@ -121,6 +123,10 @@ def run_keops():
             reps = args.reps if size < 10**6 or prec == "f32" else 3
             s, r = timed(host_call(gauss_sum, dt, X[:size], Y[:size], B[:size, None]), reps)
             record(case, "KeOps", s, sample=r.numpy()[:1000])
+            # KeOps' gaussian is itself a LazyTensor formula: the anchor of
+            # gpukernels' gk_formula() gaussian as well (issue 39)
+            record("formula_" + case, "KeOps", s, "the same LazyTensor formula",
+                   sample=r.numpy()[:1000])
 
     # 2D scheme: M = 1e3 rows against N = 1e7 resident points.
     yb = torch.from_numpy(np.ascontiguousarray(load("y_big"), dtype=np.float32)).to(dev)

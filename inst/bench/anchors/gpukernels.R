@@ -62,6 +62,7 @@ if ("keops" %in% parts && gpu) {
   y <- load_array("y")
   b <- load_array("b")
   kern <- gk_kernel("gaussian", range = RANGE)
+  formula_gauss <- gk_formula(exp(-sqdist(x, y) / (2 * r^2)), r = RANGE)
   for (prec in c("single", "double")) for (size in c(1e6, 1e4)) {
     case <- sprintf("gauss_%s_%s", if (prec == "single") "f32" else "f64",
                     if (size == 1e6) "1e6" else "1e4")
@@ -71,6 +72,12 @@ if ("keops" %in% parts && gpu) {
     r <- timed(function() kernel_matvec(xs, ys, bs, kern, precision = prec),
                if (size == 1e6 && prec == "double") 3 else reps)
     add(case, r$seconds, rel_diff(r$value[1:1000], anchor_sample(case)))
+    # the same gaussian written as a formula (issue 39); its first call compiles
+    kernel_matvec(xs[1:10, ], ys[1:10, ], bs[1:10], formula_gauss, precision = prec)
+    r <- timed(function() kernel_matvec(xs, ys, bs, formula_gauss, precision = prec),
+               if (size == 1e6 && prec == "double") 3 else reps)
+    add(paste0("formula_", case), r$seconds,
+        rel_diff(r$value[1:1000], anchor_sample(paste0("formula_", case))))
   }
   # 2D scheme: y and b resident on the GPU as device matrices.
   dy <- gk_device_matrix(load_array("y_big"), precision = "single")
