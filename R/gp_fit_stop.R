@@ -26,7 +26,7 @@ gp_bound_text <- function(fit) {
   }, ""), collapse = "; ")
 }
 
-# Quasi-Newton steps on the free parameters from where L-BFGS-B stopped: the
+# Quasi-Newton steps on the free parameters from where the search stopped: the
 # Fisher information as the first curvature, then BFGS updates from the
 # gradients; projected on the bounds and halved until the log-likelihood does
 # not fall. They go on until the largest projected gradient is at most gtol
@@ -35,8 +35,13 @@ gp_bound_text <- function(fit) {
 # `final_fisher` is FALSE. The search of the iterative methods runs it with
 # few halvings: a step that fails twice halved means its stochastic gradient
 # no longer points uphill, and the polish (all the probes) takes over.
+# On the iterative methods the polish evaluates its steps with the Fisher
+# information (a fraction of an evaluation's columns, gp_fisher_probe_count):
+# the step that converges then needs no evaluation again, and the next step
+# is Fisher scoring.
 gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
                       final_fisher = TRUE, halvings = 8L) {
+  step_fisher <- final_fisher && !dense
   cur <- evaluate(par, fisher = TRUE)
   B <- cur$fisher
   with_fisher <- TRUE
@@ -83,7 +88,7 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
     for (h in 0:halvings) {
       cand <- pmin(pmax(par + step / 2^h, llo), lhi)
       cand[!free] <- par[!free]
-      r <- tryCatch(evaluate(cand), error = function(e) NULL)
+      r <- tryCatch(evaluate(cand, fisher = step_fisher), error = function(e) NULL)
       if (!is.null(r) && r$loglik >= cur$loglik - 1e-11 * max(1, abs(cur$loglik))) {
         accepted <- TRUE
         break
@@ -99,9 +104,10 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
       Bs <- drop(Bf %*% sv)
       B[free, free] <- Bf - outer(Bs, Bs) / sum(sv * Bs) + outer(yv, yv) / sy
     }
+    if (step_fisher) B <- r$fisher
     par <- cand
     cur <- r
-    with_fisher <- FALSE
+    with_fisher <- step_fisher
   }
   if (!with_fisher && final_fisher) cur <- evaluate(par, fisher = TRUE)
   pg <- pg_of(par, cur)
