@@ -160,8 +160,8 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
                    verbose = NULL, optim_control = list(), lower = NULL, upper = NULL,
                    fixed = NULL, gtol = 1e-6, coords = "euclidean", radius = 6371,
-                   ranges = "isotropic", backend = NULL) {
-  coords <- gp_check_coords(coords, radius)
+                   distance = "chordal", ranges = "isotropic", backend = NULL) {
+  coords <- gp_check_coords(coords, radius, distance)
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
@@ -175,9 +175,10 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
     fixed <- fixed[names(fixed) != "smoothness"]
     if (!length(fixed)) fixed <- NULL
   }
-  template <- gp_kernel_template(kernel, smoothness, ncol(locs))
-  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
   estimate_smoothness <- isTRUE(estimate_smoothness)
+  template <- gp_coords_kernel(gp_kernel_template(kernel, smoothness, ncol(locs)), coords,
+                               estimate_smoothness)
+  if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
   if (estimate_smoothness && template$name != "matern") {
     stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
   }
@@ -264,6 +265,8 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
   fac <- gp_param_factors(sc, pnames)
   slocs <- sweep(locs, 2L, sc$center) / sc$locs
   sdata <- list(y = data$y / sc$y, X = data$X)
+  # the kernel on the scaled locations (a sphere's radius scales with them)
+  stemplate <- gp_scale_kernel_radius(template, sc$locs)
 
   # bounds (natural scale), then their logs on the scaled problem
   lower <- gp_expand_ranges(gp_check_params(lower, "lower", groups), pnames)
@@ -302,7 +305,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
   tryCatch({
-    st <- gp_start(slocs, sdata, template, groups, gp_scale_start(start, fac, pnames), control,
+    st <- gp_start(slocs, sdata, stemplate, groups, gp_scale_start(start, fac, pnames), control,
                    backend, estimate_smoothness, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
     par0 <- log(st[pnames])
@@ -314,7 +317,7 @@ gp_fit_run <- function(locs, data, template, groups, start, method, estimate_smo
     if (G > 1L) prob$range_groups <- groups
     if (isTRUE(prob$duplicates) && exp(par0[[at$nugget]]) == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
-    make_kernel <- function(theta) gp_fit_kernel(template, theta, at, groups, estimate_smoothness)
+    make_kernel <- function(theta) gp_fit_kernel(stemplate, theta, at, groups, estimate_smoothness)
     # the search runs on the search problem (fewer probes), the polish on prob
     evals$prob <- gp_search_problem(prob, estimate_smoothness)
     # the last evaluation is kept under its parameters and probe count
@@ -504,7 +507,8 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
     family <- kernel
   }
   k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
-    gk_kernel(family)
+    if (family %in% gk_sphere_families) gk_kernel(family, radius = if (is.list(kernel)) kernel$radius else 1) else
+      gk_kernel(family)
   gp_check_kernel(k, dim)
 }
 

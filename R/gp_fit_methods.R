@@ -46,7 +46,8 @@ print.gp_fit <- function(x, ...) {
   k <- x$kernel
   cat(sprintf("Gaussian-process fit: %s kernel%s, n = %d, method \"%s\"\n", k$name,
               if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
-                if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "",
+                if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else
+                  if (!is.null(k$radius)) sprintf(" (radius %g)", k$radius) else "",
               x$n, x$method))
   print(signif(x$coefficients, 5))
   if (length(x$beta)) {

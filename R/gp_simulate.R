@@ -43,8 +43,9 @@
 #'   covariance to a few percent), 60 for a fit (whose draws should match
 #'   its kriging variances to well under 1%).
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
-#' @param coords,radius Locations as longitude and latitude on a sphere (see
-#'   Locations on the sphere in [gp_loglik()]); for a fit, the fit's.
+#' @param coords,radius,distance Locations as longitude and latitude on a
+#'   sphere, and their distance (see Locations on the sphere in
+#'   [gp_loglik()]); for a fit, the fit's.
 #' @param ... For a fit: `newlocs` and `newX`, the design matrix at `newlocs` (as in [predict.gp_fit()]).
 #' @return A vector (`nsim = 1`) or an `n` (for a fit: `nrow(newlocs)`) by
 #'   `nsim` matrix.
@@ -55,8 +56,8 @@
 #' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, coords = "euclidean", radius = 6371, backend = NULL,
-                        ...) {
+                        neighbors = 30L, coords = "euclidean", radius = 6371,
+                        distance = "chordal", backend = NULL, ...) {
   if (inherits(locs, "gp_fit")) {
     if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
     if (missing(neighbors)) neighbors <- 60L
@@ -66,9 +67,10 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   }
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
-  locs <- gp_locations(locs, gp_check_coords(coords, radius))
+  coords <- gp_check_coords(coords, radius, distance)
+  locs <- gp_locations(locs, coords)
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
-  kernel <- gp_check_kernel(kernel, ncol(locs))
+  kernel <- gp_coords_kernel(gp_check_kernel(kernel, ncol(locs)), coords)
   nugget <- gp_check_nugget(nugget)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
   gp_check_neighbors(neighbors, lower = 1)
