@@ -112,10 +112,11 @@
 #' kernel or smoothness, or an estimated smoothness, is an error. The
 #' kernel becomes `gk_kernel("exponential_great_circle", range, variance,
 #' radius)`, a function of the same 3D points' chordal distance, so every
-#' method and backend runs as with chordal distance. (Its `"h2"` matrices
-#' also see a kink at antipodal pairs, of size \eqn{e^{-\pi R / \ell}}: in
-#' their measured error, and negligible unless the range is a sizeable
-#' fraction of the radius.)
+#' method and backend runs as with chordal distance. Its `"h2"` matrices
+#' also see a kink at antipodal pairs, of size \eqn{e^{-\pi R / \ell}}: with
+#' ranges above about \eqn{R / 5.9} (1090 km on the Earth) it is kept out of
+#' their low-rank blocks, which makes them several times slower (see
+#' [h2_matrix()]); `"tiled"` does not depend on the range.
 #'
 #' @section Gradient:
 #' With `gradient = TRUE`, the derivatives in `log(variance)`, the log
