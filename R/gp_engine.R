@@ -2,7 +2,8 @@
 # order, Vecchia neighbours, probes), the covariance operators (dense, tiled
 # reductions, H2), block conjugate gradients with Lanczos quadrature.
 
-gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiquadric")
+gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiquadric",
+                 "exponential_great_circle")
 
 #' Control settings for the Gaussian-process functions
 #'

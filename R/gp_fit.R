@@ -218,8 +218,8 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
                    method = "auto", estimate_smoothness = FALSE, control = gp_control(),
                    verbose = NULL, optim_control = list(), lower = NULL, upper = NULL,
                    fixed = NULL, gtol = 1e-6, coords = "euclidean", radius = 6371,
-                   ranges = "isotropic", backend = NULL) {
-  coords <- gp_check_coords(coords, radius)
+                   distance = "chordal", ranges = "isotropic", backend = NULL) {
+  coords <- gp_check_coords(coords, radius, distance)
   locs <- gp_locations(locs, coords)
   gp_check_fit_locs(locs)   # n = 1 or all points equal: say so (checks.R)
   n <- nrow(locs)
@@ -242,9 +242,10 @@ gp_fit <- function(locs, y, X = NULL, kernel = "matern", smoothness = 1.5, start
       fixed <- fixed[names(fixed) != "smoothness"]
       if (!length(fixed)) fixed <- NULL
     }
-    template <- gp_kernel_template(kernel, smoothness, ncol(locs))
-    if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
     estimate_smoothness <- isTRUE(estimate_smoothness)
+    template <- gp_coords_kernel(gp_kernel_template(kernel, smoothness, ncol(locs)), coords,
+                                 estimate_smoothness)
+    if (is.null(start) && inherits(kernel, "gk_kernel")) start <- gp_kernel_start(kernel, groups)
     if (estimate_smoothness && template$name != "matern") {
       stop("`estimate_smoothness = TRUE` needs the matern kernel", call. = FALSE)
     }
@@ -360,6 +361,8 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     par[lg] <- exp(par[lg])
     par
   }
+  # the model on the scaled locations (a sphere's radius scales with them)
+  smodel <- model$scaled(sc)
 
   # bounds (natural scale), then their logs on the scaled problem
   lower <- model$check(lower, "lower")
@@ -398,7 +401,7 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     invokeRestart("abort")     # as R does with an interrupt nobody handles
   }
   tryCatch({
-    st <- gp_start(slocs, sdata, model, gp_scale_start(start, fac, pnames), control,
+    st <- gp_start(slocs, sdata, smodel, gp_scale_start(start, fac, pnames), control,
                    backend, fixed = fixed / fac[names(fixed)],
                    bounds = list(lower = lo / fac, upper = hi / fac), report = report)
     par0 <- to_par(st[pnames])
@@ -412,7 +415,7 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     prob$range_groups <- model$range_groups
     if (isTRUE(prob$duplicates) && from_par(par0)[["nugget"]] == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
-    make_kernel <- model$kernel
+    make_kernel <- smodel$kernel
     # the problem at these parameters' angles (anisotropic fits)
     rotated <- function(p, theta) if (A) gp_rotate_problem(p, unname(theta[at_angle])) else p
     # the search runs on the search problem (fewer probes), the polish on prob

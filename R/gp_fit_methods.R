@@ -77,7 +77,8 @@ print.gp_fit <- function(x, ...) {
            paste(deparse(k$expr[[3L]][[2L]], width.cutoff = 500L), collapse = " "))
   } else {
     paste0(k$name, " kernel", if (isTRUE(x$estimate_smoothness)) " (smoothness estimated)" else
-      if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else "")
+      if (k$name == "matern") sprintf(" (smoothness %g)", k$smoothness) else
+        if (!is.null(k$radius)) sprintf(" (radius %g)", k$radius) else "")
   }
   cat(sprintf("Gaussian-process fit: %s, n = %d, method \"%s\"\n", what, x$n, x$method))
   print(signif(x$coefficients, 5))

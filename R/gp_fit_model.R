@@ -24,6 +24,10 @@ gp_model_kernel <- function(template, groups, smoothness) {
        expand = function(x) gp_expand_ranges(x, pnames),
        kernel = function(theta) gp_fit_kernel(template, theta, at, groups, smoothness),
        neighbor_range = function(theta) theta[at$range][groups],
+       # the model on locations divided by sc$locs (a sphere's radius with them)
+       scaled = function(sc) {
+         gp_model_kernel(gp_scale_kernel_radius(template, sc$locs), groups, smoothness)
+       },
        initial = function(start, locs, v, fixed) {
          gp_kernel_initial(start, locs, v, fixed, groups, smoothness, template)
        })
@@ -42,7 +46,8 @@ gp_kernel_template <- function(kernel, smoothness, dim) {
     family <- kernel
   }
   k <- if (tolower(family) == "matern") gk_kernel(family, smoothness = smoothness) else
-    gk_kernel(family)
+    if (family %in% gk_sphere_families) gk_kernel(family, radius = if (is.list(kernel)) kernel$radius else 1) else
+      gk_kernel(family)
   gp_check_kernel(k, dim)
 }
 
@@ -125,6 +130,7 @@ gp_model_formula <- function(f, start) {
          gp_formula_cov(f, theta[["variance"]], params, log[params])
        },
        neighbor_range = function(theta) NULL,
+       scaled = function(sc) gp_model_formula(f, start),   # its locations are not scaled
        initial = function(start, locs, v, fixed) {
          st <- c(variance = 0.9 * v, unlist(values[params]), nugget = 0.1 * v)
          for (nm in intersect(names(start), c("variance", "nugget"))) {

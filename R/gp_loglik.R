@@ -103,6 +103,21 @@
 #' as in 3 dimensions). A fit keeps the choice: `predict()` and
 #' `gp_simulate(fit, ...)` take new locations as longitude and latitude.
 #'
+#' Chordal distance is the default because it is valid for every kernel.
+#' `distance = "great_circle"` uses the great-circle distance
+#' \eqn{R\theta} instead, where it is valid: for the exponential kernel
+#' (`"exponential"`, or `"matern"` with smoothness 0.5) only, since
+#' great-circle distance keeps the Matérn kernel positive definite on the
+#' sphere for smoothness \eqn{\le 1/2} alone (Gneiting 2013); any other
+#' kernel or smoothness, or an estimated smoothness, is an error. The
+#' kernel becomes `gk_kernel("exponential_great_circle", range, variance,
+#' radius)`, a function of the same 3D points' chordal distance, so every
+#' method and backend runs as with chordal distance. Its `"h2"` matrices
+#' also see a kink at antipodal pairs, of size \eqn{e^{-\pi R / \ell}}: with
+#' ranges above about \eqn{R / 5.9} (1090 km on the Earth) it is kept out of
+#' their low-rank blocks, which makes them several times slower (see
+#' [h2_matrix()]); `"tiled"` does not depend on the range.
+#'
 #' @section Geometric anisotropy:
 #' With `ranges = "anisotropic"` (2 or 3 columns, `coords = "euclidean"`) the
 #' covariance is \eqn{k(\|A(x - x')\|)} with
@@ -198,6 +213,9 @@
 #'   and latitude in degrees (see Locations on the sphere).
 #' @param radius The sphere's radius for `coords = "lonlat"`, in the unit the
 #'   range is given in (default 6371: the Earth's mean radius in km).
+#' @param distance `"chordal"` (the default) or `"great_circle"`: the distance
+#'   between lon/lat locations (see Locations on the sphere); great-circle
+#'   distance needs the exponential kernel.
 #' @param ranges Which dimensions share a range, for the gradient: `NULL`
 #'   (one derivative per range of `kernel`), `"isotropic"`, `"per_dimension"`
 #'   or one group number per column of `locs` (see Gradient); or
@@ -225,9 +243,9 @@
 #' @export
 gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradient = FALSE,
                       smoothness_gradient = FALSE, control = gp_control(),
-                      coords = "euclidean", radius = 6371, ranges = NULL, angle = NULL,
-                      backend = NULL) {
-  coords <- gp_check_coords(coords, radius)
+                      coords = "euclidean", radius = 6371, distance = "chordal", ranges = NULL,
+                      angle = NULL, backend = NULL) {
+  coords <- gp_check_coords(coords, radius, distance)
   locs <- gp_locations(locs, coords)
   groups <- if (!is.null(ranges)) gp_range_groups(ranges, ncol(locs))
   gp_check_coords_ranges(coords, groups)
@@ -245,6 +263,8 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   if (formula) {
     if (!is.null(groups)) stop("`ranges` is for kernels with ranges, not formulas", call. = FALSE)
     kernel <- gp_formula_loglik_kernel(kernel)
+  } else {
+    kernel <- gp_coords_kernel(kernel, coords, isTRUE(smoothness_gradient))
   }
   nugget <- gp_check_nugget(nugget)
   data <- gp_check_data(y, X, nrow(locs))

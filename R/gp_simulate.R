@@ -43,8 +43,9 @@
 #'   covariance to a few percent), 60 for a fit (whose draws should match
 #'   its kriging variances to well under 1%).
 #' @param backend See [gk_backend()]; for a fit, the fit's backend.
-#' @param coords,radius Locations as longitude and latitude on a sphere (see
-#'   Locations on the sphere in [gp_loglik()]); for a fit, the fit's.
+#' @param coords,radius,distance Locations as longitude and latitude on a
+#'   sphere, and their distance (see Locations on the sphere in
+#'   [gp_loglik()]); for a fit, the fit's.
 #' @param angle Geometric anisotropy (2 or 3 columns): the rotation in
 #'   radians of the axes that `kernel`'s ranges belong to, as
 #'   `ranges = "anisotropic"` in [gp_loglik()] (one angle in 2D, three in 3D);
@@ -59,8 +60,8 @@
 #' draws <- gp_simulate(fit, newlocs = matrix(runif(20), ncol = 2), nsim = 5)
 #' @export
 gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", "exact", "vecchia"),
-                        neighbors = 30L, coords = "euclidean", radius = 6371, angle = NULL,
-                        backend = NULL, ...) {
+                        neighbors = 30L, coords = "euclidean", radius = 6371,
+                        distance = "chordal", angle = NULL, backend = NULL, ...) {
   if (inherits(locs, "gp_fit")) {
     if (!missing(nugget)) stop("a fit's simulation has the fit's nugget", call. = FALSE)
     if (missing(neighbors)) neighbors <- 60L
@@ -70,7 +71,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
   }
   if (...length()) stop("unused arguments: ", paste(names(list(...)), collapse = ", "),
                         call. = FALSE)
-  coords <- gp_check_coords(coords, radius)
+  coords <- gp_check_coords(coords, radius, distance)
   locs <- gp_locations(locs, coords)
   if (!is.null(angle)) {
     # geometric anisotropy: the kernel's ranges are those of the rotated axes
@@ -79,7 +80,7 @@ gp_simulate <- function(locs, kernel, nugget = 0, nsim = 1L, method = c("auto", 
     locs <- gp_rotate_points(locs, gp_check_angles(angle, gp_angle_count(ncol(locs))))
   }
   if (missing(kernel)) stop("`kernel` is missing: give a gk_kernel() or a family name", call. = FALSE)
-  kernel <- gp_check_kernel(kernel, ncol(locs))
+  kernel <- gp_coords_kernel(gp_check_kernel(kernel, ncol(locs)), coords)
   nugget <- gp_check_nugget(nugget)
   gk_check_scalar(nsim, "nsim", lower = 1, integer = TRUE)
   gp_check_neighbors(neighbors, lower = 1)

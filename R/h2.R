@@ -1,6 +1,7 @@
 # H2 covariance matrices: construction, products and summaries (src/h2/).
 
-h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiquadric")
+h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiquadric",
+                 "exponential_great_circle")
 
 #' H2 covariance matrices
 #'
@@ -38,7 +39,11 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param locs Deprecated name of `x` (`h2_matrix()` is not a
 #'   Gaussian-process function: its points are `x`, as in [kernel_reduce()]).
 #' @param kernel A [gk_kernel()] or a family name: `"exponential"`, `"matern"` (any smoothness),
-#'   `"gaussian"`, `"cauchy"` or `"inverse_multiquadric"`.
+#'   `"gaussian"`, `"cauchy"`, `"inverse_multiquadric"` or `"exponential_great_circle"`
+#'   (not smooth at antipodal pairs either: when its value there,
+#'   \eqn{e^{-\pi R/\ell}}, exceeds 1e-8, those pairs are kept out of the
+#'   low-rank blocks as the near pairs are, which costs many more dense blocks;
+#'   below, the kink changes products by less than about that per entry).
 #' @param nugget Non-negative number added to the diagonal.
 #' @param leaf_size Most points in a leaf cluster (dense blocks are
 #'   `leaf_size` square).

@@ -23,6 +23,14 @@ gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance"
 #'     defaults, the plain inner product \eqn{x \cdot y}}
 #'   \item{`"squared_distance"`}{\eqn{\sigma^2 d^2}; with the defaults, the plain
 #'     squared Euclidean distance (alias `"sqdist"`)}
+#'   \item{`"exponential_great_circle"`}{\eqn{\sigma^2 \exp(-g)} for points on a
+#'     sphere of `radius` \eqn{R} (3D coordinates, as [gp_loglik()] makes from
+#'     longitude and latitude), \eqn{g = 2\rho \arcsin(\min(1, d / (2\rho)))},
+#'     \eqn{\rho = R / \ell}: \eqn{d} is their chordal distance and \eqn{g} their
+#'     great-circle distance, both in units of the (single) range. The exponential
+#'     is the only kernel of this package that great-circle distance keeps
+#'     positive definite (Matérn smoothness at most 1/2, Gneiting 2013); see
+#'     `distance` in [gp_loglik()].}
 #' }
 #' Wherever a function of the package takes `kernel`, a plain string such as
 #' `"gaussian"` stands for `gk_kernel("gaussian")` with the defaults.
@@ -35,12 +43,15 @@ gk_kernel_aliases <- c(imq = "inverse_multiquadric", sqdist = "squared_distance"
 #' @param smoothness The Matérn smoothness \eqn{\nu > 0}; only for `"matern"`,
 #'   where it is required.
 #' @param variance The variance (scale) \eqn{\sigma^2 > 0}.
+#' @param radius The sphere's radius, in the unit of the points and the range;
+#'   only for `"exponential_great_circle"`, where it is required.
 #' @return An object of class `gk_kernel`.
 #' @examples
 #' gk_kernel("matern", range = 0.2, smoothness = 1.5)
 #' gk_kernel("gaussian", range = c(1, 2, 0.5), variance = 2)
+#' gk_kernel("exponential_great_circle", range = 1000, radius = 6371)
 #' @export
-gk_kernel <- function(name, range = 1, smoothness = NULL, variance = 1) {
+gk_kernel <- function(name, range = 1, smoothness = NULL, variance = 1, radius = NULL) {
   if (!is.character(name) || length(name) != 1L || is.na(name)) {
     stop("kernel `name` must be a single string", call. = FALSE)
   }
@@ -71,20 +82,41 @@ gk_kernel <- function(name, range = 1, smoothness = NULL, variance = 1) {
   } else if (!is.null(smoothness)) {
     stop("`smoothness` applies to the matern kernel only", call. = FALSE)
   }
-  structure(list(name = family, family_code = gk_kernel_families[[family]],
-                 range = as.double(range), variance = as.double(variance),
-                 smoothness = if (is.null(smoothness)) NA_real_ else as.double(smoothness)),
+  sphere <- family %in% gk_sphere_families
+  if (sphere) {
+    if (is.null(radius)) {
+      stop("the ", family, " kernel needs `radius` (the sphere's, in the unit of the range)",
+           call. = FALSE)
+    }
+    gk_check_scalar(radius, "radius", lower = 0, lower_open = TRUE)
+    if (length(range) != 1L) {
+      stop("the ", family, " kernel takes one range (great-circle distance is isotropic)",
+           call. = FALSE)
+    }
+    if (!is.finite(radius / range)) stop("`radius` / `range` must be finite", call. = FALSE)
+  } else if (!is.null(radius)) {
+    stop("`radius` applies to the exponential_great_circle kernel only", call. = FALSE)
+  }
+  structure(c(list(name = family, family_code = gk_kernel_families[[family]],
+                   range = as.double(range), variance = as.double(variance),
+                   smoothness = if (is.null(smoothness)) NA_real_ else as.double(smoothness)),
+              if (sphere) list(radius = as.double(radius))),
             class = "gk_kernel")
 }
+
+# The families evaluated at great-circle distances, which carry a `radius`.
+gk_sphere_families <- "exponential_great_circle"
 
 #' @export
 print.gk_kernel <- function(x, ...) {
   params <- c(if (!is.na(x$smoothness)) sprintf("smoothness = %g", x$smoothness),
               sprintf("range = %s", paste(format(x$range), collapse = ", ")),
-              sprintf("variance = %g", x$variance))
+              sprintf("variance = %g", x$variance),
+              if (!is.null(x$radius)) sprintf("radius = %g", x$radius))
   cat("<gk_kernel> ", x$name, " (", paste(params, collapse = ", "), ")\n", sep = "")
   invisible(x)
 }
+
 
 # A gk_kernel from whatever the user passed as `kernel`. A name is parsed once
 # a session (gk_kernel() takes longer than a small reduction); names that
@@ -149,6 +181,16 @@ gk_validate_kernel <- function(kernel, arg = "kernel") {
     }
   } else if (!identical(smoothness, NA_real_)) {
     bad("its `smoothness` must be NA (it applies to the matern kernel only)")
+  }
+  radius <- kernel$radius
+  if (name %in% gk_sphere_families) {
+    if (!is.numeric(radius) || length(radius) != 1L || is.na(radius) || !is.finite(radius) ||
+        radius <= 0 || length(range) != 1L || !is.finite(radius / range)) {
+      bad("its `radius` must be one positive finite number, with one `range`")
+    }
+    if (!is.double(radius)) kernel$radius <- as.double(radius)
+  } else if (!is.null(radius)) {
+    bad("it has a `radius`, which only the exponential_great_circle kernel takes")
   }
   if (!is.integer(code)) kernel$family_code <- as.integer(code)
   if (!is.double(range)) kernel$range <- as.double(range)

@@ -42,10 +42,10 @@ static SEXP named_ints(const named_code *codes, int n)
  * range derivatives (GK_KERNEL_DLOGRANGE + f, for the families that have one). */
 static SEXP kernel_families(int offset)
 {
-  named_code codes[GK_KERNEL_SQUARED_DISTANCE + 1];
+  named_code codes[GK_KERNEL_LAST_FAMILY + 1];
   int n = 0;
-  for (int f = 0; f <= GK_KERNEL_SQUARED_DISTANCE; f++) {
-    if (offset && f > GK_KERNEL_INVERSE_MULTIQUADRIC) break;
+  for (int f = 0; f <= GK_KERNEL_LAST_FAMILY; f++) {
+    if (offset && !gk_kernel_has_dlogrange(f)) continue;
     codes[n].name = gk_kernel_family_name(f);
     codes[n++].code = offset + f;
   }

@@ -177,9 +177,7 @@ SEXP gk_r_kernel_ok(SEXP spec)
     return Rf_ScalarLogical(FALSE);
   int c = INTEGER(code)[0];
   int base = c >= GK_KERNEL_DLOGRANGE ? c - GK_KERNEL_DLOGRANGE : c;
-  if (c < 0 || base > GK_KERNEL_SQUARED_DISTANCE ||
-      (c >= GK_KERNEL_DLOGRANGE && base > GK_KERNEL_INVERSE_MULTIQUADRIC) ||
-      STRING_ELT(name, 0) == NA_STRING ||
+  if (!gk_kernel_code_valid(c) || STRING_ELT(name, 0) == NA_STRING ||
       strcmp(CHAR(STRING_ELT(name, 0)), gk_kernel_family_name(base)) != 0)
     return Rf_ScalarLogical(FALSE);
   for (R_xlen_t q = 0; q < Rf_xlength(range); q++) {
@@ -190,6 +188,14 @@ SEXP gk_r_kernel_ok(SEXP spec)
   if (!(v > 0) || !R_FINITE(v)) return Rf_ScalarLogical(FALSE);
   if (base == GK_KERNEL_MATERN ? !(nu > 0) || !R_FINITE(nu) : !ISNA(nu))
     return Rf_ScalarLogical(FALSE);
+  SEXP radius = gk_list_get(spec, "radius");
+  if (!gk_kernel_on_sphere(c) && radius != R_NilValue) return Rf_ScalarLogical(FALSE);
+  if (gk_kernel_on_sphere(c)) {
+    if (TYPEOF(radius) != REALSXP || Rf_xlength(radius) != 1 || Rf_xlength(range) != 1 ||
+        !(REAL(radius)[0] > 0) || !R_FINITE(REAL(radius)[0]) ||
+        !R_FINITE(REAL(radius)[0] / REAL(range)[0]))
+      return Rf_ScalarLogical(FALSE);
+  }
   return Rf_ScalarLogical(TRUE);
 }
 
@@ -199,11 +205,10 @@ gk_kernel gk_kernel_from_r(SEXP spec)
     gk_stop("`kernel` is not a valid gk_kernel: it must be a list made by gk_kernel()");
   double code = kernel_number(spec, "family_code");
   double variance = kernel_number(spec, "variance"), smoothness = kernel_number(spec, "smoothness");
-  int valid_code = (code >= GK_KERNEL_GAUSSIAN && code <= GK_KERNEL_SQUARED_DISTANCE) ||
-    (code >= GK_KERNEL_GAUSSIAN_DLOGRANGE && code <= GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE);
-  if (!valid_code || code != floor(code))
+  if (!(code >= 0 && code <= 2 * GK_KERNEL_DLOGRANGE) || code != floor(code) ||
+      !gk_kernel_code_valid((int) code))
     gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `family_code` must be "
-            "one of 0 to 6; make it with gk_kernel()");
+            "one of 0 to %d; make it with gk_kernel()", (int) GK_KERNEL_LAST_FAMILY);
   if (!(variance > 0) || !R_FINITE(variance))
     gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `variance` must be one "
             "positive finite number; make it with gk_kernel()");
@@ -213,7 +218,19 @@ gk_kernel gk_kernel_from_r(SEXP spec)
       gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): its `smoothness` must be "
               "one positive finite number; make it with gk_kernel()");
   }
-  return gk_kernel_make((gk_kernel_family) family, variance, smoothness);
+  gk_kernel k = gk_kernel_make((gk_kernel_family) family, variance, smoothness);
+  if (gk_kernel_on_sphere(family)) {
+    // the sphere's radius in units of the range: the engines divide the
+    // points by the range, so the sphere they see has this radius
+    SEXP range = list_element(spec, "range");
+    double radius = kernel_number(spec, "radius");
+    double rho = Rf_isReal(range) && Rf_xlength(range) == 1 ? radius / REAL(range)[0] : NAN;
+    if (!(radius > 0) || !(rho > 0) || !R_FINITE(rho))
+      gk_stop("`kernel` is not a valid gk_kernel (edited by hand?): a great-circle kernel needs "
+              "one positive `radius` and one `range`; make it with gk_kernel()");
+    k.sphere_radius = rho;
+  }
+  return k;
 }
 
 void gk_kernel_range_from_r(SEXP spec, int dim, double *range_out)

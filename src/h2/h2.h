@@ -79,12 +79,13 @@ typedef struct {
  * inner product, nor `squared_distance`, which grows with the distance). */
 static inline int h2_kernel_supported(gk_kernel_family family)
 {
-  return family == GK_KERNEL_GAUSSIAN || family == GK_KERNEL_EXPONENTIAL ||
-         family == GK_KERNEL_MATERN || family == GK_KERNEL_CAUCHY ||
-         family == GK_KERNEL_INVERSE_MULTIQUADRIC ||
-         /* range derivatives of those (GP gradients): smooth away from d = 0 too */
-         (family >= GK_KERNEL_GAUSSIAN_DLOGRANGE &&
-          family <= GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE);
+  /* The covariances and their range derivatives (GP gradients): smooth away
+   * from d = 0. The great-circle exponential is also not smooth at
+   * antipodal pairs (d = 2 rho), where it is exp(-pi rho): tiny unless the
+   * range is a sizeable part of the radius, and then in the measured error. */
+  int base = (int) family >= (int) GK_KERNEL_DLOGRANGE ? (int) family - (int) GK_KERNEL_DLOGRANGE
+                                                       : (int) family;
+  return gk_kernel_code_valid((int) family) && gk_kernel_has_dlogrange(base);
 }
 
 /* Builds the structure for n points (n x dim, column-major, already divided

@@ -12,7 +12,8 @@ test_that("the code tables are the C glue's, and the exported functions use them
     expect_false(anyDuplicated(table) > 0 || anyDuplicated(names(table)) > 0)
   }
   for (family in names(codes$kernel_families)) {
-    k <- gk_kernel(family, smoothness = if (family == "matern") 1.5)
+    k <- gk_kernel(family, smoothness = if (family == "matern") 1.5,
+                   radius = if (family %in% gpukernels:::gk_sphere_families) 1)
     expect_identical(k$family_code, codes$kernel_families[[family]])
   }
   expect_error(kernel_reduce(matrix(1, 2, 1), reduction = "median", backend = "cpu"),
@@ -22,7 +23,8 @@ test_that("the code tables are the C glue's, and the exported functions use them
 test_that("range-derivative family codes are valid kernels, codes beyond them are not", {
   derivatives <- .Call(gpukernels:::gk_r_codes)$kernel_dlogrange_families
   for (family in names(derivatives)) {
-    k <- gk_kernel(family, smoothness = if (family == "matern") 1.5)
+    k <- gk_kernel(family, smoothness = if (family == "matern") 1.5,
+                   radius = if (family %in% gpukernels:::gk_sphere_families) 1)
     k$family_code <- derivatives[[family]]
     expect_identical(gpukernels:::gk_validate_kernel(k), k)
   }

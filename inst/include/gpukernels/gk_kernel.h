@@ -17,6 +17,11 @@
  *   inverse multiquadric  s2 / sqrt(1 + d^2)
  *   linear                s2 <x/range, y/range>
  *   squared distance      s2 d^2
+ *   exponential great circle  s2 exp(-g), g = 2 rho asin(min(1, d / (2 rho))):
+ *                         for points on a sphere of radius rho (in units of
+ *                         the range), d is their chordal distance and g their
+ *                         great-circle distance (both over the range); valid
+ *                         covariance only because nu = 1/2 (Gneiting 2013)
  * Every family except `linear` is a function of d^2 ("the pair statistic");
  * `linear` is a function of the inner product.
  *
@@ -29,6 +34,8 @@
  *                         nu = 1/2, 3/2, 5/2: s2 d e^-d, s2 d^2 e^-d, s2 d^2 (1 + d) / 3 e^-d
  *   cauchy                s2 2 d^2 / (1 + d^2)^2
  *   inverse multiquadric  s2 d^2 / (1 + d^2)^(3/2)
+ *   exponential great circle  s2 g exp(-g) (rho = radius / range moves with
+ *                         the range, so g = great-circle distance / range)
  * They are functions of d^2 like their base families, so every engine
  * evaluates them unchanged.
  */
@@ -69,12 +76,15 @@ typedef enum {
   GK_KERNEL_INVERSE_MULTIQUADRIC = 4,
   GK_KERNEL_LINEAR = 5,
   GK_KERNEL_SQUARED_DISTANCE = 6,
+  GK_KERNEL_EXPONENTIAL_GREATCIRCLE = 7,
+  GK_KERNEL_LAST_FAMILY = 7,
   GK_KERNEL_DLOGRANGE = 16,   /* offset of the derivative families */
   GK_KERNEL_GAUSSIAN_DLOGRANGE = 16,
   GK_KERNEL_EXPONENTIAL_DLOGRANGE = 17,
   GK_KERNEL_MATERN_DLOGRANGE = 18,
   GK_KERNEL_CAUCHY_DLOGRANGE = 19,
-  GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE = 20
+  GK_KERNEL_INVERSE_MULTIQUADRIC_DLOGRANGE = 20,
+  GK_KERNEL_EXPONENTIAL_GREATCIRCLE_DLOGRANGE = 23
 } gk_kernel_family;
 
 typedef struct {
@@ -83,6 +93,7 @@ typedef struct {
   double smoothness;        /* matern nu                                          */
   int matern_twice_nu;      /* 1, 3, 5 for the closed forms; 0 for a general nu   */
   double matern_log_norm;   /* general nu: log 2 + log(nu)/2 - log(2 pi)/2 - stirling(nu) */
+  double sphere_radius;     /* great-circle families: the sphere's radius / range (rho) */
 } gk_kernel;
 
 /* The most scalar parameters a user's formula (gk_formula() in R, the
@@ -127,8 +138,34 @@ static inline double gk_kernel_relative_cost(const gk_kernel *k)
 static inline const char *gk_kernel_family_name(int family)
 {
   static const char *const names[] = {"gaussian", "exponential", "matern", "cauchy",
-                                      "inverse_multiquadric", "linear", "squared_distance"};
-  return family >= 0 && family <= (int) GK_KERNEL_SQUARED_DISTANCE ? names[family] : NULL;
+                                      "inverse_multiquadric", "linear", "squared_distance",
+                                      "exponential_great_circle"};
+  return family >= 0 && family <= (int) GK_KERNEL_LAST_FAMILY ? names[family] : NULL;
+}
+
+/* Whether a base family has a range derivative (family GK_KERNEL_DLOGRANGE +
+ * f): the covariances, not `linear` nor `squared_distance`. */
+static inline int gk_kernel_has_dlogrange(int family)
+{
+  return (family >= (int) GK_KERNEL_GAUSSIAN && family <= (int) GK_KERNEL_INVERSE_MULTIQUADRIC) ||
+         family == (int) GK_KERNEL_EXPONENTIAL_GREATCIRCLE;
+}
+
+/* Whether `code` is a family of the vocabulary: a base family or the range
+ * derivative of one that has it. */
+static inline int gk_kernel_code_valid(int code)
+{
+  if (code >= (int) GK_KERNEL_DLOGRANGE)
+    return gk_kernel_has_dlogrange(code - (int) GK_KERNEL_DLOGRANGE);
+  return gk_kernel_family_name(code) != NULL;
+}
+
+/* Whether a family (base or derivative) is evaluated at great-circle distances
+ * and so needs `sphere_radius`. */
+static inline int gk_kernel_on_sphere(int code)
+{
+  return code == (int) GK_KERNEL_EXPONENTIAL_GREATCIRCLE ||
+         code == (int) GK_KERNEL_EXPONENTIAL_GREATCIRCLE_DLOGRANGE;
 }
 
 /* Fills the derived fields (closed-form order, normalising constant). */
@@ -140,6 +177,7 @@ static inline gk_kernel gk_kernel_make(gk_kernel_family family, double variance,
   k.smoothness = smoothness;
   k.matern_twice_nu = 0;
   k.matern_log_norm = 0.0;
+  k.sphere_radius = 0.0;   /* set by the caller for the great-circle families */
   if (family == GK_KERNEL_MATERN || family == GK_KERNEL_MATERN_DLOGRANGE) {
     if (smoothness == 0.5) k.matern_twice_nu = 1;
     else if (smoothness == 1.5) k.matern_twice_nu = 3;
@@ -297,6 +335,18 @@ GK_HD double gk_matern_dlogrange_general(double d, double nu)
   return gk_bessel_power_term(d, nu + 1.0, nu - 1.0, (1.0 - nu) * log(2.0) - lgamma(nu));
 }
 
+/* The great-circle distance of two points on the sphere of radius rho =
+ * k->sphere_radius from their chordal distance d (both in units of the
+ * range): 2 rho asin(d / (2 rho)). A chord longer than the diameter (points
+ * off the sphere, such as H2's interpolation nodes) counts as antipodal; NaN
+ * stays NaN. The great-circle families are the exponential's formulas at this
+ * distance, so the exponential has one definition. */
+GK_HD double gk_great_circle(const gk_kernel *k, double d)
+{
+  double rho = k->sphere_radius, x = d / (2.0 * rho);
+  return 2.0 * rho * asin(x > 1.0 ? 1.0 : x);
+}
+
 /* d k / d log(range) for the derivative families, in double precision. */
 GK_HD_CALL double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
 {
@@ -306,6 +356,9 @@ GK_HD_CALL double gk_kernel_eval_dlogrange(const gk_kernel *k, double stat)
   switch ((int) k->family - (int) GK_KERNEL_DLOGRANGE) {
   case GK_KERNEL_GAUSSIAN:
     return stat > 2000.0 ? 0.0 : k->variance * stat * exp(-0.5 * stat);
+  case GK_KERNEL_EXPONENTIAL_GREATCIRCLE:   // g / range moves as d does: -g k'(g)
+    d = gk_great_circle(k, d);
+    /* fall through */
   case GK_KERNEL_EXPONENTIAL:
     return d > 800.0 ? 0.0 : k->variance * d * exp(-d);
   case GK_KERNEL_MATERN:
@@ -334,6 +387,10 @@ GK_HD double gk_kernel_eval(const gk_kernel *k, double stat)
   switch (k->family) {
   case GK_KERNEL_GAUSSIAN:
     return k->variance * exp(-0.5 * stat);
+  case GK_KERNEL_EXPONENTIAL_GREATCIRCLE:
+    d = gk_great_circle(k, sqrt(stat));
+    stat = d * d;
+    /* fall through */
   case GK_KERNEL_EXPONENTIAL:
     return k->variance * exp(-sqrt(stat));
   case GK_KERNEL_MATERN:
@@ -370,6 +427,10 @@ GK_HD float gk_kernel_eval_f(const gk_kernel *k, float stat)
   switch (k->family) {
   case GK_KERNEL_GAUSSIAN:
     return s2 * expf(-0.5f * stat);
+  case GK_KERNEL_EXPONENTIAL_GREATCIRCLE:   // the distance in double (asin near 1)
+    d = (float) gk_great_circle(k, sqrt((double) stat));
+    stat = d * d;
+    /* fall through */
   case GK_KERNEL_EXPONENTIAL:
     return s2 * expf(-sqrtf(stat));
   case GK_KERNEL_MATERN:
