@@ -566,36 +566,3 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
                  angle_unidentified = unidentified),
             class = "gp_fit")
 }
-
-# One progress step per likelihood evaluation through progressr (the user
-# picks the handler, see ?gk_progress), with the evaluation's line as the
-# step's message when `verbose`; without progressr, verbose lines go to
-# message(). A fit without `verbose` shows nothing for its first
-# `gpukernels.progress_after` seconds (default 2): quick fits print no bar,
-# and a longer one starts its bar with the evaluations done so far. The
-# progressor finishes when gp_fit() returns.
-gp_fit_progress <- function(verbose, steps, envir = parent.frame()) {
-  force(envir)   # the bar may start later, from a deeper frame
-  if (!gk_use_progressr() || steps < 1) {
-    if (verbose && !identical(getOption("gpukernels.progress"), FALSE)) {
-      return(function(line) message(line))
-    }
-    return(function(line) invisible())
-  }
-  after <- if (verbose) 0 else getOption("gpukernels.progress_after", 2)
-  started <- proc.time()[["elapsed"]]
-  p <- NULL
-  done <- 0L
-  function(line) {
-    # the evaluations can outnumber the planned steps (line searches): past
-    # them only the line is sent
-    amount <- if (done < steps - 1L) 1 else 0
-    done <<- done + amount
-    if (is.null(p)) {
-      if (proc.time()[["elapsed"]] - started < after) return(invisible())
-      p <<- progressr::progressor(steps = steps, envir = envir)
-      if (done > amount) p(amount = done - amount)   # the evaluations before the bar
-    }
-    if (verbose) p(message = line, amount = amount) else p(amount = amount)
-  }
-}
