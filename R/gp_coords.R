@@ -166,3 +166,19 @@ gp_canonical_angles <- function(angles) {
   a[[3L]] <- half(a[[3L]])
   list(angles = a, sign = sign)
 }
+
+# A 2D anisotropic fit's axes in the order of their ranges: the permutation of
+# the optimizer's parameters `par` that swaps range1 and range2 (positions
+# `at_range`) when range1 is the smaller, NULL when it is not or when the two
+# are not interchangeable (one fixed, or different bounds). The angle then
+# turns by pi/2.
+gp_axes_by_range <- function(par, at_range, free, llo, lhi) {
+  if (length(at_range) != 2L || anyNA(at_range) || !all(free[at_range]) ||
+      llo[[at_range[1L]]] != llo[[at_range[2L]]] || lhi[[at_range[1L]]] != lhi[[at_range[2L]]] ||
+      par[[at_range[1L]]] >= par[[at_range[2L]]]) {
+    return(NULL)
+  }
+  perm <- seq_along(par)
+  perm[at_range] <- rev(at_range)
+  perm
+}

@@ -93,8 +93,10 @@
 #' reported in \eqn{(-\pi/2, \pi/2]} (the covariance has period \eqn{\pi}
 #' in each; in 3D `angle2` in \eqn{[-\pi/2, \pi/2]}), with standard
 #' errors in radians. `(range1, range2, angle)` and `(range2, range1,
-#' angle + pi/2)` are the same covariance: the fit reports the one it
-#' reaches. Where the ranges are (nearly) equal the angle is not
+#' angle + pi/2)` are the same covariance: a 2D fit reports the one with
+#' `range1 >= range2` (so `angle` is the direction of the longer range),
+#' unless the two ranges are fixed or bounded differently; a 3D fit reports
+#' the form it reaches. Where the ranges are (nearly) equal the angle is not
 #' identifiable: the fit still converges, the angle's standard error is NA
 #' (the others are then those with the angle held at its estimate) and a
 #' warning says so. `fixed = list(angle = 0.3)` holds it (in 3D `angle1`, ...
@@ -503,8 +505,24 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
   }, interrupt = interrupted) -> res
 
   final <- res$final
+  angles_free <- A && all(free[at_angle]) && all(is.infinite(c(llo[at_angle], lhi[at_angle])))
+  perm <- if (angles_free && A == 1L) {
+    gp_axes_by_range(res$par, match(c("range1", "range2"), pnames), free, llo, lhi)
+  }
+  if (!is.null(perm)) {
+    # (range2, range1, angle + pi/2) is the same covariance: the larger range first
+    res$par <- stats::setNames(res$par[perm], names(res$par))
+    res$par[at_angle] <- res$par[at_angle] + pi / 2
+    final$gradient <- stats::setNames(final$gradient[perm], names(final$gradient))
+    if (!is.null(final$fisher)) final$fisher[] <- final$fisher[perm, perm]
+    if (!is.null(res$pg)) {
+      pg <- numeric(k)
+      pg[free] <- res$pg
+      res$pg <- pg[perm][free]
+    }
+  }
   on_bound <- gp_at_bounds(res$par, free, llo, lhi, final$gradient, pnames)
-  if (A && all(free[at_angle]) && all(is.infinite(c(llo[at_angle], lhi[at_angle])))) {
+  if (angles_free) {
     # the angles reported in their ranges: the same covariance, whose
     # derivatives in the angles change sign with the angles
     # (gp_canonical_angles()); fixed or bounded angles stay as they are

@@ -116,6 +116,7 @@ test_that("a fit recovers simulated ranges and angle within its errors", {
   fit <- gp_fit(dat$locs, dat$y, ranges = "anisotropic", method = "dense", backend = "cpu")
   expect_named(coef(fit), c("variance", "range1", "range2", "angle", "nugget"))
   expect_true(coef(fit)[["angle"]] > -pi / 2 && coef(fit)[["angle"]] <= pi / 2)
+  expect_gte(coef(fit)[["range1"]], coef(fit)[["range2"]])   # the larger range first
   est <- major_first(coef(fit)[c("range1", "range2")], coef(fit)[["angle"]])
   se <- sqrt(diag(vcov(fit)))
   se_r <- se[c("log_range1", "log_range2")]
@@ -162,6 +163,31 @@ test_that("a fit recovers simulated ranges and angle within its errors", {
   # conditional draws at the data's locations are the data's kriging means
   draws <- gp_simulate(fit, dat$locs[1:3, ], nsim = 2, method = "exact")
   expect_equal(dim(draws), c(3L, 2L))
+})
+
+test_that("2D fits report the larger range first, whichever form they reach", {
+  dat <- aniso_data(sample(250:320, 1), c(0.06, 0.22), 0.4, seed = 11, nugget = 0.05)
+  # started in either form, the optimizer reaches either; the fit reports one
+  fit_a <- gp_fit(dat$locs, dat$y, ranges = "anisotropic", method = "dense", backend = "cpu",
+                  start = list(variance = 1, range1 = 0.06, range2 = 0.22, angle = 0.4,
+                               nugget = 0.05))
+  fit_b <- gp_fit(dat$locs, dat$y, ranges = "anisotropic", method = "dense", backend = "cpu",
+                  start = list(variance = 1, range1 = 0.22, range2 = 0.06, angle = 0.4 - pi / 2,
+                               nugget = 0.05))
+  for (fit in list(fit_a, fit_b)) {
+    expect_gte(coef(fit)[["range1"]], coef(fit)[["range2"]])
+    cf <- coef(fit)
+    ref <- aniso_loglik(dat$locs, dat$y, dat$X, cf[c("range1", "range2")], cf[["angle"]], 1.5,
+                        cf[["variance"]], cf[["nugget"]])
+    expect_equal(fit$loglik, ref$loglik, tolerance = 1e-8)
+    # the gradient's and the covariance's rows follow the parameters
+    expect_lt(max(abs(fit$gradient)), 1e-3)
+  }
+  expect_equal(coef(fit_a), coef(fit_b), tolerance = 1e-4)
+  expect_equal(vcov(fit_a), vcov(fit_b), tolerance = 1e-3)
+  # the angle of the larger range's axis: 0.4 + pi/2, reported in (-pi/2, pi/2]
+  se <- sqrt(vcov(fit_a)["angle", "angle"])
+  expect_lt(abs(coef(fit_a)[["angle"]] - (0.4 + pi / 2 - pi)), 4 * se)
 })
 
 test_that("fixed and started angles, 3D fits, and a non-identifiable angle", {
