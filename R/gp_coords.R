@@ -182,3 +182,22 @@ gp_axes_by_range <- function(par, at_range, free, llo, lhi) {
   perm[at_range] <- rev(at_range)
   perm
 }
+
+# Whether the neighbour search's metric at parameters th1 differs from that at
+# th0 (named values of `model`'s parameters; angles at positions at_angle)
+# by more than gp_neighbor_stretch along some direction, after a common
+# scale (which leaves every neighbour set as it is). Only ranges per group
+# and angles move neighbours; one isotropic range never does.
+gp_neighbors_moved <- function(model, th0, th1, at_angle) {
+  if (is.null(model$range_groups) && !length(at_angle)) return(FALSE)
+  metric <- function(th) {
+    range <- model$neighbor_range(th)
+    R <- if (length(at_angle)) gp_rotation(unname(th[at_angle])) else diag(length(range))
+    crossprod(diag(1 / range, length(range)) %*% t(R))
+  }
+  stretch <- Re(eigen(solve(metric(th0), metric(th1)), only.values = TRUE)$values)
+  sqrt(max(stretch) / min(stretch)) > gp_neighbor_stretch
+}
+
+# 10% longer along one direction than another: neighbour sets begin to change.
+gp_neighbor_stretch <- 1.1

@@ -103,7 +103,11 @@
 #' or `angle = c(a1, a2, a3)`); [predict.gp_fit()] and [gp_simulate()] rotate
 #' new locations as the fit's, and `fit$locs` holds the rotated locations.
 #' The neighbours of the Vecchia method and preconditioner are those of the
-#' starting values' rotated, scaled coordinates.
+#' starting values' rotated, scaled coordinates; with `method = "vecchia"`,
+#' where the estimates stretch that metric by more than 10% in some
+#' direction (ranges per group or angles), the neighbours are found again
+#' at the estimates and the polish goes on from there (the Vecchia
+#' likelihood then approximates the exact one in the estimates' metric).
 #'
 #' @section Starting values:
 #' When `start` is `NULL` and `kernel` is a [gk_kernel()]: its variance and
@@ -303,33 +307,6 @@ gp_data_scales <- function(locs, data) {
   list(y = robust_sd(resid), locs = spread, center = center)
 }
 
-# The methods whose log-likelihood and gradient are estimates (by probes):
-# their search is Fisher scoring, the others' L-BFGS-B.
-gp_iterative_methods <- c("tiled", "h2")
-
-# Steps of that search, before the polish with all the probes takes over.
-gp_search_steps <- 40L
-
-# Probes of the iterative methods while the search runs: its steps need the
-# log-likelihood's shape, which a fifth of the default probes gives within a
-# small fraction of the standard errors, at a fraction of the conjugate-gradient
-# columns; the polish and everything the fit reports use all the probes.
-gp_search_probes <- 10L
-
-# The problem the search evaluates: `prob` with its first gp_search_probes
-# probes (uploaded again on the GPU), or `prob` itself: dense, Vecchia, few
-# probes, or the smoothness estimated (its kernels' Bessel functions, not the
-# columns, then cost the most, and the polish needs more steps from the
-# search's end point than the search saves).
-gp_search_problem <- function(prob, smoothness) {
-  if (smoothness || is.null(prob$probes) || ncol(prob$probes) <= gp_search_probes) return(prob)
-  search <- prob
-  search$probes <- prob$probes[, seq_len(gp_search_probes), drop = FALSE]
-  search$control$probes <- gp_search_probes
-  if (!is.null(prob$probes_device)) search$probes_device <- gk_device_block(search$probes)
-  search
-}
-
 # The fit itself, on data divided by their scales; called by gp_fit() and for
 # the start values (on a subset). Parameters, bounds and fixed values come
 # and go on the natural scale of `locs` and `data`. An interrupt ends it with
@@ -493,8 +470,21 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
       evals$best <- NULL
     }
     polish <- if (polish) {
-      gp_polish(par, free, llo, lhi, gtol, evaluate, dense = method == "dense",
-                steps = if (is.null(convergence)) 20L else 0L)
+      out <- gp_polish(par, free, llo, lhi, gtol, evaluate, dense = method == "dense",
+                       steps = if (is.null(convergence)) 20L else 0L)
+      th0 <- from_par(par0)
+      th1 <- from_par(out$par)
+      if (method == "vecchia" && gp_neighbors_moved(model, th0, th1, at_angle)) {
+        # Vecchia's neighbours (and so its likelihood) come from the starting
+        # metric: found again at the estimates, the polish goes on from there
+        prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
+                           range = model$neighbor_range(th1), angles = if (A) unname(th1[at_angle]))
+        prob$range_groups <- model$range_groups
+        evals$prob <- prob
+        evals$best <- NULL
+        out <- gp_polish(out$par, free, llo, lhi, gtol, evaluate, dense = FALSE)
+      }
+      out
     } else {
       # the start-value fit: no Fisher information, no steps after L-BFGS-B
       list(par = par, final = evaluate(par), pg = NULL, convergence = "converged")

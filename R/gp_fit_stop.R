@@ -1,5 +1,6 @@
 # The stopping rule of gp_fit(): the projected gradient within the bounds,
-# the bounds an estimate stopped on, and the Newton polish of the estimate.
+# the bounds an estimate stopped on, the iterative methods' search problem
+# and the Newton polish of the estimate.
 
 # The gradient projected on the box: zero where a parameter sits on a bound
 # and the gradient (of the log-likelihood, to be increased) points out of it.
@@ -119,3 +120,29 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
   list(par = par, final = cur, pg = pg, convergence = convergence)
 }
 
+# The methods whose log-likelihood and gradient are estimates (by probes):
+# their search is Fisher scoring, the others' L-BFGS-B.
+gp_iterative_methods <- c("tiled", "h2")
+
+# Steps of that search, before the polish with all the probes takes over.
+gp_search_steps <- 40L
+
+# Probes of the iterative methods while the search runs: its steps need the
+# log-likelihood's shape, which a fifth of the default probes gives within a
+# small fraction of the standard errors, at a fraction of the conjugate-gradient
+# columns; the polish and everything the fit reports use all the probes.
+gp_search_probes <- 10L
+
+# The problem the search evaluates: `prob` with its first gp_search_probes
+# probes (uploaded again on the GPU), or `prob` itself: dense, Vecchia, few
+# probes, or the smoothness estimated (its kernels' Bessel functions, not the
+# columns, then cost the most, and the polish needs more steps from the
+# search's end point than the search saves).
+gp_search_problem <- function(prob, smoothness) {
+  if (smoothness || is.null(prob$probes) || ncol(prob$probes) <= gp_search_probes) return(prob)
+  search <- prob
+  search$probes <- prob$probes[, seq_len(gp_search_probes), drop = FALSE]
+  search$control$probes <- gp_search_probes
+  if (!is.null(prob$probes_device)) search$probes_device <- gk_device_block(search$probes)
+  search
+}

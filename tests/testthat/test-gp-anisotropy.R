@@ -190,6 +190,37 @@ test_that("2D fits report the larger range first, whichever form they reach", {
   expect_lt(abs(coef(fit_a)[["angle"]] - (0.4 + pi / 2 - pi)), 4 * se)
 })
 
+test_that("a Vecchia fit finds its neighbours again in the estimated metric", {
+  # strongly anisotropic truth, far from the isotropic start: with the
+  # starting metric's neighbours the fit's Vecchia log-likelihood was 11 to
+  # 27 nats below the one with neighbours in its estimates' metric
+  set.seed(sample.int(1000, 1))
+  n <- sample(700:900, 1)
+  locs <- matrix(runif(2 * n), ncol = 2)
+  y <- gp_simulate(locs, gk_kernel("matern", range = c(0.3, 0.03), smoothness = 1.5),
+                   nugget = 0.05, angle = 0.8, backend = "cpu")
+  ctl <- gp_control(neighbors = 30)
+  fit <- gp_fit(locs, y, ranges = "anisotropic", method = "vecchia", control = ctl, backend = "cpu")
+  cf <- coef(fit)
+  k <- gk_kernel("matern", range = cf[c("range1", "range2")], smoothness = 1.5,
+                 variance = cf[["variance"]])
+  at_estimates <- gp_loglik(locs, y, kernel = k, nugget = cf[["nugget"]], ranges = "anisotropic",
+                            angle = cf[["angle"]], method = "vecchia", control = ctl,
+                            backend = "cpu")$loglik
+  expect_lt(abs(fit$loglik - at_estimates), 2, label = paste("n =", n))
+  # an isotropic fit's neighbours do not depend on its range
+  model <- gpukernels:::gp_model_kernel(gk_kernel("matern", smoothness = 1.5), rep(1L, 2), FALSE)
+  th <- c(variance = 1, range = 0.1, nugget = 0.1)
+  expect_false(gpukernels:::gp_neighbors_moved(model, th, th * c(1, 3, 1), integer(0)))
+  groups <- gpukernels:::gp_range_groups("anisotropic", 2L)
+  model <- gpukernels:::gp_model_kernel(gk_kernel("matern", smoothness = 1.5), groups, FALSE)
+  th <- c(variance = 1, range1 = 0.2, range2 = 0.1, angle = 0.3, nugget = 0.1)
+  at <- match("angle", names(th))
+  expect_false(gpukernels:::gp_neighbors_moved(model, th, th * c(1, 2, 2, 1, 1), at))
+  expect_true(gpukernels:::gp_neighbors_moved(model, th, th * c(1, 1.2, 1, 1, 1), at))
+  expect_true(gpukernels:::gp_neighbors_moved(model, th, th + c(0, 0, 0, 0.3, 0), at))
+})
+
 test_that("fixed and started angles, 3D fits, and a non-identifiable angle", {
   dat <- aniso_data(250, c(0.3, 0.1), 0.5, seed = 13)
   fit <- gp_fit(dat$locs, dat$y, ranges = "anisotropic", method = "dense", backend = "cpu",
