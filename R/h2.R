@@ -223,13 +223,14 @@ h2_multiply <- function(A, x) {
   if (!is.numeric(x) && !is.logical(x)) {
     stop("an h2matrix can only multiply a numeric vector or matrix", call. = FALSE)
   }
-  if (is.null(dim(x))) x <- matrix(x, ncol = 1L)
   n <- nrow(A$locs)
-  if (nrow(x) != n) {
-    stop("non-conformable: the h2matrix is ", n, " x ", n, " but x has ", nrow(x), " rows",
+  rows <- if (is.null(dim(x))) length(x) else nrow(x)
+  if (rows != n) {
+    stop("non-conformable: the h2matrix is ", n, " x ", n, " but x has ", rows, " rows",
          call. = FALSE)
   }
-  storage.mode(x) <- "double"
+  # a double vector goes as it is (one column, no copy); others are converted
+  if (!is.double(x)) storage.mode(x) <- "double"
   .Call(gk_r_h2_matmul, h2_ptr(A), x)   # refuses NA, NaN and infinite values
 }
 

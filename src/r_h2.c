@@ -140,8 +140,11 @@ SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
 {
   h2_matrix *h = handle_of(ptr);
-  if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x)) gk_stop("x must be a double matrix");
-  int n = Rf_nrows(x), nrhs = Rf_ncols(x);
+  /* a plain vector is one column: taken as it is, without the copy that
+   * matrix(x, ncol = 1) would make */
+  if (TYPEOF(x) != REALSXP) gk_stop("x must be a double vector or matrix");
+  int is_matrix = Rf_isMatrix(x);
+  int n = is_matrix ? Rf_nrows(x) : Rf_length(x), nrhs = is_matrix ? Rf_ncols(x) : 1;
   if (n != h->tree.n) gk_stop("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
   check_finite(x);
