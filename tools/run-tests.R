@@ -2,13 +2,15 @@
 # "N passed, N failed, N skipped"; exits non-zero if any test failed.
 #
 # GK_TEST_JOBS=n (default 1) runs the test files in n R processes at once (for
-# the 16-core GPU machine, where device time is scarce). Files that measure free
+# the 16-core GPU machine, where device time is scarce), each with cores / n
+# host threads. Files that measure free
 # memory or time a signal (GK_TEST_ALONE) then run one at a time, after the rest,
 # so that no other process disturbs what they measure. Each file's report is
 # written to GK_TEST_LOGS (a folder) when set. GK_TEST_FILES (comma-separated
 # file names) runs only those files, in that order. GK_TEST_GPU_ONLY=1 runs
 # the tests that loop over backends on the GPU only (tests/testthat/helper-gpu.R).
 jobs <- max(1L, as.integer(Sys.getenv("GK_TEST_JOBS", "1")))
+cores <- max(1L, parallel::detectCores(), na.rm = TRUE)
 log_dir <- Sys.getenv("GK_TEST_LOGS", tempfile("gk-tests"))
 dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)
 alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
@@ -20,10 +22,15 @@ run_in_process <- function(file) {
   stem <- sub("\\.R$", "", basename(file))
   log <- file.path(log_dir, paste0(stem, ".log"))
   rds <- file.path(log_dir, paste0(stem, ".rds"))
+  # Files running together share the cores: each process's host threads (the
+  # engines' OpenMP loops) are cores / jobs, not all of them, which would put
+  # jobs x cores threads on the cores. Files that run alone keep every core.
+  threads <- if (basename(file) %in% alone) 0L else max(1L, cores %/% jobs)
   code <- sprintf(paste0(
+    "options(gpukernels.threads = %dL); ",
     "r <- as.data.frame(testthat::test_file(%s, package = 'gpukernels', load_package = 'installed',",
     " reporter = testthat::SummaryReporter$new(), stop_on_failure = FALSE)); saveRDS(r, %s)"),
-    deparse(file), deparse(rds))
+    threads, deparse(file), deparse(rds))
   started <- Sys.time()
   system2(file.path(R.home("bin"), "Rscript"), c("-e", shQuote(code)), stdout = log, stderr = log)
   seconds <- as.numeric(difftime(Sys.time(), started, units = "secs"))
