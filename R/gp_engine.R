@@ -294,10 +294,15 @@ gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angle
 gp_rotate_problem <- function(prob, angles) {
   if (is.null(prob$aniso) || identical(prob$aniso$angles, angles)) return(prob)
   prob$aniso$angles <- angles
-  prob$locs <- gp_rotate_points(prob$aniso$raw, angles)
+  gp_problem_locs(prob, gp_rotate_points(prob$aniso$raw, angles))
+}
+
+# `prob` with the locations `locs` (in its point order), and its points for
+# the operators where it keeps them (on the GPU when they were there).
+gp_problem_locs <- function(prob, locs) {
+  prob$locs <- locs
   if (!is.null(prob$points)) {
-    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
-      prob$locs
+    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(locs) else locs
   }
   prob
 }

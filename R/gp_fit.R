@@ -386,12 +386,16 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     par0 <- to_par(st[pnames])
     par0[names(fixed)] <- to_par(fixed / fac[names(fixed)])
     par0[free] <- pmin(pmax(par0[free], llo[free]), lhi[free])
-    # neighbours in the coordinates scaled by the starting ranges (GpGp's
-    # way), rotated by the starting angles
-    prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
-                       range = model$neighbor_range(from_par(par0)),
-                       angles = if (A) unname(par0[at_angle]))
-    prob$range_groups <- model$range_groups
+    # the problem with its neighbours in the coordinates scaled by the ranges
+    # and rotated by the angles of parameters th: the starting ones (GpGp's
+    # way), for Vecchia the estimates' as well (below)
+    problem_at <- function(th) {
+      p <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
+                      range = model$neighbor_range(th), angles = if (A) unname(th[at_angle]))
+      p$range_groups <- model$range_groups
+      p
+    }
+    prob <- problem_at(from_par(par0))
     if (isTRUE(prob$duplicates) && from_par(par0)[["nugget"]] == 0) gp_check_duplicates(prob, 0)
     t_start <- proc.time()[["elapsed"]]
     make_kernel <- smodel$kernel
@@ -472,14 +476,11 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     polish <- if (polish) {
       out <- gp_polish(par, free, llo, lhi, gtol, evaluate, dense = method == "dense",
                        steps = if (is.null(convergence)) 20L else 0L)
-      th0 <- from_par(par0)
       th1 <- from_par(out$par)
-      if (method == "vecchia" && gp_neighbors_moved(model, th0, th1, at_angle)) {
+      if (method == "vecchia" && gp_neighbors_moved(model, from_par(par0), th1, at_angle)) {
         # Vecchia's neighbours (and so its likelihood) come from the starting
         # metric: found again at the estimates, the polish goes on from there
-        prob <- gp_problem(slocs, sdata$y, sdata$X, method, control, backend,
-                           range = model$neighbor_range(th1), angles = if (A) unname(th1[at_angle]))
-        prob$range_groups <- model$range_groups
+        prob <- problem_at(th1)
         evals$prob <- prob
         evals$best <- NULL
         out <- gp_polish(out$par, free, llo, lhi, gtol, evaluate, dense = FALSE)
@@ -544,12 +545,8 @@ gp_fit_run <- function(locs, data, model, start, method, control, ctl, backend, 
     locs <- gp_rotate_points(locs, unname(coefs[at_angle]))
     prob$aniso <- NULL
   }
-  prob$locs <- locs[prob$order, , drop = FALSE]
+  prob <- gp_problem_locs(prob, locs[prob$order, , drop = FALSE])
   prob$y <- data$y[prob$order]
-  if (!is.null(prob$points)) {
-    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(prob$locs) else
-      prob$locs
-  }
   kern <- model$kernel(coefs)
   convergence <- res$convergence
   if (length(on_bound) && grepl("^converged", convergence)) {

@@ -96,16 +96,19 @@ gp_polish <- function(par, free, llo, lhi, gtol, evaluate, dense, steps = 20L,
       }
     }
     if (!accepted) break
-    # BFGS update of B ~ -Hessian on the free parameters
-    sv <- (cand - par)[free]
-    yv <- -(r$gradient - cur$gradient)[free]
-    sy <- sum(sv * yv)
-    if (is.finite(sy) && sy > 1e-12 * sqrt(sum(sv^2) * sum(yv^2))) {
-      Bf <- B[free, free, drop = FALSE]
-      Bs <- drop(Bf %*% sv)
-      B[free, free] <- Bf - outer(Bs, Bs) / sum(sv * Bs) + outer(yv, yv) / sy
+    if (step_fisher) {
+      B <- r$fisher
+    } else {
+      # BFGS update of B ~ -Hessian on the free parameters
+      sv <- (cand - par)[free]
+      yv <- -(r$gradient - cur$gradient)[free]
+      sy <- sum(sv * yv)
+      if (is.finite(sy) && sy > 1e-12 * sqrt(sum(sv^2) * sum(yv^2))) {
+        Bf <- B[free, free, drop = FALSE]
+        Bs <- drop(Bf %*% sv)
+        B[free, free] <- Bf - outer(Bs, Bs) / sum(sv * Bs) + outer(yv, yv) / sy
+      }
     }
-    if (step_fisher) B <- r$fisher
     par <- cand
     cur <- r
     with_fisher <- step_fisher
