@@ -17,11 +17,8 @@ static void handle_finalize(SEXP ptr)
 
 static gk_shared *handle_of(SEXP handle)
 {
-  if (TYPEOF(handle) != EXTPTRSXP || R_ExternalPtrTag(handle) != Rf_install("gk_shared"))
-    gk_stop("not shared memory");
-  gk_shared *s = (gk_shared *) R_ExternalPtrAddr(handle);
-  if (!s) gk_stop("shared memory already released");
-  return s;
+  return (gk_shared *) gk_extptr_address(handle, "gk_shared", "shared memory",
+                                         "shared memory already released");
 }
 
 /* list(handle, path, token, bytes, ...extra) for a segment `s` owned by
@@ -94,11 +91,8 @@ static void channel_finalize(SEXP ptr)
 
 static gk_channel *channel_of(SEXP handle)
 {
-  if (TYPEOF(handle) != EXTPTRSXP || R_ExternalPtrTag(handle) != Rf_install("gk_channel"))
-    gk_stop("not a result channel");
-  gk_channel *c = (gk_channel *) R_ExternalPtrAddr(handle);
-  if (!c) gk_stop("result channel already released");
-  return c;
+  return (gk_channel *) gk_extptr_address(handle, "gk_channel", "result channel",
+                                          "result channel already released");
 }
 
 /* A result of `length` doubles (a matrix of `rows` rows when rows > 0) of
