@@ -15,6 +15,7 @@ divided by n: times n here. Its value is stochastic (CG + Lanczos with
 import argparse
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -28,6 +29,9 @@ p.add_argument("--sizes", default="20000")
 p.add_argument("--keops", default="")
 p.add_argument("--reps", type=int, default=5)
 p.add_argument("--fit-iters", type=int, default=60)
+# seconds one timed evaluation may take (0: no limit); one that takes longer
+# is recorded as a lower bound on its time
+p.add_argument("--eval-limit", type=float, default=0)
 args = p.parse_args()
 if args.keops:
     sys.path[:0] = [os.path.join(args.keops, "keopscore"), os.path.join(args.keops, "pykeops")]
@@ -77,15 +81,31 @@ def model_at(x, y, par, keops):
     return m, lik
 
 
+class OverLimit(Exception):
+    pass
+
+
+def over_limit(signum, frame):
+    raise OverLimit()
+
+
 def evaluation(m, lik, x, y):
-    """One marginal log-likelihood with its gradient (nats), synchronized."""
+    """One marginal log-likelihood with its gradient (nats), synchronized;
+    OverLimit after args.eval_limit seconds (Python regains control between
+    the CG iterations' kernel launches, where the alarm is raised)."""
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, m)
     m.zero_grad()
     torch.cuda.synchronize()
+    if args.eval_limit > 0:
+        signal.signal(signal.SIGALRM, over_limit)
+        signal.setitimer(signal.ITIMER_REAL, args.eval_limit)
     t0 = time.perf_counter()
-    val = mll(m(x), y)
-    (-val).backward()
-    torch.cuda.synchronize()
+    try:
+        val = mll(m(x), y)
+        (-val).backward()
+        torch.cuda.synchronize()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
     return time.perf_counter() - t0, val.item() * len(y)
 
 
@@ -157,6 +177,7 @@ def fit(n, how):
 
 
 sizes = [int(float(s)) for s in args.sizes.split(",")]
+compiled = set()      # KeOps compiles a formula once per process, for any n
 for n in sizes:
     par = dict(zip(["variance", "range", "nugget", "beta"], read(n, "par", 1)))
     x = torch.tensor(read(n, "locs", 2), device=dev, dtype=torch.float64)
@@ -168,7 +189,9 @@ for n in sizes:
             ctx = settings(kind)
             for c in ctx:
                 c.__enter__()
-            evaluation(m, lik, x, y)   # warm-up (KeOps compiles its formula)
+            if keops not in compiled or n <= 100000:
+                evaluation(m, lik, x, y)   # warm-up (KeOps compiles its formula)
+                compiled.add(keops)
             times, values = [], []
             for r in range(args.reps):
                 torch.manual_seed(100 + r)
@@ -185,6 +208,11 @@ for n in sizes:
                 c.__exit__(None, None, None)
             record(n, kind, statistics.median(times), statistics.mean(values),
                    statistics.stdev(values), note)
+        except OverLimit:
+            torch.cuda.synchronize()
+            record(n, kind, float("nan"), float("nan"), float("nan"),
+                   f"one evaluation did not finish in {args.eval_limit:g} s "
+                   f"(KeOps compiled at a smaller n)")
         except Exception as e:  # noqa: BLE001 (out of memory, time): say so, go on
             record(n, kind, float("nan"), float("nan"), float("nan"),
                    f"failed: {type(e).__name__}: {str(e)[:120]}")
