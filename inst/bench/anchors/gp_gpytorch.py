@@ -32,6 +32,10 @@ p.add_argument("--fit-iters", type=int, default=60)
 # seconds one timed evaluation may take (0: no limit); one that takes longer
 # is recorded as a lower bound on its time
 p.add_argument("--eval-limit", type=float, default=0)
+# the settings timed at the first size (the others: defaults), and whether
+# the fits run (at the first size; the exact one needs the n x n matrix)
+p.add_argument("--kinds", default="defaults,tight,accurate")
+p.add_argument("--fits", type=int, default=1)
 args = p.parse_args()
 if args.keops:
     sys.path[:0] = [os.path.join(args.keops, "keopscore"), os.path.join(args.keops, "pykeops")]
@@ -39,6 +43,7 @@ import gpytorch  # noqa: E402
 import linear_operator  # noqa: E402
 
 dev = torch.device("cuda")
+t_script = time.perf_counter()
 out_path = os.path.join(args.data, "gpytorch.tsv")
 with open(out_path, "w") as f:
     f.write("n\tsetting\tseconds\tloglik\tloglik_sd\tnote\n")
@@ -183,7 +188,7 @@ for n in sizes:
     x = torch.tensor(read(n, "locs", 2), device=dev, dtype=torch.float64)
     y = torch.tensor(read(n, "y", 1), device=dev, dtype=torch.float64)
     keops = n > 20000 and bool(args.keops)
-    for kind in (["defaults", "tight", "accurate"] if n == sizes[0] else ["defaults"]):
+    for kind in (args.kinds.split(",") if n == sizes[0] else ["defaults"]):
         try:
             m, lik = model_at(x, y, par, keops)
             ctx = settings(kind)
@@ -194,6 +199,8 @@ for n in sizes:
                 compiled.add(keops)
             times, values = [], []
             for r in range(args.reps):
+                print(f"n = {n}, {kind}: evaluation {r + 1} starts at "
+                      f"{time.perf_counter() - t_script:.1f} s", flush=True)
                 torch.manual_seed(100 + r)
                 t, v = evaluation(m, lik, x, y)
                 times.append(t)
@@ -207,7 +214,7 @@ for n in sizes:
             for c in reversed(ctx):
                 c.__exit__(None, None, None)
             record(n, kind, statistics.median(times), statistics.mean(values),
-                   statistics.stdev(values), note)
+                   statistics.stdev(values) if len(values) > 1 else float("nan"), note)
         except OverLimit:
             torch.cuda.synchronize()
             record(n, kind, float("nan"), float("nan"), float("nan"),
@@ -217,7 +224,7 @@ for n in sizes:
             record(n, kind, float("nan"), float("nan"), float("nan"),
                    f"failed: {type(e).__name__}: {str(e)[:120]}")
         torch.cuda.empty_cache()
-    if n == sizes[0]:
+    if n == sizes[0] and args.fits:
         for how in (fit_exact, fit_adam):
             try:
                 fit(n, how)
