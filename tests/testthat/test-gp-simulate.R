@@ -1,7 +1,9 @@
 # gp_simulate(method = "vecchia") against the textbook Vecchia model, written
 # here in base R (issue 33): the points in the random order sample.int(n)
 # drawn first from the user's stream, each conditioned on its m nearest
-# preceding points, with the exact conditional mean and variance.
+# preceding points, with the exact conditional mean and variance of the
+# latent process (with a jitter of 1e-8 of the variance), and the rest of the
+# nugget added as independent noise drawn after the normals.
 
 # The exponential kernel in base R: variance * exp(-d / range).
 ref_exponential <- function(a, b, variance, range) {
@@ -49,8 +51,10 @@ vecchia_draws <- function(n, m, nsim, range, seed, nugget = 0) {
   set.seed(seed + 1L)
   ord <- sample.int(n)   # the order gp_simulate() draws first
   z <- matrix(rnorm(n * nsim), n, nsim)
-  list(locs = locs, y = as.matrix(y), ord = ord, z = z,
-       ref = ref_vecchia(locs[ord, , drop = FALSE], m, 1, range, nugget))
+  jitter <- min(nugget, 1e-8)
+  noise <- if (nugget > jitter) sqrt(nugget - jitter) * matrix(rnorm(n * nsim), n, nsim) else 0
+  list(locs = locs, y = as.matrix(y), ord = ord, z = z, noise = noise,
+       ref = ref_vecchia(locs[ord, , drop = FALSE], m, 1, range, jitter))
 }
 
 test_that("Vecchia draws are the textbook model's, to rounding", {
@@ -59,9 +63,27 @@ test_that("Vecchia draws are the textbook model's, to rounding", {
     d <- vecchia_draws(case[["n"]], case[["m"]], nsim = 3L, range = 0.3, seed = 7L,
                        nugget = case[["nugget"]])
     want <- matrix(0, case[["n"]], 3L)
-    want[d$ord, ] <- forwardsolve(d$ref$IB, d$ref$sd * d$z)
+    want[d$ord, ] <- forwardsolve(d$ref$IB, d$ref$sd * d$z) + d$noise
     expect_equal(d$y, want, tolerance = 1e-9, info = paste(case, collapse = " "))
   }
+})
+
+test_that("Vecchia draws of a smooth kernel with a small nugget have the model's energy", {
+  # y' (K + nugget I)^-1 y / n has mean 1 under the model. Conditioning the
+  # noisy y on its neighbours (as GpGp's fast_Gp_sim) gives about 1.024
+  # here; the latent process's draws plus exact noise give 1.
+  set.seed(31)
+  n <- 1000L
+  nsim <- 400L
+  locs <- matrix(runif(2 * n), ncol = 2)
+  k <- gk_kernel("matern", range = 0.6, smoothness = 1.5)
+  S <- kernel_matrix(locs, kernel = k, backend = "cpu")
+  diag(S) <- diag(S) + 0.01
+  y <- gp_simulate(locs, k, nugget = 0.01, nsim = nsim, method = "vecchia", backend = "cpu")
+  energy <- colSums(backsolve(chol(S), y, transpose = TRUE)^2) / n
+  se <- stats::sd(energy) / sqrt(nsim)
+  expect_lt(se, 0.003)
+  expect_lt(abs(mean(energy) - 1), 4 * se)
 })
 
 test_that("n = 40, m = 5: the simulated variance is at least 0.99 of the kernel's", {
