@@ -10,7 +10,6 @@
 #include "device/gk_channel.h"
 #include "device/gk_omp.h"
 #include "device/gk_tunables.h"
-#include <sys/mman.h>
 
 #define SLOTS_PER_RING 4
 #define PAGE 4096
@@ -118,23 +117,6 @@ static void *drain(void *arg)
   return NULL;
 }
 
-/* Asks for 2 MiB pages for the result (GK_RESULT_HUGE_PAGES): a 10 GB result
- * is 2.5 million first-touch faults of 4 KiB, which the writers pay. */
-static void result_pages(double *out, size_t values)
-{
-#ifdef MADV_HUGEPAGE
-  if (gk_tunable(GK_TUNE_RESULT_HUGE_PAGES) == 0 || values * sizeof(double) < ((size_t) 64 << 20))
-    return;
-  const size_t huge = (size_t) 2 << 20;
-  uintptr_t a = ((uintptr_t) out + huge - 1) / huge * huge;
-  uintptr_t b = ((uintptr_t) (out + values)) / huge * huge;
-  if (b > a) madvise((void *) a, (size_t) (b - a), MADV_HUGEPAGE);
-#else
-  (void) out;
-  (void) values;
-#endif
-}
-
 static void stop_writers(gk_channel *c)
 {
   for (int k = 0; k < c->running; k++) {
@@ -146,8 +128,7 @@ static void stop_writers(gk_channel *c)
 }
 
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
-                            size_t out_values, gk_write_kind layout, size_t n_rows,
-                            int threads, gk_error *err)
+                            gk_write_kind layout, size_t n_rows, int threads, gk_error *err)
 {
   memset(c, 0, sizeof(*c));
   size_t heads = heads_bytes(rings);
@@ -168,10 +149,8 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   for (size_t k = 0; k < rings * SLOTS_PER_RING; k++) atomic_init(&slots_of(h)[k].state, 0);
   c->head = h;
   c->out = out;
-  c->out_values = out_values;
   c->layout = layout;
   c->n_rows = n_rows;
-  result_pages(out, out_values);
   int writers = (int) gk_tunable(GK_TUNE_CHANNEL_WRITERS), all = gk_omp_threads(threads);
   if (writers <= 0) writers = 2;
   if (writers > GK_CHANNEL_MAX_WRITERS) writers = GK_CHANNEL_MAX_WRITERS;

@@ -61,7 +61,6 @@ struct gk_channel {
   gk_shared seg;
   gk_channel_head *head;
   double *out;            /* the result the slots are scattered into     */
-  size_t out_values;
   gk_write_kind layout;
   size_t n_rows;
   int threads;            /* OpenMP threads of each writer               */
@@ -78,13 +77,12 @@ struct gk_channel {
 size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings);
 
 /* Makes the segment (`rings` rings of slots of `slot_bytes`) and starts the
- * caller's writer threads, which scatter into `out` (`out_values` doubles;
- * layout and rows of the result) with `threads` OpenMP threads among them.
+ * caller's writer threads, which scatter into `out` (layout and rows of the
+ * result) with `threads` OpenMP threads among them.
  * The first writer makes the slots' pages before it looks for full slots,
  * while the workers start: the call returns at once. */
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
-                            size_t out_values, gk_write_kind layout, size_t n_rows,
-                            int threads, gk_error *err);
+                            gk_write_kind layout, size_t n_rows, int threads, gk_error *err);
 
 /* Once every worker is done: scatters what is left, stops the threads. */
 void gk_channel_finish(gk_channel *c);

@@ -38,9 +38,6 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_CHANNEL_WRITERS", 0, 0, 8, 0,
    "Threads of the calling process that write future workers' blocks into a PCF result "
    "(1 to 8, sharing its OpenMP threads); 0 chooses (2)."},
-  {"GK_RESULT_HUGE_PAGES", 1, 0, 1, 0,
-   "1 asks the system for 2 MiB pages for a PCF result that future workers fill (fewer "
-   "first-touch page faults), 0 leaves it to the default."},
 };
 
 static int valid(const tunable *t, double v)

@@ -171,15 +171,14 @@ test_that("workers send their bands through shared slots: results equal one proc
   with_plan(future::multisession, shared_cases())
 })
 
-test_that("one or several writer threads, 2 MiB pages or not: the same results", {
-  # 4200 functions: a 70 MB dist, above the size that asks for 2 MiB pages.
+test_that("one or several writer threads of the caller: the same results", {
+  # 4200 functions: a 70 MB dist, 4 slots per worker of 8.8 MB.
   set.seed(37)
   X <- lapply(1:4200, function(i) pcf(c(0, runif(1)), c(rnorm(1), 0)))
   ref <- pcf_pdist(X, backend = "cpu", workers = 1)
   with_plan(future::multisession, {
-    for (setting in list(list(GK_CHANNEL_WRITERS = 1, GK_RESULT_HUGE_PAGES = 0),
-                         list(GK_CHANNEL_WRITERS = 3, GK_RESULT_HUGE_PAGES = 1),
-                         list(GK_CHANNEL_WRITERS = NA, GK_RESULT_HUGE_PAGES = NA))) {
+    for (setting in list(list(GK_CHANNEL_WRITERS = 1), list(GK_CHANNEL_WRITERS = 3),
+                         list(GK_CHANNEL_WRITERS = NA))) {
       d <- with_tunables(setting, pcf_pdist(X, backend = "cpu"))
       expect_true(same_dist(d, ref), info = paste(unlist(setting), collapse = " "))
     }
