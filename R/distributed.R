@@ -38,8 +38,11 @@
 #'     run in this process): the functions are copied once into shared memory,
 #'     which each worker reads its band's functions from; each worker copies
 #'     its blocks of results, as its GPU (or CPU) produces them, into a few
-#'     small shared buffers of its own, and a thread of the calling process
-#'     writes them into the result while the workers compute. Nothing travels
+#'     small shared buffers of its own, and threads of the calling process
+#'     (two; `GK_CHANNEL_WRITERS`, see [gk_info()]) write them into the result
+#'     while the workers compute. The functions are copied straight from
+#'     their R matrices into the shared memory, and the buffers' pages are
+#'     made while the workers start. Nothing travels
 #'     through the workers' connections but a few numbers, and the `dist` or
 #'     matrix is an ordinary R vector, built once, in place. (Workers writing
 #'     the result in shared memory themselves would pay a page fault per 4 KiB
@@ -265,8 +268,8 @@ gk_pcf_chunk_shared <- function(task) {
 # pcf_matrix_call with the arguments already checked). The result is an
 # ordinary vector of this process, made with a result channel
 # (device/gk_channel.h) where the system has shared memory: the workers on
-# this machine hand their blocks to it through small shared slots and a
-# thread of this process scatters them into the result while they compute;
+# this machine hand their blocks to it through small shared slots and
+# threads of this process scatter them into the result while they compute;
 # the results of others are written into it as they arrive. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
@@ -300,9 +303,10 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
     stats <- .Call(gk_r_channel_stats, handle)
-    phases[1L] <- sprintf("%s; this process scattered %.2f s (%d pieces, %d threads), finished %.2f s",
-                          phases[1L], stats[1L], as.integer(stats[2L]), as.integer(stats[3L]),
-                          proc.time()[["elapsed"]] - start)
+    phases[1L] <- sprintf(
+      "%s; this process scattered %.2f s (%d pieces, %d writers x %d threads), finished %.2f s",
+      phases[1L], stats[1L], as.integer(stats[2L]), as.integer(stats[4L]),
+      as.integer(stats[3L]), proc.time()[["elapsed"]] - start)
     message(paste(phases, collapse = "\n"))
   }, add = TRUE, after = FALSE)
   .Call(gk_r_channel_finish, handle)

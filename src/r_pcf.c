@@ -14,10 +14,17 @@
 #include <math.h>
 
 /* One pass (on R's thread) to count and check shapes and to take the data
- * pointers, one to copy, in parallel: for 1e5 functions the copy is a
- * noticeable part of the host's serial time. The set lives in R's transient
- * memory, freed when the call returns or raises. */
-static void flatten(SEXP list, const char *arg, pcf_set *s)
+ * pointers (flatten_plan), one to copy, in parallel (flatten_copy): for 1e5
+ * functions the copy is a noticeable part of the host's serial time. The
+ * plan lives in R's transient memory, freed when the call returns or raises. */
+typedef struct {
+  R_xlen_t n;
+  size_t *offset;
+  const void **data;
+  char *is_int;
+} flat_plan;
+
+static void flatten_plan(SEXP list, const char *arg, flat_plan *plan)
 {
   if (TYPEOF(list) != VECSXP)
     gk_stop("`%s` must be a list of PCFs (two-column matrices t, v), made by as_pcf_list()", arg);
@@ -35,19 +42,27 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
     is_int[f] = TYPEOF(m) == INTSXP;
     data[f] = is_int[f] ? (const void *) INTEGER(m) : (const void *) REAL(m);
   }
-  double *t = (double *) R_alloc(offset[n] + 1, sizeof(double));
-  double *v = (double *) R_alloc(offset[n] + 1, sizeof(double));
-  int threads = offset[n] < 1000000 ? 1 : gk_omp_threads(0);
+  plan->n = n;
+  plan->offset = offset;
+  plan->data = data;
+  plan->is_int = is_int;
+}
+
+/* The planned functions' t and v into t and v (offset[n] values each). */
+static void flatten_copy(const flat_plan *plan, double *t, double *v)
+{
+  const size_t *offset = plan->offset;
+  int threads = offset[plan->n] < 1000000 ? 1 : gk_omp_threads(0);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 256)
 #endif
-  for (R_xlen_t f = 0; f < n; f++) {
+  for (R_xlen_t f = 0; f < plan->n; f++) {
     size_t rows = offset[f + 1] - offset[f];
-    if (!is_int[f]) {
-      memcpy(t + offset[f], (const double *) data[f], rows * sizeof(double));
-      memcpy(v + offset[f], (const double *) data[f] + rows, rows * sizeof(double));
+    if (!plan->is_int[f]) {
+      memcpy(t + offset[f], (const double *) plan->data[f], rows * sizeof(double));
+      memcpy(v + offset[f], (const double *) plan->data[f] + rows, rows * sizeof(double));
     } else {
-      const int *m = (const int *) data[f];
+      const int *m = (const int *) plan->data[f];
       for (size_t k = 0; k < 2 * rows; k++) {
         int value = m[k];
         (k < rows ? t + offset[f] + k : v + offset[f] + k - rows)[0] =
@@ -56,8 +71,18 @@ static void flatten(SEXP list, const char *arg, pcf_set *s)
     }
   }
   (void) threads;
-  s->n = (size_t) n;
-  s->offset = offset;
+}
+
+static void flatten(SEXP list, const char *arg, pcf_set *s)
+{
+  flat_plan plan;
+  flatten_plan(list, arg, &plan);
+  size_t total = plan.offset[plan.n];
+  double *t = (double *) R_alloc(total + 1, sizeof(double));
+  double *v = (double *) R_alloc(total + 1, sizeof(double));
+  flatten_copy(&plan, t, v);
+  s->n = (size_t) plan.n;
+  s->offset = plan.offset;
   s->t = t;
   s->v = v;
 }
@@ -99,19 +124,28 @@ static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   return opt;
 }
 
+static gk_status check_sets(const pcf_op *op, int single, const pcf_set *xs,
+                            const pcf_set *yp, gk_error *err);
+
 /* Flattens and checks x (and y unless NULL); *yp is &xs when y is NULL. */
 static void sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, pcf_set *xs, pcf_set *ys,
                         const pcf_set **yp)
 {
-  gk_error err;
-  gk_error_clear(&err);
   flatten(x, "x", xs);
   if (!Rf_isNull(y)) flatten(y, "y", ys);
   *yp = Rf_isNull(y) ? xs : ys;
-  if (pcf_validate(xs, "x", single, &err) ||
-      (*yp != xs && pcf_validate(ys, "y", single, &err)) ||
-      pcf_check_tails(op, xs, "x", *yp, "y", &err))
-    gk_raise(&err);
+  gk_error err;
+  gk_error_clear(&err);
+  if (check_sets(op, single, xs, *yp, &err)) gk_raise(&err);
+}
+
+/* The engines' checks of x and y (yp == xs: none). */
+static gk_status check_sets(const pcf_op *op, int single, const pcf_set *xs,
+                            const pcf_set *yp, gk_error *err)
+{
+  if (pcf_validate(xs, "x", single, err) || (yp != xs && pcf_validate(yp, "y", single, err)))
+    return err->status;
+  return pcf_check_tails(op, xs, "x", yp, "y", err);
 }
 
 static void run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const pcf_set *yp,
@@ -221,21 +255,6 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
  * from it into the shared result (gk_r_pcf_band): nothing is serialized or
  * flattened again. */
 
-static size_t share_bytes(const pcf_set *s)
-{
-  return s ? ((s->n + 1) + 2 * s->offset[s->n]) * sizeof(double) : 0;
-}
-
-static char *share_put(char *at, const pcf_set *s)
-{
-  size_t n = s->n, len = s->offset[n] * sizeof(double);
-  memcpy(at, s->offset, (n + 1) * sizeof(size_t));
-  at += (n + 1) * sizeof(size_t);
-  gk_host_copy(at, s->t, len);
-  gk_host_copy(at + len, s->v, len);
-  return at + 2 * len;
-}
-
 /* A view of set `which` (0: x, 1: y) of an attached input segment. */
 static pcf_set share_view(const gk_shared *in, int which)
 {
@@ -252,30 +271,59 @@ static pcf_set share_view(const gk_shared *in, int which)
   return s;
 }
 
-/* The checks of gk_r_pcf_check, then x and y (NULL: none) copied into a new
- * input segment: list(handle, path, token, bytes), or a string saying why
- * there is none. */
+static size_t share_bytes(const flat_plan *p)
+{
+  return p ? ((size_t) (p->n + 1) + 2 * p->offset[p->n]) * sizeof(double) : 0;
+}
+
+/* x and y (NULL: none) copied straight from R's matrices into a new input
+ * segment (one copy, whose threads make the segment's pages as they write),
+ * then the checks of gk_r_pcf_check on the segment's view of them:
+ * list(handle, path, token, bytes), or a string saying why there is none. */
 SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
-  pcf_set xs, ys;
-  const pcf_set *yp;
+  flat_plan px, py;
   pcf_op op = op_of(kind, p);
-  sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+  flatten_plan(x, "x", &px);
+  if (!Rf_isNull(y)) flatten_plan(y, "y", &py);
+  const flat_plan *second = Rf_isNull(y) ? NULL : &py;
+  SEXP seg = PROTECT(gk_r_shared_create(
+      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second)))));
+  if (TYPEOF(seg) != VECSXP) {   /* no shared memory: the checks alone */
+    pcf_set xs, ys;
+    const pcf_set *yp;
+    sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+    UNPROTECT(1);
+    return seg;
+  }
+  SEXP handle = gk_list_get(seg, "handle");
+  size_t *head = (size_t *) gk_r_shared_values(handle, -1);
+  const flat_plan *plans[2] = {&px, second};
+  char *at = (char *) (head + 4);
+  for (int k = 0; k < 2; k++) {
+    const flat_plan *q = plans[k];
+    head[2 * k] = q ? (size_t) q->n : 0;
+    head[2 * k + 1] = q ? q->offset[q->n] : 0;
+    if (!q) continue;
+    size_t len = q->offset[q->n];
+    memcpy(at, q->offset, ((size_t) q->n + 1) * sizeof(size_t));
+    at += ((size_t) q->n + 1) * sizeof(size_t);
+    flatten_copy(q, (double *) at, (double *) at + len);
+    at += 2 * len * sizeof(double);
+  }
+  gk_shared view = {0};
+  view.values = (double *) head;
+  pcf_set xs = share_view(&view, 0), ys = second ? share_view(&view, 1) : xs;
+  const pcf_set *yp = second ? &ys : &xs;
+  gk_error err;
+  gk_error_clear(&err);
+  if (check_sets(&op, gk_as_flag(single), &xs, yp, &err)) {
+    gk_r_shared_free(handle);   /* now, not when R collects it */
+    gk_raise(&err);
+  }
   if (gk_as_flag(single)) {
     warn_float_grid(&xs, "x");
     if (yp != &xs) warn_float_grid(yp, "y");
-  }
-  const pcf_set *second = yp != &xs ? yp : NULL;
-  SEXP seg = PROTECT(gk_r_shared_create(
-      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&xs) + share_bytes(second)))));
-  if (TYPEOF(seg) == VECSXP) {
-    size_t *head = (size_t *) gk_r_shared_values(gk_list_get(seg, "handle"), 0);
-    head[0] = xs.n;
-    head[1] = xs.offset[xs.n];
-    head[2] = second ? second->n : 0;
-    head[3] = second ? second->offset[second->n] : 0;
-    char *at = share_put((char *) (head + 4), &xs);
-    if (second) share_put(at, second);
   }
   UNPROTECT(1);
   return seg;

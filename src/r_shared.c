@@ -63,7 +63,8 @@ double *gk_r_shared_values(SEXP handle, int threads)
   gk_shared *s = handle_of(handle);
   gk_error err;
   gk_error_clear(&err);
-  if (gk_shared_map(s, threads, &err)) gk_raise(&err);
+  if (threads < 0 ? gk_shared_map_only(s, &err) : gk_shared_map(s, threads, &err))
+    gk_raise(&err);
   return s->values;
 }
 
@@ -155,14 +156,16 @@ SEXP gk_r_shared_free(SEXP handle)
   return R_NilValue;
 }
 
-/* c(seconds the channel's thread scattered, pieces, threads). */
+/* c(seconds the channel's writer threads scattered (summed), pieces, OpenMP
+ * threads of each, writer threads), once finished. */
 SEXP gk_r_channel_stats(SEXP handle)
 {
   gk_channel *c = channel_of(handle);
-  SEXP out = PROTECT(Rf_allocVector(REALSXP, 3));
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, 4));
   REAL(out)[0] = c->busy_s;
   REAL(out)[1] = (double) c->pieces;
   REAL(out)[2] = c->threads;
+  REAL(out)[3] = c->writers;
   UNPROTECT(1);
   return out;
 }

@@ -9,8 +9,12 @@
 /* A new segment of `bytes` (see r_shared.c). */
 SEXP gk_r_shared_create(SEXP bytes);
 
-/* The values of a segment made by gk_r_shared_create, mapped here. */
+/* The values of a segment made by gk_r_shared_create, mapped here, its pages
+ * made with `threads` threads (< 0: not made; the caller writes them). */
 double *gk_r_shared_values(SEXP handle, int threads);
+
+/* Releases a segment or channel now (r_shared.c). */
+SEXP gk_r_shared_free(SEXP handle);
 
 /* The result vector's values of a channel made by gk_r_channel_create. */
 double *gk_r_channel_values(SEXP handle);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "device/gk_channel.h"
 #include "device/gk_omp.h"
+#include "device/gk_tunables.h"
 
 #define SLOTS_PER_RING 4
 #define PAGE 4096
@@ -62,24 +63,31 @@ static gk_channel_slot *slots_of(gk_channel_head *h)
 
 /* ---- the caller ---- */
 
-/* Scatters every full slot once; how many there were. */
-static size_t drain_pass(gk_channel *c)
+/* Scatters every full slot that no other writer took, once; how many. */
+static size_t drain_pass(gk_channel_writer_thread *me)
 {
+  gk_channel *c = me->c;
   gk_channel_head *h = c->head;
   gk_channel_slot *slot = slots_of(h);
   char *data = (char *) h + h->data_offset;
-  size_t done = 0;
-  for (size_t k = 0; k < h->rings * h->slots; k++) {
+  size_t done = 0, count = h->rings * h->slots;
+  /* Writers start their look at different slots: fewer lost claims. */
+  size_t from = (size_t) me->index * count / (size_t) c->writers;
+  for (size_t q = 0; q < count; q++) {
+    size_t k = (from + q) % count;
     gk_channel_slot *s = &slot[k];
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != 2) continue;
+    int expected = 2;
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != 2 ||
+        !atomic_compare_exchange_strong(&s->state, &expected, 3))
+      continue;
     double start = seconds();
     gk_block_writer w = gk_block_writer_band((gk_write_kind) s->kind, c->layout, c->out,
                                              c->n_rows, s->band_row0, s->band_col0, c->threads);
     gk_block b = {s->row0, s->rows, s->col0, s->cols};
     gk_block_write(&w, &b, data + k * h->slot_bytes, s->single);
     atomic_store_explicit(&s->state, 0, memory_order_release);
-    c->busy_s += seconds() - start;
-    c->pieces++;
+    me->busy_s += seconds() - start;
+    me->pieces++;
     done++;
   }
   return done;
@@ -87,13 +95,19 @@ static size_t drain_pass(gk_channel *c)
 
 static void *drain(void *arg)
 {
-  gk_channel *c = (gk_channel *) arg;
+  gk_channel_writer_thread *me = (gk_channel_writer_thread *) arg;
+  gk_channel *c = me->c;
+  if (me->index == 0) {   /* the slots' pages, while the workers start */
+    char *slots = (char *) c->head + c->head->data_offset;
+    gk_shared_populate(slots, c->seg.map_bytes - (size_t) (slots - (char *) c->seg.map),
+                       c->threads * c->writers);
+  }
   unsigned idle = 0;
   for (;;) {
     if (atomic_load(&c->head->abort)) break;
     int last = c->finishing;   /* read before the pass: workers are done */
     atomic_thread_fence(memory_order_acquire);
-    if (drain_pass(c)) {
+    if (drain_pass(me)) {
       idle = 0;
       continue;
     }
@@ -103,6 +117,16 @@ static void *drain(void *arg)
   return NULL;
 }
 
+static void stop_writers(gk_channel *c)
+{
+  for (int k = 0; k < c->running; k++) {
+    pthread_join(c->writer[k].thread, NULL);
+    c->busy_s += c->writer[k].busy_s;
+    c->pieces += c->writer[k].pieces;
+  }
+  c->running = 0;
+}
+
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
                             gk_write_kind layout, size_t n_rows, int threads, gk_error *err)
 {
@@ -110,8 +134,8 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   size_t heads = heads_bytes(rings);
   if (gk_shared_create(heads + rings * SLOTS_PER_RING * slot_bytes, &c->seg, err))
     return err->status;
-  /* The slots' pages made now, in parallel: the workers reuse them. */
-  if (gk_shared_map(&c->seg, threads, err)) {
+  /* Mapped now, its pages made by the first writer (gk_shared_map_only). */
+  if (gk_shared_map_only(&c->seg, err)) {
     gk_shared_release(&c->seg);
     return err->status;
   }
@@ -127,11 +151,23 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   c->out = out;
   c->layout = layout;
   c->n_rows = n_rows;
-  c->threads = gk_omp_threads(threads);
-  c->running = pthread_create(&c->drain, NULL, drain, c) == 0;
-  if (!c->running) {
+  int writers = (int) gk_tunable(GK_TUNE_CHANNEL_WRITERS), all = gk_omp_threads(threads);
+  if (writers <= 0) writers = 2;
+  if (writers > GK_CHANNEL_MAX_WRITERS) writers = GK_CHANNEL_MAX_WRITERS;
+  if ((size_t) writers > rings * SLOTS_PER_RING) writers = (int) (rings * SLOTS_PER_RING);
+  c->writers = writers;
+  c->threads = all / writers > 0 ? all / writers : 1;
+  for (int k = 0; k < writers; k++) {
+    c->writer[k].c = c;
+    c->writer[k].index = k;
+    if (pthread_create(&c->writer[k].thread, NULL, drain, &c->writer[k]) != 0) break;
+    c->running++;
+  }
+  if (c->running < writers) {
+    atomic_store(&h->abort, 1);
+    stop_writers(c);
     gk_shared_release(&c->seg);
-    return gk_fail(err, GK_ERR_NOMEM, "could not start the thread that collects results");
+    return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
   }
   return GK_OK;
 }
@@ -141,16 +177,14 @@ void gk_channel_finish(gk_channel *c)
   if (!c->running) return;
   atomic_thread_fence(memory_order_release);
   c->finishing = 1;
-  pthread_join(c->drain, NULL);
-  c->running = 0;
+  stop_writers(c);
 }
 
 void gk_channel_release(gk_channel *c)
 {
   if (c->running) {
     atomic_store(&c->head->abort, 1);
-    pthread_join(c->drain, NULL);
-    c->running = 0;
+    stop_writers(c);
   }
   gk_shared_release(&c->seg);
   c->head = NULL;

@@ -3,8 +3,8 @@
  * small reusable shared buffers (R/distributed.R). Pure host C, no R.
  *
  * The caller makes a channel: one shared segment (gk_shared.h) holding a ring
- * of a few slots for each chunk of the work, and a thread of its own that
- * scatters every slot a worker fills into the caller's result (an ordinary
+ * of a few slots for each chunk of the work, and threads of its own that
+ * scatter every slot a worker fills into the caller's result (an ordinary
  * R vector) with the block writer, then frees the slot. A worker attaches
  * its chunk's ring and runs its engine with gk_channel_writer: each block of
  * results (as the GPU or CPU produced it, float or double) is copied into a
@@ -17,10 +17,12 @@
  * caller maps it. The slots are few, made once per call and reused, and the
  * result's pages are faulted by the caller's scatter, as in one process.
  *
- * A slot: state 0 free, 1 being filled, 2 full. Workers claim a free slot
- * of their ring (compare-and-swap: several GPUs of one worker may send at
- * once) and mark it full; the caller's thread scatters full slots and marks
- * them free. A worker whose ring is full waits; it gives up when the caller
+ * A slot: state 0 free, 1 being filled, 2 full, 3 being scattered. Workers
+ * claim a free slot of their ring (compare-and-swap: several GPUs of one
+ * worker may send at once) and mark it full; the caller's writer threads
+ * (GK_CHANNEL_WRITERS, two by default: one alone, busy 1.2 s of a 1.8 s
+ * call at 10 GB, kept the workers waiting for free slots) claim full slots
+ * the same way, scatter them and mark them free. A worker whose ring is full waits; it gives up when the caller
  * aborts (an error elsewhere, an interrupt) or is gone.
  */
 #ifndef GK_CHANNEL_H
@@ -41,36 +43,51 @@ extern "C" {
 typedef struct gk_channel_head gk_channel_head;
 typedef struct gk_channel_slot gk_channel_slot;
 
-/* The caller's side. */
+#define GK_CHANNEL_MAX_WRITERS 8
+
+typedef struct gk_channel gk_channel;
+
+/* One of the caller's writer threads. */
 typedef struct {
+  gk_channel *c;
+  int index;
+  pthread_t thread;
+  double busy_s;          /* seconds spent scattering                    */
+  size_t pieces;          /* slots scattered                             */
+} gk_channel_writer_thread;
+
+/* The caller's side. */
+struct gk_channel {
   gk_shared seg;
   gk_channel_head *head;
   double *out;            /* the result the slots are scattered into     */
   gk_write_kind layout;
   size_t n_rows;
-  int threads;
-  pthread_t drain;
-  int running;
+  int threads;            /* OpenMP threads of each writer               */
+  int writers, running;   /* writer threads made, still to be joined     */
+  gk_channel_writer_thread writer[GK_CHANNEL_MAX_WRITERS];
   volatile int finishing;
-  double busy_s;          /* seconds the caller's thread spent scattering */
+  double busy_s;          /* seconds the writers spent scattering (summed) */
   size_t pieces;          /* slots scattered                              */
-} gk_channel;
+};
 
 /* Bytes of one slot for a result of `values` doubles with columns of at most
  * `n_rows` entries cut into `rings` chunks: 32 MiB, less for small results,
  * never less than one column of doubles. */
 size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings);
 
-/* Makes the segment (`rings` rings of slots of `slot_bytes`), maps its pages
- * and starts the caller's thread, which scatters into `out` (layout and rows
- * of the result) with `threads` OpenMP threads. */
+/* Makes the segment (`rings` rings of slots of `slot_bytes`) and starts the
+ * caller's writer threads, which scatter into `out` (layout and rows of the
+ * result) with `threads` OpenMP threads among them.
+ * The first writer makes the slots' pages before it looks for full slots,
+ * while the workers start: the call returns at once. */
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
                             gk_write_kind layout, size_t n_rows, int threads, gk_error *err);
 
-/* Once every worker is done: scatters what is left, stops the thread. */
+/* Once every worker is done: scatters what is left, stops the threads. */
 void gk_channel_finish(gk_channel *c);
 
-/* Stops the thread (telling waiting workers to give up) and frees the segment. */
+/* Stops the threads (telling waiting workers to give up) and frees the segment. */
 void gk_channel_release(gk_channel *c);
 
 /* The worker's side: its chunk's ring of an attached segment. */

@@ -84,32 +84,44 @@ gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err)
 #endif
 }
 
-/* Makes and maps in the pages of [p, p + len). */
+/* Makes and maps in the pages of [p, p + len). The fallback touches each
+ * page with an atomic add of nothing: other processes may be writing there. */
 static void populate(char *p, size_t len)
 {
 #ifdef MADV_POPULATE_WRITE
   if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return;
 #endif
-  for (size_t k = 0; k < len; k += 4096) ((volatile char *) p)[k] = p[k];
+  for (size_t k = 0; k < len; k += 4096) __atomic_fetch_add(p + k, 0, __ATOMIC_RELAXED);
+}
+
+void gk_shared_populate(void *at, size_t len, int threads)
+{
+  /* Page faults in parallel: one 2 MiB piece (whole pages) per step. */
+  const size_t piece = (size_t) 1 << 21;
+  long long pieces = (long long) ((len + piece - 1) / piece);
+  int team = len < ((size_t) 64 << 20) ? 1 : gk_omp_threads(threads);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(dynamic, 16)
+#endif
+  for (long long k = 0; k < pieces; k++) {
+    size_t from = (size_t) k * piece, n = len - from < piece ? len - from : piece;
+    populate((char *) at + from, n);
+  }
+  (void) team;
+}
+
+gk_status gk_shared_map_only(gk_shared *s, gk_error *err)
+{
+  if (s->map) return GK_OK;
+  if (s->fd < 0) return gk_fail(err, GK_ERR_INTERNAL, "shared result memory already closed");
+  return map_fd(s, err);
 }
 
 gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err)
 {
   if (s->map) return GK_OK;
-  if (s->fd < 0) return gk_fail(err, GK_ERR_INTERNAL, "shared result memory already closed");
-  if (map_fd(s, err)) return err->status;
-  /* Page faults in parallel: one 2 MiB piece (whole pages) per step. */
-  const size_t piece = (size_t) 1 << 21;
-  long long pieces = (long long) ((s->map_bytes + piece - 1) / piece);
-  int team = s->map_bytes < ((size_t) 64 << 20) ? 1 : gk_omp_threads(threads);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(team) schedule(dynamic, 16)
-#endif
-  for (long long k = 0; k < pieces; k++) {
-    size_t at = (size_t) k * piece, len = s->map_bytes - at < piece ? s->map_bytes - at : piece;
-    populate((char *) s->map + at, len);
-  }
-  (void) team;
+  if (gk_shared_map_only(s, err)) return err->status;
+  gk_shared_populate(s->map, s->map_bytes, threads);
   return GK_OK;
 }
 

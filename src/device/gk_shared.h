@@ -43,6 +43,13 @@ gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err);
  * threads (<= 0: all), rather than one page fault at a time on first use. */
 gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err);
 
+/* Maps a created segment here, its pages not made yet. */
+gk_status gk_shared_map_only(gk_shared *s, gk_error *err);
+
+/* Makes and maps in the pages of [at, at + len) of a mapped segment with
+ * `threads` threads; safe while other processes write there. */
+void gk_shared_populate(void *at, size_t len, int threads);
+
 /* Opens and maps the segment at `path` if it is the one with `token` and
  * `bytes` of values; returns GK_ERR_INPUT (with a message) when it cannot. */
 gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_shared *s,

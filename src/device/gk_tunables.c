@@ -35,6 +35,9 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_H2_STACK_PIECES", 4, 1, 64, 0,
    "Coupling blocks per geqrfBatched pass of the GPU H2 compression (levels beyond the stack "
    "QR kernel): more take more memory per stack and re-factor less."},
+  {"GK_CHANNEL_WRITERS", 0, 0, 8, 0,
+   "Threads of the calling process that write future workers' blocks into a PCF result "
+   "(1 to 8, sharing its OpenMP threads); 0 chooses (2)."},
 };
 
 static int valid(const tunable *t, double v)

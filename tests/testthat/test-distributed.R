@@ -171,6 +171,41 @@ test_that("workers send their bands through shared slots: results equal one proc
   with_plan(future::multisession, shared_cases())
 })
 
+test_that("one or several writer threads of the caller: the same results", {
+  # 4200 functions: a 70 MB dist, 4 slots per worker of 8.8 MB.
+  set.seed(37)
+  X <- lapply(1:4200, function(i) pcf(c(0, runif(1)), c(rnorm(1), 0)))
+  ref <- pcf_pdist(X, backend = "cpu", workers = 1)
+  with_plan(future::multisession, {
+    for (setting in list(list(GK_CHANNEL_WRITERS = 1), list(GK_CHANNEL_WRITERS = 3),
+                         list(GK_CHANNEL_WRITERS = NA))) {
+      d <- with_tunables(setting, pcf_pdist(X, backend = "cpu"))
+      expect_true(same_dist(d, ref), info = paste(unlist(setting), collapse = " "))
+    }
+    Y <- X[1:130]
+    expect_identical(with_tunables(list(GK_CHANNEL_WRITERS = 2), pcf_kernel(Y, backend = "cpu")),
+                     pcf_kernel(Y, backend = "cpu", workers = 1))
+  })
+})
+
+test_that("symmetric results mirrored in tiles equal the entries computed both ways", {
+  skip_if_not_installed("bigmemory")
+  set.seed(41)
+  X <- draw_pcfs(150)   # tiles of 64: two whole ones and a part
+  old <- options(gpukernels.pcf_budget_bytes = 70 * 70 * 8 * 2)   # many blocks
+  on.exit(options(old))
+  K <- pcf_kernel(X, backend = "cpu", workers = 1)
+  expect_identical(K, t(K))
+  expect_equal(K, pcf_kernel(X, X, backend = "cpu", workers = 1), tolerance = 1e-12)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu", workers = 1)))
+  B <- pcf_dist_file(X, file = tempfile("tiles"), backend = "cpu", workers = 1)
+  expect_identical(B[, ], D)
+  Bf <- pcf_dist_file(X, file = tempfile("tiles"), file_type = "float", backend = "cpu",
+                      workers = 2)
+  expect_identical(Bf[, ], t(Bf[, ]))
+  expect_equal(Bf[, ], D, tolerance = 1e-6)
+})
+
 test_that("results are not copied on their way out (attr<- after engine calls)", {
   # A copy would double the peak memory: 10 GB more for 5e4 functions.
   set.seed(31)
