@@ -293,9 +293,14 @@ SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP 
   if (!sigma.points.device) gk_stop("internal: the GPU solver needs the points on the GPU");
   if ((int) sigma.points.rows != Rf_nrows(nbr))
     gk_stop("internal: %d points, the solver %d", (int) sigma.points.rows, Rf_nrows(nbr));
-  sigma.spec.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(sigma.points.cols > 0 ? sigma.points.cols : 1, sizeof(double));
-  gk_kernel_range_from_r(spec, sigma.points.cols, range);
+  gk_formula formula;
+  if (gk_r_is_formula(spec)) {   // a covariance formula, as kernel_reduce() runs it
+    gk_r_formula_spec(spec, sigma.points.cols, &formula, &sigma.spec, range);
+  } else {
+    sigma.spec.kernel = gk_kernel_from_r(spec);
+    gk_kernel_range_from_r(spec, sigma.points.cols, range);
+  }
   sigma.spec.range = range;
   sigma.spec.method = GK_REDUCE_AUTO;
   sigma.nugget = gk_as_double(nugget);
@@ -393,6 +398,7 @@ static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
     dterms[t].points = points;
     dterms[t].weights = REAL(weights);
     dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
+    dterms[t].matrix = NULL;
   }
   return dterms;
 }
@@ -430,15 +436,11 @@ SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SE
 /* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: as
  * terms_from_r(); returns list(logdet, solved, trace, quad (q x q x nterms),
  * info (NULL unless want_info)). */
-SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+static SEXP dense_pieces(const double *xs, int n, int dim, const gk_kernel *kernel,
+                         double nugget, SEXP rhs, int nterms, const gp_dense_term *dterms,
+                         int info)
 {
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
-    gk_stop("internal: bad right-hand sides");
-  int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
-  gk_kernel kernel = gk_kernel_from_r(spec);
-  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
-  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  int q = Rf_ncols(rhs);
   const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SEXP solved = gk_list_put(out, 1, Rf_allocMatrix(REALSXP, n, q));
@@ -449,12 +451,48 @@ SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP
                          info ? REAL(fisher) : NULL};
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_dense(xs, n, dim, &kernel, gk_as_double(nugget), REAL(rhs), q, nterms, dterms, info,
-               &res, &err);
+  gp_gpu_dense(xs, n, dim, kernel, nugget, REAL(rhs), q, nterms, dterms, info, &res, &err);
   SET_VECTOR_ELT(out, 0, Rf_ScalarReal(res.logdet));
   UNPROTECT(1);
   gk_finish(&err);
   return out;
+}
+
+static void check_rhs(SEXP rhs, int n)
+{
+  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
+    gk_stop("internal: bad right-hand sides");
+}
+
+SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  check_rhs(rhs, n);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  return dense_pieces(xs, n, dim, &kernel, gk_as_double(nugget), rhs, Rf_length(terms), dterms,
+                      gk_as_flag(want_info));
+}
+
+/* The same from matrices the caller made (a formula's, by its CPU function):
+ * sigma (n x n, the nugget included) and one n x n matrix per term. */
+SEXP gk_r_gp_dense_matrices(SEXP sigma, SEXP rhs, SEXP terms, SEXP want_info)
+{
+  int n = Rf_nrows(sigma);
+  if (!Rf_isReal(sigma) || !Rf_isMatrix(sigma) || Rf_ncols(sigma) != n || TYPEOF(terms) != VECSXP)
+    gk_stop("internal: bad covariance matrices");
+  check_rhs(rhs, n);
+  int nterms = Rf_length(terms);
+  gp_dense_term *dterms = (gp_dense_term *) R_alloc((size_t) nterms + 1, sizeof(gp_dense_term));
+  memset(dterms, 0, ((size_t) nterms + 1) * sizeof(gp_dense_term));
+  for (int t = 0; t < nterms; t++) {
+    SEXP d = VECTOR_ELT(terms, t);
+    if (!Rf_isReal(d) || !Rf_isMatrix(d) || Rf_nrows(d) != n || Rf_ncols(d) != n)
+      gk_stop("internal: bad derivative matrix");
+    dterms[t].matrix = REAL(d);
+  }
+  return dense_pieces(REAL(sigma), n, 0, NULL, 0.0, rhs, nterms, dterms, gk_as_flag(want_info));
 }
 
 /* Kriging variances' pieces on the GPU (gp_gpu_dense_krige): list(vq, xsc

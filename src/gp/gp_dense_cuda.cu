@@ -152,7 +152,8 @@ gk_status check_room(int n, int matrices, gk_error *err)
                                 NULL, err);
 }
 
-/* Sigma = K + nugget I on the device, factored in place (lower). */
+/* Sigma = K + nugget I on the device (or, kernel NULL, xs: Sigma from the
+ * host), factored in place (lower). */
 gk_status factor_sigma(dense_factor *f, const double *xs, int n, int dim,
                        const gk_kernel *kernel, double nugget, gk_error *err)
 {
@@ -163,17 +164,21 @@ gk_status factor_sigma(dense_factor *f, const double *xs, int n, int dim,
     return err->status;
   if (gk_cusolver_status(cusolverDnSetStream(f->solver, 0), "binding cuSOLVER to a stream", err))
     return err->status;
-  if (gk_buffer_alloc(&f->points, (size_t) n * dim * sizeof(double) + 1, "the points", err) ||
+  const size_t point_bytes = kernel ? (size_t) n * dim * sizeof(double) : 0;
+  if (gk_buffer_alloc(&f->points, point_bytes + 1, "the points", err) ||
       gk_buffer_alloc(&f->factor, (size_t) n * n * sizeof(double), "the covariance matrix", err) ||
       gk_buffer_alloc(&f->info, sizeof(int), "cuSOLVER's status", err) ||
       gk_buffer_alloc(&f->partial, kDotBlocks * sizeof(double), "partial sums", err) ||
-      gk_buffer_upload(&f->points, xs, (size_t) n * dim * sizeof(double), NULL, err))
+      gk_buffer_upload(kernel ? &f->points : &f->factor, xs,
+                       kernel ? point_bytes : (size_t) n * n * sizeof(double), NULL, err))
     return err->status;
   double *a = (double *) f->factor.ptr;
   const double *x = (const double *) f->points.ptr;
-  if (kernel_matrix_cuda_device(kernel, x, n, x, n, dim, 1.0, 0.0, a, err)) return err->status;
-  add_to_diagonal<<<grid_for(n), kThreads>>>(n, nugget, a);
-  if (gk_cuda_check_launch("the nugget", err)) return err->status;
+  if (kernel) {
+    if (kernel_matrix_cuda_device(kernel, x, n, x, n, dim, 1.0, 0.0, a, err)) return err->status;
+    add_to_diagonal<<<grid_for(n), kThreads>>>(n, nugget, a);
+    if (gk_cuda_check_launch("the nugget", err)) return err->status;
+  }
   int lwork = 0, status = 0;
   if (gk_cusolver_status(cusolverDnDpotrf_bufferSize(f->solver, CUBLAS_FILL_MODE_LOWER, n, a, n,
                                                      &lwork),
@@ -213,11 +218,16 @@ gk_status dot(dense_factor *f, const double *a, const double *b, int lower_sym, 
   return GK_OK;
 }
 
-/* D_t = sum_k w_k K_k + identity I into d (n x n); a kernel with points of
- * its own (gp_term_points()) has them uploaded for its matrix. */
+/* D_t = sum_k w_k K_k + identity I into d (n x n), or the host's matrix; a
+ * kernel with points of its own (gp_term_points()) has them uploaded for its
+ * matrix. */
 gk_status fill_term(dense_factor *f, const gp_dense_term *term, double *d, gk_error *err)
 {
   int n = f->n;
+  if (term->matrix)
+    return gk_cuda_status(cudaMemcpy(d, term->matrix, (size_t) n * n * sizeof(double),
+                                     cudaMemcpyHostToDevice),
+                          "copying a derivative matrix to the GPU", err);
   size_t bytes = (size_t) n * f->dim * sizeof(double);
   set_diagonal<<<grid_for((size_t) n * n), kThreads>>>(n, term->identity, d);
   if (gk_cuda_check_launch("a derivative matrix", err)) return err->status;
