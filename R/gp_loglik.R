@@ -355,15 +355,27 @@ gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL, aniso = NU
 # of size n^2 stays on the device (cuSOLVER's Cholesky).
 gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
   B <- cbind(prob$y, prob$X)
-  formula <- inherits(kernel, "gk_formula")
-  if (prob$backend == "gpu" && !formula) {
-    return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
+  if (prob$backend == "gpu") {
+    if (!inherits(kernel, "gk_formula")) {
+      return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
+                   isTRUE(fisher)))
+    }
+    # a formula and its derivatives compiled for the GPU (its matrix kernel)
+    native <- function(k) gk_formula_native(k, prob$dim, "gpu", wrt = k$wrt)
+    terms <- lapply(unname(terms), function(term) {
+      list(lapply(term$kernels, native), term$weights, term$identity)
+    })
+    return(.Call(gk_r_gp_dense_formula, prob$locs, native(kernel), as.double(nugget), B, terms,
                  isTRUE(fisher)))
   }
-  # a formula's matrices come from its CPU function (kernel_matrix()); on the
-  # GPU, the factorization and the n^3 products run there as for the vocabulary
+  # (a formula's matrices come from its CPU function: kernel_matrix())
   S <- kernel_matrix(prob$locs, kernel = kernel, backend = "cpu")
   diag(S) <- diag(S) + nugget
+  R <- tryCatch(chol(S), error = function(e) stop(gp_not_positive_definite, call. = FALSE))
+  W <- backsolve(R, backsolve(R, B, transpose = TRUE))
+  out <- list(logdet = 2 * sum(log(diag(R))), solved = W)
+  if (!length(terms)) return(out)
+  Sinv <- chol2inv(R)
   D <- lapply(terms, function(term) {
     M <- diag(term$identity, prob$n)
     for (k in seq_along(term$kernels)) {
@@ -372,14 +384,6 @@ gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
     }
     M
   })
-  if (prob$backend == "gpu") {
-    return(.Call(gk_r_gp_dense_matrices, S, B, unname(D), isTRUE(fisher)))
-  }
-  R <- tryCatch(chol(S), error = function(e) stop(gp_not_positive_definite, call. = FALSE))
-  W <- backsolve(R, backsolve(R, B, transpose = TRUE))
-  out <- list(logdet = 2 * sum(log(diag(R))), solved = W)
-  if (!length(terms)) return(out)
-  Sinv <- chol2inv(R)
   out$trace <- vapply(D, function(M) sum(Sinv * M), numeric(1))
   # q x q x length(D) (array(): vapply() drops the dimensions when q = 1)
   out$quad <- array(vapply(D, function(M) crossprod(W, M %*% W), matrix(0, ncol(B), ncol(B))),

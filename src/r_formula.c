@@ -69,8 +69,9 @@ SEXP gk_r_formula_hash(SEXP text)
   return Rf_mkString(out);
 }
 
-/* Compiles the GPU kernels of one reduction with a prepared formula for
- * compute capability `arch` without a GPU (reduce_cuda_warmup's check). */
+/* Compiles the GPU kernels of one reduction with a prepared formula, and its
+ * matrix kernel, for compute capability `arch` without a GPU
+ * (reduce_cuda_warmup's check). */
 SEXP gk_r_formula_gpu_check(SEXP native, SEXP dim, SEXP arch, SEXP reduction, SEXP k, SEXP single)
 {
   gk_formula f;
@@ -86,6 +87,13 @@ SEXP gk_r_formula_gpu_check(SEXP native, SEXP dim, SEXP arch, SEXP reduction, SE
   gk_error err;
   gk_error_clear(&err);
   if (reduce_cuda_warmup(1, &rs, &dims, &cols, &ranged, &rows, 1, gk_as_int(arch), &err))
+    gk_raise(&err);
+  // and its matrix kernel (the dense GP, gk_formula.h)
+  char name[200];
+  snprintf(name, sizeof name, "gkformula::formula_matrix<%s>", f.functor);
+  const char *names[1] = {name};
+  if (f.source && gk_jit_compile_check(f.source, 1, names, gk_as_int(arch),
+                                       "a formula's covariance matrix", &err))
     gk_raise(&err);
   return R_NilValue;
 }

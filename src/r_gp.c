@@ -398,7 +398,7 @@ static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
     dterms[t].points = points;
     dterms[t].weights = REAL(weights);
     dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
-    dterms[t].matrix = NULL;
+    dterms[t].formulas = NULL;
   }
   return dterms;
 }
@@ -437,8 +437,8 @@ SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SE
  * terms_from_r(); returns list(logdet, solved, trace, quad (q x q x nterms),
  * info (NULL unless want_info)). */
 static SEXP dense_pieces(const double *xs, int n, int dim, const gk_kernel *kernel,
-                         double nugget, SEXP rhs, int nterms, const gp_dense_term *dterms,
-                         int info)
+                         const gk_formula *formula, double nugget, SEXP rhs, int nterms,
+                         const gp_dense_term *dterms, int info)
 {
   int q = Rf_ncols(rhs);
   const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
@@ -451,7 +451,8 @@ static SEXP dense_pieces(const double *xs, int n, int dim, const gk_kernel *kern
                          info ? REAL(fisher) : NULL};
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_dense(xs, n, dim, kernel, nugget, REAL(rhs), q, nterms, dterms, info, &res, &err);
+  gp_gpu_dense(xs, n, dim, kernel, formula, nugget, REAL(rhs), q, nterms, dterms, info, &res,
+               &err);
   SET_VECTOR_ELT(out, 0, Rf_ScalarReal(res.logdet));
   UNPROTECT(1);
   gk_finish(&err);
@@ -471,28 +472,38 @@ SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP
   gk_kernel kernel = gk_kernel_from_r(spec);
   gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
   double *xs = scaled_points(locs, R_NilValue, spec, NULL);
-  return dense_pieces(xs, n, dim, &kernel, gk_as_double(nugget), rhs, Rf_length(terms), dterms,
-                      gk_as_flag(want_info));
+  return dense_pieces(xs, n, dim, &kernel, NULL, gk_as_double(nugget), rhs, Rf_length(terms),
+                      dterms, gk_as_flag(want_info));
 }
 
-/* The same from matrices the caller made (a formula's, by its CPU function):
- * sigma (n x n, the nugget included) and one n x n matrix per term. */
-SEXP gk_r_gp_dense_matrices(SEXP sigma, SEXP rhs, SEXP terms, SEXP want_info)
+/* The same for a covariance formula (prepared for the GPU, unfolded) on the
+ * points as given: terms as terms_from_r()'s, their kernels formulas. */
+SEXP gk_r_gp_dense_formula(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms,
+                           SEXP want_info)
 {
-  int n = Rf_nrows(sigma);
-  if (!Rf_isReal(sigma) || !Rf_isMatrix(sigma) || Rf_ncols(sigma) != n || TYPEOF(terms) != VECSXP)
-    gk_stop("internal: bad covariance matrices");
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(locs) || TYPEOF(terms) != VECSXP) gk_stop("internal: bad dense formula GP");
   check_rhs(rhs, n);
+  gk_formula *sigma = (gk_formula *) R_alloc(1, sizeof(gk_formula));
+  gk_r_formula_from(spec, dim, sigma);
   int nterms = Rf_length(terms);
   gp_dense_term *dterms = (gp_dense_term *) R_alloc((size_t) nterms + 1, sizeof(gp_dense_term));
   memset(dterms, 0, ((size_t) nterms + 1) * sizeof(gp_dense_term));
   for (int t = 0; t < nterms; t++) {
-    SEXP d = VECTOR_ELT(terms, t);
-    if (!Rf_isReal(d) || !Rf_isMatrix(d) || Rf_nrows(d) != n || Rf_ncols(d) != n)
-      gk_stop("internal: bad derivative matrix");
-    dterms[t].matrix = REAL(d);
+    SEXP term = VECTOR_ELT(terms, t);
+    SEXP kernels = VECTOR_ELT(term, 0), weights = VECTOR_ELT(term, 1);
+    if (TYPEOF(kernels) != VECSXP || !Rf_isReal(weights) || Rf_length(weights) != Rf_length(kernels))
+      gk_stop("internal: bad derivative term");
+    int nk = Rf_length(kernels);
+    gk_formula *fs = (gk_formula *) R_alloc((size_t) nk + 1, sizeof(gk_formula));
+    for (int k = 0; k < nk; k++) gk_r_formula_from(VECTOR_ELT(kernels, k), dim, &fs[k]);
+    dterms[t].nkernels = nk;
+    dterms[t].formulas = fs;
+    dterms[t].weights = REAL(weights);
+    dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
   }
-  return dense_pieces(REAL(sigma), n, 0, NULL, 0.0, rhs, nterms, dterms, gk_as_flag(want_info));
+  return dense_pieces(REAL(locs), n, dim, NULL, sigma, gk_as_double(nugget), rhs, nterms, dterms,
+                      gk_as_flag(want_info));
 }
 
 /* Kriging variances' pieces on the GPU (gp_gpu_dense_krige): list(vq, xsc

@@ -3,9 +3,8 @@
 # 1.5), methods "dense" and "tiled", 2D, warmed up (the first call compiles
 # the formula and its derivative), medians of repeated calls. The formula
 # pays for a call per pair on the CPU (the built-in kernel is inlined) and
-# for its Vecchia factor on the CPU ("tiled"); on the GPU, "dense" fills its
-# matrices on the CPU and factors them on the GPU. GPU rows where there is a
-# GPU; CPU rows unless GK_BENCH_GP_FORMULA_BACKENDS leaves them out.
+# for its Vecchia factor on the CPU ("tiled"). GPU rows where there is a GPU;
+# CPU rows unless GK_BENCH_GP_FORMULA_BACKENDS leaves them out.
 library(gpukernels)
 
 bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE),

@@ -56,6 +56,22 @@ __device__ __forceinline__ T coord(const T *xr, const T *xg, size_t m)
   else return xg[(size_t) K * m];
 }
 
+// A formula's matrix (the dense GP on the GPU): out[i + j m] = weight
+// F(x_i, y_j) + beta out[i + j m] for x column-major (a.m rows) and y
+// point-major (n points of a.dim), one thread per entry.
+template <class F>
+__global__ void formula_matrix(gkreduce::Args a, const double *x, const double *y, size_t n,
+                               double weight, double beta, double *out)
+{
+  const size_t total = a.m * n;
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    const size_t i = e % a.m, j = e / a.m;
+    const double v = F::template points<double, 0>(x + i, x + i, a.m, y + j * a.dim, a);
+    out[e] = beta == 0.0 ? weight * v : weight * v + beta * out[e];
+  }
+}
+
 }  // namespace gkformula
 
 #else
