@@ -20,7 +20,10 @@
 #'   \item{`<name>_x`, `<name>_y`}{coordinates by name, when `coords` names
 #'     them (e.g. `coords = c("s1", "s2", "t")` gives `t_x` and `t_y`).}
 #'   \item{parameters}{every other name: each must be given in `...` as one
-#'     number. They can change between calls without compiling again.}
+#'     number. They can change between calls without compiling again
+#'     (except once per sign: a formula of one squared distance, each
+#'     occurrence times parameters, runs on points scaled per call, as the
+#'     built-in gaussian does, with one body for each sign of that factor).}
 #' }
 #' The weights `b` of a reduction multiply the formula's values
 #' (\eqn{a_i = \sum_j F(x_i, y_j) b_j}); the formula itself does not name them.

@@ -231,7 +231,8 @@ gk_formula_ssa <- function(e, symbol) {
     } else if (fun %in% c("pmin", "pmax")) {
       paste0(if (fun == "pmin") "fmin(" else "fmax(", a[1L], ", ", a[2L], ")")
     } else if (fun == ".gk_exp2") {
-      paste0("gk_exp2(", a[1L], ")")
+      # without the overflow test where the argument cannot be positive
+      paste0(if (gk_formula_sign(args[[1L]]) == -1) "gk_exp2_nonpos(" else "gk_exp2(", a[1L], ")")
     } else if (fun %in% names(gk_formula_unary)) {
       paste0(gk_formula_unary[[fun]], "(", a[1L], ")")
     } else {
@@ -245,11 +246,11 @@ gk_formula_ssa <- function(e, symbol) {
   list(lines = lines, result = result)
 }
 
-# The C body of a scalar expression over the coordinates of `dim`-point x
-# and y and the parameters `pnames`: list(lines, result, derived, used) with
-# the derived parameters' expressions and the C names the body reads.
-gk_formula_code <- function(e, pnames, dim) {
-  opt <- gk_formula_optimize(e)
+# The C body of an optimized expression (gk_formula_optimize()) over the
+# coordinates of `dim`-point x and y and the parameters `pnames`: list(lines,
+# result, derived, used) with the derived parameters' expressions and the C
+# names the body reads.
+gk_formula_code <- function(opt, pnames, dim) {
   all_params <- c(pnames, names(opt$derived))
   used <- character()
   symbol <- function(name) {

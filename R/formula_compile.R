@@ -7,54 +7,93 @@ gk_state$formulas <- list()       # prepared bodies, by formula, dimension and v
 gk_state$formula_dlls <- list()   # loaded CPU libraries, by function name
 
 # What kernel_reduce() passes to C for a formula (src/r_formula.c): list(functor,
-# source, cpu, params, dim) of class gk_formula_native. `swap`: F(y, x) (the
-# transposed reduction); `wrt`: the derivative with respect to a coordinate
-# symbol ("x2") or a parameter. The body is made once per formula (f$key),
-# dimension and variant; only the parameters are computed per call.
-gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALSE, wrt = NULL) {
+# source, cpu, params, dim, scale) of class gk_formula_native. `swap`: F(y, x)
+# (the transposed reduction); `wrt`: the derivative with respect to a
+# coordinate symbol ("x2") or a parameter. `fold`: the caller's engine scales
+# (and may shift) the points by `scale` when it is given (the reductions, not
+# the kernel matrix or the GP's own C): a formula of one squared distance
+# then drops its multiply per pair (formula_fold.R). The bodies are made
+# once per formula (f$key), dimension and variant; the parameters are
+# computed per call, and kept for the next call with the same values.
+gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALSE, wrt = NULL,
+                              fold = FALSE) {
   key <- paste(f$key, dim, swap, wrt)
   prep <- gk_state$formulas[[key]]
   if (is.null(prep)) {
     e <- gk_formula_expand(f, dim)
     if (!is.null(wrt)) e <- gk_formula_deriv(e, wrt)
     if (swap) e <- gk_formula_swap(e, dim)
-    code <- gk_formula_code(e, names(f$params), dim)
-    if (code$nparams > 32L) {
-      stop("gk_formula: the formula needs ", code$nparams, " parameters with those it derives ",
-           "(at most 32): write fewer distinct expressions of parameters alone", call. = FALSE)
-    }
-    # Named by the body and the helpers it calls (a new version of the
-    # package compiles its own): two formulas with the same body share one
-    # library and one GPU kernel.
-    name <- paste0("gkf_", .Call(gk_r_formula_hash, paste(c(gk_formula_salt(), dim, code$lines,
-                                                             code$result), collapse = "\n")))
-    src <- gk_formula_sources(code, name)
-    prep <- list(name = name, src = src, derived = code$derived, cpu = NULL)
-    gk_state$formulas[[key]] <- prep
+    opt <- gk_formula_optimize(e)
+    prep <- list(plain = opt, fold = gk_formula_fold(opt), bodies = list(), calls = list())
   }
-  if (backend == "cpu" && is.null(prep$cpu)) {
-    prep$cpu <- gk_formula_compile_cpu(prep$name, prep$src$cpu)
-    gk_state$formulas[[key]] <- prep
+  unit <- if (backend == "gpu" && precision == "double") 64 else 1
+  params <- unlist(f$params)
+  # the parameters of this call: from the last call with the same values
+  call_key <- paste(backend, unit, fold, sep = "/")
+  last <- prep$calls[[call_key]]
+  if (is.null(last) || !identical(last$given, params)) {
+    last <- gk_formula_call(prep, f, params, unit, fold && !is.null(prep$fold))
+    prep$calls[[call_key]] <- last
   }
-  params <- as.double(unlist(f$params))
+  body <- prep$bodies[[last$variant]]
+  if (is.null(body)) {
+    body <- gk_formula_body(if (last$variant == "plain") prep$plain else prep$fold[[last$variant]],
+                            names(f$params), dim)
+  }
+  if (backend == "cpu" && is.null(body$cpu)) body$cpu <- gk_formula_compile_cpu(body$name, body$src$cpu)
+  prep$bodies[[last$variant]] <- body
+  gk_state$formulas[[key]] <- prep
+  structure(list(functor = paste0("gkformula::", body$name),
+                 source = if (backend == "gpu") body$src$gpu,
+                 cpu = if (backend == "cpu") body$cpu, params = last$values,
+                 dim = as.integer(dim), scale = last$scale),
+            class = "gk_formula_native")
+}
+
+# The variant ("plain", or folded "neg" or "pos"), the scale of the points
+# (NULL: as given) and the parameter values (the user's, then the derived
+# ones) of a call with the user's values `params` and the engine's `unit`.
+gk_formula_call <- function(prep, f, params, unit, fold) {
   if (anyNA(params)) {
     stop("gk_formula: parameter `", names(f$params)[is.na(params)][1L], "` has no value (NA)",
          call. = FALSE)
   }
-  if (length(prep$derived)) {
-    env <- gk_formula_eval_env(f$params, if (backend == "gpu" && precision == "double") 64 else 1)
-    derived <- vapply(prep$derived, function(d) as.double(eval(d, env)), 0)
-    if (any(!is.finite(derived))) {
-      bad <- prep$derived[[which(!is.finite(derived))[1L]]]
-      stop("gk_formula: at these parameters `", paste(deparse(bad), collapse = " "),
-           "` is not finite", call. = FALSE)
-    }
-    params <- c(params, derived)
+  env <- gk_formula_eval_env(f$params, unit)
+  values <- function(opt) {
+    derived <- vapply(opt$derived, function(d) as.double(eval(d, env)), 0)
+    list(values = c(as.double(params), derived), bad = opt$derived[!is.finite(derived)])
   }
-  structure(list(functor = paste0("gkformula::", prep$name),
-                 source = if (backend == "gpu") prep$src$gpu,
-                 cpu = if (backend == "cpu") prep$cpu, params = params, dim = as.integer(dim)),
-            class = "gk_formula_native")
+  if (fold) {
+    q <- as.double(eval(prep$fold$anchor, env))
+    scale <- as.double(eval(prep$fold$scale, env))
+    if (is.finite(q) && q != 0 && is.finite(scale) && scale > 1e-150 && scale < 1e150) {
+      variant <- if (q < 0) "neg" else "pos"
+      v <- values(prep$fold[[variant]])
+      if (!length(v$bad)) {
+        return(list(given = params, variant = variant, scale = scale, values = v$values))
+      }
+    }
+  }
+  v <- values(prep$plain)
+  if (length(v$bad)) {
+    stop("gk_formula: at these parameters `", paste(deparse(v$bad[[1L]]), collapse = " "),
+         "` is not finite", call. = FALSE)
+  }
+  list(given = params, variant = "plain", scale = NULL, values = v$values)
+}
+
+# The C function and GPU functor of an optimized body, named by the body and
+# the helpers it calls (a new version of the package compiles its own): two
+# formulas with the same body share one library and one GPU kernel.
+gk_formula_body <- function(opt, pnames, dim) {
+  code <- gk_formula_code(opt, pnames, dim)
+  if (code$nparams > 32L) {
+    stop("gk_formula: the formula needs ", code$nparams, " parameters with those it derives ",
+         "(at most 32): write fewer distinct expressions of parameters alone", call. = FALSE)
+  }
+  name <- paste0("gkf_", .Call(gk_r_formula_hash, paste(c(gk_formula_salt(), dim, code$lines,
+                                                           code$result), collapse = "\n")))
+  list(name = name, src = gk_formula_sources(code, name), cpu = NULL)
 }
 
 gk_formula_salt <- function() {
@@ -138,9 +177,9 @@ gk_formula_shlib <- function(name, src, so) {
 # without a GPU, keeping nothing: a check that the translation compiles under
 # NVRTC (the tests run it where there is no GPU). Needs a CUDA build.
 gk_formula_gpu_check <- function(f, dim, arch = 90L, reduction = "sum", k = 1L,
-                                 single = FALSE, swap = FALSE, wrt = NULL) {
+                                 single = FALSE, swap = FALSE, wrt = NULL, fold = FALSE) {
   native <- gk_formula_native(f, dim, "gpu", if (single) "single" else "double", swap = swap,
-                              wrt = wrt)
+                              wrt = wrt, fold = fold)
   .Call(gk_r_formula_gpu_check, native, as.integer(dim), as.integer(arch),
         gk_reductions[[reduction]], as.integer(k), single)
   invisible(TRUE)

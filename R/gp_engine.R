@@ -410,9 +410,11 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   }
   list(mult = mult, mult_rows = rows_of, dmult = dmult,
        # points on the GPU: the solver reduces over them with its vectors on the device
-       # (not a formula's: that solver's C evaluates the vocabulary's kernels)
-       tiled = if (inherits(prob$points, "gk_device_matrix") && !inherits(kernel, "gk_formula")) {
-         list(points = prob$points, kernel = kernel, nugget = nugget)
+       # (a formula as kernel_reduce() prepares it)
+       tiled = if (inherits(prob$points, "gk_device_matrix")) {
+         list(points = prob$points, nugget = nugget,
+              kernel = if (!inherits(kernel, "gk_formula")) kernel else
+                gk_formula_native(kernel, prob$dim, "gpu", fold = TRUE))
        })
 }
 

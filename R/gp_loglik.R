@@ -355,11 +355,20 @@ gp_dense_terms <- function(kernel, nugget, smoothness, groups = NULL, aniso = NU
 # of size n^2 stays on the device (cuSOLVER's Cholesky).
 gp_dense_pieces <- function(prob, kernel, nugget, terms, fisher) {
   B <- cbind(prob$y, prob$X)
-  # (a formula's matrices come from its CPU function: kernel_matrix())
-  if (prob$backend == "gpu" && !inherits(kernel, "gk_formula")) {
-    return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
+  if (prob$backend == "gpu") {
+    if (!inherits(kernel, "gk_formula")) {
+      return(.Call(gk_r_gp_dense, prob$locs, kernel, as.double(nugget), B, unname(terms),
+                   isTRUE(fisher)))
+    }
+    # a formula and its derivatives compiled for the GPU (its matrix kernel)
+    native <- function(k) gk_formula_native(k, prob$dim, "gpu", wrt = k$wrt)
+    terms <- lapply(unname(terms), function(term) {
+      list(lapply(term$kernels, native), term$weights, term$identity)
+    })
+    return(.Call(gk_r_gp_dense_formula, prob$locs, native(kernel), as.double(nugget), B, terms,
                  isTRUE(fisher)))
   }
+  # (a formula's matrices come from its CPU function: kernel_matrix())
   S <- kernel_matrix(prob$locs, kernel = kernel, backend = "cpu")
   diag(S) <- diag(S) + nugget
   R <- tryCatch(chol(S), error = function(e) stop(gp_not_positive_definite, call. = FALSE))

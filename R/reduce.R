@@ -223,7 +223,7 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
       stop("`symmetric = TRUE` needs a kernel of the vocabulary, not a formula", call. = FALSE)
     }
     kernel <- gk_formula_native(kernel, dim_y[2L], backend, precision, swap = axis == 2,
-                                wrt = kernel$wrt)
+                                wrt = kernel$wrt, fold = TRUE)
   }
   # One-column results come back as plain vectors, without a copy here.
   vector_out <- reduction != "kmin" && !b_was_matrix

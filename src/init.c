@@ -80,6 +80,8 @@ SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
 SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads);
 SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols, SEXP threads);
 SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info);
+SEXP gk_r_gp_dense_formula(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms,
+                           SEXP want_info);
 SEXP gk_r_gp_dense_krige(SEXP locs, SEXP newlocs, SEXP spec, SEXP nugget, SEXP X);
 SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads);
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
@@ -164,6 +166,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
   {"gk_r_gp_rademacher", (DL_FUNC) &gk_r_gp_rademacher, 3},
   {"gk_r_gp_dense", (DL_FUNC) &gk_r_gp_dense, 6},
+  {"gk_r_gp_dense_formula", (DL_FUNC) &gk_r_gp_dense_formula, 6},
   {"gk_r_gp_dense_krige", (DL_FUNC) &gk_r_gp_dense_krige, 5},
   {"gk_r_gp_col_dots", (DL_FUNC) &gk_r_gp_col_dots, 5},
   {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 8},

@@ -15,10 +15,11 @@ int gk_r_is_formula(SEXP kernel)
 
 /* `native` is what gk_formula_native() (R/formula_compile.R) returns: the
  * functor's name and program for the GPU, the compiled function for the CPU
- * (a NativeSymbol, or NULL), the parameters, and the dimension it was made
- * for. The strings and parameters stay owned by `native`, which the caller
- * keeps alive over the call. */
-void gk_r_formula_from(SEXP native, int dim, gk_formula *f)
+ * (a NativeSymbol, or NULL), the parameters, the dimension it was made for,
+ * and the scale of a folded formula (the reductions' engines only: `folded`
+ * says the caller takes it). The strings and parameters stay owned by
+ * `native`, which the caller keeps alive over the call. */
+void gk_r_formula_read(SEXP native, int dim, int folded, gk_formula *f)
 {
   SEXP functor = gk_list_get(native, "functor"), source = gk_list_get(native, "source");
   SEXP cpu = gk_list_get(native, "cpu"), params = gk_list_get(native, "params");
@@ -36,6 +37,25 @@ void gk_r_formula_from(SEXP native, int dim, gk_formula *f)
   if (TYPEOF(cpu) == EXTPTRSXP) f->eval = (gk_formula_cpu) R_ExternalPtrAddrFn(cpu);
   f->nparams = Rf_length(params);
   f->params = REAL(params);
+  SEXP scale = gk_list_get(native, "scale");
+  if (!Rf_isNull(scale)) {
+    if (!folded) gk_stop("internal: a folded formula where the points are not scaled");
+    f->scale = gk_as_double(scale);
+    if (!(f->scale > 0) || !isfinite(f->scale)) gk_stop("internal: a folded formula's scale");
+  }
+}
+
+void gk_r_formula_from(SEXP native, int dim, gk_formula *f)
+{
+  gk_r_formula_read(native, dim, 0, f);
+}
+
+void gk_r_formula_spec(SEXP native, int dim, gk_formula *f, gk_reduce_spec *rs, double *range)
+{
+  gk_r_formula_read(native, dim, 1, f);
+  rs->formula = f;
+  rs->kernel = gk_kernel_make(GK_KERNEL_LINEAR, 1.0, NAN);
+  for (int d = 0; d < dim; d++) range[d] = f->scale > 0 ? 1.0 / f->scale : 1.0;
 }
 
 /* 16 hex digits naming a formula's body (the C function and GPU functor). */
@@ -49,12 +69,13 @@ SEXP gk_r_formula_hash(SEXP text)
   return Rf_mkString(out);
 }
 
-/* Compiles the GPU kernels of one reduction with a prepared formula for
- * compute capability `arch` without a GPU (reduce_cuda_warmup's check). */
+/* Compiles the GPU kernels of one reduction with a prepared formula, and its
+ * matrix kernel, for compute capability `arch` without a GPU
+ * (reduce_cuda_warmup's check). */
 SEXP gk_r_formula_gpu_check(SEXP native, SEXP dim, SEXP arch, SEXP reduction, SEXP k, SEXP single)
 {
   gk_formula f;
-  gk_r_formula_from(native, gk_as_int(dim), &f);
+  gk_r_formula_read(native, gk_as_int(dim), 1, &f);   // compiled only: folded or not
   gk_reduce_spec rs;
   memset(&rs, 0, sizeof rs);
   rs.kernel = gk_kernel_make(GK_KERNEL_LINEAR, 1.0, NAN);
@@ -66,6 +87,13 @@ SEXP gk_r_formula_gpu_check(SEXP native, SEXP dim, SEXP arch, SEXP reduction, SE
   gk_error err;
   gk_error_clear(&err);
   if (reduce_cuda_warmup(1, &rs, &dims, &cols, &ranged, &rows, 1, gk_as_int(arch), &err))
+    gk_raise(&err);
+  // and its matrix kernel (the dense GP, gk_formula.h)
+  char name[200];
+  snprintf(name, sizeof name, "gkformula::formula_matrix<%s>", f.functor);
+  const char *names[1] = {name};
+  if (f.source && gk_jit_compile_check(f.source, 1, names, gk_as_int(arch),
+                                       "a formula's covariance matrix", &err))
     gk_raise(&err);
   return R_NilValue;
 }

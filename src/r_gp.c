@@ -293,9 +293,14 @@ SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP 
   if (!sigma.points.device) gk_stop("internal: the GPU solver needs the points on the GPU");
   if ((int) sigma.points.rows != Rf_nrows(nbr))
     gk_stop("internal: %d points, the solver %d", (int) sigma.points.rows, Rf_nrows(nbr));
-  sigma.spec.kernel = gk_kernel_from_r(spec);
   double *range = (double *) R_alloc(sigma.points.cols > 0 ? sigma.points.cols : 1, sizeof(double));
-  gk_kernel_range_from_r(spec, sigma.points.cols, range);
+  gk_formula formula;
+  if (gk_r_is_formula(spec)) {   // a covariance formula, as kernel_reduce() runs it
+    gk_r_formula_spec(spec, sigma.points.cols, &formula, &sigma.spec, range);
+  } else {
+    sigma.spec.kernel = gk_kernel_from_r(spec);
+    gk_kernel_range_from_r(spec, sigma.points.cols, range);
+  }
   sigma.spec.range = range;
   sigma.spec.method = GK_REDUCE_AUTO;
   sigma.nugget = gk_as_double(nugget);
@@ -393,6 +398,7 @@ static gp_dense_term *terms_from_r(SEXP terms, SEXP locs, SEXP spec, int dim)
     dterms[t].points = points;
     dterms[t].weights = REAL(weights);
     dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
+    dterms[t].formulas = NULL;
   }
   return dterms;
 }
@@ -430,15 +436,11 @@ SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SE
 /* The exact likelihood's pieces on the GPU (gp_gpu_dense). terms: as
  * terms_from_r(); returns list(logdet, solved, trace, quad (q x q x nterms),
  * info (NULL unless want_info)). */
-SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+static SEXP dense_pieces(const double *xs, int n, int dim, const gk_kernel *kernel,
+                         const gk_formula *formula, double nugget, SEXP rhs, int nterms,
+                         const gp_dense_term *dterms, int info)
 {
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
-    gk_stop("internal: bad right-hand sides");
-  int q = Rf_ncols(rhs), nterms = Rf_length(terms), info = gk_as_flag(want_info);
-  gk_kernel kernel = gk_kernel_from_r(spec);
-  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
-  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  int q = Rf_ncols(rhs);
   const char *names[] = {"logdet", "solved", "trace", "quad", "info", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SEXP solved = gk_list_put(out, 1, Rf_allocMatrix(REALSXP, n, q));
@@ -449,12 +451,59 @@ SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP
                          info ? REAL(fisher) : NULL};
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_dense(xs, n, dim, &kernel, gk_as_double(nugget), REAL(rhs), q, nterms, dterms, info,
-               &res, &err);
+  gp_gpu_dense(xs, n, dim, kernel, formula, nugget, REAL(rhs), q, nterms, dterms, info, &res,
+               &err);
   SET_VECTOR_ELT(out, 0, Rf_ScalarReal(res.logdet));
   UNPROTECT(1);
   gk_finish(&err);
   return out;
+}
+
+static void check_rhs(SEXP rhs, int n)
+{
+  if (!Rf_isReal(rhs) || !Rf_isMatrix(rhs) || Rf_nrows(rhs) != n)
+    gk_stop("internal: bad right-hand sides");
+}
+
+SEXP gk_r_gp_dense(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms, SEXP want_info)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  check_rhs(rhs, n);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  gp_dense_term *dterms = terms_from_r(terms, locs, spec, dim);
+  double *xs = scaled_points(locs, R_NilValue, spec, NULL);
+  return dense_pieces(xs, n, dim, &kernel, NULL, gk_as_double(nugget), rhs, Rf_length(terms),
+                      dterms, gk_as_flag(want_info));
+}
+
+/* The same for a covariance formula (prepared for the GPU, unfolded) on the
+ * points as given: terms as terms_from_r()'s, their kernels formulas. */
+SEXP gk_r_gp_dense_formula(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP terms,
+                           SEXP want_info)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(locs) || TYPEOF(terms) != VECSXP) gk_stop("internal: bad dense formula GP");
+  check_rhs(rhs, n);
+  gk_formula *sigma = (gk_formula *) R_alloc(1, sizeof(gk_formula));
+  gk_r_formula_from(spec, dim, sigma);
+  int nterms = Rf_length(terms);
+  gp_dense_term *dterms = (gp_dense_term *) R_alloc((size_t) nterms + 1, sizeof(gp_dense_term));
+  memset(dterms, 0, ((size_t) nterms + 1) * sizeof(gp_dense_term));
+  for (int t = 0; t < nterms; t++) {
+    SEXP term = VECTOR_ELT(terms, t);
+    SEXP kernels = VECTOR_ELT(term, 0), weights = VECTOR_ELT(term, 1);
+    if (TYPEOF(kernels) != VECSXP || !Rf_isReal(weights) || Rf_length(weights) != Rf_length(kernels))
+      gk_stop("internal: bad derivative term");
+    int nk = Rf_length(kernels);
+    gk_formula *fs = (gk_formula *) R_alloc((size_t) nk + 1, sizeof(gk_formula));
+    for (int k = 0; k < nk; k++) gk_r_formula_from(VECTOR_ELT(kernels, k), dim, &fs[k]);
+    dterms[t].nkernels = nk;
+    dterms[t].formulas = fs;
+    dterms[t].weights = REAL(weights);
+    dterms[t].identity = gk_as_double(VECTOR_ELT(term, 2));
+  }
+  return dense_pieces(REAL(locs), n, dim, NULL, sigma, gk_as_double(nugget), rhs, nterms, dterms,
+                      gk_as_flag(want_info));
 }
 
 /* Kriging variances' pieces on the GPU (gp_gpu_dense_krige): list(vq, xsc

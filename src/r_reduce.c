@@ -215,11 +215,8 @@ static SEXP reduce_run(SEXP x, SEXP y, SEXP b, SEXP spec, gk_reduction reduction
   memset(&rs, 0, sizeof rs);   // fields not set below (device_out, root_scale) are off
   double *range = (double *) R_alloc(xo.cols > 0 ? xo.cols : 1, sizeof(double));
   gk_formula formula;
-  if (gk_r_is_formula(spec)) {   // the points as given (reduce.h)
-    gk_r_formula_from(spec, xo.cols, &formula);
-    rs.formula = &formula;
-    rs.kernel = gk_kernel_make(GK_KERNEL_LINEAR, 1.0, NAN);
-    for (int d = 0; d < xo.cols; d++) range[d] = 1.0;
+  if (gk_r_is_formula(spec)) {   // as given, or scaled when folded (reduce.h)
+    gk_r_formula_spec(spec, xo.cols, &formula, &rs, range);
   } else {
     rs.kernel = gk_kernel_from_r(spec);
     gk_kernel_range_from_r(spec, xo.cols, range);

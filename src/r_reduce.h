@@ -17,8 +17,14 @@ gk_reduce_operand gk_r_reduce_operand(SEXP a);
 const double *gk_r_rhs_block(SEXP v, int n, int *cols);
 
 /* A prepared formula (r_formula.c): whether `kernel` is one, and the
- * engines' struct read from it for points of `dim` coordinates. */
+ * engines' struct read from it for points of `dim` coordinates (_read with
+ * folded = 1: the caller scales the points of a folded formula). */
 int gk_r_is_formula(SEXP kernel);
 void gk_r_formula_from(SEXP native, int dim, gk_formula *f);
+void gk_r_formula_read(SEXP native, int dim, int folded, gk_formula *f);
+/* A reduction's kernel from a prepared formula: f read (folded allowed) and
+ * set in rs, the kernel the linear family, range (dim values) 1 or 1 / the
+ * folded scale. */
+void gk_r_formula_spec(SEXP native, int dim, gk_formula *f, gk_reduce_spec *rs, double *range);
 
 #endif

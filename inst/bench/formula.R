@@ -4,7 +4,8 @@
 # (the first call compiles), medians of repeated calls. The target: the
 # formula within 10% of the built-in (ratio <= 1.10). A space-time formula
 # and a formula k-min follow for reference. GPU rows where there is a GPU;
-# CPU rows always (smaller sizes).
+# CPU rows always (smaller sizes), unless GK_BENCH_FORMULA_BACKENDS leaves
+# them out (e.g. "gpu").
 library(gpukernels)
 
 bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1L])))
@@ -33,7 +34,8 @@ if (gk_has_gpu()) {
   print(gk_info())
   cases$gpu <- c(1e4, 1e5, 4e5)
 }
-for (backend in names(cases)) {
+only <- strsplit(Sys.getenv("GK_BENCH_FORMULA_BACKENDS", "cpu,gpu"), ",")[[1L]]
+for (backend in intersect(names(cases), only)) {
   for (precision in if (backend == "gpu") c("single", "double") else "double") {
     for (size in cases[[backend]]) {
       x <- matrix(runif(3 * size), size, 3)

@@ -2,9 +2,9 @@
 # Matern 3/2 written as a formula against gk_kernel("matern", smoothness =
 # 1.5), methods "dense" and "tiled", 2D, warmed up (the first call compiles
 # the formula and its derivative), medians of repeated calls. The formula
-# pays for a call per pair on the CPU (the built-in kernel is inlined) and,
-# in "tiled", for its Vecchia factor on the CPU. GPU rows where there is a
-# GPU; CPU rows always.
+# pays for a call per pair on the CPU (the built-in kernel is inlined) and
+# for its Vecchia factor on the CPU ("tiled"). GPU rows where there is a GPU;
+# CPU rows unless GK_BENCH_GP_FORMULA_BACKENDS leaves them out.
 library(gpukernels)
 
 bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE),
@@ -16,7 +16,8 @@ formula <- gk_formula((1 + sqrt(sqdist(x, y)) / r) * exp(-sqrt(sqdist(x, y)) / r
 
 set.seed(1)
 sizes <- as.numeric(strsplit(Sys.getenv("GK_BENCH_GP_FORMULA_N", "2000"), ",")[[1L]])
-backends <- c("cpu", if (gk_has_gpu()) "gpu")
+backends <- intersect(c("cpu", if (gk_has_gpu()) "gpu"),
+                      strsplit(Sys.getenv("GK_BENCH_GP_FORMULA_BACKENDS", "cpu,gpu"), ",")[[1L]])
 rows <- list()
 for (backend in backends) {
   for (n in sizes) {

@@ -193,6 +193,8 @@ typedef struct {
   const double *weights;
   const double *const *points;   /* nkernels, or NULL: all on Sigma's points */
   double identity;
+  const gk_formula *formulas;    /* or NULL: nkernels formulas in place of the
+                                  * kernels (on the points as given; GPU only) */
 } gp_dense_term;
 
 /* The points term kernel k is evaluated on: its own, or Sigma's xs. */
@@ -211,12 +213,15 @@ typedef struct {
 
 /* The pieces of the log-likelihood, its gradient and (want_info) the Fisher
  * information for the right-hand sides rhs (n x q, host: [y X]) and nterms
- * derivatives. Fails with GP_NOT_POSITIVE_DEFINITE_MESSAGE (GK_ERR_INPUT)
+ * derivatives. With kernel NULL, Sigma is formula + nugget I on the points xs
+ * as given (a covariance formula, compiled for the GPU), and the terms give
+ * formulas too. Fails with GP_NOT_POSITIVE_DEFINITE_MESSAGE (GK_ERR_INPUT)
  * when Sigma is not numerically positive definite, and with GK_ERR_NOMEM
  * naming the other methods when the n x n matrices do not fit. */
-gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel, double nugget,
-                       const double *rhs, int q, int nterms, const gp_dense_term *terms,
-                       int want_info, gp_dense_result *res, gk_error *err);
+gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel,
+                       const gk_formula *formula, double nugget, const double *rhs, int q,
+                       int nterms, const gp_dense_term *terms, int want_info,
+                       gp_dense_result *res, gk_error *err);
 
 /* Kriging variances' pieces at m new points xnew (m x dim, host, scaled as
  * xs), with C = K(xs, xnew): vq[j] = C_j' Sigma^-1 C_j, and with a design

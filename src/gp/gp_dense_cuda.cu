@@ -16,8 +16,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <string>
 #include <vector>
 #include "gp/gp.h"
+#include "gpukernels/reduce_args.h"
+#include "device/gk_jit.h"
 #include "kernels/kernel_matrix.h"
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
@@ -96,11 +100,36 @@ unsigned grid_for(size_t items)
   return (unsigned) (b < 1 ? 1 : (b > 65535 ? 65535 : b));
 }
 
+/* out = weight F(x_i, x_j) + beta out over the n points of a formula (x:
+ * column-major, then the same points point-major, on the device), by its
+ * matrix kernel (gk_formula.h) compiled with it. */
+gk_status formula_matrix(const gk_formula *f, const double *x, int n, int dim, double weight,
+                         double beta, double *out, gk_error *err)
+{
+  if (!f->source) return gk_fail(err, GK_ERR_INPUT, "this formula was not prepared for the GPU");
+  const std::string name = std::string("gkformula::formula_matrix<") + f->functor + ">";
+  const char *names[1] = {name.c_str()};
+  const void *kernel = NULL;
+  if (gk_jit_kernels(f->source, 1, names, "a formula's covariance matrix", &kernel, err))
+    return err->status;
+  gkreduce::Args a;
+  memset(&a, 0, sizeof a);
+  a.m = (size_t) n;
+  a.dim = dim;
+  for (int q = 0; q < f->nparams; q++) a.params[q] = f->params[q];
+  const double *rows = x + (size_t) n * dim;
+  size_t count = (size_t) n;
+  void *args[] = {&a, &x, &rows, &count, &weight, &beta, &out};
+  return gk_cuda_status(cudaLaunchKernel(kernel, dim3(grid_for((size_t) n * n)), dim3(kThreads),
+                                         args, 0, 0),
+                        "a formula's covariance matrix", err);
+}
+
 /* What every call holds: handles, the scaled points and Sigma's factor. */
 struct dense_factor {
   cublasHandle_t blas = NULL;
   cusolverDnHandle_t solver = NULL;
-  gk_device_buffer points = GK_DEVICE_BUFFER_EMPTY;
+  gk_device_buffer points = GK_DEVICE_BUFFER_EMPTY;   /* a formula's: twice (formula_matrix) */
   gk_device_buffer factor = GK_DEVICE_BUFFER_EMPTY;    /* n x n: L below the diagonal */
   gk_device_buffer work = GK_DEVICE_BUFFER_EMPTY;      /* cuSOLVER's workspace        */
   gk_device_buffer info = GK_DEVICE_BUFFER_EMPTY;      /* its int status              */
@@ -152,9 +181,11 @@ gk_status check_room(int n, int matrices, gk_error *err)
                                 NULL, err);
 }
 
-/* Sigma = K + nugget I on the device, factored in place (lower). */
+/* Sigma = K + nugget I on the device (K: the kernel on the scaled points xs,
+ * or the formula on the points as given), factored in place (lower). */
 gk_status factor_sigma(dense_factor *f, const double *xs, int n, int dim,
-                       const gk_kernel *kernel, double nugget, gk_error *err)
+                       const gk_kernel *kernel, const gk_formula *formula, double nugget,
+                       gk_error *err)
 {
   f->n = n;
   f->dim = dim;
@@ -163,15 +194,27 @@ gk_status factor_sigma(dense_factor *f, const double *xs, int n, int dim,
     return err->status;
   if (gk_cusolver_status(cusolverDnSetStream(f->solver, 0), "binding cuSOLVER to a stream", err))
     return err->status;
-  if (gk_buffer_alloc(&f->points, (size_t) n * dim * sizeof(double) + 1, "the points", err) ||
+  // a formula reads its points column-major (x_i) and point-major (x_j)
+  const size_t point_bytes = (size_t) n * dim * sizeof(double);
+  std::vector<double> both;
+  if (!kernel) {
+    both.assign(xs, xs + (size_t) n * dim);
+    both.resize(2 * (size_t) n * dim);
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < dim; k++) both[(size_t) n * dim + (size_t) i * dim + k] = xs[i + (size_t) k * n];
+  }
+  if (gk_buffer_alloc(&f->points, 2 * point_bytes + 1, "the points", err) ||
       gk_buffer_alloc(&f->factor, (size_t) n * n * sizeof(double), "the covariance matrix", err) ||
       gk_buffer_alloc(&f->info, sizeof(int), "cuSOLVER's status", err) ||
       gk_buffer_alloc(&f->partial, kDotBlocks * sizeof(double), "partial sums", err) ||
-      gk_buffer_upload(&f->points, xs, (size_t) n * dim * sizeof(double), NULL, err))
+      gk_buffer_upload(&f->points, kernel ? xs : both.data(), kernel ? point_bytes : 2 * point_bytes,
+                       NULL, err))
     return err->status;
   double *a = (double *) f->factor.ptr;
   const double *x = (const double *) f->points.ptr;
-  if (kernel_matrix_cuda_device(kernel, x, n, x, n, dim, 1.0, 0.0, a, err)) return err->status;
+  if (kernel ? kernel_matrix_cuda_device(kernel, x, n, x, n, dim, 1.0, 0.0, a, err)
+             : formula_matrix(formula, x, n, dim, 1.0, 0.0, a, err))
+    return err->status;
   add_to_diagonal<<<grid_for(n), kThreads>>>(n, nugget, a);
   if (gk_cuda_check_launch("the nugget", err)) return err->status;
   int lwork = 0, status = 0;
@@ -213,8 +256,9 @@ gk_status dot(dense_factor *f, const double *a, const double *b, int lower_sym, 
   return GK_OK;
 }
 
-/* D_t = sum_k w_k K_k + identity I into d (n x n); a kernel with points of
- * its own (gp_term_points()) has them uploaded for its matrix. */
+/* D_t = sum_k w_k K_k + identity I into d (n x n), or the host's matrix; a
+ * kernel with points of its own (gp_term_points()) has them uploaded for its
+ * matrix. */
 gk_status fill_term(dense_factor *f, const gp_dense_term *term, double *d, gk_error *err)
 {
   int n = f->n;
@@ -222,6 +266,12 @@ gk_status fill_term(dense_factor *f, const gp_dense_term *term, double *d, gk_er
   set_diagonal<<<grid_for((size_t) n * n), kThreads>>>(n, term->identity, d);
   if (gk_cuda_check_launch("a derivative matrix", err)) return err->status;
   for (int k = 0; k < term->nkernels; k++) {
+    if (term->formulas) {   // on Sigma's points as given
+      if (formula_matrix(&term->formulas[k], (const double *) f->points.ptr, n, f->dim,
+                         term->weights[k], 1.0, d, err))
+        return err->status;
+      continue;
+    }
     gk_device_buffer own = GK_DEVICE_BUFFER_EMPTY;
     const double *x = (const double *) f->points.ptr;
     if (term->points && term->points[k]) {
@@ -262,8 +312,8 @@ gk_status quadratic_form(dense_factor *f, const double *d, const double *w, int 
 }  // namespace
 
 extern "C" gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel,
-                                  double nugget, const double *rhs, int q, int nterms,
-                                  const gp_dense_term *terms, int want_info,
+                                  const gk_formula *formula, double nugget, const double *rhs,
+                                  int q, int nterms, const gp_dense_term *terms, int want_info,
                                   gp_dense_result *res, gk_error *err)
 {
   if (n < 1 || n > GP_DENSE_GPU_MAX)
@@ -281,7 +331,7 @@ extern "C" gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_ker
   const double one = 1.0;
   int status = 0;
   size_t nn = (size_t) n * n;
-  GK_TRY(factor_sigma(&f, xs, n, dim, kernel, nugget, err));
+  GK_TRY(factor_sigma(&f, xs, n, dim, kernel, formula, nugget, err));
   {
     // log det Sigma = 2 sum log L_ii, from the factor's diagonal
     std::vector<double> diag(n);
@@ -400,7 +450,7 @@ extern "C" gk_status gp_gpu_dense_krige(const double *xs, int n, int dim,
   if (chunk < 1) chunk = 1;
   if (chunk > m) chunk = m > 0 ? m : 1;
   const double *l = NULL;
-  GK_TRY(factor_sigma(&f, xs, n, dim, kernel, nugget, err));
+  GK_TRY(factor_sigma(&f, xs, n, dim, kernel, NULL, nugget, err));
   l = (const double *) f.factor.ptr;
   GK_TRY(gk_buffer_alloc(&newpts, (size_t) chunk * dim * sizeof(double) + 1, "the new points",
                          err));

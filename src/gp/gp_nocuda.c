@@ -28,11 +28,12 @@ gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, double *y, 
   return gk_fail_no_cuda(err);
 }
 
-gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel, double nugget,
-                       const double *rhs, int q, int nterms, const gp_dense_term *terms,
-                       int want_info, gp_dense_result *res, gk_error *err)
+gk_status gp_gpu_dense(const double *xs, int n, int dim, const gk_kernel *kernel,
+                       const gk_formula *formula, double nugget, const double *rhs, int q,
+                       int nterms, const gp_dense_term *terms, int want_info,
+                       gp_dense_result *res, gk_error *err)
 {
-  (void) xs; (void) n; (void) dim; (void) kernel; (void) nugget; (void) rhs; (void) q;
+  (void) xs; (void) n; (void) dim; (void) kernel; (void) formula; (void) nugget; (void) rhs; (void) q;
   (void) nterms; (void) terms; (void) want_info; (void) res;
   return gk_fail_no_cuda(err);
 }

@@ -108,7 +108,10 @@ void reduce_plan_free(gk_reduce_plan *plan);
  * body, for T = float or double) that `source` defines, compiled by NVRTC and
  * cached as the built-in kernels are. Both see the points as they are given:
  * no range, no shift (a formula need not depend on differences only), and
- * neither assumes F symmetric.
+ * neither assumes F symmetric; except a folded formula (scale > 0, R's
+ * formula_fold.R), a function of differences written for the points times
+ * `scale`: the engines shift and scale them as a built-in kernel's (range
+ * 1 / scale).
  */
 typedef double (*gk_formula_cpu)(const double *x, const double *y, const double *params);
 typedef struct {
@@ -117,6 +120,7 @@ typedef struct {
   const char *functor;     /* its qualified name, e.g. "gkformula::F_1f2e"      */
   int nparams;             /* at most GK_FORMULA_MAX_PARAMS (reduce_args.h)     */
   const double *params;
+  double scale;            /* > 0: folded (the points times scale), else 0      */
 } gk_formula;
 
 typedef struct {
@@ -150,9 +154,18 @@ typedef struct {
    * GPU adds the transposed contributions in an order that varies between
    * runs (atomic adds): its sums are equal to rounding, not bit for bit. */
   int symmetric;
-  /* NULL, or the formula that replaces the kernel (range all ones). */
+  /* NULL, or the formula that replaces the kernel (range all ones, or
+   * 1 / scale when folded). */
   const gk_formula *formula;
 } gk_reduce_spec;
+
+/* Whether the engines hand the points to the kernel as given, without the
+ * shift to a common point: a formula that is not folded, or a kernel of
+ * inner products. */
+static inline int gk_reduce_sees_points(const gk_reduce_spec *spec)
+{
+  return spec->formula ? !(spec->formula->scale > 0) : gk_kernel_uses_inner_product(&spec->kernel);
+}
 
 /* A matrix operand: host doubles, or memory already on a GPU (a device
  * matrix from R, stored as double or float, on GPU `gpu`, minus its

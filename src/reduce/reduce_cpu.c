@@ -283,8 +283,7 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   job.e = b ? b->cols : 1;
   job.b = b ? b->host : NULL;
   job.formula = spec->formula;
-  // A formula sees the points as given (reduce.h), as inner products do.
-  job.inner = spec->formula || gk_kernel_uses_inner_product(&spec->kernel);
+  job.inner = gk_reduce_sees_points(spec);
   job.out = out;
   job.index = index;
   // Kernels of differences: both sets relative to y's first point.

@@ -152,8 +152,7 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   a.dim = dim;
   a.k = spec->k;
   a.kernel = spec->kernel;
-  // A formula sees the points as given (reduce.h), as inner products do.
-  a.inner = spec->formula || gk_kernel_uses_inner_product(&spec->kernel);
+  a.inner = gk_reduce_sees_points(spec);
   if (spec->formula) {
     if (!spec->formula->source || spec->formula->nparams > GK_FORMULA_MAX_PARAMS)
       return gk_fail(err, GK_ERR_INPUT, "this formula was not prepared for the GPU");

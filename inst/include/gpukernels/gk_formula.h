@@ -34,6 +34,9 @@ __device__ __forceinline__ double gk_exp2(double u)
   const unsigned above = (unsigned) (__double2hiint(u) - 0x40EFFE00);   // 65504.0's high word
   return above <= 0x7FF00000u - 0x40EFFE00u ? __longlong_as_double(0x7ff0000000000000LL) : v;
 }
+// The same where R has proved u <= 0 (gk_formula_sign(): -S, -sqrt(S), ...):
+// nothing to overflow, so the built-in gaussian's exact cost.
+template <typename T> __device__ __forceinline__ T gk_exp2_nonpos(T u) { return gkreduce::exp2_units(u); }
 template <typename T> __device__ __forceinline__ T gk_sign(T v) { return (T) ((v > 0) - (v < 0)); }
 template <typename T> __device__ __forceinline__ T gk_dnorm(T u)
 {
@@ -53,11 +56,28 @@ __device__ __forceinline__ T coord(const T *xr, const T *xg, size_t m)
   else return xg[(size_t) K * m];
 }
 
+// A formula's matrix (the dense GP on the GPU): out[i + j m] = weight
+// F(x_i, y_j) + beta out[i + j m] for x column-major (a.m rows) and y
+// point-major (n points of a.dim), one thread per entry.
+template <class F>
+__global__ void formula_matrix(gkreduce::Args a, const double *x, const double *y, size_t n,
+                               double weight, double beta, double *out)
+{
+  const size_t total = a.m * n;
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    const size_t i = e % a.m, j = e / a.m;
+    const double v = F::template points<double, 0>(x + i, x + i, a.m, y + j * a.dim, a);
+    out[e] = beta == 0.0 ? weight * v : weight * v + beta * out[e];
+  }
+}
+
 }  // namespace gkformula
 
 #else
 
 static inline double gk_exp2(double u) { return exp2(u); }   /* unit 1 on the CPU */
+static inline double gk_exp2_nonpos(double u) { return exp2(u); }
 static inline double gk_sign(double v) { return (double) ((v > 0) - (v < 0)); }
 static inline double gk_dnorm(double u) { return 0.398942280401432677939946 * exp(-0.5 * u * u); }
 static inline double gk_pnorm(double u) { return 0.5 * erfc(-u * 0.707106781186547524400844); }
