@@ -269,7 +269,8 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     // the vectors, nbr and coef, the transpose, and the transpose's sort (freed
     // after; it is larger than the copy of nbr and coef that the operator's
     // order needs, and freed before)
-    size_t need = (k >= kRowsMajorColumns ? 6 : 5) * block + nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) +
+    size_t need = (k >= kRowsMajorColumns ? 6 : 5) * block + nn * m * sizeof(int) +
+                  nn * (m + 1) * sizeof(double) +
                   (nn + 1) * sizeof(size_t) + nnz * (sizeof(int) + sizeof(double)) +
                   3 * nn * m * (sizeof(int) + sizeof(long long));
     char what[128];

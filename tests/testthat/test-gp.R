@@ -346,7 +346,8 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
     # mean-zero columns of different scales, a zero column (never active), one column,
     # and 70 columns (the preconditioner's row-major products from 8 active columns,
     # in two passes of 64 columns)
-    wide <- cbind(rnorm(n), 0, matrix(rnorm(n * 68), n) * rep(10^seq(-2, 2, length.out = 68), each = n))
+    wide <- cbind(rnorm(n), 0,
+                  matrix(rnorm(n * 68), n) * rep(10^seq(-2, 2, length.out = 68), each = n))
     for (B in list(cbind(rnorm(n), 0, matrix(rnorm(n * 9), n) * 10^(0:8 - 4)),
                    matrix(rnorm(n), n), wide)) {
       track <- if (ncol(B) > 1) c(1L, 4L) else 1L

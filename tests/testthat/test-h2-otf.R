@@ -171,7 +171,7 @@ test_that("auto chooses on the fly when the stored form does not fit, and says w
   expect_lt(max(abs(B %*% x - A %*% x)) / max(abs(A %*% x)), 1e-12)
 })
 
-test_that("stored_if_fits stores the blocks unless they do not fit, then computes them on the fly", {
+test_that("stored_if_fits stores the blocks unless they do not fit, then goes on the fly", {
   set.seed(1206)
   n <- 1500
   locs <- matrix(runif(n * 2), ncol = 2)
