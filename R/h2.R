@@ -110,7 +110,13 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   double, 3.0 against 8.3 ms in single, on an H100). `summary()` says which, why,
 #'   and both predictions. [h2_compress()] of an on-the-fly matrix stores its
 #'   compressed couplings and keeps the dense blocks on the fly. With `tol`,
-#'   see above.
+#'   see above. `"stored_if_fits"`: stored unless the stored form would not
+#'   fit (then on the fly), for products of many columns at once: the model
+#'   above is for one column, and an on-the-fly product's cost grows with the
+#'   columns faster than a stored one's (at \eqn{n = 10^6} in 2D, order 8, eta
+#'   2, 76 against 28 ms for 52 columns in double on an H100, 5.9 against 8.1
+#'   ms for one); the iterative Gaussian-process methods use it on a GPU. With
+#'   `tol` it is `"auto"`.
 #' @return An object of class `h2matrix`, with methods for `%*%`, `dim`,
 #'   `print`, `summary` and `as.matrix`; see also [h2_error()] and
 #'   [h2_compress()].
@@ -126,6 +132,7 @@ h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order =
                       storage = c("auto", "stored", "on_the_fly"), backend = NULL, locs) {
   gk_use_new_names("h2_matrix", c(locs = "x"))
   storage <- h2_check_storage(storage)
+  if (!is.null(tol) && storage == "stored_if_fits") storage <- "auto"
   # The matrix keeps its points as `locs` (its settings, read by h2_build()).
   locs <- gk_check_points(x, "x")
   d <- ncol(locs)

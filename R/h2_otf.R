@@ -3,13 +3,14 @@
 # (src/h2/h2_otf.h). The choice of "auto" is made in C once the tree is known
 # (h2_otf_choose); these helpers check the argument and describe the choice.
 
-h2_storages <- c("auto", "stored", "on_the_fly")
+h2_storages <- c("auto", "stored", "on_the_fly", "stored_if_fits")
 
 h2_check_storage <- function(storage) {
-  if (identical(storage, h2_storages)) storage <- "auto"   # the default
+  if (identical(storage, h2_storages[1:3])) storage <- "auto"   # the default
   if (!is.character(storage) || length(storage) != 1L || is.na(storage) ||
       !storage %in% h2_storages) {
-    stop("`storage` must be one of \"auto\", \"stored\" or \"on_the_fly\"", call. = FALSE)
+    stop("`storage` must be one of \"auto\", \"stored\", \"on_the_fly\" or \"stored_if_fits\"",
+         call. = FALSE)
   }
   storage
 }
@@ -17,7 +18,7 @@ h2_check_storage <- function(storage) {
 # The code gk_r_h2_build takes (objects saved before `storage` existed: stored).
 h2_storage_code <- function(storage) {
   if (is.null(storage)) return(0L)
-  match(storage, c("stored", "on_the_fly", "auto")) - 1L
+  match(storage, c("stored", "on_the_fly", "auto", "stored_if_fits")) - 1L
 }
 
 # on_the_fly: the dense blocks are computed on the fly; couplings_on_the_fly:

@@ -38,8 +38,8 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
-  int storage_code = gk_as_int(storage);   // 0 stored, 1 on the fly, 2 auto
-  if (storage_code < H2_STORE_BLOCKS || storage_code > H2_STORE_AUTO)
+  int storage_code = gk_as_int(storage);   // 0 stored, 1 on the fly, 2 auto, 3 if it fits
+  if (storage_code < H2_STORE_BLOCKS || storage_code > H2_STORE_IF_FITS)
     gk_stop("internal: bad H2 storage %d", storage_code);
   gk_kernel kernel = gk_kernel_from_r(spec);
   double range[3];

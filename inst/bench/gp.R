@@ -93,7 +93,7 @@ bench_loglik <- function(label, n, dim, kernel, nugget, method, limit, reps = 2L
     tm <- gr$value$timing
     # the neighbour search alone (part of every call; outside the timers below)
     nb <- elapsed(gpukernels:::gp_neighbors(dat$locs[sample.int(n), , drop = FALSE],
-                                            gp_control()$neighbors, backend))
+                                            gpukernels:::gp_default_neighbors(method), backend))
     data.frame(case = label, n = n, dim = dim, method = method,
                first_s = round(first$seconds, 2), loglik_s = round(stats::median(ll), 2),
                loglik_grad_s = round(gr$seconds, 2), step_s = round(ev$seconds, 2),

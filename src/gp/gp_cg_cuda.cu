@@ -102,6 +102,58 @@ __global__ void next_direction(size_t n, const int *cols, const double *beta, co
     pj[i] = rj[i] + b * pj[i];
 }
 
+/* Tiles of 32 rows x 32 columns through shared memory (the 33rd column keeps
+ * the tile's reads and writes on different banks), so that both the
+ * column-major and the row-major side move whole 256-byte runs. */
+const int kTile = 32;
+
+__global__ void to_rows_kernel(size_t n, const double *src, const int *cols, int k, double *dst)
+{
+  __shared__ double tile[kTile][kTile + 1];
+  int c0 = blockIdx.y * kTile;
+  for (size_t i0 = (size_t) blockIdx.x * kTile; i0 < n; i0 += (size_t) gridDim.x * kTile) {
+    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
+      int c = c0 + u;
+      size_t i = i0 + threadIdx.x;
+      if (c < k && i < n) tile[u][threadIdx.x] = src[i + (size_t) (cols ? cols[c] : c) * n];
+    }
+    __syncthreads();
+    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
+      size_t i = i0 + u;
+      int c = c0 + threadIdx.x;
+      if (c < k && i < n) dst[i * k + c] = tile[threadIdx.x][u];
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void from_rows_kernel(size_t n, const double *src, int k, double *dst)
+{
+  __shared__ double tile[kTile][kTile + 1];
+  int c0 = blockIdx.y * kTile;
+  for (size_t i0 = (size_t) blockIdx.x * kTile; i0 < n; i0 += (size_t) gridDim.x * kTile) {
+    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
+      size_t i = i0 + u;
+      int c = c0 + threadIdx.x;
+      if (c < k && i < n) tile[u][threadIdx.x] = src[i * k + c];
+    }
+    __syncthreads();
+    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
+      int c = c0 + u;
+      size_t i = i0 + threadIdx.x;
+      if (c < k && i < n) dst[i + (size_t) c * n] = tile[threadIdx.x][u];
+    }
+    __syncthreads();
+  }
+}
+
+dim3 tile_grid(size_t n, int k)
+{
+  size_t rows = (n + kTile - 1) / kTile;
+  return dim3((unsigned) (rows < 1 ? 1 : (rows > 65535 ? 65535 : rows)),
+              (unsigned) ((k + kTile - 1) / kTile));
+}
+
 /* y += a x */
 __global__ void add_scaled_kernel(size_t count, double a, const double *x, double *y)
 {
@@ -133,6 +185,16 @@ void step(size_t n, const int *cols, int k, unsigned parts, const double *pq, co
   sum_partials<<<dim3(1, k), kThreads, 0, s>>>(partial, parts, next);
   finish_step<<<(k + 127) / 128, 128, 0, s>>>(k, cols, pq, next, rr, coef_a, coef_b);
   next_direction<<<dim3(parts, k), kThreads, 0, s>>>(n, cols, coef_b, r, p);
+}
+
+void to_rows(size_t n, const double *src, const int *cols, int k, double *dst, cudaStream_t s)
+{
+  to_rows_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, cols, k, dst);
+}
+
+void from_rows(size_t n, const double *src, int k, double *dst, cudaStream_t s)
+{
+  from_rows_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, k, dst);
 }
 
 void add_scaled(size_t count, double a, const double *x, double *y)

@@ -36,6 +36,13 @@ void step(size_t n, const int *cols, int k, unsigned parts, const double *pq, co
           double *x, double *r, double *p, double *rr, double *partial, double *next,
           double *coef_a, double *coef_b, cudaStream_t s);
 
+// dst (row-major, row i's k values at dst + i k) = src[:, cols[c]] for the k
+// columns (cols NULL: the first k), src column-major with n rows.
+void to_rows(size_t n, const double *src, const int *cols, int k, double *dst, cudaStream_t s);
+
+// dst (column-major, n x k) = src (row-major, n x k).
+void from_rows(size_t n, const double *src, int k, double *dst, cudaStream_t s);
+
 // y += a x, count entries.
 void add_scaled(size_t count, double a, const double *x, double *y);
 

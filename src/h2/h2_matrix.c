@@ -81,6 +81,9 @@ static gk_status choose_storage(h2_matrix *h, h2_storage_request storage, int gp
   if (storage == H2_STORE_ON_THE_FLY) {
     take = 1;
     h->storage_reason = H2_STORAGE_REQUESTED;
+  } else if (storage == H2_STORE_IF_FITS) {
+    take = h->storage_reason == H2_STORAGE_MEMORY;
+    if (!take) h->storage_reason = H2_STORAGE_REQUESTED;
   }
   if (!take) {
     h2_otf_free(*otf);

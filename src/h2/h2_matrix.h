@@ -31,7 +31,10 @@ typedef enum {
 typedef enum {
   H2_STORE_BLOCKS = 0,      /* every block stored                          */
   H2_STORE_ON_THE_FLY = 1,  /* couplings and dense blocks on the fly       */
-  H2_STORE_AUTO = 2         /* the storage model's choice (h2_otf_choose)  */
+  H2_STORE_AUTO = 2,        /* the storage model's choice (h2_otf_choose)  */
+  H2_STORE_IF_FITS = 3      /* stored unless it would not fit the memory
+                               budget: for products of many columns, where
+                               the on-the-fly form's per-column cost loses */
 } h2_storage_request;
 
 /* Asks the host program to free unreachable objects before `bytes` are

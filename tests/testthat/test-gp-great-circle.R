@@ -146,8 +146,12 @@ test_that("tiled, h2 and vecchia great-circle likelihoods agree with dense", {
                        coords = "lonlat", distance = "great_circle", backend = backend)
       info <- paste(backend, method)
       expect_lt(abs(got$loglik - ref), max(got$error, 1e-8 * abs(ref)), label = info)
-      expect_true(all(abs(got$gradient - dense$gradient) <= 4 * got$gradient_se + 1e-6),
-                  label = info)
+      # gradient_se counts the probes only; the H2 approximation moves the gradient too
+      # (?gp_loglik): here about 0.007 in log_nugget, more than 4 s.e. of the probes
+      # with the default 60 neighbours (0.006)
+      h2_effect <- if (method == "h2") 0.01 else 0
+      tol <- 4 * got$gradient_se + h2_effect + 1e-6
+      expect_true(all(abs(got$gradient - dense$gradient) <= tol), label = info)
     }
   }
   # Vecchia: an approximation; within a few nats at 40 neighbours

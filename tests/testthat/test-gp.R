@@ -343,9 +343,13 @@ test_that("the GPU solver (vectors on the device) matches block CG on the host",
     op <- gpukernels:::gp_operator(prob, k, 0.01)
     expect_true(inherits(op$sigma, "h2matrix") || !is.null(op$tiled))   # the device path runs
     A <- function(V) pre$G(op$mult(pre$Gt(V)))
-    # mean-zero columns of different scales, a zero column (never active), one column
+    # mean-zero columns of different scales, a zero column (never active), one column,
+    # and 70 columns (the preconditioner's row-major products from 8 active columns,
+    # in two passes of 64 columns)
+    wide <- cbind(rnorm(n), 0,
+                  matrix(rnorm(n * 68), n) * rep(10^seq(-2, 2, length.out = 68), each = n))
     for (B in list(cbind(rnorm(n), 0, matrix(rnorm(n * 9), n) * 10^(0:8 - 4)),
-                   matrix(rnorm(n), n))) {
+                   matrix(rnorm(n), n), wide)) {
       track <- if (ncol(B) > 1) c(1L, 4L) else 1L
       gpu <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, track = track, gt_b = TRUE, x = TRUE)
       host <- gpukernels:::gp_block_cg(A, B, ctl$tol, ctl$maxit, track = track)
@@ -456,6 +460,30 @@ test_that("the GP's H2 defaults: eta = 2 in 2D unless eta or tol is given", {
   expect_identical(d(2L, list(eta = 3)), list(precision = "double"))
   expect_identical(d(2L, list(tol = 1e-5)), list(precision = "double"))
   expect_identical(d(3L, list()), list(precision = "double"))
+  # on a GPU the blocks are stored where they fit, unless storage or tol is given
+  expect_identical(d(2L, list(), "gpu"),
+                   list(precision = "double", eta = 2, storage = "stored_if_fits"))
+  expect_identical(d(3L, list(storage = "auto"), "gpu"), list(precision = "double"))
+  expect_identical(d(3L, list(tol = 1e-5), "gpu"), list(precision = "double"))
+})
+
+test_that("the neighbours: 60 for the iterative methods' preconditioner, 40 for vecchia", {
+  expect_null(gp_control()$neighbors)
+  set.seed(33)
+  n <- 300
+  locs <- matrix(runif(2 * n), ncol = 2)
+  X <- matrix(1, n, 1)
+  for (method in c("tiled", "h2", "vecchia")) {
+    prob <- gpukernels:::gp_problem(locs, rnorm(n), X, method, gp_control(), "cpu")
+    m <- if (method == "vecchia") 40L else 60L
+    expect_identical(prob$control$neighbors, m, info = method)
+    expect_identical(ncol(prob$nbr), m, info = method)
+    # row i has its min(m, i - 1) nearest preceding points
+    expect_identical(as.integer(rowSums(prob$nbr > 0)), pmin(m, seq_len(n) - 1L), info = method)
+  }
+  prob <- gpukernels:::gp_problem(locs, rnorm(n), X, "h2", gp_control(neighbors = 12), "cpu")
+  expect_identical(ncol(prob$nbr), 12L)
+  expect_error(gp_control(neighbors = NA), "neighbors")
 })
 
 test_that("the probes are kept on the GPU by the problem, not by a fit", {

@@ -171,6 +171,29 @@ test_that("auto chooses on the fly when the stored form does not fit, and says w
   expect_lt(max(abs(B %*% x - A %*% x)) / max(abs(A %*% x)), 1e-12)
 })
 
+test_that("stored_if_fits stores the blocks unless they do not fit, then goes on the fly", {
+  set.seed(1206)
+  n <- 1500
+  locs <- matrix(runif(n * 2), ncol = 2)
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  X <- matrix(rnorm(n * 3), n, 3)
+  S <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "stored")
+  A <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "stored_if_fits")
+  s <- summary(A)$storage
+  expect_false(s$on_the_fly)
+  expect_identical(s$reason, "requested")
+  expect_identical(A %*% X, S %*% X)
+  old <- options(gpukernels.host_memory_budget = gk_memory()[["host"]] + 2^20)
+  on.exit(options(old))
+  B <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu", storage = "stored_if_fits")
+  expect_true(summary(B)$storage$on_the_fly)
+  expect_identical(summary(B)$storage$reason, "memory")
+  expect_lt(rel2(B %*% X, S %*% X), 1e-12)
+  # with tol it is "auto" (the search chooses the form)
+  expect_s4_class(h2_matrix(locs[1:300, ], k, backend = "cpu", tol = 1e-4,
+                            storage = "stored_if_fits"), "h2matrix")
+})
+
 test_that("repeated on-the-fly products do not grow memory", {
   set.seed(1206)
   n <- 700
