@@ -14,8 +14,8 @@ typedef struct {
 /* In the order of gk_tunable_id. */
 static const tunable table[GK_TUNE_COUNT] = {
   {"GK_REDUCE_ROWS", 0, 0, 4, 1,
-   "Rows per thread of the GPU gaussian-sum, min/max and knn (k = 1) fast paths: 1, 2 or 4 "
-   "(4 for one weight column only); 0 chooses by problem size."},
+   "Rows per thread of the GPU gaussian-sum and squared-distance minimum (knn k = 1) fast "
+   "paths: 1, 2 or 4 (4 for one weight column only); 0 chooses by problem size."},
   {"GK_REDUCE_SLICE_PAIRS", 0, 0, 1e18, 0,
    "Kernel evaluations per launch of a long GPU reduction (an interrupt check between "
    "launches); 0 chooses (about 2^36 gaussian ones). Tests set small values to exercise slicing."},
@@ -39,8 +39,8 @@ static const tunable table[GK_TUNE_COUNT] = {
    "Blocks per multiprocessor the GPU k-smallest and min/max reduction kernels are compiled "
    "to fit (registers capped to match): 1 to 4; 0 chooses (see reduce_launch_cuda.cu)."},
   {"GK_REDUCE_FLOAT_FILTER", 1, 0, 1, 0,
-   "1: GPU knn in double precision first tests pairs by the distance of float copies of the "
-   "points (a conservative bound: the same results); 0: every pair in double."},
+   "1: GPU knn in double precision with k <= 16 first tests pairs by the distance of float "
+   "copies of the points (a conservative bound: the same results); 0: every pair in double."},
 };
 
 static int valid(const tunable *t, double v)

@@ -36,7 +36,6 @@ struct Variant {
   OpKind op = OP_SUM;
   int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
   int kmax = 0;            // KMIN: the list length compiled
-  bool no_nan = false;     // MIN, MAX: values never NaN (ExtremeOp's NO_NAN)
   int min_blocks = 1;      // blocks per multiprocessor the registers are capped for
   bool filter = false;     // the float pre-filter of knn's double distances (FILTER)
   const char *val = "ValKernel";   // in gkreduce, or with `source` a formula's qualified functor
@@ -53,8 +52,8 @@ struct Variant {
     case OP_SUM: return "gkreduce::SumOp<" + t + ", " + std::to_string(ec) + ">";
     case OP_LOGSUMEXP: return "gkreduce::ExpOp<" + t + ", " + std::to_string(ec) + ", false>";
     case OP_SOFTMAX: return "gkreduce::ExpOp<" + t + ", " + std::to_string(ec) + ", true>";
-    case OP_MIN: return "gkreduce::ExtremeOp<" + t + ", false" + (no_nan ? ", true>" : ">");
-    case OP_MAX: return "gkreduce::ExtremeOp<" + t + ", true" + (no_nan ? ", true>" : ">");
+    case OP_MIN: return "gkreduce::ExtremeOp<" + t + ", false>";
+    case OP_MAX: return "gkreduce::ExtremeOp<" + t + ", true>";
     case OP_KMIN: return "gkreduce::KMinOp<" + t + ", " + std::to_string(kmax) + ">";
     }
     return "";
@@ -81,7 +80,7 @@ int fast_rows(size_t m, size_t n, int e);
 
 // Whether a variant may take the float pre-filter (FILTER in
 // reduce_kernels.cuh): knn's double squared distances, dense, dimension in
-// registers, k-lists or the minimum; the tunable GK_REDUCE_FLOAT_FILTER = 0
+// registers, k-lists of 16 entries; the tunable GK_REDUCE_FLOAT_FILTER = 0
 // turns it off.
 bool filterable(const Variant &v);
 

@@ -1,7 +1,8 @@
 # The GPU k-lists of knn() / kmin (issue 38): lists of 16, 32 and 64 entries
-# in registers, 65-128 in local memory, and k = 1 (an argmin) with 1, 2 or 4
-# rows per thread, against brute force in R: exact indices (ties to the
-# smaller index), sizes that are not multiples of the block, one point.
+# in registers, 65-128 in local memory, the float pre-filter of double
+# precision (k <= 16), and k = 1 (an argmin) with 1, 2 or 4 rows per thread,
+# against brute force in R: exact indices (ties to the smaller index), sizes
+# that are not multiples of the block, one point.
 
 # Brute force: exact squared distances of small integers (or any points in
 # double), order() is stable, so ties go to the smaller index.
@@ -57,7 +58,7 @@ test_that("GPU knn lists match brute force on random points in double precision"
   expect_identical(nn$index[, 1], seq_len(nrow(x)))
 })
 
-test_that("GPU argmin, min, max and argmax with 1, 2 or 4 rows per thread match brute force", {
+test_that("GPU argmin and min (1, 2 or 4 rows per thread), max and argmax match brute force", {
   skip_if_no_gpu()
   on.exit(Sys.unsetenv("GK_REDUCE_ROWS"))
   x <- matrix(sample(0:4, 1100 * 3, replace = TRUE), 1100, 3)

@@ -112,7 +112,6 @@ struct SumOp {
 #pragma unroll
     for (int c = 0; c < EC; c++) { total[c] += (double) part[c]; part[c] = 0; }
   }
-  __device__ void settle(int first_j) {}
   // Loops over EC with a test (not up to a.e), so the arrays stay in registers.
   __device__ void save(const Args &a, int chunk, size_t i) const {
 #pragma unroll
@@ -137,31 +136,16 @@ struct SumOp {
 };
 
 // min or max with the first j reaching it (writes the value and/or the index).
-// NO_NAN (values that are never NaN, as knn's squared distances of finite
-// points, in dense launches): a value is taken when it is better, without
-// the test for a first value per pair (2 of about 11 instructions per pair);
-// a chunk that saw only +-Inf keeps its first j (settle), as the first value
-// would have.
-template <typename T, bool IS_MAX, bool NO_NAN = false>
+template <typename T, bool IS_MAX>
 struct ExtremeOp {
   static constexpr int EC_ = 1;
   static constexpr int QUEUE = 0;
   T best;
   int arg;   // -1: nothing seen
-  float fbound;   // FILTER launches (the minimum only): filter_bound of best
-  __device__ void init(const Args &a) {
-    best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>();
-    arg = -1;
-    fbound = plus_infinity<float>();
-  }
-  __device__ void refresh_bound(const Args &a) { fbound = filter_bound((double) best, a.filter_error); }
+  __device__ void init(const Args &a) { best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>(); arg = -1; }
   __device__ __forceinline__ bool better(T v) const { return IS_MAX ? v > best : v < best; }
   __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
-    if (NO_NAN ? better(v) : arg < 0 || better(v)) { best = v; arg = j; }
-  }
-  // After a dense chunk whose first j is first_j.
-  __device__ void settle(int first_j) {
-    if (NO_NAN && arg < 0) arg = first_j;
+    if (arg < 0 || better(v)) { best = v; arg = j; }
   }
   __device__ void end_tile() {}
   __device__ void save(const Args &a, int chunk, size_t i) const {
@@ -332,7 +316,6 @@ struct KMinOp {
     queue_end = 0;
   }
   __device__ void end_tile() { checkpoint(); }
-  __device__ void settle(int first_j) {}
   // The tile kernel empties the queue (flush) before the list is saved or
   // finished. The combining pass merges saved lists without this state
   // (combine_kmin_lists in reduce_kernels.cuh).
@@ -405,7 +388,6 @@ struct ExpOp {
     for (int c = 0; c < EC; c++)
       if (EC == 1 || c < a.e) part[c] = fma(w, bj[c], part[c]);
   }
-  __device__ void settle(int first_j) {}
   __device__ void end_tile() {
     den += (double) part_den;
     part_den = 0;
