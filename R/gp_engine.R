@@ -167,9 +167,9 @@ gp_auto_times <- function(dim, alt) {
 }
 
 # Candidates per point in the neighbour search, on both backends (so they
-# agree): up to 64 the GPU knn() keeps them in registers (KMIN_LARGE in
-# reduce_cuda.cu; larger k takes a slower sorting path, and GPU knn() with
-# block-sparse ranges refuses it). More neighbours than candidates make no sense.
+# agree): up to 64 the GPU knn() keeps them in registers (KMIN_REGISTER_MAX in
+# reduce_args.h; larger k takes slower paths: lists in local memory to 128,
+# then sorting, which GPU knn() with block-sparse ranges refuses). More neighbours than candidates make no sense.
 # The search itself is in C: GP_NEIGHBORS_MAX_CANDIDATES (gp_neighbors.h) is this.
 gp_max_neighbors <- 64L
 

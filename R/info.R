@@ -14,8 +14,9 @@
 #' same up to rounding. A value that is not a whole number in the tunable's
 #' range is ignored (the default applies) and the report says so.
 #' \describe{
-#'   \item{`GK_REDUCE_ROWS`}{rows per thread of the GPU gaussian-sum fast path
-#'     (1, 2 or 4); 0, the default, chooses by problem size.}
+#'   \item{`GK_REDUCE_ROWS`}{rows per thread of the GPU gaussian-sum and
+#'     squared-distance minimum (knn with k = 1) fast paths (1, 2 or 4); 0, the
+#'     default, chooses by problem size.}
 #'   \item{`GK_REDUCE_SLICE_PAIRS`}{kernel evaluations per launch of a long GPU
 #'     reduction, with an interrupt check between launches; 0, the default,
 #'     chooses.}
@@ -29,6 +30,14 @@
 #'     kernel's limit); levels of higher rank use cuBLAS's batched QR in passes.}
 #'   \item{`GK_H2_STACK_PIECES`}{coupling blocks per pass of those batched QRs
 #'     (default 4).}
+#'   \item{`GK_REDUCE_MIN_BLOCKS`}{blocks per multiprocessor that the GPU
+#'     k-smallest (knn) and min/max kernels are compiled to fit, 1 to 4 (their
+#'     registers are capped to match); 0, the default, chooses (3 for knn's
+#'     double-precision lists of up to 16, else 1).}
+#'   \item{`GK_REDUCE_FLOAT_FILTER`}{1 (the default): the GPU `knn()` in double
+#'     precision with k <= 16 first tests pairs by the distance of float copies
+#'     of the points, with a bound that keeps the results the same; 0: every
+#'     pair in double.}
 #' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),

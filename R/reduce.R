@@ -310,7 +310,7 @@ knn <- function(x, y = x, k = 1L, precision = "double", scheme = c("auto", "1d",
     # The spec is this frame, read by name (x, y, k, precision, scheme,
     # backend, threads), as in kernel_reduce().
     res <- .Call(gk_r_knn_plain, environment(), gk_reduce_methods)
-    if (!is.null(res)) return(knn_refine(x, y, res, precision))
+    if (!is.null(res)) return(res)   # knn_refine() included
     backend <- requested   # kernel_reduce() tells a chosen backend from the default
   }
   y_is_x <- identical(y, x)

@@ -428,8 +428,9 @@ SEXP gk_r_reduce_plain(SEXP spec, SEXP reductions, SEXP methods)
  * CPU, in this process. The points' scale (reduce_knn_scale) becomes the
  * kernel's range, and the engine returns the distances themselves
  * (root_scale), so no pass over the points or the results is left to R.
- * Returns list(index, distance), or NULL for anything else (the general path
- * then converts it or stops with the message). `spec`: knn()'s frame, with
+ * In double precision the rows whose small distances underflowed are searched
+ * again here (knn_refine() in R). Returns list(index, distance), or NULL for
+ * anything else (the general path then converts it or stops with the message). `spec`: knn()'s frame, with
  * x, y, k, precision, scheme, `backend` from gk_backend() and `threads`. */
 SEXP gk_r_knn_plain(SEXP spec, SEXP methods)
 {
@@ -465,6 +466,19 @@ SEXP gk_r_knn_plain(SEXP spec, SEXP methods)
   gk_reduce_operand xo = operand_of(x, NULL), yo = operand_of(y, NULL);
   SEXP res = PROTECT(reduce_run_spec(&rs, &xo, &yo, NULL, gk_backend_is_gpu(backend),
                                      gk_as_int(threads), 0, R_NilValue));
+  // knn_refine()'s exact re-search of underflowed rows (double precision),
+  // in place: the results are this call's own (a copy of them cost more than
+  // the search at 1e5 x 10).
+  if (!single) {
+    gk_error err;
+    gk_error_clear(&err);
+    int changed = 0;
+    if (reduce_knn_refine(REAL(x), (size_t) m, REAL(y), (size_t) n, dim, (size_t) kk, scale, NA_INTEGER,
+                          INTEGER(VECTOR_ELT(res, 1)), REAL(VECTOR_ELT(res, 0)), &changed, &err)) {
+      UNPROTECT(1);
+      gk_raise(&err);
+    }
+  }
   const char *names[] = {"index", "distance", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(out, 0, VECTOR_ELT(res, 1));
@@ -543,7 +557,8 @@ SEXP gk_r_knn_refine(SEXP x, SEXP y, SEXP index, SEXP distance)
   gk_error err;
   gk_error_clear(&err);
   gk_status st = reduce_knn_refine(REAL(x), m, REAL(y), n, Rf_ncols(x), (size_t) Rf_xlength(index) / m,
-                                   NA_INTEGER, INTEGER(new_index), REAL(new_distance), &changed, &err);
+                                   0.0, NA_INTEGER, INTEGER(new_index), REAL(new_distance), &changed,
+                                   &err);
   if (st) {
     UNPROTECT(2);
     gk_raise(&err);

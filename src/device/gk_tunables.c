@@ -14,13 +14,13 @@ typedef struct {
 /* In the order of gk_tunable_id. */
 static const tunable table[GK_TUNE_COUNT] = {
   {"GK_REDUCE_ROWS", 0, 0, 4, 1,
-   "Rows per thread of the GPU gaussian-sum fast path: 1, 2 or 4 (4 for one weight column "
-   "only); 0 chooses by problem size."},
+   "Rows per thread of the GPU gaussian-sum and squared-distance minimum (knn k = 1) fast "
+   "paths: 1, 2 or 4 (4 for one weight column only); 0 chooses by problem size."},
   {"GK_REDUCE_SLICE_PAIRS", 0, 0, 1e18, 0,
    "Kernel evaluations per launch of a long GPU reduction (an interrupt check between "
    "launches); 0 chooses (about 2^36 gaussian ones). Tests set small values to exercise slicing."},
   {"GK_KMIN_LARGE_ELEMENTS", 0, 0, 1e18, 0,
-   "Kernel values per chunk of rows sorted by the GPU k-smallest reduction beyond k = 64; 0 "
+   "Kernel values per chunk of rows sorted by the GPU k-smallest reduction beyond k = 128; 0 "
    "chooses (within half the memory budget, at most 1 GB). Tests set small values for several chunks."},
   {"GK_PCF_SHARED_BYTES", 40960, 64, 49152, 0,
    "Shared memory per thread block of the PCF GPU kernel for staged column functions, in "
@@ -38,6 +38,12 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_CHANNEL_WRITERS", 0, 0, 8, 0,
    "Threads of the calling process that write future workers' blocks into a PCF result "
    "(1 to 8, sharing its OpenMP threads); 0 chooses (2)."},
+  {"GK_REDUCE_MIN_BLOCKS", 0, 0, 4, 0,
+   "Blocks per multiprocessor the GPU k-smallest and min/max reduction kernels are compiled "
+   "to fit (registers capped to match): 1 to 4; 0 chooses (see reduce_launch_cuda.cu)."},
+  {"GK_REDUCE_FLOAT_FILTER", 1, 0, 1, 0,
+   "1: GPU knn in double precision with k <= 16 first tests pairs by the distance of float "
+   "copies of the points (a conservative bound: the same results); 0: every pair in double."},
 };
 
 static int valid(const tunable *t, double v)

@@ -211,10 +211,11 @@ double reduce_knn_scale_of(double spread);
  * the same point -- and searches them again exactly (ties to the smaller
  * index), in place; *changed says whether any row was. Rows without such a
  * neighbour are already right: any point left out has a square at least the
- * k-th, which is normal. */
+ * k-th, which is normal. scale: reduce_knn_scale(x, m, y, n, dim) when the
+ * caller has it, else 0 (computed here). */
 gk_status reduce_knn_refine(const double *x, size_t m, const double *y, size_t n, int dim,
-                            size_t k, int na_index, int *index, double *distance, int *changed,
-                            gk_error *err);
+                            size_t k, double scale, int na_index, int *index, double *distance,
+                            int *changed, gk_error *err);
 
 /* b is NULL for the reductions without weights (MIN ... KMIN); for LOGSUMEXP
  * and SOFTMAX_SUM callers pass a column of ones when the user gave none.

@@ -363,12 +363,12 @@ static double exact_distance(const double *x, size_t m, size_t i, const double *
 }
 
 gk_status reduce_knn_refine(const double *x, size_t m, const double *y, size_t n, int dim,
-                            size_t k, int na_index, int *index, double *distance, int *changed,
-                            gk_error *err)
+                            size_t k, double scale, int na_index, int *index, double *distance,
+                            int *changed, gk_error *err)
 {
   *changed = 0;
   if (m == 0 || n == 0 || k == 0) return GK_OK;
-  const double limit = reduce_knn_scale(x, m, y, n, dim) * sqrt(DBL_MIN);
+  const double limit = (scale > 0 ? scale : reduce_knn_scale(x, m, y, n, dim)) * sqrt(DBL_MIN);
   double *best = (double *) malloc(k * sizeof(double));
   int *best_j = (int *) malloc(k * sizeof(int));
   if (!best || !best_j) {
@@ -381,7 +381,9 @@ gk_status reduce_knn_refine(const double *x, size_t m, const double *y, size_t n
     int bad = 0;
     for (size_t c = 0; c < k && !bad; c++) {
       const int j = index[i + c * m];
-      if (!(distance[i + c * m] < limit) || j == na_index) continue;
+      // Sorted distances: the first at or beyond the limit ends the row's test.
+      if (!(distance[i + c * m] < limit)) break;
+      if (j == na_index) continue;
       for (int d = 0; d < dim; d++)
         if (x[i + (size_t) d * m] != y[(size_t) (j - 1) + (size_t) d * n]) bad = 1;
     }

@@ -19,8 +19,12 @@ namespace reduce_gpu {
 using namespace gkreduce;
 
 constexpr int WEIGHT_CHUNK = 8;      // columns of b per launch (more: several launches)
-constexpr int KMIN_SMALL = 16;       // k-list sizes compiled for KMIN
-constexpr int KMIN_LARGE = KMIN_LIST_MAX;   // beyond: the sorting strategy (reduce_kmin_large.cuh)
+// k-list lengths compiled for KMIN: the shortest that holds k (a list's
+// insertion walks all its entries, fillers included; k = 32 in a list of 64
+// paid twice its work and registers). Beyond KMIN_REGISTER_MAX the list is in
+// local memory; beyond KMIN_LARGE the sorting strategy (reduce_kmin_large.cuh).
+constexpr int KMIN_LIST_LENGTHS[] = {16, 32, KMIN_REGISTER_MAX, KMIN_LIST_MAX};
+constexpr int KMIN_LARGE = KMIN_LIST_MAX;
 constexpr size_t TILE_BYTES = 48 * 1024;
 
 // The template arguments of reduce_tiles and combine_chunks
@@ -32,6 +36,8 @@ struct Variant {
   OpKind op = OP_SUM;
   int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
   int kmax = 0;            // KMIN: the list length compiled
+  int min_blocks = 1;      // blocks per multiprocessor the registers are capped for
+  bool filter = false;     // the float pre-filter of knn's double distances (FILTER)
   const char *val = "ValKernel";   // in gkreduce, or with `source` a formula's qualified functor
   const char *source = nullptr;     // the program defining a formula's functor
   int ds = 0;              // dimension held in registers (0: any, from memory)
@@ -57,7 +63,8 @@ struct Variant {
     const std::string value = std::string(source ? "" : "gkreduce::") + val;
     return "gkreduce::reduce_tiles<" + std::string(type()) + ", " + op_type() + ", " + value +
            ", " + std::to_string(ds) + ", " + std::to_string(rows) + ", " + (ranged ? "true" : "false") +
-           ", " + (two_way ? "true" : "false") + ">";
+           ", " + (two_way ? "true" : "false") + ", " + std::to_string(min_blocks) + ", " +
+           (filter ? "true" : "false") + ">";
   }
   std::string combine() const { return "gkreduce::combine_chunks<" + op_type() + ">"; }
   int queue() const { return op == OP_KMIN ? KMIN_QUEUE : 0; }
@@ -70,6 +77,12 @@ struct Variant {
 // it still fills the GPU. The tunable GK_REDUCE_ROWS (1, 2 or 4) overrides
 // the choice; 4 is compiled for one weight column only.
 int fast_rows(size_t m, size_t n, int e);
+
+// Whether a variant may take the float pre-filter (FILTER in
+// reduce_kernels.cuh): knn's double squared distances, dense, dimension in
+// registers, k-lists of 16 entries; the tunable GK_REDUCE_FLOAT_FILTER = 0
+// turns it off.
+bool filterable(const Variant &v);
 
 // Shared memory per tile entry of a two-way launch: the column sums of each
 // warp of the block (reduce_kernels.cuh).

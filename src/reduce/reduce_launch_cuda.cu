@@ -4,6 +4,7 @@
 // between them; and compiling specializations ahead of their first calls.
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -130,6 +131,11 @@ void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blo
   a->nchunks = 1;
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
+  // The lists in local memory (k > KMIN_REGISTER_MAX) fill up anew in every
+  // chunk at a cost comparable to the pairs': one chunk (knn k = 100 at 1e5:
+  // 134 / 290 ms against 349 / 453 ms split, float32 / float64).
+  if (spec->method == GK_REDUCE_AUTO && spec->reduction == GK_REDUCE_KMIN && spec->k > KMIN_REGISTER_MAX)
+    return;
   size_t wave = (size_t) blocks_per_sm * gk_device_sm_count();
   size_t want, min_chunk;
   if (spec->method == GK_REDUCE_2D) {
@@ -187,7 +193,30 @@ const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
   return sqdist_values(spec) ? "ValSqdist" : "ValKernel";
 }
 
+// Blocks per multiprocessor that the k-smallest and min/max kernels are
+// compiled to fit (__launch_bounds__; the tunable GK_REDUCE_MIN_BLOCKS
+// overrides): the double-precision list of 16 entries takes 112 registers
+// uncapped, 2 blocks of 256 threads, too few warps to hide its latencies; at
+// 3 (80 registers, a few bytes spill) knn k = 10 went from 18.8 to 15.1-16.6
+// ms at 1e5. The others measured no better capped (k = 1, k = 32: slower).
+int min_blocks(const Variant &v)
+{
+  const int forced = (int) gk_tunable(GK_TUNE_REDUCE_MIN_BLOCKS);
+  if (forced > 0) return forced;
+  // knn's squared distances only: the generic kernel switch needs its registers.
+  if (v.single || v.ranged || v.source || strcmp(v.val, "ValSqdist") != 0) return 1;
+  return v.op == OP_KMIN && v.kmax <= 16 ? 3 : 1;
+}
+
 }  // namespace
+
+bool filterable(const Variant &v)
+{
+  if (gk_tunable(GK_TUNE_REDUCE_FLOAT_FILTER) == 0) return false;
+  return !v.single && !v.ranged && !v.two_way && !v.source && v.ds > 0 &&
+         v.ds <= FILTER_ENTRY_FLOATS && strcmp(v.val, "ValSqdist") == 0 && v.op == OP_KMIN &&
+         v.kmax <= 16;
+}
 
 int fast_rows(size_t m, size_t n, int e)
 {
@@ -223,6 +252,7 @@ gk_status launch(const gk_reduce_spec *spec, Args a, const Variant &v, gk_error 
   // The tile (and, block-sparse, the j of each entry: tiles gather ranges).
   size_t smem = queue_offset(a.tile, a.stride * (int) v.value_bytes(), ranged);
   smem += queue_bytes(v.queue(), threads, v.rows, v.value_bytes());
+  if (v.filter) smem += (size_t) a.tile * FILTER_ENTRY_FLOATS * sizeof(float);
   if (two_way) smem += (size_t) a.tile * two_way_entry_bytes(v.value_bytes());
   if (smem > 48 * 1024 &&
       gk_cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem),
@@ -370,11 +400,20 @@ bool choose_variant(const gk_reduce_spec *spec, bool single, int dim, int e, boo
     // One row per thread: two (one shared-memory read of y_j for two lists)
     // is slower (more registers and queue memory, fewer blocks).
     v->op = OP_KMIN;
-    v->kmax = spec->k <= KMIN_SMALL ? KMIN_SMALL : KMIN_LARGE;
+    for (int length : KMIN_LIST_LENGTHS) {
+      v->kmax = length;
+      if (spec->k <= length) break;
+    }
     set_dim(v, dim, true);
+    v->min_blocks = min_blocks(*v);
     return true;
   }
+  // knn with k = 1 (the squared distance's minimum) takes several rows per
+  // thread as the gaussian sums do: one shared-memory read of y_j and one
+  // loop step serve them all.
+  v->rows = rows == 4 ? 4 : rows == 2 ? 2 : 1;
   set_dim(v, dim, false);
+  v->min_blocks = min_blocks(*v);
   return true;
 }
 

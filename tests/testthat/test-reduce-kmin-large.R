@@ -1,4 +1,5 @@
-# k beyond the GPU's register k-lists (k > 64): the sorting strategy, against
+# k beyond the GPU's register k-lists (k > 64; 65-128 take the local-memory
+# lists, larger k the sorting strategy), against
 # the CPU engine and brute force, with ties, k = nrow(y), and sizes that are
 # not multiples of the block size.
 
@@ -89,7 +90,7 @@ test_that("GPU k > 64 in several chunks and with one sort per row agrees with th
   }
 })
 
-test_that("GPU k > 64 works on device matrices, and refuses block-sparse ranges clearly", {
+test_that("GPU k > 64 works on device matrices, and refuses block-sparse ranges beyond 128", {
   skip_if_no_gpu()
   x <- matrix(rnorm(120 * 3), 120, 3)
   y <- matrix(rnorm(400 * 3), 400, 3)
@@ -98,7 +99,8 @@ test_that("GPU k > 64 works on device matrices, and refuses block-sparse ranges 
   expect_identical(nn$index, matrix(as.integer(ref$index), ncol = 80))
   ranges <- ranges_from_mask(rbind(c(1, 60), c(61, 120)), rbind(c(1, 200), c(201, 400)),
                              matrix(c(TRUE, FALSE, TRUE, TRUE), 2))
-  expect_error(knn(x, y, k = 80, ranges = ranges, backend = "gpu"), "block-sparse")
+  # k <= 128 takes the local-memory lists (test-knn-lists.R); beyond, a clear error.
+  expect_error(knn(x, y, k = 150, ranges = ranges, backend = "gpu"), "block-sparse")
   # Repeated calls hold no more device memory than the first.
   knn(x, y, k = 300, backend = "gpu")
   held <- gk_memory()

@@ -1,7 +1,7 @@
 # Writes the data of the side-by-side benchmarks (inst/bench/anchors/run.sh)
 # as raw little-endian arrays that both R and Python read, so that the anchors
 # and gpukernels see identical inputs. Usage: Rscript data.R DIR PARTS
-# (PARTS: "keops", "masspcf" or "keops,masspcf"). DIR/manifest.tsv lists every
+# (PARTS: "keops", "masspcf" or "keops,masspcf"; "knn": KeOps' knn cases only). DIR/manifest.tsv lists every
 # file: name, rows, cols, type (f64, i32); matrices are column-major.
 args <- commandArgs(trailingOnly = TRUE)
 dir <- if (length(args) >= 1) args[1] else "anchors-data"
@@ -18,6 +18,13 @@ put <- function(name, x, type = c("f64", "i32")) {
   else writeBin(as.integer(x), con, size = 4, endian = "little")
   close(con)
   cat(sprintf("%s\t%d\t%d\t%s\n", name, nrow(x), ncol(x), type), file = manifest, append = TRUE)
+}
+
+if ("knn" %in% parts && !"keops" %in% parts) {
+  # The knn cases alone (part "knn"): the same x and y as "keops" writes.
+  set.seed(14)
+  put("x", matrix(runif(3e6), 1e6, 3))
+  put("y", matrix(runif(3e6), 1e6, 3))
 }
 
 if ("keops" %in% parts) {

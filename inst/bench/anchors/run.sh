@@ -10,7 +10,8 @@
 # --anchors  a copy of ../shared/anchors (keops/keopscore, keops/pykeops,
 #            masspcf/); default $GK_ANCHORS or ../anchors beside the checkout.
 # --parts    keops, masspcf or both (default both; masspcf's build takes about
-#            4 minutes, so a KeOps-only call fits in 10 minutes).
+#            4 minutes, so a KeOps-only call fits in 10 minutes); knn: KeOps'
+#            and gpukernels' knn cases alone (k = 1, 10, 32, 100).
 # --work     data, logs and the table (default $OUT/anchors or /tmp/gk-anchors).
 # --build    where masspcf is built (default ../anchors-build beside the
 #            checkout: an ignored folder that survives calls on a warm machine).

@@ -32,6 +32,7 @@ struct Args {
   double out_scale;        // multiplies finished sums (the variance of the gaussian and exponential-family sums)
   double root_scale;       // > 0: finished values are root_scale sqrt(values) (reduce.h)
   double poly1, poly2;     // the exponential family's polynomial (ValExpPoly)
+  double filter_error;     // > 0: FILTER launches' bound on |distance of the float copies - distance|
   double *out;             // m x (value columns), or NULL
   int *index;              // m x (index columns), or NULL; 1-based, 0 = none
   double *partial;         // 2D or sliced: (chunk0 + nchunks) x slots x m
@@ -74,6 +75,9 @@ __host__ __device__ constexpr size_t queue_bytes(int queue, int threads, int row
 {
   return (size_t) queue * threads * rows * (value_bytes + sizeof(int));
 }
+// FILTER launches (reduce_kernels.cuh) keep float copies of the tile's points
+// after the queues: 4 floats per entry.
+constexpr int FILTER_ENTRY_FLOATS = 4;
 
 // Values of the operands per j in the shared tile, padded to 16 bytes so that
 // a point with its weights is read with vector loads.
@@ -99,8 +103,11 @@ template <> constexpr double EXP2_UNIT<double> = 64;
 // Candidates queued per row by the k-smallest reductions (KMinOp), which the
 // host sizes shared memory for.
 constexpr int KMIN_QUEUE = 16;
-// The longest k-list of the tile kernels; larger k sort instead (kmin_large).
-constexpr int KMIN_LIST_MAX = 64;
+// The longest k-list of the tile kernels held in registers; longer lists (up
+// to KMIN_LIST_MAX) live in local memory, and larger k sort instead
+// (kmin_large).
+constexpr int KMIN_REGISTER_MAX = 64;
+constexpr int KMIN_LIST_MAX = 128;
 
 // The reductions' states (reduce_ops.cuh) and the values and indices each
 // keeps per row in the partial results of the 2D scheme and of slices.

@@ -79,6 +79,19 @@ template <typename T> __device__ __forceinline__ T plus_infinity();
 template <> __device__ __forceinline__ float plus_infinity<float>() { return INFINITY; }
 template <> __device__ __forceinline__ double plus_infinity<double>() { return INFINITY; }
 
+// The float pre-filter of double squared distances (FILTER launches,
+// reduce_kernels.cuh): the points' float copies give each distance within
+// `error` (Args::filter_error, from the largest coordinate), and their
+// squared distance within 3 roundings; a pair whose exact value could reach
+// `threshold` (the list's value to beat) has a float value at most this.
+// +Inf (everything passes) until the threshold is finite.
+__device__ __forceinline__ float filter_bound(double threshold, double error)
+{
+  if (!(threshold < plus_infinity<double>())) return plus_infinity<float>();
+  const double r = sqrt(threshold > 0 ? threshold : 0.0) + error;
+  return __double2float_ru(r * r * (1.0 + 0x1p-21) + 0x1p-120);
+}
+
 // sum_j F_ij b_je: float partials per tile, totals in double.
 template <typename T, int EC>
 struct SumOp {
@@ -167,9 +180,16 @@ struct ExtremeOp {
 // whole, its candidates go to a per-thread queue in shared memory (bind), and
 // when a lane's queue is nearly full the whole warp empties its queues
 // together, so the lanes insert side by side.
+//
+// Lists longer than KMIN_REGISTER_MAX (LOCAL) would not fit the registers:
+// they hold the k entries themselves (no fillers) at run-time indices, in
+// local memory (cached in L1), with the threshold and the count in registers.
+// The tile loop's tests then cost what they cost for short lists, and only
+// the rare insertion (about k (1 + log(n / k)) per row) walks the list.
 template <typename T, int KMAX>
 struct KMinOp {
   static_assert(KMAX <= KMIN_LIST_MAX, "k-lists up to KMIN_LIST_MAX (combine_kmin_lists)");
+  static constexpr bool LOCAL = KMAX > KMIN_REGISTER_MAX;
   using value_type = T;
   static constexpr int EC_ = 1;
   static constexpr int QUEUE = KMIN_QUEUE;   // queued candidates per row
@@ -177,21 +197,38 @@ struct KMinOp {
   static constexpr int EMPTY = -1, FILLER = -2;
   T val[KMAX];
   int idx[KMAX];
+  T limit;      // LOCAL: val[k - 1] once the list is full (+Inf before)
+  int filled;   // LOCAL: entries held (the first `filled` of the k)
+  int k;        // LOCAL: the list's length
+  float fbound; // FILTER launches: filter_bound of the threshold (after each flush)
   T *queue_val;
   int *queue_j;
   int queue_end, queue_stride;   // queued entries end at queue_end = count * stride
+  __device__ __forceinline__ T threshold() const { return LOCAL ? limit : val[KMAX - 1]; }
   __device__ void init(const Args &a) {
+    if constexpr (LOCAL) {
+      k = a.k;
+      for (int q = 0; q < k; q++) {
+        val[q] = plus_infinity<T>();
+        idx[q] = EMPTY;
+      }
+      limit = plus_infinity<T>();
+      filled = 0;
+    } else {
 #pragma unroll
-    for (int q = 0; q < KMAX; q++) {
-      const bool filler = q < KMAX - a.k;
-      val[q] = filler ? -plus_infinity<T>() : plus_infinity<T>();
-      idx[q] = filler ? FILLER : EMPTY;
+      for (int q = 0; q < KMAX; q++) {
+        const bool filler = q < KMAX - a.k;
+        val[q] = filler ? -plus_infinity<T>() : plus_infinity<T>();
+        idx[q] = filler ? FILLER : EMPTY;
+      }
     }
     queue_val = nullptr;
     queue_j = nullptr;
     queue_end = 0;
     queue_stride = 0;
+    fbound = plus_infinity<float>();
   }
+  __device__ void refresh_bound(const Args &a) { fbound = filter_bound((double) threshold(), a.filter_error); }
   // This row's queue: entries q at val_base[q * stride], j_base[q * stride].
   __device__ void bind(T *val_base, int *j_base, int stride) {
     queue_val = val_base;
@@ -201,6 +238,28 @@ struct KMinOp {
   // Inserts before the first larger (or empty) entry; the entries after it
   // move down one place, the last one drops out.
   __device__ __forceinline__ void insert(T v, int j) {
+    if constexpr (LOCAL) {
+      // The place by bisection (a few dependent loads), then the entries
+      // after it move down one in a loop without tests on the loaded values,
+      // which the loads can overlap in: a walk from the end that compared
+      // each entry waited on every load (about 6x slower at k = 100).
+      if (filled == k && !(v < limit)) return;
+      int lo = 0, hi = filled < k ? filled : k - 1;   // the first entry larger than v, or the end
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (v < val[mid]) hi = mid;
+        else lo = mid + 1;
+      }
+      for (int q = filled < k ? filled : k - 1; q > lo; q--) {
+        val[q] = val[q - 1];
+        idx[q] = idx[q - 1];
+      }
+      val[lo] = v;
+      idx[lo] = j;
+      if (filled < k) filled++;
+      if (filled == k) limit = val[k - 1];
+      return;
+    }
     if (idx[KMAX - 1] != EMPTY && !(v < val[KMAX - 1])) return;
     bool moving = false;
 #pragma unroll
@@ -220,7 +279,7 @@ struct KMinOp {
   // The values are F_ij without the kernel's variance (ValSqdist), which
   // finish applies (out_scale).
   __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
-    if (v <= val[KMAX - 1]) {
+    if (v <= threshold()) {
       queue_val[queue_end] = v;
       queue_j[queue_end] = j;
       queue_end += queue_stride;
@@ -232,7 +291,7 @@ struct KMinOp {
   // instead of a comparison and two predicated queue stores per value.
   template <class JOf>
   __device__ __forceinline__ void push_group(const T (&v)[CHECK_EVERY], JOf j_of) {
-    const T threshold = val[KMAX - 1];
+    const T threshold = this->threshold();
     T lowest = v[0];
 #pragma unroll
     for (int u = 1; u < CHECK_EVERY; u++) lowest = fmin(lowest, v[u]);   // NaN: the other
@@ -260,23 +319,27 @@ struct KMinOp {
   // The tile kernel empties the queue (flush) before the list is saved or
   // finished. The combining pass merges saved lists without this state
   // (combine_kmin_lists in reduce_kernels.cuh).
-  __device__ void save(const Args &a, int chunk, size_t i) const {
+  // Entry p (0 .. k - 1) of the list is at q = p + first (after the fillers).
+  template <class F> __device__ __forceinline__ void each_entry(const Args &a, F &&f) const {
+    if constexpr (LOCAL) {
+      for (int p = 0; p < a.k; p++) f(p, val[p], idx[p]);
+    } else {
 #pragma unroll
-    for (int q = 0; q < KMAX; q++) {
-      const int p = q - (KMAX - a.k);
-      if (p < 0) continue;
-      a.partial[((size_t) chunk * a.k + p) * a.m + i] = (double) val[q];
-      a.partial_index[((size_t) chunk * a.k + p) * a.m + i] = idx[q];
+      for (int q = 0; q < KMAX; q++)
+        if (q >= KMAX - a.k) f(q - (KMAX - a.k), val[q], idx[q]);
     }
   }
+  __device__ void save(const Args &a, int chunk, size_t i) const {
+    each_entry(a, [&](int p, T v, int j) {
+      a.partial[((size_t) chunk * a.k + p) * a.m + i] = (double) v;
+      a.partial_index[((size_t) chunk * a.k + p) * a.m + i] = j;
+    });
+  }
   __device__ void finish(const Args &a, size_t i) const {
-#pragma unroll
-    for (int q = 0; q < KMAX; q++) {
-      const int p = q - (KMAX - a.k);
-      if (p < 0) continue;
-      a.out[i + (size_t) p * a.m] = finished((double) val[q], a);
-      a.index[i + (size_t) p * a.m] = idx[q] + 1;
-    }
+    each_entry(a, [&](int p, T v, int j) {
+      a.out[i + (size_t) p * a.m] = finished((double) v, a);
+      a.index[i + (size_t) p * a.m] = j + 1;
+    });
   }
 };
 
