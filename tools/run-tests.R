@@ -16,7 +16,7 @@ dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)
 alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
                              paste0("test-interrupt.R,test-memory.R,test-native.R,test-device-layer.R,",
                                     "test-kernel.R,test-h2.R,test-h2-compress.R,",
-                                    "test-h2-compress-gpu.R")), ",")[[1]]
+                                    "test-h2-compress-gpu.R,test-h2-otf-gpu.R,test-reduce.R")), ",")[[1]]
 
 run_in_process <- function(file) {
   stem <- sub("\\.R$", "", basename(file))
