@@ -84,6 +84,19 @@ local({
   on.exit(options(old))
   gpukernels:::gp_neighbors(gl, 10L, "gpu")
 })
+# knn lists of every length (16, 32, 64 in registers; 65-128 in local memory).
+for (precision in c("double", "single")) for (kk in c(1L, 20L, 100L))
+  knn(x, y, k = kk, precision = precision, backend = "gpu")
+# Formulas: a folded one (the gaussian), one that does not fold, and the dense
+# GP's formula matrix kernel; the solver's row-major G products (>= 8 columns).
+gf <- gk_formula(exp(-sqdist(x, y) / (2 * l^2)), l = 0.3)
+kernel_matvec(x, y, b, gf, backend = "gpu")
+kernel_matvec(x, y, b, gk_formula(exp(-abs(x1 - y1) / l) * (1 + x2 * y2), l = 0.5),
+              backend = "gpu")
+gp_loglik(gl[1:300, ], gy[1:300], kernel = gk_formula(exp(-sqrt(sqdist(x, y)) / r), r = 0.1),
+          nugget = 0.05, method = "dense", gradient = TRUE, backend = "gpu")
+gp_loglik(gl, gy, kernel = gk_kernel("matern", range = 0.1, smoothness = 1.5), nugget = 0.05,
+          method = "h2", backend = "gpu", control = gp_control(probes = 10L, h2_check_rows = 50L))
 # Bad input on the GPU path leaves nothing behind either.
 try(knn(x, y, k = 400, backend = "gpu"), silent = TRUE)
 gc()
