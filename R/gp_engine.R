@@ -313,13 +313,17 @@ gp_rotate_problem <- function(prob, angles) {
 }
 
 # `prob` with the locations `locs` (in its point order), and its points for
-# the operators where it keeps them (on the GPU when they were there).
+# the operators where it keeps them.
 gp_problem_locs <- function(prob, locs) {
   prob$locs <- locs
-  if (!is.null(prob$points)) {
-    prob$points <- if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(locs) else locs
-  }
+  if (!is.null(prob$points)) prob$points <- gp_operator_points(prob, locs)
   prob
+}
+
+# Points `locs` where the problem keeps its operators' points: on the GPU
+# when those are there.
+gp_operator_points <- function(prob, locs) {
+  if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(locs) else locs
 }
 
 # The points the neighbour searches see: with a range per dimension, each
@@ -387,7 +391,7 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
                                 backend = prob$backend), args))
     }
     product <- function(k, nug, own = NULL) {
-      A <- if (is.null(own)) build(k, nug) else build(k, nug, own)
+      A <- build(k, nug, if (is.null(own)) prob$locs else own)
       # V: a matrix, or a list of matrices side by side (not bound into one copy)
       function(V) {
         if (is.list(V)) .Call(gk_r_h2_matmul_rows, h2_ptr(A), V, NULL) else h2_multiply(A, V)
@@ -396,8 +400,7 @@ gp_operator <- function(prob, kernel, nugget, terms = list()) {
   } else {
     product <- function(k, nug, own = NULL) {
       force(k)
-      pts <- if (is.null(own)) prob$points else
-        if (inherits(prob$points, "gk_device_matrix")) gk_device_matrix(own) else own
+      pts <- if (is.null(own)) prob$points else gp_operator_points(prob, own)
       function(V) {
         if (is.list(V)) V <- do.call(cbind, V)
         out <- kernel_matvec(pts, pts, V, k, backend = prob$backend)

@@ -194,8 +194,10 @@ for n in sizes:
             ctx = settings(kind)
             for c in ctx:
                 c.__enter__()
+            # warm-up (KeOps compiles its formula); beyond 1e5, where one
+            # evaluation takes minutes, only if nothing compiled it yet
             if keops not in compiled or n <= 100000:
-                evaluation(m, lik, x, y)   # warm-up (KeOps compiles its formula)
+                evaluation(m, lik, x, y)
                 compiled.add(keops)
             times, values = [], []
             for r in range(args.reps):
