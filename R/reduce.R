@@ -171,11 +171,16 @@ kernel_reduce <- function(x, y = x, b = NULL, kernel = "gaussian",
   # returns NULL for anything it does not take as it stands; the general path
   # then converts that, or stops with the message naming what is wrong.
   if (is.null(ranges) && is.null(devices)) {
+    # A formula goes in prepared for y's dimension (NULL where the general
+    # path must check the arguments first), and comes back for that path.
+    formula <- if (inherits(kernel, "gk_formula")) kernel
+    if (!is.null(formula)) kernel <- gk_formula_plain(formula, y, axis, backend, precision)
     # The spec is this frame, read by name (x, y, b, kernel, reduction, k,
     # axis, precision, scheme, backend, threads): a list built by
     # gk_reduce_spec() would cost a tenth of a small call.
     res <- .Call(gk_r_reduce_plain, environment(), gk_reductions, gk_reduce_methods)
     if (!is.null(res)) return(res)
+    if (!is.null(formula)) kernel <- formula
   }
   reduction <- gk_match_choice(reduction, gk_reduction_names, "reduction")
   scheme <- gk_match_choice(scheme, gk_reduce_method_names, "scheme")

@@ -375,10 +375,16 @@ SEXP gk_r_reduce_plain(SEXP spec, SEXP reductions, SEXP methods)
     y = swap;
     n = m;
   }
-  if (!Rf_inherits(kernel, "gk_kernel")) return R_NilValue;
-  SEXP range = gk_list_get(kernel, "range");
-  if (TYPEOF(range) != REALSXP || (Rf_xlength(range) != 1 && Rf_xlength(range) != dim))
-    return R_NilValue;
+  // A kernel of the vocabulary, or a formula R prepared for this dimension
+  // (gk_formula_plain()).
+  if (gk_r_is_formula(kernel)) {
+    if (gk_as_int(gk_list_get(kernel, "dim")) != dim) return R_NilValue;
+  } else {
+    if (!Rf_inherits(kernel, "gk_kernel")) return R_NilValue;
+    SEXP range = gk_list_get(kernel, "range");
+    if (TYPEOF(range) != REALSXP || (Rf_xlength(range) != 1 && Rf_xlength(range) != dim))
+      return R_NilValue;
+  }
 
   int weighted = code == GK_REDUCE_SUM || code == GK_REDUCE_LOGSUMEXP ||
                  code == GK_REDUCE_SOFTMAX_SUM;

@@ -77,6 +77,34 @@ test_that("parameters change without compiling again, and equal bodies share one
   expect_identical(length(gpukernels:::gk_state$formula_dlls), dlls)
 })
 
+test_that("the one-step path keeps each call's own formula form (parameters, axis, dimension)", {
+  set.seed(7)
+  f <- gk_formula(exp(-sqdist(x, y) / l) * (1 + x1 * y1), l = 0.5)
+  for (backend in test_backends()) {
+    # alternating calls: every change of parameter, axis, dimension or
+    # precision must reach the engine, never the previous call's form
+    for (round in 1:2) for (l in c(0.5, 2)) for (dim in c(2, 3)) for (axis in 1:2) {
+      g <- gpukernels:::gk_formula_set(f, list(l = l))
+      x <- matrix(runif(13 * dim, -1, 1), 13, dim)
+      y <- matrix(runif(9 * dim, -1, 1), 9, dim)
+      F <- formula_matrix(function(a, c) exp(-sum((a - c)^2) / l) * (1 + a[1] * c[1]), x, y)
+      b <- rnorm(if (axis == 1) 9 else 13)
+      want <- if (axis == 1) drop(F %*% b) else drop(t(F) %*% b)
+      for (precision in if (backend == "gpu") c("double", "single") else "double") {
+        got <- kernel_matvec(x, y, b, kernel = g, axis = axis, precision = precision,
+                             backend = backend)
+        expect_lt(rel_err(got, want), if (precision == "double") 1e-12 else 1e-5)
+      }
+      # integer points take the general path: the same sums
+      xi <- matrix(sample(-3:3, 13 * dim, TRUE), 13, dim)
+      Fi <- formula_matrix(function(a, c) exp(-sum((a - c)^2) / l) * (1 + a[1] * c[1]), xi, y)
+      bi <- rnorm(9)
+      expect_lt(rel_err(kernel_matvec(xi, y, bi, kernel = g, backend = backend),
+                        drop(Fi %*% bi)), 1e-12)
+    }
+  }
+})
+
 test_that("malformed formulas give errors that name the offending part", {
   expect_error(gk_formula(exp(-sqdist(x, z))), "in `sqdist\\(x, z\\)`: `z` is neither a point")
   expect_error(gk_formula(exp(-besselK(x1, 1))), "in `besselK\\(x1, 1\\)`: unknown function besselK")
