@@ -200,6 +200,84 @@ gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error
   return GK_OK;
 }
 
+// Pieces of a staged copy: large enough that gk_host_copy runs on all its
+// threads (one per MiB), small enough that the staging stays bounded (two
+// pieces) whatever the size of the copy.
+#define GK_STAGE_PIECE ((size_t) 8 << 20)
+
+// One staged copy of `bytes` (upload: host to device) through the staging's
+// two halves: the host copy of one piece overlaps the DMA of the other.
+static gk_status staged_copy(void *dst, const void *src, size_t bytes, int upload,
+                             gk_stream stream, gk_error *err)
+{
+  cudaStream_t s = (cudaStream_t) stream;
+  const size_t pieces = (bytes + GK_STAGE_PIECE - 1) / GK_STAGE_PIECE;
+  const size_t half = pieces > 1 ? GK_STAGE_PIECE : bytes;
+  cudaEvent_t done[2] = {NULL, NULL};   // the last DMA of each half
+  char *host = NULL;
+  void *staging = NULL;
+  if (bytes == 0) return GK_OK;
+  GK_TRY(gk_pinned_scratch(pieces > 1 ? 2 * half : half, "staging host copies", &staging, err));
+  host = (char *) staging;
+  for (int h = 0; pieces > 1 && h < 2; h++)
+    GK_CUDA_TRY(cudaEventCreateWithFlags(&done[h], cudaEventDisableTiming), "staging events", err);
+  if (!upload) {   // the first two pieces' DMA start at once
+    for (size_t q = 0; q < pieces && q < 2; q++) {
+      size_t at = q * half, len = bytes - at < half ? bytes - at : half;
+      GK_CUDA_TRY(cudaMemcpyAsync(host + q * half, (const char *) src + at, len,
+                                  cudaMemcpyDeviceToHost, s), "copy from the GPU", err);
+      if (pieces > 1) GK_CUDA_TRY(cudaEventRecord(done[q], s), "staging events", err);
+    }
+  }
+  for (size_t q = 0; q < pieces; q++) {
+    size_t at = q * half, len = bytes - at < half ? bytes - at : half;
+    char *piece = host + (q % 2) * half;
+    if (pieces > 1 && (!upload || q >= 2))   // this half's previous DMA is done
+      GK_CUDA_TRY(cudaEventSynchronize(done[q % 2]), upload ? "copy to the GPU"
+                  : "copy from the GPU", err);
+    else if (!upload)
+      GK_CUDA_TRY(cudaStreamSynchronize(s), "copy from the GPU", err);
+    if (upload) {
+      gk_host_copy(piece, (const char *) src + at, len);
+      GK_CUDA_TRY(cudaMemcpyAsync((char *) dst + at, piece, len, cudaMemcpyHostToDevice, s),
+                  "copy to the GPU", err);
+      if (pieces > 1) GK_CUDA_TRY(cudaEventRecord(done[q % 2], s), "staging events", err);
+    } else {
+      gk_host_copy((char *) dst + at, piece, len);
+      size_t next = (q + 2) * half;
+      if (next < bytes) {
+        size_t nlen = bytes - next < half ? bytes - next : half;
+        GK_CUDA_TRY(cudaMemcpyAsync(piece, (const char *) src + next, nlen,
+                                    cudaMemcpyDeviceToHost, s), "copy from the GPU", err);
+        GK_CUDA_TRY(cudaEventRecord(done[q % 2], s), "staging events", err);
+      }
+    }
+  }
+  // the staging is reused by the next call: an upload finishes here too
+  if (upload) GK_CUDA_TRY(cudaStreamSynchronize(s), "copy to the GPU", err);
+  for (int h = 0; h < 2; h++)
+    if (done[h]) cudaEventDestroy(done[h]);
+  return GK_OK;
+fail:
+  cudaStreamSynchronize(s);   // no DMA left into or out of the staging
+  cudaGetLastError();
+  for (int h = 0; h < 2; h++)
+    if (done[h]) cudaEventDestroy(done[h]);
+  return err->status;
+}
+
+gk_status gk_staged_upload(void *device_dst, const void *host_src, size_t bytes,
+                           gk_stream stream, gk_error *err)
+{
+  return staged_copy(device_dst, host_src, bytes, 1, stream, err);
+}
+
+gk_status gk_staged_download(void *host_dst, const void *device_src, size_t bytes,
+                             gk_stream stream, gk_error *err)
+{
+  return staged_copy(host_dst, device_src, bytes, 0, stream, err);
+}
+
 void gk_device_release_all(void)
 {
   int previous = gk_device_in_use();

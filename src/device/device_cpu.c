@@ -74,6 +74,20 @@ gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error
   return gk_fail_no_cuda(err);
 }
 
+gk_status gk_staged_upload(void *device_dst, const void *host_src, size_t bytes,
+                           gk_stream stream, gk_error *err)
+{
+  (void) device_dst; (void) host_src; (void) bytes; (void) stream;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status gk_staged_download(void *host_dst, const void *device_src, size_t bytes,
+                             gk_stream stream, gk_error *err)
+{
+  (void) host_dst; (void) device_src; (void) bytes; (void) stream;
+  return gk_fail_no_cuda(err);
+}
+
 void gk_resident_init(gk_resident *r, gk_resident_kind kind)
 {
   r->kind = kind;

@@ -161,6 +161,19 @@ gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err);
 void gk_stream_destroy(gk_stream *stream);
 gk_status gk_stream_sync(gk_stream stream, const char *what, gk_error *err);
 
+/* Copies between host memory that is not page-locked (R's vectors) and the
+ * device, on `stream`, through the per-device pinned staging (of which they
+ * take at most two pieces of 8 MiB, so that it stays bounded; nothing is
+ * allocated after the first call): the host side by gk_host_copy (several
+ * threads, fresh pages faulted in parallel), each piece's DMA overlapping the
+ * host copy of the next, where the driver stages pageable copies on one
+ * thread. Both return once the copy is done; a download is ordered after the
+ * work queued on `stream`. For calls from the R thread, as the staging is. */
+gk_status gk_staged_upload(void *device_dst, const void *host_src, size_t bytes,
+                           gk_stream stream, gk_error *err);
+gk_status gk_staged_download(void *host_dst, const void *device_src, size_t bytes,
+                             gk_stream stream, gk_error *err);
+
 /* Releases what the per-device contexts keep (library handles, scratch,
  * staging, cached facts) on every device; made again when needed. */
 void gk_device_release_all(void);

@@ -215,6 +215,8 @@ gk_status h2_export_fill_missing(const h2_tree *t, int single, int threads, int 
  * A CPU-only build's h2_gpu_build fails with GK_ERR_NO_CUDA. */
 typedef struct h2_gpu h2_gpu;
 gk_status h2_gpu_build(const h2_tree *t, int single, h2_gpu **out, gk_error *err);
+/* y = A x for host x, y (n x nrhs doubles); fails with GK_ERR_INPUT when x
+ * holds NA, NaN or infinite values (checked on the GPU). */
 gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
                         gk_error *err);
 /* The same product for vectors already on g's GPU (x, y: n x nrhs doubles;

@@ -39,6 +39,7 @@ struct h2_gpu {
   int force_cublas;   // benchmarks: cuBLAS even where the small-block kernels apply
   int work_nrhs, xio_nrhs;   // right-hand sides the workspace / the staging copy hold
   gk_device_buffer xp, yp, xhat, yhat, xio;
+  gk_device_buffer nonfinite;   // an int the host products' input permutation sets on NA/NaN/Inf
   gk_device_buffer tree_slots;   // the slots in h2_tree_point_order (made when first asked)
   gk_stream low_rank, dense;  // high and low priority
   cudaEvent_t forked, joined;

@@ -11,14 +11,21 @@
 #include "h2/h2_cuda_impl.cuh"
 
 /* The points' order to the padded leaf slots and back (slot[e]: the slot of
- * row e), one thread per entry of a grid-stride loop. */
+ * row e), one thread per entry of a grid-stride loop. The input's NA, NaN and
+ * infinite values set *nonfinite (when given): a check on the GPU, where the
+ * entries are read anyway, costs nothing; on the host it was a pass over R's
+ * vector before the upload (0.9 ms for 1e6 values on the H100's host). */
 template <typename T>
-__global__ void scatter_input(const double *x, const int *slot, int n, int nrhs, size_t rows, T *xp)
+__global__ void scatter_input(const double *x, const int *slot, int n, int nrhs, size_t rows, T *xp,
+                              int *nonfinite)
 {
   size_t total = (size_t) n * nrhs;
   for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
-       e += (size_t) gridDim.x * blockDim.x)
-    xp[slot[e % n] + rows * (e / n)] = (T) x[e];
+       e += (size_t) gridDim.x * blockDim.x) {
+    double v = x[e];
+    if (nonfinite && !isfinite(v)) *nonfinite = 1;
+    xp[slot[e % n] + rows * (e / n)] = (T) v;
+  }
 }
 
 template <typename T>
@@ -63,7 +70,9 @@ static gk_status ensure_workspace(const h2_tree *t, h2_gpu *g, int nrhs, int sta
   if (staging && g->xio_nrhs < nrhs) {
     gk_buffer_free(&g->xio);
     g->xio_nrhs = 0;
-    if (gk_buffer_alloc(&g->xio, (size_t) t->n * nrhs * sizeof(double),
+    if ((!g->nonfinite.ptr &&
+         gk_buffer_alloc(&g->nonfinite, sizeof(int), "the H2 product workspace", err)) ||
+        gk_buffer_alloc(&g->xio, (size_t) t->n * nrhs * sizeof(double),
                         "the H2 product workspace", err)) {
       g->res.bytes = h2_gpu_bytes_held(g);
       return err->status;
@@ -76,19 +85,20 @@ static gk_status ensure_workspace(const h2_tree *t, h2_gpu *g, int nrhs, int sta
 
 /* y = A x for device vectors (n x nrhs doubles) on g's stream: the
  * permutation into padded leaf slots, the HMV, and back. Row e of x and y is
- * at slot slots[e] (g->slot_of_point: the points' order). */
+ * at slot slots[e] (g->slot_of_point: the points' order). nonfinite (device,
+ * or NULL): set when x holds NA, NaN or Inf. */
 static gk_status matmul_on_stream(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
-                                  double *y, const int *slots, gk_error *err)
+                                  double *y, const int *slots, int *nonfinite, gk_error *err)
 {
   cudaStream_t s = (cudaStream_t) g->low_rank;
   size_t rows = (size_t) t->n_leaves * t->leaf_size, total = (size_t) t->n * nrhs;
   GK_CUDA_TRY(cudaMemsetAsync(g->xp.ptr, 0, rows * nrhs * g->el, s), "the H2 input", err);
   if (g->single)
     scatter_input<float><<<h2_grid_for(total), 256, 0, s>>>(x, slots, t->n, nrhs, rows,
-                                                         (float *) g->xp.ptr);
+                                                         (float *) g->xp.ptr, nonfinite);
   else
     scatter_input<double><<<h2_grid_for(total), 256, 0, s>>>(x, slots, t->n, nrhs, rows,
-                                                          (double *) g->xp.ptr);
+                                                          (double *) g->xp.ptr, nonfinite);
   GK_TRY(gk_cuda_check_launch("the H2 input permutation", err));
   GK_TRY(h2_gpu_run_hmv(t, g, nrhs, err));
   if (g->single)
@@ -103,20 +113,26 @@ fail:
   return err->status;
 }
 
+/* y = A x for host vectors in R's memory. The upload finishes before the
+ * HMV starts, and the download is queued after it: the on-the-fly HMV's
+ * reductions take the same pinned staging on the way (gk_pinned_scratch). */
 extern "C" gk_status h2_gpu_matmul(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
                                    double *y, gk_error *err)
 {
   cudaStream_t s = (cudaStream_t) g->low_rank;
-  size_t total = (size_t) t->n * nrhs;
+  size_t bytes = (size_t) t->n * nrhs * sizeof(double);
+  int nonfinite = 0;
   if (gk_resident_enter(&g->res, err)) return err->status;
   GK_TRY(ensure_workspace(t, g, nrhs, 1, err));
-  GK_CUDA_TRY(cudaMemcpyAsync(g->xio.ptr, x, total * sizeof(double), cudaMemcpyHostToDevice, s),
-              "uploading the H2 product's input", err);
+  GK_CUDA_TRY(cudaMemsetAsync(g->nonfinite.ptr, 0, sizeof(int), s), "the H2 input", err);
+  GK_TRY(gk_staged_upload(g->xio.ptr, x, bytes, g->low_rank, err));
   GK_TRY(matmul_on_stream(t, g, (const double *) g->xio.ptr, nrhs, (double *) g->xio.ptr,
-                          (const int *) g->slot_of_point.ptr, err));
-  GK_CUDA_TRY(cudaMemcpyAsync(y, g->xio.ptr, total * sizeof(double), cudaMemcpyDeviceToHost, s),
-              "downloading the H2 product", err);
-  GK_TRY(gk_stream_sync(g->low_rank, "the H2 product", err));
+                          (const int *) g->slot_of_point.ptr, (int *) g->nonfinite.ptr, err));
+  GK_TRY(gk_staged_download(y, g->xio.ptr, bytes, g->low_rank, err));
+  // the download has waited for everything on s, the flag's writer included
+  GK_CUDA_TRY(cudaMemcpy(&nonfinite, g->nonfinite.ptr, sizeof(int), cudaMemcpyDeviceToHost),
+              "the H2 input check", err);
+  if (nonfinite) return gk_fail(err, GK_ERR_INPUT, "x contains NA, NaN or infinite values");
   return GK_OK;
 fail:
   cudaDeviceSynchronize();
@@ -147,7 +163,7 @@ extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const dou
   }
   GK_TRY(matmul_on_stream(t, g, x, nrhs, y,
                           (const int *) (tree_order ? g->tree_slots.ptr : g->slot_of_point.ptr),
-                          err));
+                          NULL, err));
   GK_TRY(gk_stream_sync(g->low_rank, "the H2 product", err));
   return GK_OK;
 fail:
@@ -186,7 +202,7 @@ extern "C" gk_status h2_gpu_matmul_rows(const h2_tree *t, h2_gpu *g, int nblocks
   GK_CUDA_TRY(cudaMemcpyAsync(where.ptr, rows, (size_t) nrows * sizeof(int),
                               cudaMemcpyHostToDevice, s), "the H2 product's rows", err);
   GK_TRY(matmul_on_stream(t, g, (const double *) g->xio.ptr, nrhs, (double *) g->xio.ptr,
-                          (const int *) g->slot_of_point.ptr, err));
+                          (const int *) g->slot_of_point.ptr, NULL, err));
   gather_rows<<<h2_grid_for(out), 256, 0, s>>>((const double *) g->xio.ptr, n, nrhs,
                                             (const int *) where.ptr, nrows, (double *) picked.ptr);
   GK_TRY(gk_cuda_check_launch("the H2 product's rows", err));

@@ -183,6 +183,49 @@ test_that("small GPU products (split rows, one launch per phase) match the CPU, 
   expect_identical(B %*% X, YB)
 })
 
+test_that("GPU products of R vectors: staged in pieces, NA checked on the GPU", {
+  skip_if_no_gpu()
+  set.seed(20)
+  n <- 3001
+  locs <- perturbed_grid(n, 3)
+  k <- gk_kernel("exponential", range = 0.2)
+  X4 <- scale(matrix(rnorm(4 * n), n, 4), scale = FALSE)   # mean zero
+  exact <- dense_of(locs, k, 0.1) %*% X4
+  cpu <- h2_matrix(locs, k, nugget = 0.1, backend = "cpu") %*% X4
+  expect_lt(rel2(cpu, exact), 1e-2)   # order 4 in 3D, mean-zero vectors
+  # 1000 columns, 24 MB: three pieces of the 8 MiB staging, the last one partial,
+  # with piece boundaries inside columns
+  X <- X4[, rep(1:4, 250)]
+  for (storage in c("stored", "on_the_fly")) for (precision in c("double", "single")) {
+    A <- h2_matrix(locs, k, nugget = 0.1, backend = "gpu", storage = storage,
+                   precision = precision)
+    tol <- if (precision == "double") 1e-12 else 1e-5
+    info <- paste(storage, precision)
+    expect_lt(rel2(A %*% X4, exact), 1.5 * rel2(cpu, exact))
+    expect_lt(rel2(A %*% X4[, 3], cpu[, 3]), tol)
+    Y <- A %*% X
+    expect_equal(dim(Y), c(n, 1000L))
+    expect_lt(rel2(Y, cpu[, rep(1:4, 250)]), tol)
+    for (bad in c(NA, NaN, Inf, -Inf)) {
+      x <- X4[, 1]
+      x[sample(n, 1)] <- bad
+      expect_error(A %*% x, "NA, NaN or infinite", info = info)
+      Xb <- X
+      Xb[n, 1000] <- bad   # the last entry of the last piece
+      expect_error(A %*% Xb, "NA, NaN or infinite", info = info)
+    }
+    # an error leaves nothing behind: the next products are right, and
+    # repeated ones hold no more memory (collected first: the matrices made
+    # before, freed during the products, would change gk_memory() too)
+    invisible(gc())
+    r <- repeated_products(A, X, 3)
+    expect_lt(rel2(r$last, cpu[, rep(1:4, 250)]), tol)
+    # the on-the-fly sums may add in another order from run to run
+    if (storage == "stored") expect_identical(r$first, r$last)
+    else expect_lt(rel2(r$first, r$last), tol)
+  }
+})
+
 test_that("bad input gives clear errors", {
   locs <- matrix(runif(200), ncol = 2)
   k <- gk_kernel("exponential", range = 0.1)
