@@ -214,8 +214,8 @@ bool filterable(const Variant &v)
 {
   if (gk_tunable(GK_TUNE_REDUCE_FLOAT_FILTER) == 0) return false;
   return !v.single && !v.ranged && !v.two_way && !v.source && v.ds > 0 &&
-         v.ds <= FILTER_ENTRY_FLOATS && strcmp(v.val, "ValSqdist") == 0 && v.op == OP_KMIN &&
-         v.kmax <= 16;
+         v.ds <= FILTER_ENTRY_FLOATS && strcmp(v.val, "ValSqdist") == 0 &&
+         ((v.op == OP_KMIN && v.kmax <= 16) || v.op == OP_MIN);
 }
 
 int fast_rows(size_t m, size_t n, int e)

@@ -61,6 +61,24 @@ struct ValSqdist {
   }
 };
 
+// Dense launches of a min or max (ExtremeOp) over values that the kernel can
+// compute again bit for bit from y in global memory push the extremes of
+// groups of values (grouped_extreme below): only knn's squared distance
+// (explicit subtractions and fma, nothing the compiler may contract
+// differently in another place).
+template <class Op> struct op_group {
+  static constexpr int value = 0;
+};
+template <typename T, bool IS_MAX> struct op_group<ExtremeOp<T, IS_MAX>> {
+  static constexpr int value = ExtremeOp<T, IS_MAX>::GROUP;
+};
+template <class Val> struct recomputable {
+  static constexpr bool value = false;
+};
+template <> struct recomputable<ValSqdist> {
+  static constexpr bool value = true;
+};
+
 // ...and the exponential family (exponential, Matern 1/2, 3/2, 5/2):
 // variance (1 + d (poly1 + poly2 d)) exp(-d), d = sqrt(stat), with 2^t in one
 // MUFU.EX2 in float32 (as the gaussian path; relative error about 1e-6 for
@@ -215,19 +233,25 @@ template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p
 // TWO_WAY: a symmetric sum (see above; RANGED, one row per thread, one
 // weight column). MIN_BLOCKS: blocks per multiprocessor the registers are
 // capped for (the k-lists in double precision otherwise leave 2 blocks).
-// FILTER: knn's double squared distances (KMinOp) first from float copies of
-// the points (FP32 pipe); a group of pairs whose float values cannot reach
-// any lane's list (filter_bound, conservative: the same results) is skipped.
-// It pays where few groups hold a candidate (k = 10 at 1e5: 20 -> 15-16.5
-// ms); at k = 32, 100 most pass, and a test per pair made k = 1 10.4 -> 15 ms.
+// FILTER: knn's double squared distances (KMinOp, or the grouped minimum of
+// k = 1) first from float copies of the points (FP32 pipe); a group of pairs
+// whose float values cannot reach any lane's list or minimum (filter_bound,
+// conservative: the same results) is skipped. It pays where few groups hold a
+// candidate (k = 10 at 1e5: 20 -> 15-16.5 ms); at k = 32, 100 most pass, and
+// a test per pair made k = 1 10.4 -> 15 ms.
 template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED, bool TWO_WAY = false,
           int MIN_BLOCKS = 1, bool FILTER = false>
 __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduce_tiles(Args a)
 {
   static_assert(!TWO_WAY || (RANGED && ROWS == 1 && Op::EC_ == 1 && Op::QUEUE == 0),
                 "two-way launches: block-sparse sums, one row per thread, one weight column");
+  // A min or max by groups of values (op_group): one FMNMX per value, and at
+  // the end the first j of each row's winning group. Filtered groups are
+  // shorter: a warp's group passes the filter when any of its rows' does.
+  constexpr int GROUP = RANGED || TWO_WAY || DS == 0 || !recomputable<Val>::value ? 0
+                        : FILTER ? op_group<Op>::value / 2 : op_group<Op>::value;
   static_assert(!FILTER || (sizeof(T) == 8 && DS > 0 && DS <= FILTER_ENTRY_FLOATS && !RANGED && !TWO_WAY &&
-                            Op::QUEUE > 0),
+                            (Op::QUEUE > 0 || GROUP > 0)),
                 "the float pre-filter: double points in registers, dense launches");
   constexpr int NT = threads_per_block<RANGED>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -424,6 +448,48 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
           }
         }
         for (; q < len; q++) pair(q);
+      } else if constexpr (GROUP > 0) {
+        // The extreme of each group of GROUP entries per row, pushed with the
+        // group's first j; a short last group takes the entries left.
+        auto push_group = [&](int q, int count) {
+          if constexpr (FILTER) {
+            bool maybe = false;
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+              float lowest = value_f(r, q);
+#pragma unroll
+              for (int u = 1; u < GROUP; u++)
+                if (u < count) lowest = fminf(lowest, value_f(r, q + u));
+              maybe |= lowest <= st[r].fbound;
+            }
+            if (!__any_sync(0xffffffffu, maybe)) return;
+          }
+          T low[NR];
+#pragma unroll
+          for (int u = 0; u < GROUP; u++) {
+            if (u < count) {
+              const T *yj = tile + (q + u) * stride;
+#pragma unroll
+              for (int r = 0; r < NR; r++) {
+                const T v = value(r, yj);
+                low[r] = u == 0 ? v : Op::extreme(low[r], v);
+              }
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < NR; r++) {
+            if constexpr (FILTER) {
+              const int before = st[r].arg;
+              st[r].push(low[r], j_of(q), nullptr, a);
+              if (st[r].arg != before) st[r].refresh_bound(a);
+            } else {
+              st[r].push(low[r], j_of(q), nullptr, a);
+            }
+          }
+        };
+        int q = 0;
+        for (; q + GROUP <= len; q += GROUP) push_group(q, GROUP);
+        if (q < len) push_group(q, len - q);
       } else {
 #pragma unroll 4
         for (int q = 0; q < len; q++) pair(q);
@@ -498,6 +564,30 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
         if (lo == hi && ++l < list1) read_range(l);
       }
       reduce_tile(filled, [&](int q) { return tile_j[q]; });
+    }
+  }
+  if constexpr (GROUP > 0) {
+    // Each row's winning group (its first j in arg; the groups were pushed
+    // in increasing j, replaced only by a strictly better extreme) holds the
+    // first j reaching the extreme: the first of its entries whose value,
+    // computed again from y in global memory, equals it. Entries past a short
+    // group's end come after that one; j_stop bounds the reads.
+    const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
+    const size_t j_stop = j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+      if (rows[r] >= row_end || st[r].arg < 0) continue;
+      const size_t first = (size_t) st[r].arg;
+#pragma unroll 1
+      for (size_t j = first; j < j_stop && j < first + GROUP; j++) {
+        T yj[DS > 0 ? DS : 1];
+#pragma unroll
+        for (int d = 0; d < (DS > 0 ? DS : 1); d++) yj[d] = y[j + (size_t) d * a.n];
+        if (value(r, yj) == st[r].best) {
+          st[r].arg = (int) j;
+          break;
+        }
+      }
     }
   }
 #pragma unroll
