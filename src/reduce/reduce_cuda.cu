@@ -39,8 +39,13 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, int rows, 
     v.filter = a.filter_error > 0 && filterable(v);
     // The filtered minimum by one row per thread: a warp's group of pairs is
     // evaluated in double when any of its rows may improve, which with 4 rows
-    // per thread (and the shorter j chunks of fewer row blocks) is most groups.
-    if (v.filter && v.op == OP_MIN && !gk_tunable_is_set(GK_TUNE_REDUCE_ROWS)) v.rows = 1;
+    // per thread (and the shorter j chunks of fewer row blocks) is most
+    // groups. Its float loop waits on shared-memory loads: 4 blocks per
+    // multiprocessor (64 registers) hide them better than 3 (80).
+    if (v.filter && v.op == OP_MIN) {
+      if (!gk_tunable_is_set(GK_TUNE_REDUCE_ROWS)) v.rows = 1;
+      if (!gk_tunable_is_set(GK_TUNE_REDUCE_MIN_BLOCKS)) v.min_blocks = 4;
+    }
     return launch(spec, a, v, err);
   }
   if (spec->formula)   // kmin_large evaluates the vocabulary's kernels only
@@ -107,7 +112,8 @@ void device_shift(const gk_reduce_operand *op, const double *origin, double *shi
 }
 
 // Writes host points into the staging buffer in the compute precision, minus
-// the point origin[] (when given, in double), scaled by column: the same
+// the point origin[] (when given, in double), scaled by column
+// (reduce_pack_points, on several host threads for large inputs): the same
 // arithmetic as prepare_operand, done on the host so that only T-sized data
 // is uploaded and no conversion kernel is launched (small calls are
 // latency-bound). False when a value does not fit T (finite doubles beyond
@@ -118,21 +124,7 @@ template <typename T>
 bool pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const double *scale,
                  double *largest = nullptr)
 {
-  size_t rows = p->rows;
-  bool fits = true;
-  double big = 0.0;
-  for (int d = 0; d < p->cols; d++) {
-    const double *src = p->host + (size_t) d * rows;
-    double o = origin ? origin[d] : 0.0, s = scale ? scale[d] : 1.0;
-    T *out = dst + (size_t) d * rows;
-    for (size_t i = 0; i < rows; i++) {
-      out[i] = (T) ((src[i] - o) * s);
-      fits &= isfinite(out[i]);
-      big = fmax(big, fabs((double) out[i]));
-    }
-  }
-  if (largest && big > *largest) *largest = big;
-  return fits;
+  return reduce_pack_points(dst, sizeof(T) == 4, p->host, p->rows, p->cols, origin, scale, largest) != 0;
 }
 
 template <typename T>
