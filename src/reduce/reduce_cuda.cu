@@ -9,7 +9,6 @@
 #include "reduce/reduce_cuda.cuh"
 #include "reduce/reduce_kmin_large.cuh"
 #include "device/gk_cuda.h"
-#include "device/gk_tunables.h"
 
 using namespace reduce_gpu;
 
@@ -36,16 +35,7 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, int rows, 
 {
   Variant v;
   if (choose_variant(spec, sizeof(T) == 4, a.dim, a.e, a.pieces != NULL, two_way, rows, &v)) {
-    v.filter = a.filter_error > 0 && filterable(v);
-    // The filtered minimum by one row per thread: a warp's group of pairs is
-    // evaluated in double when any of its rows may improve, which with 4 rows
-    // per thread (and the shorter j chunks of fewer row blocks) is most
-    // groups. Its float loop waits on shared-memory loads: 4 blocks per
-    // multiprocessor (64 registers) hide them better than 3 (80).
-    if (v.filter && v.op == OP_MIN) {
-      if (!gk_tunable_is_set(GK_TUNE_REDUCE_ROWS)) v.rows = 1;
-      if (!gk_tunable_is_set(GK_TUNE_REDUCE_MIN_BLOCKS)) v.min_blocks = 4;
-    }
+    if (a.filter_error > 0 && filterable(v)) take_filter(&v);
     return launch(spec, a, v, err);
   }
   if (spec->formula)   // kmin_large evaluates the vocabulary's kernels only
