@@ -16,7 +16,7 @@
 #' \describe{
 #'   \item{`GK_REDUCE_ROWS`}{rows per thread of the GPU gaussian-sum and
 #'     squared-distance minimum (knn with k = 1) fast paths (1, 2 or 4); 0, the
-#'     default, chooses by problem size.}
+#'     default, chooses by problem size (1 for the filtered double minimum).}
 #'   \item{`GK_REDUCE_SLICE_PAIRS`}{kernel evaluations per launch of a long GPU
 #'     reduction, with an interrupt check between launches; 0, the default,
 #'     chooses.}
@@ -33,9 +33,10 @@
 #'   \item{`GK_REDUCE_MIN_BLOCKS`}{blocks per multiprocessor that the GPU
 #'     k-smallest (knn) and min/max kernels are compiled to fit, 1 to 4 (their
 #'     registers are capped to match); 0, the default, chooses (3 for knn's
-#'     double-precision lists of up to 16, else 1).}
+#'     double-precision lists of up to 16, 4 for its filtered double k = 1,
+#'     else 1).}
 #'   \item{`GK_REDUCE_FLOAT_FILTER`}{1 (the default): the GPU `knn()` in double
-#'     precision with k <= 16 first tests pairs by the distance of float copies
+#'     precision with k <= 16 (k = 1 included) first tests pairs by the distance of float copies
 #'     of the points, with a bound that keeps the results the same; 0: every
 #'     pair in double.}
 #' }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "r_util.h"
 #include "device/gk_hooks.h"
+#include "device/gk_omp.h"
 
 void gk_stop(const char *fmt, ...)
 {
@@ -324,7 +325,7 @@ void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
 
 /* The common all-finite case is one branch-free pass: x * 0 is 0 for finite x
  * and NaN otherwise, so the sum is NaN exactly when some element is not finite. */
-int gk_all_finite(const double *v, R_xlen_t n)
+static int all_finite_piece(const double *v, R_xlen_t n)
 {
   double poison[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // independent chains run in parallel
   R_xlen_t q = 0;
@@ -334,6 +335,22 @@ int gk_all_finite(const double *v, R_xlen_t n)
   double total = 0.0;
   for (int l = 0; l < 8; l++) total += poison[l];
   return total == 0.0;
+}
+
+/* Large vectors in pieces on several threads (knn's 1e5 x 3 points: 0.17 ms
+ * each on one core of the GPU hosts). */
+int gk_all_finite(const double *v, R_xlen_t n)
+{
+  const int threads = gk_omp_pass_threads((size_t) n);
+  if (threads == 1) return all_finite_piece(v, n);
+  const R_xlen_t piece = (R_xlen_t) GK_OMP_PASS_PIECE, pieces = (n + piece - 1) / piece;
+  int bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : bad)
+#endif
+  for (R_xlen_t p = 0; p < pieces; p++)
+    bad |= !all_finite_piece(v + p * piece, n - p * piece < piece ? n - p * piece : piece);
+  return !bad;
 }
 
 /* Errors if a double vector holds NA, NaN or Inf; only then is the first bad

@@ -18,4 +18,16 @@ static inline int gk_omp_threads(int requested)
   return (requested <= 0 || requested > most) ? most : requested;
 }
 
+/* Threads for one pass over `count` host values in pieces of
+ * GK_OMP_PASS_PIECE: one below 2^17 values (the small calls' latency would
+ * pay the threads' start), else one per piece, at most 8 (a few cores reach
+ * the host's bandwidth). */
+#define GK_OMP_PASS_PIECE ((size_t) 1 << 15)
+static inline int gk_omp_pass_threads(size_t count)
+{
+  if (count < ((size_t) 1 << 17)) return 1;
+  size_t pieces = (count + GK_OMP_PASS_PIECE - 1) / GK_OMP_PASS_PIECE;
+  return gk_omp_threads(pieces < 8 ? (int) pieces : 8);
+}
+
 #endif

@@ -42,8 +42,9 @@ static const tunable table[GK_TUNE_COUNT] = {
    "Blocks per multiprocessor the GPU k-smallest and min/max reduction kernels are compiled "
    "to fit (registers capped to match): 1 to 4; 0 chooses (see reduce_launch_cuda.cu)."},
   {"GK_REDUCE_FLOAT_FILTER", 1, 0, 1, 0,
-   "1: GPU knn in double precision with k <= 16 first tests pairs by the distance of float "
-   "copies of the points (a conservative bound: the same results); 0: every pair in double."},
+   "1: GPU knn in double precision with k <= 16 (and the squared distance's min and argmin) "
+   "first tests pairs by the distance of float copies of the points (a conservative bound: "
+   "the same results); 0: every pair in double."},
 };
 
 static int valid(const tunable *t, double v)

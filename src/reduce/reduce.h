@@ -201,6 +201,14 @@ double reduce_knn_scale(const double *x, size_t m, const double *y, size_t n, in
 /* The same from the largest of the dimensions' spreads, each (hi / 2 - lo / 2). */
 double reduce_knn_scale_of(double spread);
 
+/* Writes host points (rows x cols, column-major, finite) into dst as floats
+ * (single) or doubles: column d minus origin[d], in double, times scale[d]
+ * (each when given), then rounded. *largest (when given) becomes at least the
+ * largest |value| written. False when a value does not fit (beyond float's
+ * range). */
+int reduce_pack_points(void *dst, int single, const double *src, size_t rows, int cols,
+                       const double *origin, const double *scale, double *largest);
+
 /* knn's squared distances are formed after one common scale
  * (reduce_knn_scale): where the points span many orders of magnitude (1e-300
  * and 1e300 together) the squares of the small distances fall below the

@@ -35,7 +35,7 @@ gk_status launch_reduction(const gk_reduce_spec *spec, const Args &a, int rows, 
 {
   Variant v;
   if (choose_variant(spec, sizeof(T) == 4, a.dim, a.e, a.pieces != NULL, two_way, rows, &v)) {
-    v.filter = a.filter_error > 0 && filterable(v);
+    if (a.filter_error > 0 && filterable(v)) take_filter(&v);
     return launch(spec, a, v, err);
   }
   if (spec->formula)   // kmin_large evaluates the vocabulary's kernels only
@@ -102,7 +102,8 @@ void device_shift(const gk_reduce_operand *op, const double *origin, double *shi
 }
 
 // Writes host points into the staging buffer in the compute precision, minus
-// the point origin[] (when given, in double), scaled by column: the same
+// the point origin[] (when given, in double), scaled by column
+// (reduce_pack_points, on several host threads for large inputs): the same
 // arithmetic as prepare_operand, done on the host so that only T-sized data
 // is uploaded and no conversion kernel is launched (small calls are
 // latency-bound). False when a value does not fit T (finite doubles beyond
@@ -113,21 +114,7 @@ template <typename T>
 bool pack_points(T *dst, const gk_reduce_operand *p, const double *origin, const double *scale,
                  double *largest = nullptr)
 {
-  size_t rows = p->rows;
-  bool fits = true;
-  double big = 0.0;
-  for (int d = 0; d < p->cols; d++) {
-    const double *src = p->host + (size_t) d * rows;
-    double o = origin ? origin[d] : 0.0, s = scale ? scale[d] : 1.0;
-    T *out = dst + (size_t) d * rows;
-    for (size_t i = 0; i < rows; i++) {
-      out[i] = (T) ((src[i] - o) * s);
-      fits &= isfinite(out[i]);
-      big = fmax(big, fabs((double) out[i]));
-    }
-  }
-  if (largest && big > *largest) *largest = big;
-  return fits;
+  return reduce_pack_points(dst, sizeof(T) == 4, p->host, p->rows, p->cols, origin, scale, largest) != 0;
 }
 
 template <typename T>

@@ -80,9 +80,13 @@ int fast_rows(size_t m, size_t n, int e);
 
 // Whether a variant may take the float pre-filter (FILTER in
 // reduce_kernels.cuh): knn's double squared distances, dense, dimension in
-// registers, k-lists of 16 entries; the tunable GK_REDUCE_FLOAT_FILTER = 0
-// turns it off.
+// registers, k-lists of 16 entries or the minimum; the tunable
+// GK_REDUCE_FLOAT_FILTER = 0 turns it off.
 bool filterable(const Variant &v);
+// Turns the pre-filter on for a filterable variant; the minimum (knn with
+// k = 1) then takes one row per thread and 4 blocks per multiprocessor,
+// unless the tunables GK_REDUCE_ROWS and GK_REDUCE_MIN_BLOCKS are set.
+void take_filter(Variant *v);
 
 // Shared memory per tile entry of a two-way launch: the column sums of each
 // warp of the block (reduce_kernels.cuh).

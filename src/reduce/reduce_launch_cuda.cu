@@ -198,7 +198,8 @@ const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
 // overrides): the double-precision list of 16 entries takes 112 registers
 // uncapped, 2 blocks of 256 threads, too few warps to hide its latencies; at
 // 3 (80 registers, a few bytes spill) knn k = 10 went from 18.8 to 15.1-16.6
-// ms at 1e5. The others measured no better capped (k = 1, k = 32: slower).
+// ms at 1e5. The others measured no better capped (k = 1 unfiltered, k = 32:
+// slower); the filtered double minimum takes 4 (take_filter).
 int min_blocks(const Variant &v)
 {
   const int forced = (int) gk_tunable(GK_TUNE_REDUCE_MIN_BLOCKS);
@@ -214,8 +215,22 @@ bool filterable(const Variant &v)
 {
   if (gk_tunable(GK_TUNE_REDUCE_FLOAT_FILTER) == 0) return false;
   return !v.single && !v.ranged && !v.two_way && !v.source && v.ds > 0 &&
-         v.ds <= FILTER_ENTRY_FLOATS && strcmp(v.val, "ValSqdist") == 0 && v.op == OP_KMIN &&
-         v.kmax <= 16;
+         v.ds <= FILTER_ENTRY_FLOATS && strcmp(v.val, "ValSqdist") == 0 &&
+         ((v.op == OP_KMIN && v.kmax <= 16) || v.op == OP_MIN);
+}
+
+void take_filter(Variant *v)
+{
+  v->filter = true;
+  if (v->op != OP_MIN) return;
+  // The filtered minimum by one row per thread: a warp's group of pairs is
+  // evaluated in double when any of its rows may improve, which with 4 rows
+  // per thread (and the shorter j chunks of fewer row blocks) is most
+  // groups. Its float loop waits on shared-memory loads: 4 blocks per
+  // multiprocessor (64 registers) hide them better than 3 (80): knn k = 1 at
+  // 1e5, 9.8 -> 8.8 ms a call.
+  if (!gk_tunable_is_set(GK_TUNE_REDUCE_ROWS)) v->rows = 1;
+  if (!gk_tunable_is_set(GK_TUNE_REDUCE_MIN_BLOCKS)) v->min_blocks = 4;
 }
 
 int fast_rows(size_t m, size_t n, int e)

@@ -1,8 +1,8 @@
 # The GPU k-lists of knn() / kmin (issue 38): lists of 16, 32 and 64 entries
 # in registers, 65-128 in local memory, the float pre-filter of double
-# precision (k <= 16), and k = 1 (an argmin) with 1, 2 or 4 rows per thread,
-# against brute force in R: exact indices (ties to the smaller index), sizes
-# that are not multiples of the block, one point.
+# precision (k <= 16 and k = 1), and k = 1 (an argmin by groups of pairs) with
+# 1, 2 or 4 rows per thread, against brute force in R: exact indices (ties to
+# the smaller index), sizes that are not multiples of the block, one point.
 
 # Brute force: exact squared distances of small integers (or any points in
 # double), order() is stable, so ties go to the smaller index.
@@ -107,4 +107,60 @@ test_that("block-sparse knn takes the local-memory lists (k = 65 to 128)", {
     expect_identical(nn$index, cpu$index, label = precision)
     expect_equal(nn$distance, cpu$distance, tolerance = 1e-12)
   }
+})
+
+test_that("GPU knn k = 1 (groups of pairs; double: the float filter) matches brute force", {
+  skip_if_no_gpu()
+  on.exit(Sys.unsetenv(c("GK_REDUCE_FLOAT_FILTER", "GK_REDUCE_ROWS", "GK_REDUCE_SLICE_PAIRS")))
+  sq <- gk_kernel("squared_distance")
+  # Random points; sizes that are not multiples of a group (8 or 16 pairs), a
+  # tile or a block.
+  for (size in list(c(1, 1), c(5, 17), c(40, 7), c(257, 2001), c(1100, 333))) {
+    x <- matrix(runif(size[1] * 3), size[1], 3)
+    y <- matrix(runif(size[2] * 3), size[2], 3)
+    ref <- brute_knn(x, y, 1L)
+    d2 <- outer(seq_len(nrow(x)), seq_len(nrow(y)),
+                function(i, j) rowSums((x[i, , drop = FALSE] - y[j, , drop = FALSE])^2))
+    for (filter in c("1", "0")) {
+      Sys.setenv(GK_REDUCE_FLOAT_FILTER = filter)
+      for (scheme in c("1d", "2d")) {
+        label <- sprintf("%d x %d, filter %s, %s", size[1], size[2], filter, scheme)
+        nn <- knn(x, y, k = 1L, scheme = scheme, backend = "gpu")
+        expect_identical(nn$index, ref$index, label = label)
+        expect_equal(nn$distance, ref$distance, tolerance = 1e-12, label = label)
+        nn <- knn(x, y, k = 1L, precision = "single", scheme = scheme, backend = "gpu")
+        got <- sqrt(rowSums((x - y[nn$index, , drop = FALSE])^2))
+        expect_lt(max(abs(got - ref$distance)), 1e-6, label = label)
+        expect_identical(kernel_reduce(x, y, kernel = sq, reduction = "argmax", scheme = scheme,
+                                       backend = "gpu"), apply(d2, 1, which.max), label = label)
+      }
+    }
+  }
+  # Near-ties: points of y on a sphere around x's first point, radii a few
+  # ulps apart (equal in float): k = 1 picks what the k-list's first entry
+  # does (same arithmetic, ties to the smaller index), with or without the
+  # filter, 1 or 4 rows per thread, in chunks and in slices.
+  x0 <- c(0.4, 0.5, 0.6)
+  u <- matrix(rnorm(3000 * 3), 3000, 3)
+  u <- u / sqrt(rowSums(u^2))
+  y <- sweep(u * (0.3 + 2^-52 * sample(0:3, 3000, replace = TRUE)), 2, x0, "+")
+  y <- rbind(y, y[sample(3000, 500), ])   # exact ties further on
+  x <- rbind(x0, x0 + 1e-9, matrix(runif(60), 20, 3))
+  first <- NULL
+  for (filter in c("1", "0")) for (rows in c("", "1", "4")) for (slices in c("", "20000")) {
+    Sys.setenv(GK_REDUCE_FLOAT_FILTER = filter, GK_REDUCE_ROWS = rows, GK_REDUCE_SLICE_PAIRS = slices)
+    for (scheme in c("1d", "2d")) {
+      label <- sprintf("near-ties, filter %s, rows '%s', slices '%s', %s", filter, rows, slices, scheme)
+      one <- knn(x, y, k = 1L, scheme = scheme, backend = "gpu")
+      two <- knn(x, y, k = 2L, scheme = scheme, backend = "gpu")
+      expect_identical(one$index[, 1], two$index[, 1], label = label)
+      expect_identical(one$distance[, 1], two$distance[, 1], label = label)
+      if (is.null(first)) first <- one
+      expect_identical(one, first, label = label)
+    }
+  }
+  # No rows: empty results, as on the CPU.
+  Sys.unsetenv(c("GK_REDUCE_FLOAT_FILTER", "GK_REDUCE_ROWS", "GK_REDUCE_SLICE_PAIRS"))
+  expect_identical(knn(x[0, , drop = FALSE], y, k = 1L, backend = "gpu"),
+                   knn(x[0, , drop = FALSE], y, k = 1L, backend = "cpu"))
 })

@@ -5,149 +5,9 @@
 #ifndef GK_REDUCE_KERNELS_CUH
 #define GK_REDUCE_KERNELS_CUH
 
-#include "gpukernels/reduce_ops.cuh"
+#include "gpukernels/reduce_values.cuh"
 
 namespace gkreduce {
-
-// The kernel as a function of the pair statistic, from the shared vocabulary.
-__device__ __forceinline__ float kernel_value(const gk_kernel &k, float stat) { return gk_kernel_eval_f(&k, stat); }
-__device__ __forceinline__ double kernel_value(const gk_kernel &k, double stat) { return gk_kernel_eval(&k, stat); }
-
-// F from the statistic (INNER: the statistic may be an inner product, else it
-// is the squared distance; POINTS: F reads the points themselves, as the
-// functors of users' formulas do, gk_formula.h): any kernel of the
-// vocabulary, through a switch over the families per pair...
-struct ValKernel {
-  static constexpr bool INNER = true;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return kernel_value(a.kernel, stat);
-  }
-};
-
-// ...or the gaussian on coordinates pre-scaled by sqrt(EXP2_UNIT log2(e) / 2),
-// so that exp(-d^2 / 2) = 2^(-stat / EXP2_UNIT); the variance is applied once
-// at the end (sums)...
-struct ValGauss2 {
-  static constexpr bool INNER = false;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return exp2_units(-stat);
-  }
-};
-
-// ...or with the variance, for the reductions that exponentiate F itself
-// (logsumexp, softmax) on the same pre-scaled coordinates...
-struct ValGauss2Variance {
-  static constexpr bool INNER = false;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return (T) a.kernel.variance * exp2_units(-stat);
-  }
-};
-
-// ...or, without the switch (the generic path costs about 30-45 instructions
-// per pair), the squared distance of knn, without its variance: the smallest
-// values are the same, and the ops multiply it in at the end (out_scale)...
-struct ValSqdist {
-  static constexpr bool INNER = false;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return stat;
-  }
-};
-
-// ...and the exponential family (exponential, Matern 1/2, 3/2, 5/2):
-// variance (1 + d (poly1 + poly2 d)) exp(-d), d = sqrt(stat), with 2^t in one
-// MUFU.EX2 in float32 (as the gaussian path; relative error about 1e-6 for
-// the values that matter) and exp2_units' table and polynomial in float64.
-// Sums leave the variance to the end (out_scale: ValExp, ValExpPoly); the
-// ops that exponentiate F itself take it per pair (WithVariance<>).
-// The float32 root is one MUFU.SQRT (sqrt.approx, relative error 2^-23,
-// sqrt(0) = 0); rsqrtf's denormal handling cost 8 more instructions per pair.
-__device__ __forceinline__ float root_of(float s)
-{
-  float r;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
-  return r;
-}
-__device__ __forceinline__ double root_of(double s) { return sqrt(s); }
-// e^(-d), for both exponential-family values.
-template <typename T> __device__ __forceinline__ T exp_of_minus(T d)
-{
-  return exp2_units(d * (T) (-1.4426950408889634 * EXP2_UNIT<T>));
-}
-struct ValExpPoly {
-  static constexpr bool INNER = false;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    // Beyond d = 1e4, e^-d is 0 in either precision; capping d keeps the
-    // polynomial finite there (an infinite one times 0 would be NaN).
-    const T d = fmin(root_of(stat), (T) 1e4);
-    const T poly = (T) 1 + d * ((T) a.poly1 + (T) a.poly2 * d);
-    return poly * exp_of_minus(d);
-  }
-};
-
-// ...or the exponential itself (the exponential kernel and Matern 1/2, whose
-// polynomial is 1): ValExpPoly without its three operations per pair, which
-// the float64 products feel (they are bound by the FP64 pipe).
-struct ValExp {
-  static constexpr bool INNER = false;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return exp_of_minus(root_of(stat));
-  }
-};
-
-// Either of them times the variance.
-template <class Val> struct WithVariance {
-  static constexpr bool INNER = Val::INNER;
-  static constexpr bool POINTS = false;
-  template <typename T> __device__ __forceinline__ static T eval(T stat, const Args &a)
-  {
-    return (T) a.kernel.variance * Val::eval(stat, a);
-  }
-};
-
-// Squared distance (or inner product) of x_i, held in registers (DS > 0) or
-// read from global memory (DS == 0, any dimension), with y_j in shared memory.
-// Not gk_pair_stat (gk_kernel.h): this one runs in T (float too), unrolled
-// over registers, with explicit fma.
-template <typename T, int DS, bool MAY_BE_INNER>
-__device__ __forceinline__ T pair_stat(const T *xr, const T *xg, size_t m, const T *yj,
-                                       int dim, bool inner)
-{
-  T s = 0;
-  if (MAY_BE_INNER && inner) {
-    if (DS > 0) {
-#pragma unroll
-      for (int d = 0; d < DS; d++) s = fma(xr[d], yj[d], s);
-    } else {
-      for (int d = 0; d < dim; d++) s = fma(xg[(size_t) d * m], yj[d], s);
-    }
-    return s;
-  }
-  if (DS > 0) {
-#pragma unroll
-    for (int d = 0; d < DS; d++) {
-      T t = xr[d] - yj[d];
-      s = fma(t, t, s);
-    }
-  } else {
-    for (int d = 0; d < dim; d++) {
-      T t = xg[(size_t) d * m] - yj[d];
-      s = fma(t, t, s);
-    }
-  }
-  return s;
-}
 
 // Calls f(int_constant<K>) for K = count in 1..MOST (count is
 // warp-uniform): a loop over K rows per thread compiled for each K, so that a
@@ -215,19 +75,27 @@ template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p
 // TWO_WAY: a symmetric sum (see above; RANGED, one row per thread, one
 // weight column). MIN_BLOCKS: blocks per multiprocessor the registers are
 // capped for (the k-lists in double precision otherwise leave 2 blocks).
-// FILTER: knn's double squared distances (KMinOp) first from float copies of
-// the points (FP32 pipe); a group of pairs whose float values cannot reach
-// any lane's list (filter_bound, conservative: the same results) is skipped.
-// It pays where few groups hold a candidate (k = 10 at 1e5: 20 -> 15-16.5
-// ms); at k = 32, 100 most pass, and a test per pair made k = 1 10.4 -> 15 ms.
+// FILTER: knn's double squared distances (KMinOp, or the grouped minimum of
+// k = 1) first from float copies of the points (FP32 pipe); a group of pairs
+// whose float values cannot reach any lane's list or minimum (filter_bound,
+// conservative: the same results) is skipped. It pays where few groups hold a
+// candidate (k = 10 at 1e5: 20 -> 15-16.5 ms; k = 1, groups of 8 pairs and one
+// row per thread: kernel 5.5 -> 5.0 ms); at k = 32, 100 most pass, and a test
+// per pair made k = 1 10.4 -> 15 ms.
 template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED, bool TWO_WAY = false,
           int MIN_BLOCKS = 1, bool FILTER = false>
 __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduce_tiles(Args a)
 {
   static_assert(!TWO_WAY || (RANGED && ROWS == 1 && Op::EC_ == 1 && Op::QUEUE == 0),
                 "two-way launches: block-sparse sums, one row per thread, one weight column");
+  // A min or max by groups of values (op_group): one FMNMX per value in float
+  // (float32 knn k = 1 at 1e5: kernel 3.8 -> 2.75 ms), and at the end the
+  // first j of each row's winning group. Filtered groups are shorter: a
+  // warp's group passes the filter when any of its rows' does.
+  constexpr int GROUP = RANGED || TWO_WAY || DS == 0 || !recomputable<Val>::value ? 0
+                        : FILTER ? op_group<Op>::value / 2 : op_group<Op>::value;
   static_assert(!FILTER || (sizeof(T) == 8 && DS > 0 && DS <= FILTER_ENTRY_FLOATS && !RANGED && !TWO_WAY &&
-                            Op::QUEUE > 0),
+                            (Op::QUEUE > 0 || GROUP > 0)),
                 "the float pre-filter: double points in registers, dense launches");
   constexpr int NT = threads_per_block<RANGED>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -345,6 +213,23 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
 #pragma unroll
         for (int r = 0; r < NR; r++) st[r].push(value(r, yj), j, yj + dim, a);
       };
+      // FILTER: whether no lane's row may take any of the `count` (<= G)
+      // entries from q on: their float values all lie above each row's bound.
+      auto filtered_out = [&](int q, auto group, int count) {
+        bool maybe = false;
+        if constexpr (FILTER) {
+          constexpr int G = decltype(group)::value;
+#pragma unroll
+          for (int r = 0; r < NR; r++) {
+            float lowest = value_f(r, q);
+#pragma unroll
+            for (int u = 1; u < G; u++)
+              if (u < count) lowest = fminf(lowest, value_f(r, q + u));
+            maybe |= lowest <= st[r].fbound;
+          }
+        }
+        return !__any_sync(0xffffffffu, maybe);
+      };
       if constexpr (TWO_WAY) {
         // Groups of C entries: the row's sum as one-way, and the columns
         // beyond the block's rows (the diagonal block's are summed one way)
@@ -397,15 +282,7 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
         int q = 0;
         for (; q + G <= len; q += G) {
           if constexpr (FILTER) {
-            bool maybe = false;
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-              float lowest = value_f(r, q);
-#pragma unroll
-              for (int u = 1; u < G; u++) lowest = fminf(lowest, value_f(r, q + u));
-              maybe |= lowest <= st[r].fbound;
-            }
-            if (!__any_sync(0xffffffffu, maybe)) continue;
+            if (filtered_out(q, int_constant<G>(), G)) continue;
           }
           T v[NR][G];
 #pragma unroll
@@ -424,6 +301,39 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
           }
         }
         for (; q < len; q++) pair(q);
+      } else if constexpr (GROUP > 0) {
+        // The extreme of each group of GROUP entries per row, pushed with the
+        // group's first j; a short last group takes the entries left.
+        auto push_group = [&](int q, int count) {
+          if constexpr (FILTER) {
+            if (filtered_out(q, int_constant<GROUP>(), count)) return;
+          }
+          T low[NR];
+#pragma unroll
+          for (int u = 0; u < GROUP; u++) {
+            if (u < count) {
+              const T *yj = tile + (q + u) * stride;
+#pragma unroll
+              for (int r = 0; r < NR; r++) {
+                const T v = value(r, yj);
+                low[r] = u == 0 ? v : Op::extreme(low[r], v);
+              }
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < NR; r++) {
+            if constexpr (FILTER) {
+              const int before = st[r].arg;
+              st[r].push(low[r], j_of(q), nullptr, a);
+              if (st[r].arg != before) st[r].refresh_bound(a);
+            } else {
+              st[r].push(low[r], j_of(q), nullptr, a);
+            }
+          }
+        };
+        int q = 0;
+        for (; q + GROUP <= len; q += GROUP) push_group(q, GROUP);
+        if (q < len) push_group(q, len - q);
       } else {
 #pragma unroll 4
         for (int q = 0; q < len; q++) pair(q);
@@ -498,6 +408,30 @@ __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduc
         if (lo == hi && ++l < list1) read_range(l);
       }
       reduce_tile(filled, [&](int q) { return tile_j[q]; });
+    }
+  }
+  if constexpr (GROUP > 0) {
+    // Each row's winning group (its first j in arg; the groups were pushed
+    // in increasing j, replaced only by a strictly better extreme) holds the
+    // first j reaching the extreme: the first of its entries whose value,
+    // computed again from y in global memory, equals it. Entries past a short
+    // group's end come after that one; j_stop bounds the reads.
+    const size_t j0 = a.j_begin + (size_t) blockIdx.y * a.j_chunk;
+    const size_t j_stop = j0 + a.j_chunk < a.j_end ? j0 + a.j_chunk : a.j_end;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+      if (rows[r] >= row_end || st[r].arg < 0) continue;
+      const size_t first = (size_t) st[r].arg;
+#pragma unroll 1
+      for (size_t j = first; j < j_stop && j < first + GROUP; j++) {
+        T yj[DS > 0 ? DS : 1];
+#pragma unroll
+        for (int d = 0; d < (DS > 0 ? DS : 1); d++) yj[d] = y[j + (size_t) d * a.n];
+        if (value(r, yj) == st[r].best) {
+          st[r].arg = (int) j;
+          break;
+        }
+      }
     }
   }
 #pragma unroll

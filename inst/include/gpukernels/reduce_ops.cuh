@@ -136,14 +136,33 @@ struct SumOp {
 };
 
 // min or max with the first j reaching it (writes the value and/or the index).
+// Dense launches of knn's squared distance (grouped_extreme in
+// reduce_kernels.cuh) push groups instead of values: the extreme of GROUP
+// consecutive values with the group's first j (one FMNMX per value instead
+// of a comparison and two selects), and once the row is done the kernel
+// finds the first j of the winning group that reaches it.
 template <typename T, bool IS_MAX>
 struct ExtremeOp {
   static constexpr int EC_ = 1;
   static constexpr int QUEUE = 0;
+  static constexpr int GROUP = 16;   // values per group (grouped launches)
   T best;
-  int arg;   // -1: nothing seen
-  __device__ void init(const Args &a) { best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>(); arg = -1; }
+  int arg;       // -1: nothing seen
+  float fbound;  // FILTER launches (minimum only): filter_bound of best
+  __device__ void init(const Args &a) {
+    best = IS_MAX ? -plus_infinity<T>() : plus_infinity<T>();
+    arg = -1;
+    fbound = plus_infinity<float>();
+  }
+  __device__ void refresh_bound(const Args &a) { fbound = filter_bound((double) best, a.filter_error); }
   __device__ __forceinline__ bool better(T v) const { return IS_MAX ? v > best : v < best; }
+  // The extreme of two values of a group (no NaN arises from finite points):
+  // FMNMX in float; in double a comparison and a select (fmin's NaN handling
+  // costs five more instructions, and sm_90 has no DMNMX).
+  __device__ __forceinline__ static T extreme(T u, T v) {
+    if constexpr (sizeof(T) == 8) return IS_MAX ? (v > u ? v : u) : (v < u ? v : u);
+    else return IS_MAX ? fmax(u, v) : fmin(u, v);
+  }
   __device__ __forceinline__ void push(T v, int j, const T *bj, const Args &a) {
     if (arg < 0 || better(v)) { best = v; arg = j; }
   }
