@@ -261,15 +261,21 @@ gp_kernel_with <- function(kernel, variance, range, smoothness = NULL) {
 # Everything that stays fixed while the parameters change: the points in a
 # random order (for the Vecchia factor), their preceding neighbours, the
 # probes, and the operator's points (uploaded once on the GPU).
+# `overlap` (the iterative methods in 1 to 3 dimensions): the neighbour search
+# runs on a host thread while the caller goes on (the probes, then the
+# operator: gp_evaluate_iterative()); the problem then has neighbors_job
+# instead of nbr until gp_problem_neighbors().
 # `range`: the kernel's range(s), for the neighbour search (gp_neighbor_points()).
 # `angles`: an anisotropic problem (ranges = "anisotropic"), whose points are
 # `locs` rotated (gp_rotate_points()); it keeps the unrotated points in its
 # order as aniso$raw, and gp_rotate_problem() turns it to other angles (the
 # neighbours stay those of these angles' rotated, scaled points).
-gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angles = NULL) {
+gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angles = NULL,
+                       overlap = FALSE) {
   if (is.null(control$neighbors)) control$neighbors <- gp_default_neighbors(method)
   if (!is.null(angles)) {
-    prob <- gp_problem(gp_rotate_points(locs, angles), y, X, method, control, backend, range)
+    prob <- gp_problem(gp_rotate_points(locs, angles), y, X, method, control, backend, range,
+                       overlap = overlap)
     prob$aniso <- list(raw = locs[prob$order, , drop = FALSE], angles = angles)
     return(prob)
   }
@@ -287,9 +293,12 @@ gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angle
   prob$locs <- locs[prob$order, , drop = FALSE]
   prob$y <- y[prob$order]
   prob$X <- X[prob$order, , drop = FALSE]
-  nb <- gp_neighbors(gp_neighbor_points(prob$locs, range), control$neighbors, backend)
-  prob$nbr <- nb$nbr
-  prob$duplicates <- nb$duplicates > 0L
+  xo <- gp_neighbor_points(prob$locs, range)
+  if (overlap && ncol(xo) <= gp_neighbors_cell_dims) {
+    prob$neighbors_job <- gp_neighbors_start(xo, control$neighbors)
+  } else {
+    prob <- gp_problem_neighbors(prob, gp_neighbors(xo, control$neighbors, backend))
+  }
   if (method == "vecchia") {   # no probes; the points serve exact solves (predict)
     prob$points <- prob$locs
     return(prob)
@@ -339,29 +348,6 @@ gp_neighbor_points <- function(locs, range) {
 gp_rademacher <- function(n, k) {
   .Call(gk_r_gp_rademacher, as.double(n), as.double(k), gk_threads())
 }
-
-# For each point (in the internal order) up to m nearest points that precede
-# it: list(nbr = n x m integer matrix, 0 pads; duplicates = candidates at
-# distance 0 before their row). One C call (src/gp/gp_neighbors.h): in 1 to 3
-# dimensions a walk of grid cells on the host (gp_neighbors_cells.c, both
-# backends); beyond, the rows start..end search the points 1..end (at least
-# two thirds of them precede the rows) for their min(gp_max_neighbors, 2m + 2)
-# nearest through knn()'s reduction, by brute force for small blocks and in
-# grid cells with block-sparse ranges for large ones, and keep the first m
-# that precede them; rows left with fewer than min(m, i - 1) are searched
-# again among all their predecessors. Either way every row gets its
-# min(m, i - 1) nearest preceding points (the textbook Vecchia rule, for
-# gp_simulate() and the preconditioner), the same on both backends.
-gp_neighbors <- function(xo, m, backend) {
-  if (!is.double(xo)) storage.mode(xo) <- "double"
-  .Call(gk_r_gp_neighbors, xo, as.integer(m), backend == "gpu", gk_threads(),
-        as.double(gp_dense_knn_pairs()))
-}
-
-# Brute force costs rows x candidates pairs (about 0.6 n^2 over all blocks of
-# gp_neighbors); above this many pairs a block searches grid cells instead
-# (the candidate search of more than 3 dimensions).
-gp_dense_knn_pairs <- function() getOption("gpukernels.gp_dense_knn_pairs", 2e7)
 
 gp_check_duplicates <- function(prob, nugget) {
   if (isTRUE(prob$duplicates) && nugget == 0) {

@@ -232,7 +232,8 @@
 #'   the GLS covariance of `beta`), `gradient` (named, when asked), `gradient_se`,
 #'   `cg_iterations` (largest over right-hand sides), `probes`, `method`, `n`;
 #'   for the iterative methods `timing` (seconds: total, setup of the
-#'   preconditioner and operators, operator products, preconditioner
+#'   preconditioner and operators, `neighbors`: waiting for the neighbour
+#'   search that ran alongside that setup, operator products, preconditioner
 #'   products, and `solver`: conjugate gradients run on the GPU with their
 #'   products) and for `"h2"` `h2_bias`, `h2_bias_se`.
 #' @examples
@@ -274,13 +275,14 @@ gp_loglik <- function(locs, y, X = NULL, kernel, nugget, method = "auto", gradie
   backend <- gk_backend(backend)
   method <- if (formula) gp_formula_method(method, nrow(locs), ncol(locs), control, backend) else
     gp_method(method, nrow(locs), ncol(locs), control, backend)
-  prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range,
-                     angles = if (count) angle)
-  prob$range_groups <- groups
-  gp_check_duplicates(prob, nugget)
   if (isTRUE(smoothness_gradient) && !identical(kernel$name, "matern")) {
     stop("`smoothness_gradient = TRUE` needs a matern kernel", call. = FALSE)
   }
+  # on the GPU the H2 build overlaps the host's neighbour search (gp_problem())
+  prob <- gp_problem(locs, data$y, data$X, method, control, backend, kernel$range,
+                     angles = if (count) angle, overlap = method == "h2" && backend == "gpu")
+  prob$range_groups <- groups
+  gp_check_duplicates(prob, nugget)
   gp_evaluate(prob, kernel, nugget, gradient = isTRUE(gradient),
               smoothness = isTRUE(smoothness_gradient))
 }
@@ -297,6 +299,7 @@ gp_method <- function(method, n, dim, control, backend) {
 # `smoothness`: also the derivative in log(smoothness) (Matern kernels).
 gp_evaluate <- function(prob, kernel, nugget, gradient = FALSE, fisher = FALSE,
                         smoothness = FALSE) {
+  if (prob$method %in% c("dense", "vecchia")) prob <- gp_problem_neighbors(prob, nugget = nugget)
   if (prob$method == "dense") {
     return(gp_evaluate_dense(prob, kernel, nugget, gradient, fisher, smoothness))
   }
@@ -357,13 +360,18 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   ctl <- prob$control
   need_d <- gradient || fisher
   clock <- new.env(parent = emptyenv())
-  for (nm in c("setup", "operator", "preconditioner", "solver")) clock[[nm]] <- 0
+  for (nm in c("setup", "neighbors", "operator", "preconditioner", "solver")) clock[[nm]] <- 0
   t_begin <- proc.time()[["elapsed"]]
   terms <- if (need_d) {
     gp_derivative_terms(kernel, smoothness, prob$range_groups, prob$aniso)
   } else list()
-  pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
+  # the operator first: a deferred neighbour search (gp_problem()) goes on
+  # meanwhile, and only the preconditioner needs it
+  job <- prob$neighbors_job
+  if (!is.null(job)) on.exit(gp_neighbors_join(job, cancel = TRUE))
   op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
+  prob <- gp_timed(gp_problem_neighbors, clock, "neighbors")(prob, nugget = nugget)
+  pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
   op$mult <- gp_timed(op$mult, clock, "operator")
   op$mult_rows <- gp_timed(op$mult_rows, clock, "operator")
   op$dmult <- lapply(op$dmult, gp_timed, clock = clock, name = "operator")
@@ -447,8 +455,8 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
     }
   }
   timing <- c(total = proc.time()[["elapsed"]] - t_begin, setup = clock$setup,
-              operator = clock$operator, preconditioner = clock$preconditioner,
-              solver = clock$solver)
+              neighbors = clock$neighbors, operator = clock$operator,
+              preconditioner = clock$preconditioner, solver = clock$solver)
   gp_result(prob, parts, beta, grad, grad_se, info, max(cg$iterations),
             list(alpha = drop(alpha)[order(prob$order)], timing = timing,
                  xsx = crossprod(prob$X, W[, -1L, drop = FALSE]),

@@ -72,6 +72,8 @@ SEXP gk_r_gp_cg_step(SEXP x, SEXP r, SEXP p, SEXP q, SEXP active, SEXP rr, SEXP 
 SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP row_of,
                             SEXP id, SEXP skip, SEXP threads);
 SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs);
+SEXP gk_r_gp_neighbors_start(SEXP xo, SEXP m, SEXP threads);
+SEXP gk_r_gp_neighbors_join(SEXP handle, SEXP cancel);
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
                     SEXP threads, SEXP gpu);
 SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SEXP terms,
@@ -160,6 +162,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_cg_step", (DL_FUNC) &gk_r_gp_cg_step, 7},
   {"gk_r_gp_keep_preceding", (DL_FUNC) &gk_r_gp_keep_preceding, 8},
   {"gk_r_gp_neighbors", (DL_FUNC) &gk_r_gp_neighbors, 5},
+  {"gk_r_gp_neighbors_start", (DL_FUNC) &gk_r_gp_neighbors_start, 3},
+  {"gk_r_gp_neighbors_join", (DL_FUNC) &gk_r_gp_neighbors_join, 2},
   {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 8},
   {"gk_r_gp_vecchia_lik", (DL_FUNC) &gk_r_gp_vecchia_lik, 8},
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},

@@ -27,3 +27,72 @@ SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs
   gk_finish(&err);
   return out;
 }
+
+/* The same search on a host thread of its own (gp_neighbors_start): a handle
+ * (an external pointer whose protected value, list(xo, nbr), keeps the points
+ * and the result alive while the thread works) for gk_r_gp_neighbors_join.
+ * A handle dropped unjoined is cancelled and joined by its finalizer. */
+static const char job_tag[] = "gk_gp_neighbors_job";
+
+static void job_finalize(SEXP handle)
+{
+  gp_neighbors_job *job = (gp_neighbors_job *) R_ExternalPtrAddr(handle);
+  if (!job) return;
+  R_ClearExternalPtr(handle);
+  int duplicates;
+  gk_error err;
+  gk_error_clear(&err);
+  gp_neighbors_join(job, 1, &duplicates, &err);
+}
+
+SEXP gk_r_gp_neighbors_start(SEXP xo, SEXP m, SEXP threads)
+{
+  if (!Rf_isReal(xo) || !Rf_isMatrix(xo)) gk_stop("internal: the locations must be a double matrix");
+  int n = Rf_nrows(xo), dim = Rf_ncols(xo), neighbors = gk_as_int(m);
+  if (neighbors == NA_INTEGER || neighbors < 0) gk_stop("internal: bad number of neighbours");
+  SEXP keep = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(keep, 0, xo);
+  SEXP nbr = gk_list_put(keep, 1, Rf_allocMatrix(INTSXP, n, neighbors));
+  SEXP handle = PROTECT(R_MakeExternalPtr(NULL, Rf_install(job_tag), keep));
+  R_RegisterCFinalizerEx(handle, job_finalize, TRUE);
+  gp_neighbors_job *job;
+  gk_error err;
+  gk_error_clear(&err);
+  if (gp_neighbors_start(REAL(xo), n, dim, neighbors, gk_as_int(threads), INTEGER(nbr), &job,
+                         &err)) {
+    UNPROTECT(2);
+    gk_raise(&err);
+  }
+  R_SetExternalPtrAddr(handle, job);
+  UNPROTECT(2);
+  return handle;
+}
+
+/* list(nbr, duplicates) as gk_r_gp_neighbors gives it, once the job is done;
+ * cancel: stop it instead (NULL back). A handle joined already is an
+ * internal error, except when cancelled (a no-op). */
+SEXP gk_r_gp_neighbors_join(SEXP handle, SEXP cancel)
+{
+  int stop = gk_as_flag(cancel);
+  if (TYPEOF(handle) != EXTPTRSXP || R_ExternalPtrTag(handle) != Rf_install(job_tag))
+    gk_stop("internal: not a neighbour search's handle");
+  gp_neighbors_job *job = (gp_neighbors_job *) R_ExternalPtrAddr(handle);
+  if (!job) {
+    if (stop) return R_NilValue;
+    gk_stop("internal: this neighbour search was joined already");
+  }
+  R_ClearExternalPtr(handle);
+  int duplicates = 0;
+  gk_error err;
+  gk_error_clear(&err);
+  gk_status status = gp_neighbors_join(job, stop, &duplicates, &err);
+  if (stop) return R_NilValue;
+  if (status) gk_raise(&err);
+  const char *names[] = {"nbr", "duplicates", ""};
+  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(out, 0, VECTOR_ELT(R_ExternalPtrProtected(handle), 1));
+  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger(duplicates));
+  UNPROTECT(1);
+  gk_finish(&err);
+  return out;
+}

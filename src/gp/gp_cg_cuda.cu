@@ -107,43 +107,35 @@ __global__ void next_direction(size_t n, const int *cols, const double *beta, co
  * column-major and the row-major side move whole 256-byte runs. */
 const int kTile = 32;
 
-__global__ void to_rows_kernel(size_t n, const double *src, const int *cols, int k, double *dst)
+/* Both directions in one kernel: the column-major side is n x k (its
+ * columns cols[c], or the first k), the row-major side row i's k values at
+ * i k; to_rows: column-major into row-major, else back. The tile holds
+ * [column][row] either way; each side is read or written along its own
+ * contiguous direction (threadIdx.x). */
+__global__ void transpose_kernel(size_t n, const double *src, const int *cols, int k, double *dst,
+                                 int to_rows)
 {
   __shared__ double tile[kTile][kTile + 1];
   int c0 = blockIdx.y * kTile;
   for (size_t i0 = (size_t) blockIdx.x * kTile; i0 < n; i0 += (size_t) gridDim.x * kTile) {
-    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
-      int c = c0 + u;
-      size_t i = i0 + threadIdx.x;
-      if (c < k && i < n) tile[u][threadIdx.x] = src[i + (size_t) (cols ? cols[c] : c) * n];
+    for (int pass = 0; pass < 2; pass++) {
+      // pass 0 reads src, pass 1 writes dst: the column-major side runs
+      // along rows, the row-major side along columns
+      int col_major = pass == 0 ? to_rows : !to_rows;
+      for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
+        int cl = col_major ? u : (int) threadIdx.x, il = col_major ? (int) threadIdx.x : u;
+        int c = c0 + cl;
+        size_t i = i0 + il;
+        if (c >= k || i >= n) continue;
+        if (pass == 0)
+          tile[cl][il] = to_rows ? src[i + (size_t) (cols ? cols[c] : c) * n] : src[i * k + c];
+        else if (to_rows)
+          dst[i * k + c] = tile[cl][il];
+        else
+          dst[i + (size_t) c * n] = tile[cl][il];
+      }
+      __syncthreads();
     }
-    __syncthreads();
-    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
-      size_t i = i0 + u;
-      int c = c0 + threadIdx.x;
-      if (c < k && i < n) dst[i * k + c] = tile[threadIdx.x][u];
-    }
-    __syncthreads();
-  }
-}
-
-__global__ void from_rows_kernel(size_t n, const double *src, int k, double *dst)
-{
-  __shared__ double tile[kTile][kTile + 1];
-  int c0 = blockIdx.y * kTile;
-  for (size_t i0 = (size_t) blockIdx.x * kTile; i0 < n; i0 += (size_t) gridDim.x * kTile) {
-    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
-      size_t i = i0 + u;
-      int c = c0 + threadIdx.x;
-      if (c < k && i < n) tile[u][threadIdx.x] = src[i * k + c];
-    }
-    __syncthreads();
-    for (int u = threadIdx.y; u < kTile; u += blockDim.y) {
-      int c = c0 + u;
-      size_t i = i0 + threadIdx.x;
-      if (c < k && i < n) dst[i + (size_t) c * n] = tile[threadIdx.x][u];
-    }
-    __syncthreads();
   }
 }
 
@@ -189,12 +181,12 @@ void step(size_t n, const int *cols, int k, unsigned parts, const double *pq, co
 
 void to_rows(size_t n, const double *src, const int *cols, int k, double *dst, cudaStream_t s)
 {
-  to_rows_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, cols, k, dst);
+  transpose_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, cols, k, dst, 1);
 }
 
 void from_rows(size_t n, const double *src, int k, double *dst, cudaStream_t s)
 {
-  from_rows_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, k, dst);
+  transpose_kernel<<<tile_grid(n, k), dim3(kTile, 8), 0, s>>>(n, src, NULL, k, dst, 0);
 }
 
 void add_scaled(size_t count, double a, const double *x, double *y)

@@ -122,6 +122,29 @@ __global__ void pattern_columns(int n, size_t total, const int *key, const long 
 }
 
 
+/* out (n x k, column-major) = the factor's terms (G's or G''s) applied to
+ * the columns cols of x (NULL: its first k). From kRowsMajorColumns columns
+ * through row-major copies (rows: n x k of scratch), the result passing
+ * through `spare`; below, column-major, with cols gathered into `spare`
+ * first. x may be `spare` itself (it is read before spare is written). */
+template <typename Terms>
+void apply_factor(size_t n, Terms terms, const double *coef, const double *x, const int *cols,
+                  int k, unsigned parts, double *spare, double *rows, double *out, cudaStream_t s)
+{
+  if (k >= kRowsMajorColumns) {
+    gp_cg::to_rows(n, x, cols, k, rows, s);
+    apply_rows_major<<<blocks_for(n * 32), kThreads, 0, s>>>(n, terms, coef, rows, k, spare);
+    gp_cg::from_rows(n, spare, k, out, s);
+    return;
+  }
+  if (cols) {
+    gp_cg::gather(n, x, cols, k, parts, spare, s);
+    x = spare;
+  }
+  apply_columns<<<dim3(blocks_for(n), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
+      n, terms, coef, x, k, out);
+}
+
 /* Everything the solver keeps on the GPU, freed together. */
 struct solver_state {
   gk_device_buffer nbr, coef, tptr, trow, tval;
@@ -362,12 +385,10 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     double *W1 = (double *) st.w1.ptr, *W2 = (double *) st.w2.ptr, *W3 = (double *) st.w3.ptr;
     rr = host_small.data();           // k: <r, r> of every column
     bnorm = host_small.data() + k;    // k: |b| of every column
-    unsigned all_groups = (unsigned) ((k + kCols - 1) / kCols);
     const gt_terms gt = transpose_terms(&st);
     const g_terms g_rows = {nn, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr};
     if (res->gt_b) {   // G' b, while R still holds b
-      apply_columns<<<dim3(blocks_for(nn), all_groups), kThreads, 0, s>>>(
-          nn, gt, (const double *) st.coef.ptr, R, k, W1);
+      apply_factor(nn, gt, (const double *) st.coef.ptr, R, NULL, k, parts, W2, W3, W1, s);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(download_rows(res->gt_b, W1, W2, nn, k, (const int *) st.order.ptr, &st, err));
     }
@@ -392,33 +413,13 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
       int ka = (int) active.size();
       GK_CUDA_TRY(cudaMemcpyAsync(d_cols, active.data(), ka * sizeof(int),
                                   cudaMemcpyHostToDevice, s), "the solver's columns", err);
-      unsigned groups = (unsigned) ((ka + kCols - 1) / kCols);
-      // Q = G Sigma G' P[, active], many columns row-major (W3 the row-major
-      // copy), few column-major: G' into W2, W1 = Sigma W2, G into W2
-      int rows_major = ka >= kRowsMajorColumns;
-      if (rows_major) {
-        gp_cg::to_rows(nn, P, d_cols, ka, W3, s);
-        apply_rows_major<<<blocks_for(nn * 32), kThreads, 0, s>>>(
-            nn, gt, (const double *) st.coef.ptr, W3, ka, W1);
-        gp_cg::from_rows(nn, W1, ka, W2, s);
-      } else {
-        gp_cg::gather(nn, P, d_cols, ka, parts, W1, s);
-        apply_columns<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
-            nn, gt, (const double *) st.coef.ptr, W1, ka, W2);
-      }
+      // Q = G Sigma G' P[, active]: G' into W2, W1 = Sigma W2, G into W2
+      apply_factor(nn, gt, (const double *) st.coef.ptr, P, d_cols, ka, parts, W1, W3, W2, s);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
       GK_TRY(gk_stream_sync(st.stream, "the preconditioner product", err));
       GK_TRY(op->apply(op->ctx, W2, ka, W1, err));
       GK_TRY(gk_device_enter(op->device, err));
-      if (rows_major) {
-        gp_cg::to_rows(nn, W1, NULL, ka, W3, s);
-        apply_rows_major<<<blocks_for(nn * 32), kThreads, 0, s>>>(
-            nn, g_rows, (const double *) st.coef.ptr, W3, ka, W1);
-        gp_cg::from_rows(nn, W1, ka, W2, s);
-      } else {
-        apply_columns<<<dim3(blocks_for(nn), groups), kThreads, 0, s>>>(
-            nn, g_rows, (const double *) st.coef.ptr, W1, ka, W2);
-      }
+      apply_factor(nn, g_rows, (const double *) st.coef.ptr, W1, NULL, ka, parts, W1, W3, W2, s);
       // the CG step on the active columns (Q = W2)
       gp_cg::dots(nn, P, d_cols, W2, ka, parts, (double *) st.partial.ptr, pq, s);
       gp_cg::step(nn, d_cols, ka, parts, pq, W2, X, R, P, d_rr, (double *) st.partial.ptr, next,
@@ -461,9 +462,8 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     res->converged = active.empty();
   }
   if (res->gt_x) {
-    apply_columns<<<dim3(blocks_for(nn), (unsigned) ((k + kCols - 1) / kCols)), kThreads, 0, s>>>(
-        nn, transpose_terms(&st), (const double *) st.coef.ptr, (const double *) st.x.ptr, k,
-        (double *) st.w1.ptr);
+    apply_factor(nn, transpose_terms(&st), (const double *) st.coef.ptr, (const double *) st.x.ptr,
+                 NULL, k, parts, (double *) st.w2.ptr, (double *) st.w3.ptr, (double *) st.w1.ptr, s);
     GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
     GK_TRY(download_rows(res->gt_x, (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
                          (const int *) st.order.ptr, &st, err));

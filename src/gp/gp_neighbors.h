@@ -54,6 +54,18 @@ typedef struct {
 gk_status gp_neighbors(const double *x, int n, int dim, int m, const gp_neighbors_options *opt,
                        int *nbr, int *duplicates, gk_error *err);
 
+/* The search of gp_neighbors() in dim <= GP_NEIGHBORS_CELL_DIMS on a host
+ * thread of its own (gp_neighbors_job.c), so that the caller can work
+ * meanwhile; x and nbr must stay valid until the job is joined. */
+typedef struct gp_neighbors_job gp_neighbors_job;
+gk_status gp_neighbors_start(const double *x, int n, int dim, int m, int threads, int *nbr,
+                             gp_neighbors_job **job, gk_error *err);
+
+/* Waits for the job (cancel: asks it to stop first; while waiting, an
+ * interrupt of the host program does too) and frees it: the search's status,
+ * *duplicates and error. Call it from the thread that started the job. */
+gk_status gp_neighbors_join(gp_neighbors_job *job, int cancel, int *duplicates, gk_error *err);
+
 /* Internal to the search. The rows of a block: from `first` (0-based) to
  * this (exclusive): 4m rows first, then each block's prefix half as long
  * again as the last. */

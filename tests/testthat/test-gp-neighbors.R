@@ -254,3 +254,72 @@ test_that("the search stops on an interrupt, as R's interrupt condition", {
   x_small <- matrix(runif(2 * 300), ncol = 2)
   expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
 })
+
+# The search on a host thread of its own (gp_neighbors_job.c), as gp_loglik()
+# runs it alongside the GPU's H2 build: internal functions, not exported.
+nb_start <- function(x, m) gpukernels:::gp_neighbors_start(x, as.integer(m))
+nb_join <- function(job, cancel = FALSE) gpukernels:::gp_neighbors_join(job, cancel)
+
+test_that("the search on a host thread finds what the search in the call finds", {
+  set.seed(21)
+  cases <- list(uniform_1d = matrix(runif(1001), ncol = 1),
+                uniform_2d = matrix(runif(2 * 5003), ncol = 2),
+                uniform_3d = matrix(runif(3 * 2999), ncol = 3),
+                clumped_2d = clumped_points(3001L, 2L), duplicated_3d = duplicated_points(2003L, 3L),
+                one = matrix(0.5, 1, 2), two = matrix(c(0, 1, 0, 1), 2, 2),
+                empty = matrix(numeric(0), 0, 2))
+  for (name in names(cases)) for (m in c(0L, 1L, 7L, 60L)) {
+    x <- cases[[name]]
+    expect_identical(nb_join(nb_start(x, m)), gp_nb(x, m), info = paste(name, m))
+  }
+  # two at once, joined in the other order; against brute force
+  x1 <- matrix(runif(2 * 777), ncol = 2)
+  x2 <- matrix(runif(3 * 555), ncol = 3)
+  j1 <- nb_start(x1, 9L)
+  j2 <- nb_start(x2, 12L)
+  r2 <- nb_join(j2)
+  r1 <- nb_join(j1)
+  ref1 <- reference_neighbors(x1, 9L)
+  expect_identical(r1$nbr, ref1$nbr)
+  expect_identical(r1$duplicates, ref1$duplicates)
+  expect_identical(r2$nbr, reference_neighbors(x2, 12L)$nbr)
+})
+
+test_that("a search on a host thread is cancelled, joined once, and fails as an R error", {
+  set.seed(22)
+  job <- nb_start(matrix(runif(2 * 2e5), ncol = 2), 30L)
+  expect_null(nb_join(job, cancel = TRUE))
+  expect_null(nb_join(job, cancel = TRUE))   # a no-op once joined
+  expect_error(nb_join(job), "joined already")
+  done <- nb_start(matrix(runif(20), ncol = 2), 3L)
+  invisible(nb_join(done))
+  expect_error(nb_join(done), "joined already")
+  # dropped unjoined: the finalizer stops and joins it
+  lost <- nb_start(matrix(runif(2 * 2e5), ncol = 2), 30L)
+  rm(lost)
+  invisible(gc())
+  bad <- matrix(runif(20), ncol = 2)
+  bad[3, 2] <- NaN
+  expect_error(nb_join(nb_start(bad, 3L)), "must be finite")
+  expect_error(nb_start(matrix(runif(40), ncol = 4), 3L), "4 dimensions")
+})
+
+test_that("an interrupt while waiting for the host thread stops its search", {
+  skip_on_os("windows")
+  setup <- "
+    options(gpukernels.threads = 1)
+    set.seed(8)
+    x_long <- matrix(runif(3 * 1e6), ncol = 3)   # 3D, one thread: several seconds
+    x_small <- matrix(runif(2 * 300), ncol = 2)
+  "
+  run <- run_interrupted(
+    c(search = "gpukernels:::gp_neighbors_join(gpukernels:::gp_neighbors_start(x_long, 60L))"),
+    setup = setup,
+    after = "gpukernels:::gp_neighbors_join(gpukernels:::gp_neighbors_start(x_small, 10L))")
+  expect_identical(run$results$search$outcome, "interrupt")
+  expect_lt(run$results$search$latency, 5)
+  set.seed(8)
+  invisible(runif(3 * 1e6))
+  x_small <- matrix(runif(2 * 300), ncol = 2)
+  expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
+})

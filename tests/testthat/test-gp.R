@@ -545,3 +545,25 @@ test_that("an operator that is not positive definite stops CG at once with a cle
                "not positive definite.*H2 approximation.*method = \"tiled\"")
   expect_lt(proc.time()[["elapsed"]] - t0, 60)
 })
+
+test_that("on the GPU the h2 likelihood's neighbour search runs alongside the H2 build", {
+  skip_if_no_gpu()
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  dat <- sim_data(3001, kernel = k, nugget = 0.01, seed = 31)
+  # Internal functions here: the problem without the overlap, evaluated as gp_loglik() does.
+  ns <- asNamespace("gpukernels")
+  prob <- ns$gp_problem(dat$locs, dat$y, dat$X, "h2", gp_control(), "gpu", 0.1)
+  expect_null(prob$neighbors_job)
+  ref <- ns$gp_evaluate(prob, k, 0.01, gradient = TRUE)
+  got <- gp_loglik(dat$locs, dat$y, dat$X, kernel = k, nugget = 0.01, method = "h2",
+                   gradient = TRUE, backend = "gpu")
+  expect_equal(got$loglik, ref$loglik, tolerance = 1e-10)
+  expect_equal(got$gradient, ref$gradient, tolerance = 1e-8)
+  expect_equal(got$alpha, ref$alpha, tolerance = 1e-8)
+  expect_true(got$timing[["neighbors"]] >= 0)
+  # duplicated locations and no nugget: the same error, once the search is joined
+  locs <- dat$locs
+  locs[7, ] <- locs[3, ]
+  expect_error(gp_loglik(locs, dat$y, dat$X, kernel = k, nugget = 0, method = "h2",
+                         backend = "gpu"), "duplicated locations and the nugget is 0")
+})
