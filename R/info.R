@@ -39,6 +39,10 @@
 #'     precision with k <= 16 (k = 1 included) first tests pairs by the distance of float copies
 #'     of the points, with a bound that keeps the results the same; 0: every
 #'     pair in double.}
+#'   \item{`GK_FILE_ALLOCATE`}{1 (the default): [pcf_dist_file()] allocates
+#'     the disk blocks of its file before the engines write it (`fallocate`,
+#'     where the file system has it; not on tmpfs); 0: the file stays sparse
+#'     and the first write to each page allocates its block.}
 #' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),

@@ -11,6 +11,9 @@
 #' are in the file system's cache when the call returns, visible to every
 #' process of this machine (workers on other machines sync theirs to the
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.
+#' The file's disk blocks are allocated when it is made, before any value is
+#' written, so that its writers do not take them page by page
+#' (`GK_FILE_ALLOCATE` in [gk_info()]).
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,
@@ -88,6 +91,11 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
                                          backingpath = dir,
                                          descriptorfile = basename(partial[2L]))
   desc <- bigmemory::describe(bm)
+  # Its disk blocks now, in one call: the engines' first writes to the pages
+  # of a sparse file would take them one page at a time, under a lock of the
+  # file that serializes every writer (GK_FILE_ALLOCATE, gk_info()).
+  .Call(gk_r_file_allocate, partial[1L],
+        as.double(n) * m * if (type == "double") 8 else 4)
 
   # Slabs of rows of slab_bytes in the file.
   value_bytes <- if (type == "double") 8 else 4

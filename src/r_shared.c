@@ -5,6 +5,7 @@
 #include <string.h>
 #include "r_util.h"
 #include "r_shared.h"
+#include "device/gk_tunables.h"
 
 static void handle_finalize(SEXP ptr)
 {
@@ -144,6 +145,16 @@ SEXP gk_r_channel_finish(SEXP handle)
   R_SetExternalPtrProtected(handle, R_NilValue);
   UNPROTECT(1);
   return out;
+}
+
+/* gk_file_allocate on a pcf_dist_file() backing file (unless GK_FILE_ALLOCATE
+ * is 0): TRUE when its blocks were allocated. */
+SEXP gk_r_file_allocate(SEXP path, SEXP bytes)
+{
+  if (!Rf_isString(path) || Rf_length(path) != 1) gk_stop("invalid file path");
+  if (gk_tunable(GK_TUNE_FILE_ALLOCATE) == 0) return Rf_ScalarLogical(FALSE);
+  return Rf_ScalarLogical(gk_file_allocate(CHAR(STRING_ELT(path, 0)),
+                                           (size_t) gk_as_double(bytes)));
 }
 
 /* Releases a segment or channel now rather than when R collects its handle. */

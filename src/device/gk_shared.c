@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/vfs.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 #include "device/gk_shared.h"
@@ -180,6 +183,25 @@ gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err)
     return gk_fail(err, GK_ERR_NOMEM, "could not map %s: %s", path, strerror(errno));
   *map = m;
   return GK_OK;
+}
+
+int gk_file_allocate(const char *path, size_t bytes)
+{
+#if defined(__linux__)
+  if (!bytes) return 0;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct statfs fs;
+  int done = 0;
+  if (fstatfs(fd, &fs) == 0 && (unsigned long) fs.f_type != 0x01021994UL /* TMPFS_MAGIC */)
+    done = fallocate(fd, 0, 0, (off_t) bytes) == 0;
+  close(fd);
+  return done;
+#else
+  (void) path;
+  (void) bytes;
+  return 0;
+#endif
 }
 
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err)

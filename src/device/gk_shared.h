@@ -68,6 +68,15 @@ void gk_shared_release(gk_shared *s);
 gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err);
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
 
+/* Allocates the disk blocks of the first `bytes` of the file at `path`
+ * (fallocate), so that writes through a mapping find them: on a sparse file
+ * each first write to a page reserves its block under a lock of the file
+ * (ext4's i_data_sem), one page at a time however many threads or processes
+ * write. Not on tmpfs, where it would make every page now, on one thread.
+ * 1 when allocated, 0 when skipped or not possible (the writes then
+ * allocate as they go). */
+int gk_file_allocate(const char *path, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

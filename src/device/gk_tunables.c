@@ -45,6 +45,9 @@ static const tunable table[GK_TUNE_COUNT] = {
    "1: GPU knn in double precision with k <= 16 (and the squared distance's min and argmin) "
    "first tests pairs by the distance of float copies of the points (a conservative bound: "
    "the same results); 0: every pair in double."},
+  {"GK_FILE_ALLOCATE", 1, 0, 1, 0,
+   "1: pcf_dist_file() allocates its file's disk blocks before writing (fallocate; not on "
+   "tmpfs); 0: the file stays sparse and each first write to a page allocates its block."},
 };
 
 static int valid(const tunable *t, double v)

@@ -188,6 +188,21 @@ test_that("one or several writer threads of the caller: the same results", {
   })
 })
 
+test_that("files with their blocks allocated first or left sparse hold the same values", {
+  skip_if_not_installed("bigmemory")
+  set.seed(47)
+  X <- draw_pcfs(70)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
+  for (allocate in c(0, 1, NA)) {
+    B <- with_tunables(list(GK_FILE_ALLOCATE = allocate),
+                       pcf_dist_file(X, file = tempfile("alloc"), backend = "cpu",
+                                     slab_bytes = 8 * 70 * 9, workers = 2))
+    expect_identical(B[, ], D, info = allocate)
+  }
+  expect_false(.Call(gpukernels:::gk_r_file_allocate, tempfile("none"), 4096))
+  expect_error(.Call(gpukernels:::gk_r_file_allocate, 1, 4096), "path")
+})
+
 test_that("symmetric results mirrored in tiles equal the entries computed both ways", {
   skip_if_not_installed("bigmemory")
   set.seed(41)
