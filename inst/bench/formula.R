@@ -5,7 +5,7 @@
 # formula within 10% of the built-in (ratio <= 1.10). A space-time formula
 # and a formula k-min follow for reference. GPU rows where there is a GPU;
 # CPU rows always (smaller sizes), unless GK_BENCH_FORMULA_BACKENDS leaves
-# them out (e.g. "gpu").
+# them out (e.g. "gpu"); GK_BENCH_FORMULA_SIZES picks the GPU sizes.
 library(gpukernels)
 
 bench_dir <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1L])))
@@ -34,6 +34,9 @@ if (gk_has_gpu()) {
   print(gk_info())
   cases$gpu <- c(1e4, 1e5, 4e5)
 }
+# GK_BENCH_FORMULA_SIZES (e.g. "1e4,1e5") keeps the GPU rows of those sizes only.
+sizes <- Sys.getenv("GK_BENCH_FORMULA_SIZES")
+if (nzchar(sizes) && !is.null(cases$gpu)) cases$gpu <- as.numeric(strsplit(sizes, ",")[[1L]])
 only <- strsplit(Sys.getenv("GK_BENCH_FORMULA_BACKENDS", "cpu,gpu"), ",")[[1L]]
 for (backend in intersect(names(cases), only)) {
   for (precision in if (backend == "gpu") c("single", "double") else "double") {
