@@ -5,7 +5,7 @@
 
 gk_state$formulas <- list()       # prepared bodies, by formula, dimension and variant
 gk_state$formula_dlls <- list()   # loaded CPU libraries, by function name
-gk_state$formula_last <- new.env(hash = TRUE, parent = emptyenv())   # by formula: its last call
+gk_state$formula_last <- new.env(hash = TRUE, parent = emptyenv())   # by formula: its last one-step call
 
 # What kernel_reduce() passes to C for a formula (src/r_formula.c): list(functor,
 # source, cpu, params, dim, scale) of class gk_formula_native. `swap`: F(y, x)
@@ -18,21 +18,14 @@ gk_state$formula_last <- new.env(hash = TRUE, parent = emptyenv())   # by formul
 # computed per call, and kept for the next call with the same values.
 gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALSE, wrt = NULL,
                               fold = FALSE) {
-  unit <- if (backend == "gpu" && precision == "double") 64 else 1
-  params <- unlist(f$params)
-  # The formula's last native form, when it was made for this call: small
-  # calls pay microseconds for the rest.
-  this_call <- list(dim, swap, wrt, backend, unit, fold, params)
-  last <- gk_state$formula_last[[f$key]]
-  if (identical(last$call, this_call)) return(last$native)
   key <- paste(f$key, dim, swap, wrt)
   prep <- gk_state$formulas[[key]]
+  unit <- if (backend == "gpu" && precision == "double") 64 else 1
+  params <- unlist(f$params)
+  # the last call's native form, when its parameters were these
   call_key <- paste(backend, unit, fold, sep = "/")
   last <- prep$calls[[call_key]]
-  if (!is.null(last) && identical(last$given, params)) {
-    gk_state$formula_last[[f$key]] <- list(call = this_call, native = last$native)
-    return(last$native)
-  }
+  if (!is.null(last) && identical(last$given, params)) return(last$native)
   if (is.null(prep)) {
     e <- gk_formula_expand(f, dim)
     if (!is.null(wrt)) e <- gk_formula_deriv(e, wrt)
@@ -55,20 +48,27 @@ gk_formula_native <- function(f, dim, backend, precision = "double", swap = FALS
                            class = "gk_formula_native")
   prep$calls[[call_key]] <- last
   gk_state$formulas[[key]] <- prep
-  gk_state$formula_last[[f$key]] <- list(call = this_call, native = last$native)
   last$native
 }
 
 # A formula prepared for kernel_reduce()'s one-step path (gk_r_reduce_plain),
 # or NULL when the arguments are not as that path takes them (a precision or
-# axis to check, points that are not a double matrix or vector): the general
-# path then checks them and prepares the formula itself.
+# axis to check, points that are not doubles): the general path then checks
+# them and prepares the formula itself. The formula's last form is kept with
+# the arguments it was made for, so that a repeated small call pays
+# microseconds here.
 gk_formula_plain <- function(f, y, axis, backend, precision) {
+  call <- list(NCOL(y), axis, backend, precision, f$params, f$wrt)
+  last <- gk_state$formula_last[[f$key]]
+  if (identical(last$call, call)) return(last$native)
   if (!is.double(y) || !(identical(precision, "double") || identical(precision, "single")) ||
       !(identical(axis, 1L) || identical(axis, 1) || identical(axis, 2L) || identical(axis, 2))) {
     return(NULL)
   }
-  gk_formula_native(f, NCOL(y), backend, precision, swap = axis == 2, wrt = f$wrt, fold = TRUE)
+  native <- gk_formula_native(f, NCOL(y), backend, precision, swap = axis == 2, wrt = f$wrt,
+                              fold = TRUE)
+  gk_state$formula_last[[f$key]] <- list(call = call, native = native)
+  native
 }
 
 # The variant ("plain", or folded "neg" or "pos"), the scale of the points
