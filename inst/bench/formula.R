@@ -1,7 +1,8 @@
 # Benchmark of formula kernels (gk_formula()) against the built-in families:
 # the gaussian written as a formula, exp(-sqdist(x, y) / (2 l^2)), against
 # gk_kernel("gaussian", range = l), K %*% b with D = 3, host data, warmed up
-# (the first call compiles), medians of repeated calls. The target: the
+# (the first call compiles), medians of repeated calls (built-in and formula
+# in alternating batches). The target: the
 # formula within 10% of the built-in (ratio <= 1.10). A space-time formula
 # and a formula k-min follow for reference. GPU rows where there is a GPU;
 # CPU rows always (smaller sizes), unless GK_BENCH_FORMULA_BACKENDS leaves
@@ -48,10 +49,11 @@ for (backend in intersect(names(cases), only)) {
       a2 <- kernel_matvec(x, x, b, formula, precision = precision, backend = backend)
       stopifnot(max(abs(a1 - a2)) <= (if (precision == "double") 1e-11 else 1e-3) * max(abs(a1)))
       batches <- if (size >= 1e5) 3 else 5
-      tb <- time_call(function() kernel_matvec(x, x, b, builtin, precision = precision, backend = backend),
-                      batches = batches)
-      tf <- time_call(function() kernel_matvec(x, x, b, formula, precision = precision, backend = backend),
-                      batches = batches)
+      both <- time_pair(function() kernel_matvec(x, x, b, builtin, precision = precision, backend = backend),
+                        function() kernel_matvec(x, x, b, formula, precision = precision, backend = backend),
+                        batches = if (size >= 1e5) 3 else 15)
+      tb <- both[1L]
+      tf <- both[2L]
       rows <- record_row(rows, row("gaussian as formula", backend, precision, size, size, tb, tf))
       if (size == max(cases[[backend]])) {
         ts <- time_call(function() kernel_matvec(x, x, b, space_time, precision = precision,
