@@ -91,14 +91,13 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
                                          backingpath = dir,
                                          descriptorfile = basename(partial[2L]))
   desc <- bigmemory::describe(bm)
+  value_bytes <- if (type == "double") 8 else 4
   # Its disk blocks now, in one call: the engines' first writes to the pages
   # of a sparse file would take them one page at a time, under a lock of the
   # file that serializes every writer (GK_FILE_ALLOCATE, gk_info()).
-  .Call(gk_r_file_allocate, partial[1L],
-        as.double(n) * m * if (type == "double") 8 else 4)
+  .Call(gk_r_file_allocate, partial[1L], as.double(n) * m * value_bytes)
 
   # Slabs of rows of slab_bytes in the file.
-  value_bytes <- if (type == "double") 8 else 4
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
   slabs <- gk_row_bands(n, ceiling(n / slab_rows))
   count <- gk_chunk_count(workers, nrow(slabs))

@@ -2,18 +2,36 @@
 #include "r_util.h"
 #include "gp/gp_neighbors.h"
 
-/* list(nbr = n x m integer matrix, duplicates = integer) for the points xo
- * (a double matrix, in the GP's internal order); gpu: the GPU engine, else
- * the CPU's with `threads`; dense_pairs: gp_dense_knn_pairs() (R). */
-SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs)
+/* The search's arguments from R: the points xo (a double matrix, in the GP's
+ * internal order) and m, the neighbours per point. */
+static void search_args(SEXP xo, SEXP m, int *n, int *dim, int *neighbors)
 {
   if (!Rf_isReal(xo) || !Rf_isMatrix(xo)) gk_stop("internal: the locations must be a double matrix");
-  int n = Rf_nrows(xo), dim = Rf_ncols(xo), neighbors = gk_as_int(m);
-  if (neighbors == NA_INTEGER || neighbors < 0) gk_stop("internal: bad number of neighbours");
+  *n = Rf_nrows(xo);
+  *dim = Rf_ncols(xo);
+  *neighbors = gk_as_int(m);
+  if (*neighbors == NA_INTEGER || *neighbors < 0) gk_stop("internal: bad number of neighbours");
+}
+
+/* list(nbr, duplicates): the search's result as R takes it. */
+static SEXP search_result(SEXP nbr, int duplicates)
+{
   const char *names[] = {"nbr", "duplicates", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
-  SEXP nbr = Rf_allocMatrix(INTSXP, n, neighbors);
-  SET_VECTOR_ELT(out, 0, nbr);   // filled by the core, zeros included
+  SET_VECTOR_ELT(out, 0, nbr);
+  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger(duplicates));
+  UNPROTECT(1);
+  return out;
+}
+
+/* list(nbr = n x m integer matrix, duplicates = integer) for the points xo;
+ * gpu: the GPU engine, else the CPU's with `threads`; dense_pairs:
+ * gp_dense_knn_pairs() (R). */
+SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs)
+{
+  int n, dim, neighbors;
+  search_args(xo, m, &n, &dim, &neighbors);
+  SEXP nbr = PROTECT(Rf_allocMatrix(INTSXP, n, neighbors));   // filled by the core, zeros included
   gp_neighbors_options opt = {gk_as_flag(gpu), gk_as_int(threads), gk_as_double(dense_pairs)};
   int duplicates = 0;
   gk_error err;
@@ -22,7 +40,7 @@ SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs
     UNPROTECT(1);
     gk_raise(&err);
   }
-  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger(duplicates));
+  SEXP out = search_result(nbr, duplicates);
   UNPROTECT(1);
   gk_finish(&err);
   return out;
@@ -47,9 +65,8 @@ static void job_finalize(SEXP handle)
 
 SEXP gk_r_gp_neighbors_start(SEXP xo, SEXP m, SEXP threads)
 {
-  if (!Rf_isReal(xo) || !Rf_isMatrix(xo)) gk_stop("internal: the locations must be a double matrix");
-  int n = Rf_nrows(xo), dim = Rf_ncols(xo), neighbors = gk_as_int(m);
-  if (neighbors == NA_INTEGER || neighbors < 0) gk_stop("internal: bad number of neighbours");
+  int n, dim, neighbors;
+  search_args(xo, m, &n, &dim, &neighbors);
   SEXP keep = PROTECT(Rf_allocVector(VECSXP, 2));
   SET_VECTOR_ELT(keep, 0, xo);
   SEXP nbr = gk_list_put(keep, 1, Rf_allocMatrix(INTSXP, n, neighbors));
@@ -88,11 +105,7 @@ SEXP gk_r_gp_neighbors_join(SEXP handle, SEXP cancel)
   gk_status status = gp_neighbors_join(job, stop, &duplicates, &err);
   if (stop) return R_NilValue;
   if (status) gk_raise(&err);
-  const char *names[] = {"nbr", "duplicates", ""};
-  SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
-  SET_VECTOR_ELT(out, 0, VECTOR_ELT(R_ExternalPtrProtected(handle), 1));
-  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger(duplicates));
-  UNPROTECT(1);
+  SEXP out = search_result(VECTOR_ELT(R_ExternalPtrProtected(handle), 1), duplicates);
   gk_finish(&err);
   return out;
 }
