@@ -294,7 +294,8 @@ gp_problem <- function(locs, y, X, method, control, backend, range = NULL, angle
   prob$y <- y[prob$order]
   prob$X <- X[prob$order, , drop = FALSE]
   xo <- gp_neighbor_points(prob$locs, range)
-  if (overlap && ncol(xo) <= gp_neighbors_cell_dims) {
+  # only the iterative methods take the neighbours late (gp_evaluate_iterative())
+  if (overlap && method != "vecchia" && ncol(xo) <= gp_neighbors_cell_dims) {
     prob$neighbors_job <- gp_neighbors_start(xo, control$neighbors)
   } else {
     prob <- gp_problem_neighbors(prob, gp_neighbors(xo, control$neighbors, backend))

@@ -299,7 +299,6 @@ gp_method <- function(method, n, dim, control, backend) {
 # `smoothness`: also the derivative in log(smoothness) (Matern kernels).
 gp_evaluate <- function(prob, kernel, nugget, gradient = FALSE, fisher = FALSE,
                         smoothness = FALSE) {
-  if (prob$method %in% c("dense", "vecchia")) prob <- gp_problem_neighbors(prob, nugget = nugget)
   if (prob$method == "dense") {
     return(gp_evaluate_dense(prob, kernel, nugget, gradient, fisher, smoothness))
   }
