@@ -15,12 +15,20 @@
 // functions at a time as fit (a longer one is read from global memory), and
 // each thread walks its row function against every staged column.
 //
-// The walk of a pair is a chain of dependent loads (each step's comparison
-// picks the next interval to read), so one pair per thread leaves the SM
-// waiting on memory latency. Each thread therefore walks its row function
-// against K staged columns at once, as K independent chains in one loop:
-// K = 3 in float, 2 in double, which were faster on an H100 than 1 to 4
-// chains otherwise and than walking one pair at a time.
+// The walk of a pair reads both functions interval by interval, each step's
+// comparison choosing which one advances. Each thread walks its row function
+// against K staged columns at once, as one merged walk over the union of the
+// K + 1 functions' breakpoints (walk_merged): the row, a different function
+// per thread and so a scattered global load per interval, is then read once
+// for K pairs instead of once per pair. Walking K pairs as K interleaved
+// chains instead (the kernel before) waited on those row loads: in ncu
+// (float, H100) long-scoreboard stalls were 4.4 warps per issue, L1 91% busy
+// with 54% hits, L2 75% busy; merged: 2.1, L1 59% and L2 24% busy, issue
+// slots 78% busy instead of 61% (with 32% more instructions). pdist L1
+// float n = 5e4 from R: 3.82 -> 2.61 s. K = 3 in both precisions: 2 and 4
+// were 15-30% slower in float, 2 and 3 equal in double; reading the row in
+// 16-byte pairs of intervals or forcing 5 blocks per SM (48 registers) was
+// slower, and reading it two intervals ahead no faster.
 //
 // On a diagonal block of a symmetric result (same band for rows and columns,
 // hence the same slots), pair {a, b} is computed once, for slot a > b (or
@@ -40,12 +48,12 @@ namespace {
 
 const int kTileRows = 256;
 const int kTileCols = 32;
-// Chains per thread by interval type. The shared memory per thread block for
-// staged columns is the tunable GK_PCF_SHARED_BYTES (device/gk_tunables.c):
-// 40 KiB by default, the fastest with these chains.
-template <typename I> struct chains_of;
-template <> struct chains_of<pcf_interval_f> { static const int value = 3; };
-template <> struct chains_of<pcf_interval_d> { static const int value = 2; };
+// Columns per merged walk by interval type. The shared memory per thread block
+// for staged columns is the tunable GK_PCF_SHARED_BYTES (device/gk_tunables.c):
+// 40 KiB by default.
+template <typename I> struct columns_of;
+template <> struct columns_of<pcf_interval_f> { static const int value = 3; };
+template <> struct columns_of<pcf_interval_d> { static const int value = 3; };
 // Largest block: bounds the pinned host buffers (allocating them costs time)
 // and keeps blocks many enough (45 at n = 5e4) for four GPUs to end together.
 const size_t kMaxBlockElements = (size_t) 1 << 25;
@@ -59,99 +67,68 @@ __device__ __forceinline__ double finish(int op, double acc, double a, double b,
                                          const pcf_interval_f *f, const pcf_interval_f *g)
 { return pcf_finish_f(op, acc, a, b, p, f, g); }
 
-// One pair's walk held as explicit state, so that a thread can interleave
-// several (walk_chains). The steps are pcf_walk_step's (pcf_integrate_impl.h)
-// and the arithmetic is pcf_pair's; unlike there, the row function is read
-// one interval ahead (its load overlaps the next steps) and each row value is
-// converted to double once per interval, not on every step. The row band ends with a padding interval (band_alloc),
-// so reading ahead of a function's last interval needs no bounds check: the
-// interval read there is never used, as the walk ends before the row advances
-// past its (.., inf) interval.
-template <typename I, int OP>
-struct walk_chain {
+// Row function f against columns g[0..K-1] in one walk: each iteration ends
+// at the next breakpoint of any of the K + 1 functions, and pair k takes a
+// step only where that breakpoint is its own (f's or g[k]'s): the same steps,
+// with the same arithmetic, as pcf_walk_step's (pcf_integrate_impl.h) for that
+// pair alone, so the results are those of pcf_pair. Each value is converted to
+// double once per interval, and the row is read one interval ahead (its
+// global load overlaps the next steps). The row band ends with a padding
+// interval (band_alloc), so reading ahead of a function's last interval needs
+// no bounds check: the row never advances past its (.., inf) interval, as the
+// walk ends when every function is in its last one.
+template <typename I, int OP, int K>
+__device__ __forceinline__ void walk_merged(const I *f, const I *const (&g)[K], double p,
+                                            double (&value)[K])
+{
   typedef decltype(I::t) scalar;   // float or double: how the inputs are stored
-  const I *f0, *g0;                // the pair's first intervals, for pcf_finish
-  const I *ahead;                  // where `next` was read from
-  const I *g;
-  I a, next, b;
-  double av, pos, acc;             // av: a.v as a double
-
-  __device__ __forceinline__ void start(const I *f, const I *g_first)
-  {
-    f0 = ahead = f;
-    g0 = g = g_first;
-    a = *f;
-    next = *++ahead;
-    b = *g;
-    av = a.v;
-    pos = acc = 0;
+  const I *ahead = f;
+  I a = *f, next = *++ahead;
+  double av = a.v;
+  const I *gk[K];
+  I b[K];
+  double bv[K], pos[K], acc[K];
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    gk[k] = g[k];
+    b[k] = *gk[k];
+    bv[k] = b[k].v;
+    pos[k] = acc[k] = 0;
   }
-  // Where the current step ends (where the first of the two intervals ends);
-  // inf once both functions are in their last interval.
-  __device__ __forceinline__ scalar step_end() const { return a.t <= b.t ? a.t : b.t; }
-  __device__ __forceinline__ void step(scalar t, double p)
-  {
-    bool next_a = a.t <= b.t, next_b = b.t <= a.t;
-    acc = pcf_accumulate(OP, acc, (double) t - pos, av, b.v, p);
-    pos = t;
-    if (next_a) {
+  for (;;) {
+    scalar t = a.t;
+#pragma unroll
+    for (int k = 0; k < K; k++) t = b[k].t < t ? b[k].t : t;
+    if (t == (scalar) INFINITY) break;
+    double td = t;
+    bool row_ends = a.t == t;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      bool col_ends = b[k].t == t;
+      if (row_ends || col_ends) {
+        acc[k] = pcf_accumulate(OP, acc[k], td - pos[k], av, bv[k], p);
+        pos[k] = td;
+      }
+      if (col_ends) {
+        b[k] = *++gk[k];
+        bv[k] = b[k].v;
+      }
+    }
+    if (row_ends) {
       a = next;
       next = *++ahead;
       av = a.v;
     }
-    g += next_b;
-    b = *g;
-  }
-  __device__ __forceinline__ bool advance(double p)
-  {
-    scalar t = step_end();
-    if (t == (scalar) INFINITY) return false;
-    step(t, p);
-    return true;
-  }
-  __device__ __forceinline__ double result(double p) const
-  {
-    return finish(OP, acc, av, b.v, p, f0, g0);
-  }
-};
-
-// The pairs of row function f with the column functions g[0..K-1], as K
-// chains interleaved in one loop: their steps are independent, so each
-// chain's loads overlap the others' work. The loop runs while every chain
-// goes on (one exit test for all); the chains still going then finish one
-// after the other. Columns are packed by length, so neighbours end at about
-// the same step and these tails are short.
-template <typename I, int OP, int K>
-__device__ __forceinline__ void walk_chains(const I *f, const I *const (&g)[K], double p,
-                                            double (&value)[K])
-{
-  typedef typename walk_chain<I, OP>::scalar scalar;
-  walk_chain<I, OP> chain[K];
-#pragma unroll
-  for (int k = 0; k < K; k++) chain[k].start(f, g[k]);
-  for (;;) {
-    scalar t[K];
-    bool end = false;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-      t[k] = chain[k].step_end();
-      end |= t[k] == (scalar) INFINITY;
-    }
-    if (end) break;
-#pragma unroll
-    for (int k = 0; k < K; k++) chain[k].step(t[k], p);
   }
 #pragma unroll
-  for (int k = 0; k < K; k++) {
-    while (chain[k].advance(p)) {}
-    value[k] = chain[k].result(p);
-  }
+  for (int k = 0; k < K; k++) value[k] = finish(OP, acc[k], av, bv[k], p, f, g[k]);
 }
 
 // Column slots [cc, stop) of a staged batch against row function f, K at a
-// time; the remainder (an odd count, or a diagonal tile's row limit) with
-// K / 2, ..., 1 chains. `staged` stays visibly a shared-memory pointer down to
-// the loads (all inlined), so they compile to shared loads, not generic ones.
+// time; the remainder (a count not a multiple of K, or a diagonal tile's row
+// limit) K / 2, ..., 1 at a time. `staged` stays visibly a shared-memory
+// pointer down to the loads (all inlined), so they compile to shared loads,
+// not generic ones.
 template <typename I, int OP, int K, typename Store>
 __device__ __forceinline__ void walk_staged(const I *f, const I *staged, const size_t *col_off,
                                             size_t base, int cc, int stop, double p,
@@ -162,7 +139,7 @@ __device__ __forceinline__ void walk_staged(const I *f, const I *staged, const s
     double value[K];
 #pragma unroll
     for (int k = 0; k < K; k++) g[k] = staged + (col_off[cc + k] - base);
-    walk_chains<I, OP, K>(f, g, p, value);
+    walk_merged<I, OP, K>(f, g, p, value);
 #pragma unroll
     for (int k = 0; k < K; k++) store(cc + k, value[k]);
   }
@@ -186,7 +163,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     c1 = min(c1, limit);
   }
   if (c1 <= c0) return;  // the same for every thread of the block
-  const int K = chains_of<I>::value;
+  const int K = columns_of<I>::value;
   bool active = r < n_rows;
   const I *f = active ? rows + row_off[r] : rows;
   size_t ri = active ? (size_t) row_orig[r] : 0;
@@ -204,7 +181,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     while (c_end < c1 && col_off[c_end + 1] - base <= capacity) c_end++;
     bool in_shared = c_end > c;
     if (in_shared) {
-      // Stage a multiple of the chains where possible, so that no column of
+      // Stage a multiple of K columns where possible, so that no column of
       // a full tile is walked alone.
       if (c_end < c1 && c_end - c > K) c_end -= (c_end - c) % K;
       __syncthreads();  // everyone is done with the previous batch
@@ -220,7 +197,7 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
     } else if (c < stop) {
       const I *g[1] = {cols + col_off[c]};
       double value[1];
-      walk_chains<I, OP, 1>(f, g, p, value);
+      walk_merged<I, OP, 1>(f, g, p, value);
       store(c, value[0]);
     }
     c = c_end;
@@ -255,7 +232,7 @@ size_t interval_bytes(const pcf_ctx *ctx)
   return ctx->single ? sizeof(pcf_interval_f) : sizeof(pcf_interval_d);
 }
 
-// One interval more than the band's functions hold: walk_chain reads the row
+// One interval more than the band's functions hold: walk_merged reads the row
 // one interval ahead, past the last function's last interval.
 gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, size_t isize,
                      gk_error *err)

@@ -6,8 +6,9 @@
  * [pos, t) on which f = a.v and g = b.v. Each function advances when its
  * interval ends first (both on a shared breakpoint); the comparisons feed the
  * pointer increments directly, which keeps the loop's dependency chain short.
- * The GPU kernels take the same steps with a read-ahead and several walks
- * interleaved (walk_chain, pcf_cuda.cu), which this form cannot express. */
+ * The GPU kernels take the same steps with a read-ahead and one row walked
+ * against several columns at once (walk_merged, pcf_cuda.cu), which this form
+ * cannot express. */
 typedef struct {
   const PCF_INTERVAL *f, *g;
   PCF_INTERVAL a, b;   /* the current intervals; the last ones once the walk ends */

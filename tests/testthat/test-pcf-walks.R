@@ -1,14 +1,14 @@
-# The GPU kernel's walk (src/pcf/pcf_cuda.cu) interleaves several column
-# functions per thread (3 in float, 2 in double), so its edge cases are the
-# chains' unequal lengths, a column count that is not a multiple of the chains
-# (odd tiles, a diagonal tile's row limit, batches cut by shared memory, whose
-# size the tunable GK_PCF_SHARED_BYTES sets), and columns too long for shared
-# memory (walked from global memory).
+# The GPU kernel's walk (src/pcf/pcf_cuda.cu) walks each row function against
+# 3 column functions at once (one merged walk over their breakpoints), so its
+# edge cases are columns of unequal lengths, a column count that is not a
+# multiple of 3 (odd tiles, a diagonal tile's row limit, batches cut by shared
+# memory, whose size the tunable GK_PCF_SHARED_BYTES sets), and columns too
+# long for shared memory (walked from global memory).
 
 # Random PCFs of the given lengths that float represents exactly (breakpoints
 # on a dyadic grid, values rounded to float), so that both precisions see the
 # same functions and one reference serves them. Functions on the same grid
-# share some breakpoints (both chains' functions advance at once).
+# share some breakpoints (several functions of a walk advance at once).
 walk_case <- function(n, lens, step = 1 / 8) {
   lapply(seq_len(n), function(i) {
     k <- if (length(lens) == 1L) lens else sample(lens, 1L)
@@ -51,7 +51,7 @@ test_that("the GPU walk matches the CPU and the R reference for every op", {
   skip_if_no_gpu()
   set.seed(1401)
   # An odd count of rows and columns; lengths from 1 to 2000 breakpoints, so
-  # paired chains end far apart; breakpoints on a grid and continuous.
+  # columns walked together end far apart; breakpoints on a grid and continuous.
   X <- c(walk_case(61, 1:40), walk_case(4, c(300, 2000), 1 / 256),
          walk_case(6, 5:80, 1 / 64))
   X <- X[sample(length(X))]
@@ -84,7 +84,7 @@ test_that("the GPU walk handles tiles of one column and pairs of equal functions
   set.seed(1402)
   f <- walk_case(1, 25)[[1]]
   X <- c(list(f, f), walk_case(3, 1:5), list(f))   # equal functions: distance 0
-  # 6 functions: whole groups of 2 and 3 chains; 4 and 7: a remainder of one
+  # 6 functions: whole groups of 3 columns; 4 and 7: a remainder of one
   for (Xk in list(X, X[c(1, 2, 3, 6)], c(X, walk_case(1, 9)))) {
     same <- which(vapply(Xk, identical, NA, f))
     for (precision in c("double", "single")) {
