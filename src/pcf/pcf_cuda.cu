@@ -21,14 +21,11 @@
 // K + 1 functions' breakpoints (walk_merged): the row, a different function
 // per thread and so a scattered global load per interval, is then read once
 // for K pairs instead of once per pair. Walking K pairs as K interleaved
-// chains instead (the kernel before) waited on those row loads: in ncu
-// (float, H100) long-scoreboard stalls were 4.4 warps per issue, L1 91% busy
-// with 54% hits, L2 75% busy; merged: 2.1, L1 59% and L2 24% busy, issue
-// slots 78% busy instead of 61% (with 32% more instructions). pdist L1
-// float n = 5e4 from R: 3.82 -> 2.61 s. K = 3 in both precisions: 2 and 4
-// were 15-30% slower in float, 2 and 3 equal in double; reading the row in
-// 16-byte pairs of intervals or forcing 5 blocks per SM (48 registers) was
-// slower, and reading it two intervals ahead no faster.
+// chains instead waited on those row loads (long-scoreboard stalls, L1 and L2
+// busy); the merged walk runs more instructions but waits far less. K = 3 in
+// both precisions: 2 and 4 were slower in float, 2 and 3 equal in double;
+// reading the row in 16-byte pairs of intervals or forcing 5 blocks per SM
+// was slower, and reading it two intervals ahead no faster.
 //
 // On a diagonal block of a symmetric result (same band for rows and columns,
 // hence the same slots), pair {a, b} is computed once, for slot a > b (or
