@@ -2,7 +2,8 @@
 # 0.01, method "h2"), a standalone call on data it has not seen, in one process
 # after its first call; and what gp_fit() pays per step (gp_evaluate() on a
 # problem made once) with 50 and 10 probes.
-#   Rscript inst/bench/gp_standalone.R [n] [sets]     (GPU; default 1e6 and 4)
+#   Rscript inst/bench/gp_standalone.R [n] [sets] [steps]
+# (GPU; default 1e6, 4 and 1; steps = 0 leaves out the gp_fit() steps)
 # Columns: seconds of the whole call, of its phase timers (timing: total and the
 # device solver), the neighbour search alone (part of the call, outside the
 # timers), conjugate-gradient iterations (the data's; the probes stop earlier),
@@ -12,6 +13,7 @@ suppressPackageStartupMessages(library(gpukernels))
 args <- commandArgs(trailingOnly = TRUE)
 n <- as.integer(if (length(args) >= 1) as.numeric(args[1]) else 1e6)
 sets <- if (length(args) >= 2) as.integer(args[2]) else 4L
+steps <- length(args) < 3 || args[3] != "0"
 k <- gk_kernel("matern", range = 0.02, smoothness = 1.5)
 ns <- asNamespace("gpukernels")
 elapsed <- function(expr) {
@@ -38,7 +40,12 @@ for (s in seq_len(sets)) {
                           loglik = round(r$loglik, 2), error = signif(r$error, 3))
 }
 cat(sprintf("gp_loglik() standalone, n = %d (the first set includes the process's first call)\n", n))
-print(do.call(rbind, rows), row.names = FALSE)
+rows <- do.call(rbind, rows)
+print(rows, row.names = FALSE)
+new <- rows[!rows$first_call, ]
+if (nrow(new)) cat(sprintf("median of the %d sets after the first: %.2f s (%.2f-%.2f)\n", nrow(new),
+                           stats::median(new$seconds), min(new$seconds), max(new$seconds)))
+if (!steps) quit(save = "no")
 steps <- do.call(rbind, lapply(c(50L, 10L), function(probes) {
   prob <- ns$gp_problem(d$locs, d$y, matrix(1, n, 1), "h2", gp_control(probes = probes),
                         gk_backend())
