@@ -36,17 +36,21 @@
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
 #'     run in this process): the functions are copied once into shared memory,
-#'     which each worker reads its band's functions from; each worker copies
-#'     its blocks of results, as its GPU (or CPU) produces them, into a few
+#'     which each worker reads its band's functions from, and each worker
+#'     writes its blocks of results, as its GPU (or CPU) produces them,
+#'     straight into the result, an ordinary R vector of the calling process
+#'     (Linux's cross-process copy `process_vm_writev`; so that it may, the
+#'     calling process lets processes of its user write to it for the call's
+#'     duration where Yama's ptrace restrictions would forbid that).
+#'     Where a worker may not (other users' or containers' processes,
+#'     `GK_CHANNEL_DIRECT = 0`, see [gk_info()]), and for full symmetric
+#'     matrices ([pcf_kernel()] of one set), it copies its blocks into a few
 #'     small shared buffers of its own, and threads of the calling process
-#'     (two; `GK_CHANNEL_WRITERS`, see [gk_info()]) write them into the result
-#'     while the workers compute. The functions are copied straight from
-#'     their R matrices into the shared memory, and the buffers' pages are
-#'     made while the workers start. Nothing travels
-#'     through the workers' connections but a few numbers, and the `dist` or
-#'     matrix is an ordinary R vector, built once, in place. (Workers writing
-#'     the result in shared memory themselves would pay a page fault per 4 KiB
-#'     of it, three to four times dearer than the calling process's.) Unless
+#'     (two; `GK_CHANNEL_WRITERS`) write them into the result while the
+#'     workers compute. Nothing travels through the workers' connections but
+#'     a few numbers, and the `dist` or matrix is built once, in place. (A
+#'     result in shared memory would be slower to write: its first writes
+#'     run at a quarter of private memory's speed.) Unless
 #'     `options(gpukernels.threads =)` is set, the workers of one machine
 #'     share its cores (cores / workers OpenMP threads each).}
 #'   \item{Workers on other machines}{(`plan(cluster)` with remote workers,
@@ -242,13 +246,15 @@ gk_pcf_chunk_shared <- function(task) {
   a <- task$rows[1L]
   b <- task$rows[2L]
   waited <- 0
+  direct <- TRUE   # every part's blocks went straight into the result
   part <- function(y_set, y_range, kind, col0) {
     band <- list(input = task$shared$input, x_range = c(a, b), y_set = y_set, y_range = y_range,
                  target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
     sent <- pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend,
                             task$devices, band = band)
     if (isFALSE(sent)) return(FALSE)
-    waited <<- waited + sent
+    waited <<- waited + sent[1L]
+    direct <<- direct && sent[2L] == 1
     TRUE
   }
   written <- TRUE
@@ -261,7 +267,7 @@ gk_pcf_chunk_shared <- function(task) {
     written <- part(2L, c(1, task$shared$n_cols), task$kind, 0)
   }
   list(written = written, seconds = proc.time()[["elapsed"]] - start, waited = waited,
-       lines = lines)
+       direct = direct, lines = lines)
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -347,11 +353,13 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   }
   resend <- integer()
   worker_s <- waited_s <- numeric()
+  direct <- logical()
   lines <- character()
   collect <- function(i, value) {
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
       waited_s <<- c(waited_s, value$waited)
+      direct <<- c(direct, isTRUE(value$direct))
       if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
       return()
     }
@@ -377,7 +385,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
   c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s%s)",
             nrow(bands), if (is.null(shared)) "results through the futures" else
-              paste0("shared memory", if (length(resend)) ", some resent"),
+              paste0("shared memory", if (length(direct)) sprintf(
+                ", %d of %d written straight into the result", sum(direct), length(direct)),
+                if (length(resend)) ", some resent"),
             phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]], each,
             if (length(waited_s)) paste0(", of which waiting for free slots ",
                                          paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),

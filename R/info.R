@@ -43,6 +43,16 @@
 #'     the disk blocks of its file before the engines write it (`fallocate`,
 #'     where the file system has it; not on tmpfs); 0: the file stays sparse
 #'     and the first write to each page allocates its block.}
+#'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
+#'     write their blocks of a PCF matrix straight into the calling session's
+#'     result (see [gk_distributed]); 0: through shared slots, which threads
+#'     of the calling session (`GK_CHANNEL_WRITERS`, 1 to 8, 0 chooses 2)
+#'     write into the result.}
+#'   \item{`GK_RESULT_HUGE_PAGES`}{1: a PCF result of 64 MB or more filled in
+#'     this process (by the GPU engine or the channel's writer threads) asks
+#'     the system for 2 MiB pages, 512 times fewer page faults than 4 KiB
+#'     pages; 2: never; 0, the default, chooses (1, except where the workers
+#'     write the result themselves).}
 #' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),

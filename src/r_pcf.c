@@ -242,6 +242,10 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
     out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
   }
   writer = gk_block_writer_make(write_kind, REAL(out), xs.n, opt.threads);
+  /* The GPU pipeline's scatter threads fault in the result's pages as they
+   * write it (measured there; the CPU engine's are left as they were). */
+  if (gk_backend_is_gpu(backend))
+    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
   run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
@@ -344,8 +348,9 @@ static int share_range(pcf_set *s, SEXP range)
  * themselves), computed as `kind` from the input segment `input` and sent
  * through ring `ring` of the caller's result channel `target`
  * (list(path, token, bytes, ring, row0, col0): where the band's (0, 0) is in
- * the result). The seconds spent waiting for a free slot, or FALSE when this
- * process cannot attach them (another machine). */
+ * the result). c(seconds spent waiting for a free slot, 1 when the blocks went
+ * straight into the result, else 0), or FALSE when this process cannot
+ * attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target)
@@ -381,11 +386,15 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   if (err.status == GK_OK) run_engine(backend, &op, &xs, which > 0 ? &ys : &xs, &writer, &opt, &err);
   if (err.status == GK_OK && port.failed)
     gk_fail(&err, GK_ERR_INTERRUPTED, "the calling session stopped taking results");
-  double waited = port.wait_s;
+  double waited = port.wait_s, direct = port.direct == 1;
   gk_shared_release(&in);
   gk_channel_detach(&port);
   if (err.status) gk_raise(&err);
-  return Rf_ScalarReal(waited);
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
+  REAL(out)[0] = waited;
+  REAL(out)[1] = direct;
+  UNPROTECT(1);
+  return out;
 }
 
 /* index 0 (no candidate) as NA in R */

@@ -113,8 +113,8 @@ SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP 
   size_t slot = gk_channel_slot_bytes(gk_as_double(length), n, k);
   gk_error err;
   gk_error_clear(&err);
-  if (gk_channel_create(c, k, slot, REAL(out), (gk_write_kind) gk_as_int(layout), n,
-                        gk_as_int(threads), &err)) {
+  if (gk_channel_create(c, k, slot, REAL(out), (size_t) Rf_xlength(out) * sizeof(double),
+                        (gk_write_kind) gk_as_int(layout), n, gk_as_int(threads), &err)) {
     UNPROTECT(2);
     return handle;
   }

@@ -1,8 +1,9 @@
 # Benchmark of the distributed paths (issues 15 and 37): pdist L1 float32 of
 # n = 5e4 PCFs (a 10 GB `dist`) on 1, 2, ... GPUs of this machine:
 #   - in-process: one GPU, then devices = 1:G for G = 2, 4, ... up to all;
-#   - G future workers (plan(multisession)) with one GPU each, handing their
-#     blocks to this process through shared slots (the default route);
+#   - G future workers (plan(multisession)) with one GPU each, writing their
+#     blocks straight into this process's result (the default route;
+#     GK_CHANNEL_DIRECT=0: through shared slots that this process scatters);
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one GPU
 #     in-process and by G workers (GK_BENCH_FILE=0 leaves it out; the file
 #     goes to GK_BENCH_DIR, by default tempdir());
@@ -105,7 +106,9 @@ for (g in counts) {
   cat(sprintf("%d workers: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
               g, started, warm[1], warm[2]))
   t <- median_time(function() pdist(), reps)
-  report(paste(g, "workers x 1 GPU, shared memory"), t, one, "blocks through shared slots")
+  report(paste(g, "workers x 1 GPU, shared memory"), t, one,
+         if (identical(Sys.getenv("GK_CHANNEL_DIRECT"), "0")) "blocks through shared slots" else
+           "blocks written straight into the result")
   phases(function() pdist())
   if (flag("GK_BENCH_SOCKETS")) {
     options(gpukernels.future_shared = FALSE)

@@ -33,6 +33,16 @@ static inline double value_at(const gk_block *b, const void *src, int single, si
   return single ? (double) ((const float *) src)[k] : ((const double *) src)[k];
 }
 
+size_t gk_block_column_span(const gk_block_writer *w, const gk_block *b, size_t c, size_t *dst,
+                            size_t *src)
+{
+  size_t j, first, end, n = w->n_rows;
+  if (!column_rows(w, b, c, &j, &first, &end)) return 0;
+  *dst = (w->layout == GK_WRITE_DIST ? j * n - j * (j + 1) / 2 - j - 1 : j * n) + first;
+  *src = c * b->rows + (first - (w->row0 + b->row0));
+  return end - first;
+}
+
 /* Column c of the block into the output: contiguous in the source and the
  * destination (a symmetric layout's mirror is mirror_tiles's). */
 static void write_column(const gk_block_writer *w, const gk_block *b, const void *src,

@@ -83,6 +83,13 @@ void gk_block_write(const gk_block_writer *writer, const gk_block *block, const 
 void gk_block_write_triangle(const gk_block_writer *writer, size_t first, size_t m,
                              const double *dist);
 
+/* Where column c of a block goes: `count` values from index *src of the
+ * block (column-major) to index *dst of the output, contiguous in both; 0
+ * when the output holds none of it. Dense and `dist` layouts only (a
+ * symmetric layout's mirror is not contiguous). */
+size_t gk_block_column_span(const gk_block_writer *w, const gk_block *b, size_t c, size_t *dst,
+                            size_t *src);
+
 /* The block mode a writer kind needs from the scheduler. */
 gk_block_mode gk_block_writer_mode(gk_write_kind kind);
 

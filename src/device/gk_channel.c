@@ -7,6 +7,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#define GK_HAVE_VM_WRITE 1
+#endif
 #include "device/gk_channel.h"
 #include "device/gk_omp.h"
 #include "device/gk_tunables.h"
@@ -18,6 +23,12 @@ struct gk_channel_head {
   uint64_t rings, slots, slot_bytes, data_offset;
   int64_t caller;           /* the caller's process id                  */
   atomic_int abort;         /* set by the caller: workers give up        */
+  /* Direct writes (GK_CHANNEL_DIRECT): the caller's result, its length in
+   * values, its layout and rows, and where the caller keeps the segment's
+   * token (read back by a worker to make sure `caller` is that process). */
+  uint64_t direct_out, direct_values, direct_rows, direct_check;
+  int32_t direct_layout;
+  atomic_int direct_busy;   /* workers writing into the result right now */
 };
 
 struct gk_channel_slot {    /* 64 bytes: one cache line each */
@@ -50,9 +61,9 @@ size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings)
   return round_up(bytes ? bytes : 1, PAGE);
 }
 
-static size_t heads_bytes(size_t rings)
+static size_t heads_bytes(size_t rings, size_t slots)
 {
-  return round_up(sizeof(gk_channel_head) + rings * SLOTS_PER_RING * sizeof(gk_channel_slot),
+  return round_up(round_up(sizeof(gk_channel_head), 64) + rings * slots * sizeof(gk_channel_slot),
                   PAGE);
 }
 
@@ -97,7 +108,9 @@ static void *drain(void *arg)
 {
   gk_channel_writer_thread *me = (gk_channel_writer_thread *) arg;
   gk_channel *c = me->c;
-  if (me->index == 0) {   /* the slots' pages, while the workers start */
+  /* The slots' pages, while the workers start; not where the workers write
+   * into the result themselves (the slots are then their fallback only). */
+  if (me->index == 0 && !c->head->direct_out) {
     char *slots = (char *) c->head + c->head->data_offset;
     gk_shared_populate(slots, c->seg.map_bytes - (size_t) (slots - (char *) c->seg.map),
                        c->threads * c->writers);
@@ -117,6 +130,48 @@ static void *drain(void *arg)
   return NULL;
 }
 
+/* Lets the workers write into `out` themselves (GK_CHANNEL_DIRECT = 1): the
+ * kernel's cross-process copy (process_vm_writev) takes their blocks
+ * straight into the result, with no slot and no scatter here. Under Yama's
+ * ptrace restrictions the caller must name who may do that: any process of
+ * this user, for the call's duration only (end_direct). Dense and `dist`
+ * layouts; a worker that cannot (another user or namespace, no
+ * permission) sends through its slots. */
+static void start_direct(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
+                         size_t n_rows)
+{
+#ifdef GK_HAVE_VM_WRITE
+  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1 || layout == GK_WRITE_SYMMETRIC) return;
+  gk_channel_head *h = c->head;
+  c->direct_token = c->seg.token;
+  h->direct_check = (uint64_t) (uintptr_t) &c->direct_token;
+  h->direct_values = result_bytes / sizeof(double);
+  h->direct_rows = n_rows;
+  h->direct_layout = (int32_t) layout;
+#ifdef PR_SET_PTRACER
+  c->ptracer_set = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
+#endif
+  atomic_thread_fence(memory_order_release);
+  h->direct_out = (uint64_t) (uintptr_t) out;
+#else
+  (void) c; (void) out; (void) result_bytes; (void) layout; (void) n_rows;
+#endif
+}
+
+/* No direct write is going on or will start: workers see `abort` (set
+ * before) and stop; wait for the writes under way (a few milliseconds; at
+ * most 10 s, in case a worker died in one). */
+static void end_direct(gk_channel *c)
+{
+  if (!c->head || !c->head->direct_out) return;
+  for (int k = 0; k < 50000 && atomic_load(&c->head->direct_busy) > 0; k++) nap(200);
+#if defined(GK_HAVE_VM_WRITE) && defined(PR_SET_PTRACER)
+  if (c->ptracer_set) prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+#endif
+  c->ptracer_set = 0;
+  c->head->direct_out = 0;
+}
+
 static void stop_writers(gk_channel *c)
 {
   for (int k = 0; k < c->running; k++) {
@@ -128,11 +183,12 @@ static void stop_writers(gk_channel *c)
 }
 
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
-                            gk_write_kind layout, size_t n_rows, int threads, gk_error *err)
+                            size_t result_bytes, gk_write_kind layout, size_t n_rows, int threads,
+                            gk_error *err)
 {
   memset(c, 0, sizeof(*c));
-  size_t heads = heads_bytes(rings);
-  if (gk_shared_create(heads + rings * SLOTS_PER_RING * slot_bytes, &c->seg, err))
+  size_t slots = SLOTS_PER_RING, heads = heads_bytes(rings, slots);
+  if (gk_shared_create(heads + rings * slots * slot_bytes, &c->seg, err))
     return err->status;
   /* Mapped now, its pages made by the first writer (gk_shared_map_only). */
   if (gk_shared_map_only(&c->seg, err)) {
@@ -141,22 +197,27 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   }
   gk_channel_head *h = (gk_channel_head *) c->seg.values;
   h->rings = rings;
-  h->slots = SLOTS_PER_RING;
+  h->slots = slots;
   h->slot_bytes = slot_bytes;
   h->data_offset = heads;
   h->caller = (int64_t) getpid();
   atomic_init(&h->abort, 0);
-  for (size_t k = 0; k < rings * SLOTS_PER_RING; k++) atomic_init(&slots_of(h)[k].state, 0);
+  for (size_t k = 0; k < rings * slots; k++) atomic_init(&slots_of(h)[k].state, 0);
+  atomic_init(&h->direct_busy, 0);
   c->head = h;
   c->out = out;
+  start_direct(c, out, result_bytes, layout, n_rows);
   c->layout = layout;
   c->n_rows = n_rows;
   int writers = (int) gk_tunable(GK_TUNE_CHANNEL_WRITERS), all = gk_omp_threads(threads);
   if (writers <= 0) writers = 2;
   if (writers > GK_CHANNEL_MAX_WRITERS) writers = GK_CHANNEL_MAX_WRITERS;
-  if ((size_t) writers > rings * SLOTS_PER_RING) writers = (int) (rings * SLOTS_PER_RING);
+  if ((size_t) writers > rings * slots) writers = (int) (rings * slots);
   c->writers = writers;
   c->threads = all / writers > 0 ? all / writers : 1;
+  /* 2 MiB pages for the result, unless the workers write it themselves:
+   * with 4 KiB pages they were as fast or faster (4 H100 host). */
+  gk_result_huge_pages(out, result_bytes, h->direct_out ? 2 : 1);
   for (int k = 0; k < writers; k++) {
     c->writer[k].c = c;
     c->writer[k].index = k;
@@ -166,6 +227,7 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   if (c->running < writers) {
     atomic_store(&h->abort, 1);
     stop_writers(c);
+    end_direct(c);
     gk_shared_release(&c->seg);
     return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
   }
@@ -178,13 +240,16 @@ void gk_channel_finish(gk_channel *c)
   atomic_thread_fence(memory_order_release);
   c->finishing = 1;
   stop_writers(c);
+  atomic_store(&c->head->abort, 1);   /* no worker is left to send */
+  end_direct(c);
 }
 
 void gk_channel_release(gk_channel *c)
 {
-  if (c->running) {
+  if (c->head) {
     atomic_store(&c->head->abort, 1);
     stop_writers(c);
+    end_direct(c);
   }
   gk_shared_release(&c->seg);
   c->head = NULL;
@@ -237,10 +302,84 @@ static long claim(gk_channel_port *p)
   }
 }
 
-/* The writer's callback: the block, whole columns at a time, into slots. */
+#ifdef GK_HAVE_VM_WRITE
+/* Whether the caller's process is the one with the segment's token (not a
+ * process of the same number elsewhere) and lets this one write into it. */
+static int direct_allowed(gk_channel_port *p)
+{
+  gk_channel_head *h = p->head;
+  uint64_t token = 0, want = p->seg.token;
+  struct iovec local = {&token, sizeof(token)},
+               remote = {(void *) (uintptr_t) h->direct_check, sizeof(token)};
+  return process_vm_readv((pid_t) h->caller, &local, 1, &remote, 1, 0) ==
+             (ssize_t) sizeof(token) && token == want;
+}
+
+#define DIRECT_BATCH 256   /* columns per process_vm_writev (IOV_MAX is 1024) */
+
+/* The block's columns straight into the caller's result, in batches of
+ * columns on the port's threads; 0 when all were written. A batch is
+ * announced in direct_busy before `abort` is checked (the caller sets abort,
+ * then waits for direct_busy to drain before it lets go of the result). */
+static int send_direct(gk_channel_port *p, const gk_block *block, const double *src)
+{
+  gk_channel_head *h = p->head;
+  gk_block_writer w = gk_block_writer_band(p->kind, (gk_write_kind) h->direct_layout, NULL,
+                                           h->direct_rows, p->band_row0, p->band_col0, 1);
+  double *out = (double *) (uintptr_t) h->direct_out;
+  size_t total = h->direct_values;
+  pid_t caller = (pid_t) h->caller;
+  long long batches = (long long) ((block->cols + DIRECT_BATCH - 1) / DIRECT_BATCH);
+  int threads = block->rows * block->cols < 65536 ? 1 : gk_omp_threads(p->threads), bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: bad)
+#endif
+  for (long long q = 0; q < batches; q++) {
+    struct iovec local[DIRECT_BATCH], remote[DIRECT_BATCH];
+    size_t c0 = (size_t) q * DIRECT_BATCH, want = 0;
+    int k = 0;
+    for (size_t c = c0; c < c0 + DIRECT_BATCH && c < block->cols; c++) {
+      size_t dst, from, count = gk_block_column_span(&w, block, c, &dst, &from);
+      if (!count) continue;
+      if (dst + count > total) bad = 1;
+      local[k].iov_base = (void *) (src + from);
+      local[k].iov_len = count * sizeof(double);
+      remote[k].iov_base = out + dst;
+      remote[k].iov_len = count * sizeof(double);
+      want += count * sizeof(double);
+      k++;
+    }
+    if (bad || !k) continue;
+    atomic_fetch_add(&h->direct_busy, 1);
+    if (atomic_load(&h->abort) ||
+        process_vm_writev(caller, local, (unsigned long) k, remote, (unsigned long) k, 0) !=
+            (ssize_t) want)
+      bad = 1;
+    atomic_fetch_sub(&h->direct_busy, 1);
+  }
+  (void) threads;
+  return bad;
+}
+#endif
+
+/* The writer's callback: the block straight into the caller's result where
+ * it allows that, else whole columns at a time into slots. */
 static void send_block(void *ctx, const gk_block *block, const void *src, int single)
 {
   gk_channel_port *p = (gk_channel_port *) ctx;
+#ifdef GK_HAVE_VM_WRITE
+  if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
+    if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
+    if (p->direct == 1) {
+      if (send_direct(p, block, (const double *) src) == 0) return;
+      if (atomic_load(&p->head->abort)) {
+        p->failed = 1;
+        return;
+      }
+      p->direct = -1;   /* through the slots from now on, this block whole */
+    }
+  }
+#endif
   size_t elem = single ? sizeof(float) : sizeof(double);
   size_t column = block->rows * elem;
   size_t per_slot = column ? p->slot_bytes / column : block->cols;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "device/gk_shared.h"
 #include "device/gk_omp.h"
+#include "device/gk_tunables.h"
 
 #define GK_SHARED_MAGIC 0x676b73686d303031ULL   /* "gkshm001" */
 #define GK_SHARED_HEADER 4096                   /* one page: values stay aligned */
@@ -111,6 +112,19 @@ void gk_shared_populate(void *at, size_t len, int threads)
     populate((char *) at + from, n);
   }
   (void) team;
+}
+
+void gk_result_huge_pages(void *at, size_t len, int fallback)
+{
+  int mode = (int) gk_tunable(GK_TUNE_RESULT_HUGE_PAGES);
+  if (mode == 0) mode = fallback;
+  if (mode != 1 || len < ((size_t) 64 << 20)) return;
+#ifdef MADV_HUGEPAGE
+  const size_t huge = (size_t) 1 << 21;
+  uintptr_t from = ((uintptr_t) at + huge - 1) / huge * huge,
+            to = ((uintptr_t) at + len) / huge * huge;
+  if (to > from) madvise((void *) from, to - from, MADV_HUGEPAGE);
+#endif
 }
 
 gk_status gk_shared_map_only(gk_shared *s, gk_error *err)

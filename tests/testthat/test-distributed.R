@@ -167,25 +167,73 @@ shared_cases <- function() {
 }
 
 test_that("workers send their bands through shared slots: results equal one process", {
-  shared_cases()   # chunks as futures of the sequential plan, in this process
-  with_plan(future::multisession, shared_cases())
+  with_tunables(list(GK_CHANNEL_DIRECT = 0), {
+    shared_cases()   # chunks as futures of the sequential plan, in this process
+    with_plan(future::multisession, shared_cases())
+  })
 })
 
-test_that("one or several writer threads of the caller: the same results", {
+test_that("workers writing straight into the caller's result: results equal one process", {
+  # The default (GK_CHANNEL_DIRECT = 1): dense and dist results by
+  # process_vm_writev where the system lets them, symmetric ones
+  # (pcf_kernel(X)) through slots.
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), {
+    shared_cases()
+    with_plan(future::multisession, shared_cases())
+  })
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(54)
+  X <- draw_pcfs(90)
+  lines <- with_plan(future::multisession, {
+    old <- options(gpukernels.progress = TRUE)
+    on.exit(options(old))
+    capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 2), type = "message")
+  })
+  expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
+  direct <- regmatches(lines, regexpr("[0-9]+ of 2 written straight", lines))
+  expect_length(direct, 1)
+  skip_if(startsWith(direct, "0 "), "workers may not write into this process here")
+  expect_identical(direct, "2 of 2 written straight")
+})
+
+test_that("slots with one or several writer threads, 2 MiB pages or not: the same results", {
   # 4200 functions: a 70 MB dist, 4 slots per worker of 8.8 MB.
   set.seed(37)
   X <- lapply(1:4200, function(i) pcf(c(0, runif(1)), c(rnorm(1), 0)))
   ref <- pcf_pdist(X, backend = "cpu", workers = 1)
   with_plan(future::multisession, {
-    for (setting in list(list(GK_CHANNEL_WRITERS = 1), list(GK_CHANNEL_WRITERS = 3),
-                         list(GK_CHANNEL_WRITERS = NA))) {
+    for (setting in list(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_WRITERS = 1),
+                         list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_WRITERS = 3),
+                         list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_WRITERS = NA,
+                              GK_RESULT_HUGE_PAGES = 2),
+                         list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_WRITERS = 4,
+                              GK_RESULT_HUGE_PAGES = 1),
+                         list(GK_CHANNEL_DIRECT = 1, GK_RESULT_HUGE_PAGES = 1),
+                         list(GK_CHANNEL_DIRECT = NA, GK_RESULT_HUGE_PAGES = NA))) {
       d <- with_tunables(setting, pcf_pdist(X, backend = "cpu"))
-      expect_true(same_dist(d, ref), info = paste(unlist(setting), collapse = " "))
+      expect_true(same_dist(d, ref), info = paste(names(setting), unlist(setting), collapse = " "))
     }
     Y <- X[1:130]
     expect_identical(with_tunables(list(GK_CHANNEL_WRITERS = 2), pcf_kernel(Y, backend = "cpu")),
                      pcf_kernel(Y, backend = "cpu", workers = 1))
   })
+})
+
+test_that("a GPU result in 2 MiB pages or not: the same values", {
+  skip_if_not(gk_has_gpu())
+  # 4200 functions: a 70 MB dist, over the 64 MB from which GK_RESULT_HUGE_PAGES acts.
+  set.seed(54)
+  X <- lapply(1:4200, function(i) pcf(c(0, runif(1)), c(rnorm(1), 0)))
+  ref <- pcf_pdist(X, backend = "cpu", workers = 1)
+  for (pages in c(0, 1, 2, NA)) {
+    d <- with_tunables(list(GK_RESULT_HUGE_PAGES = pages), pcf_pdist(X, backend = "gpu", workers = 1))
+    expect_equal(as.vector(d), as.vector(ref), tolerance = 1e-12, info = pages)
+    if (nrow(gk_info()$devices) >= 2) {
+      d2 <- with_tunables(list(GK_RESULT_HUGE_PAGES = pages),
+                          pcf_pdist(X, backend = "gpu", workers = 1, devices = 1:2))
+      expect_identical(d2, d, info = pages)
+    }
+  }
 })
 
 test_that("files with their blocks allocated first or left sparse hold the same values", {
@@ -320,6 +368,8 @@ test_that("a failing worker fails the call with its error and leaves no complete
     old <- options(gpukernels.pcf_budget_bytes = -1)
     on.exit(options(old), add = TRUE)
     expect_error(pcf_pdist(X, backend = "cpu"), "worker failed.*pcf_budget_bytes must be")
+    expect_error(with_tunables(list(GK_CHANNEL_DIRECT = 1), pcf_pdist(X, backend = "cpu")),
+                 "worker failed.*pcf_budget_bytes must be")
     f <- tempfile("dist")
     expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 25 * 3),
                  "worker failed.*pcf_budget_bytes must be")
