@@ -39,10 +39,11 @@
 #'     which each worker reads its band's functions from, and each worker
 #'     writes its blocks of results, as its GPU (or CPU) produces them,
 #'     straight into the result, an ordinary R vector of the calling process
-#'     (Linux's cross-process copy `process_vm_writev`; so that it may, the
-#'     calling process lets processes of its user write to it for the call's
-#'     duration where Yama's ptrace restrictions would forbid that).
-#'     Where a worker may not (other users' or containers' processes,
+#'     (Linux's cross-process copy `process_vm_writev`, which the system
+#'     allows a worker where it may trace the calling process: Yama's
+#'     `ptrace_scope` 0, Debian's default; the package never widens that).
+#'     Where a worker may not (`ptrace_scope` 1 or more, other users' or
+#'     containers' processes,
 #'     `GK_CHANNEL_DIRECT = 0`, see [gk_info()]), and for full symmetric
 #'     matrices ([pcf_kernel()] of one set), it copies its blocks into a few
 #'     small shared buffers of its own, and threads of the calling process

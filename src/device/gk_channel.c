@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
-#include <sys/prctl.h>
 #include <sys/uio.h>
 #define GK_HAVE_VM_WRITE 1
 #endif
@@ -132,11 +131,11 @@ static void *drain(void *arg)
 
 /* Lets the workers write into `out` themselves (GK_CHANNEL_DIRECT = 1): the
  * kernel's cross-process copy (process_vm_writev) takes their blocks
- * straight into the result, with no slot and no scatter here. Under Yama's
- * ptrace restrictions the caller must name who may do that: any process of
- * this user, for the call's duration only (end_direct). Dense and `dist`
- * layouts; a worker that cannot (another user or namespace, no
- * permission) sends through its slots. */
+ * straight into the result, with no slot and no scatter here. The kernel
+ * allows that where a worker may ptrace the caller; this process never
+ * widens that permission (Yama's ptrace_scope 1 and up forbids a child to
+ * write into its parent), so a worker that may not (Yama, another user or
+ * namespace) sends through its slots. Dense and `dist` layouts. */
 static void start_direct(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
                          size_t n_rows)
 {
@@ -148,9 +147,6 @@ static void start_direct(gk_channel *c, double *out, size_t result_bytes, gk_wri
   h->direct_values = result_bytes / sizeof(double);
   h->direct_rows = n_rows;
   h->direct_layout = (int32_t) layout;
-#ifdef PR_SET_PTRACER
-  c->ptracer_set = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
-#endif
   atomic_thread_fence(memory_order_release);
   h->direct_out = (uint64_t) (uintptr_t) out;
 #else
@@ -165,10 +161,6 @@ static void end_direct(gk_channel *c)
 {
   if (!c->head || !c->head->direct_out) return;
   for (int k = 0; k < 50000 && atomic_load(&c->head->direct_busy) > 0; k++) nap(200);
-#if defined(GK_HAVE_VM_WRITE) && defined(PR_SET_PTRACER)
-  if (c->ptracer_set) prctl(PR_SET_PTRACER, 0, 0, 0, 0);
-#endif
-  c->ptracer_set = 0;
   c->head->direct_out = 0;
 }
 

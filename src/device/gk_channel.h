@@ -8,10 +8,10 @@
  * the worker's threads, the result's pages faulted in the caller's memory
  * as by its own writes. Before the first it reads the segment's token back
  * from the caller's memory, so it never writes into another process of the
- * same number (another pid namespace). On a 4 H100 host (5e4 PCFs, 10 GB
- * dist, 4 workers) this took a call from 1.91 to 1.40 s: the slots' route
- * below costs the caller's threads 2.3 s of scatter, which the workers
- * waited for.
+ * same number (another pid namespace). The slots' route below makes the
+ * caller's threads scatter every block, which the workers wait for; here
+ * each worker copies its own. It needs the right to ptrace the caller
+ * (Yama's ptrace_scope 0, as on Debian); without it, the slots.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
@@ -80,9 +80,7 @@ struct gk_channel {
   double busy_s;          /* seconds the writers spent scattering (summed) */
   size_t pieces;          /* slots scattered                              */
   uint64_t direct_token;  /* read by workers before direct writes        */
-  int ptracer_set;        /* this call allowed them (Yama)               */
 };
-
 
 /* Bytes of one slot for a result of `values` doubles with columns of at most
  * `n_rows` entries cut into `rings` chunks: 32 MiB, less for small results,
