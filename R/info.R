@@ -34,7 +34,7 @@
 #'     k-smallest (knn) and min/max kernels are compiled to fit, 1 to 4 (their
 #'     registers are capped to match); 0, the default, chooses (3 for knn's
 #'     double-precision lists of up to 16, 4 for its filtered double k = 1,
-#'     else 1).}
+#'     else 1 in double precision and no floor in single).}
 #'   \item{`GK_REDUCE_FLOAT_FILTER`}{1 (the default): the GPU `knn()` in double
 #'     precision with k <= 16 (k = 1 included) first tests pairs by the distance of float copies
 #'     of the points, with a bound that keeps the results the same; 0: every

@@ -36,7 +36,7 @@ struct Variant {
   OpKind op = OP_SUM;
   int ec = 1;              // weight columns compiled (SUM, LOGSUMEXP, SOFTMAX)
   int kmax = 0;            // KMIN: the list length compiled
-  int min_blocks = 1;      // blocks per multiprocessor the registers are capped for
+  int min_blocks = 0;      // blocks per multiprocessor the registers are capped for (0: none)
   bool filter = false;     // the float pre-filter of knn's double distances (FILTER)
   const char *val = "ValKernel";   // in gkreduce, or with `source` a formula's qualified functor
   const char *source = nullptr;     // the program defining a formula's functor

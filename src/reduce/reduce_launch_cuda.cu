@@ -193,6 +193,20 @@ const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
   return sqdist_values(spec) ? "ValSqdist" : "ValKernel";
 }
 
+// The floor of blocks per multiprocessor (MIN_BLOCKS in reduce_kernels.cuh)
+// of a kernel without a cap of its own: none or 1, which lets ptxas take up
+// to 255 registers per thread. Float32 kernels run faster with fewer
+// registers and more warps (H100, 1e5 points: gaussian sums 4.60 -> 4.30 ms,
+// knn k = 10 13.5 -> 12.75 ms), and so do the two-way sums (the H2 products of
+// one right-hand side at 2^20: 3.24 -> 2.88 ms in float32, 9.92 -> 9.25 ms in
+// float64). The other float64 kernels keep 1: the gaussian sums (15.25 ms
+// against 16.0) and the H2 products of 4 right-hand sides (20.6 ms against
+// 22.2) run faster with the registers.
+int register_floor(const Variant &v)
+{
+  return v.single || v.two_way ? 0 : 1;
+}
+
 // Blocks per multiprocessor that the k-smallest and min/max kernels are
 // compiled to fit (__launch_bounds__; the tunable GK_REDUCE_MIN_BLOCKS
 // overrides): the double-precision list of 16 entries takes 112 registers
@@ -205,8 +219,8 @@ int min_blocks(const Variant &v)
   const int forced = (int) gk_tunable(GK_TUNE_REDUCE_MIN_BLOCKS);
   if (forced > 0) return forced;
   // knn's squared distances only: the generic kernel switch needs its registers.
-  if (v.single || v.ranged || v.source || strcmp(v.val, "ValSqdist") != 0) return 1;
-  return v.op == OP_KMIN && v.kmax <= 16 ? 3 : 1;
+  if (v.single || v.ranged || v.source || strcmp(v.val, "ValSqdist") != 0) return register_floor(v);
+  return v.op == OP_KMIN && v.kmax <= 16 ? 3 : register_floor(v);
 }
 
 }  // namespace
@@ -396,6 +410,7 @@ bool choose_variant(const gk_reduce_spec *spec, bool single, int dim, int e, boo
     // gaussian several rows per thread (4 only with one weight column).
     if (v->op == OP_SUM) v->rows = row_groups ? (rows == 4 && v->ec == 1 ? 4 : rows == 2 ? 2 : 1) : 1;
     set_dim(v, dim, v->op == OP_SUM);
+    v->min_blocks = register_floor(*v);
     return true;
   case GK_REDUCE_MIN:
   case GK_REDUCE_ARGMIN:

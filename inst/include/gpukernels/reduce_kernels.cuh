@@ -74,7 +74,11 @@ template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p
 // about 1000 points left 8% of the row slots idle).
 // TWO_WAY: a symmetric sum (see above; RANGED, one row per thread, one
 // weight column). MIN_BLOCKS: blocks per multiprocessor the registers are
-// capped for (the k-lists in double precision otherwise leave 2 blocks).
+// capped for (the k-lists in double precision otherwise leave 2 blocks); 0
+// asks nothing, and ptxas picks the registers itself. A floor of 1 is no
+// cap: it lets ptxas take up to 255 registers per thread, and it takes many
+// (the float32 two-way sums 128 instead of 72, 16 warps per multiprocessor
+// instead of 28), so launches choose between 0 and 1 (register_floor).
 // FILTER: knn's double squared distances (KMinOp, or the grouped minimum of
 // k = 1) first from float copies of the points (FP32 pipe); a group of pairs
 // whose float values cannot reach any lane's list or minimum (filter_bound,
@@ -83,7 +87,7 @@ template <int C, typename T> __device__ __forceinline__ T warp_column_sums(T (&p
 // row per thread: kernel 5.5 -> 5.0 ms); at k = 32, 100 most pass, and a test
 // per pair made k = 1 10.4 -> 15 ms.
 template <typename T, class Op, class Val, int DS, int ROWS, bool RANGED, bool TWO_WAY = false,
-          int MIN_BLOCKS = 1, bool FILTER = false>
+          int MIN_BLOCKS = 0, bool FILTER = false>
 __global__ void __launch_bounds__(threads_per_block<RANGED>(), MIN_BLOCKS) reduce_tiles(Args a)
 {
   static_assert(!TWO_WAY || (RANGED && ROWS == 1 && Op::EC_ == 1 && Op::QUEUE == 0),
