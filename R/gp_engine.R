@@ -1,6 +1,7 @@
 # Gaussian-process engine: the data kept across likelihood evaluations (point
 # order, Vecchia neighbours, probes), the covariance operators (dense, tiled
-# reductions, H2), block conjugate gradients (Lanczos quadrature: gp_lanczos.R).
+# reductions, H2); block conjugate gradients in gp_cg.R (Lanczos quadrature:
+# gp_lanczos.R).
 
 gp_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiquadric",
                  "exponential_great_circle")
@@ -435,128 +436,53 @@ gp_col_dots <- function(a, ca, b, cb) {
 # several kernels costs one more factorization per kernel, and a term with
 # kernels of other ranges or on other points, a group of ranges or an angle,
 # has NA: its trace is left to the probes).
-gp_preconditioner <- function(prob, kernel, nugget, terms = list()) {
+# `keep`: on the GPU the factor stays there for the device solver (its
+# coefficients, 0.5 GB at n = 1e6 with 60 neighbours, then neither come down
+# nor go up again; the host products G and Gt bring them down when first
+# used); the caller frees it with free() when done.
+gp_preconditioner <- function(prob, kernel, nugget, terms = list(), keep = FALSE) {
   # a formula (and its derivatives) by its CPU function, on the host's threads
   formula <- inherits(kernel, "gk_formula")
   native <- function(k) {
     if (is.null(k) || !formula) return(k)
     gk_formula_native(k, prob$dim, "cpu", wrt = k$wrt)
   }
-  factor <- function(dk) .Call(gk_r_gp_factor, prob$locs, prob$nbr, native(kernel), native(dk),
-                               nugget, NULL, gk_threads(), prob$backend == "gpu" && !formula)
+  factor <- function(dk, keep = FALSE) {
+    .Call(gk_r_gp_factor, prob$locs, prob$nbr, native(kernel), native(dk), nugget, NULL,
+          gk_threads(), prob$backend == "gpu" && !formula, keep)
+  }
+  # the traces of further derivative kernels: their statistics only
+  stats_of <- function(dk) {
+    fac <- factor(dk, keep = TRUE)
+    .Call(gk_r_gp_factor_free, fac$coef)
+    fac$stats
+  }
   same_range <- function(k) identical(k$range, kernel$range)
   exact <- vapply(terms, function(term) {
     is.null(term$points) && all(vapply(term$kernels, same_range, TRUE))
   }, TRUE)
   first <- if (any(exact)) terms[exact][[1L]]$kernels[[1L]]
-  fac <- factor(first)
+  fac <- factor(first, keep)
   trace_GDG <- vapply(seq_along(terms), function(t) {
     if (!exact[[t]]) return(NA_real_)
     parts <- vapply(terms[[t]]$kernels, function(k) {
-      if (identical(k, first)) fac$stats[[3L]] else factor(k)$stats[[3L]]
+      if (identical(k, first)) fac$stats[[3L]] else stats_of(k)[[3L]]
     }, numeric(1))
     sum(terms[[t]]$weights * parts)
   }, numeric(1))
   nbr <- prob$nbr
-  coef <- fac$coef
-  list(G = function(V) .Call(gk_r_gp_apply, nbr, coef, V, FALSE, gk_threads()),
-       Gt = function(V) .Call(gk_r_gp_apply, nbr, coef, V, TRUE, gk_threads()),
+  coef <- fac$coef   # a matrix, or the factor kept on the GPU
+  host <- local({
+    values <- if (is.matrix(coef)) coef
+    function() {
+      if (is.null(values)) values <<- .Call(gk_r_gp_factor_host, coef)
+      values
+    }
+  })
+  list(G = function(V) .Call(gk_r_gp_apply, nbr, host(), V, FALSE, gk_threads()),
+       Gt = function(V) .Call(gk_r_gp_apply, nbr, host(), V, TRUE, gk_threads()),
        logdet = fac$stats[[1L]], trace_GG = fac$stats[[2L]], trace_GDG = trace_GDG,
-       coef = coef)
-}
-
-# Conjugate gradients on every column of B at once (one operator call per
-# iteration for all unconverged columns). For the columns in `track`, the CG
-# coefficients are kept: they give the Lanczos tridiagonal matrices. A step
-# with p'Ap <= 0 shows that the operator is not positive definite (an H2
-# approximation whose error exceeds the nugget). CG may still converge on the
-# columns (the effect on the likelihood is then in the reported error), but
-# usually it does not: from then on it gets 4 times the iterations done so far
-# plus 50, and stops with an error that says what to change, not after maxit
-# (`method`: the operator's kind, for the message). Why the GPU has its own
-# (gp_gpu_block_cg, gp.h): there every vector stays on the device, here the
-# operators are R functions; the per-column step is one C function
-# (gp_cg_step) and the stopping rules are the same.
-gp_block_cg <- function(mult, B, tol, maxit, track = integer(), method = NULL) {
-  n <- nrow(B)
-  tol <- rep_len(tol, ncol(B))   # per column
-  # X, R, P and rr are updated in place by gk_r_gp_cg_step (one fused pass per
-  # column, no n x k temporaries): fresh copies here, never shared.
-  X <- matrix(0, n, ncol(B))
-  R <- B + 0
-  P <- B + 0
-  rr <- colSums(R^2)
-  bnorm <- sqrt(rr)
-  active <- which(bnorm > 0)
-  iterations <- integer(ncol(B))
-  alpha <- beta <- matrix(NA_real_, maxit, length(track))
-  indefinite_at <- NA_integer_
-  for (it in seq_len(maxit)) {
-    if (!length(active)) break
-    Q <- mult(P[, active, drop = FALSE])
-    step <- .Call(gk_r_gp_cg_step, X, R, P, Q, active - 1L, rr, gk_threads())
-    if (is.na(indefinite_at) && !all(is.finite(step[[1L]]) & step[[1L]] > 0)) indefinite_at <- it
-    tracked <- match(active, track)
-    alpha[it, tracked[!is.na(tracked)]] <- step[[1L]][!is.na(tracked)]
-    beta[it, tracked[!is.na(tracked)]] <- step[[2L]][!is.na(tracked)]
-    iterations[active] <- it
-    active <- active[sqrt(rr[active]) > tol[active] * bnorm[active]]
-    if (length(active) && !is.na(indefinite_at) &&
-        (it >= 5L * indefinite_at + 50L || any(!is.finite(rr[active])))) {
-      gp_stop_indefinite(method, indefinite_at)
-    }
-  }
-  list(x = X, iterations = iterations, converged = !length(active), alpha = alpha, beta = beta)
-}
-
-# The solver of A x = B for A = G Sigma G' (pre: gp_preconditioner(), op:
-# gp_operator()), as function(B, track, gt_b, x, tol), B a matrix or a list of
-# matrices side by side (bound only on the host path), tol the relative
-# residual per column (recycled; control$tol by default): the list of gp_block_cg()
-# plus gt_x = G' x (every caller wants Sigma^-1 G' B ~ G' A^-1 B, not x) and,
-# when gt_b, gt_b = G' B; x itself only when asked. On the GPU (an H2 Sigma,
-# or the tiled reductions over points on the device), block CG with every
-# vector on the device (gp_cuda.cu: the same iteration, and G' applied there
-# too); otherwise gp_block_cg() on the products A(V). `clock` (or NULL): the
-# device solver's time goes to clock$solver.
-gp_cg_solver <- function(prob, op, pre, A, clock = NULL) {
-  ctl <- prob$control
-  on_device <- prob$backend == "gpu"
-  device_solve <- if (on_device && inherits(op$sigma, "h2matrix")) {
-    function(blocks, tol, x, gt_b) {
-      .Call(gk_r_gp_block_cg_h2, h2_ptr(op$sigma), prob$nbr, pre$coef, blocks, tol,
-            ctl$maxit, x, gt_b)
-    }
-  } else if (on_device && !is.null(op$tiled)) {
-    function(blocks, tol, x, gt_b) {
-      .Call(gk_r_gp_block_cg_tiled, gk_operand(op$tiled$points), op$tiled$kernel,
-            op$tiled$nugget, prob$nbr, pre$coef, blocks, tol, ctl$maxit, x, gt_b)
-    }
-  }
-  if (!is.null(device_solve)) {
-    return(function(B, track = integer(), gt_b = FALSE, x = FALSE, tol = ctl$tol) {
-      t0 <- proc.time()[["elapsed"]]
-      if (!is.null(clock)) on.exit(clock$solver <- clock$solver + proc.time()[["elapsed"]] - t0)
-      blocks <- lapply(if (is.list(B)) B else list(B), function(b) {
-        if (inherits(b, "gk_device_matrix")) return(gk_operand(b))
-        if (!is.double(b) || !is.matrix(b)) b <- matrix(as.double(b), nrow = prob$n)
-        b
-      })
-      out <- device_solve(blocks, as.double(tol), x, gt_b)
-      if (out$gave_up) gp_stop_indefinite(prob$method, out$indefinite_at)
-      list(x = out$x, gt_x = out$gt_x, gt_b = out$gt_b, iterations = out$iterations,
-           converged = out$converged, alpha = out$alpha[, track, drop = FALSE],
-           beta = out$beta[, track, drop = FALSE])
-    })
-  }
-  function(B, track = integer(), gt_b = FALSE, x = FALSE, tol = ctl$tol) {
-    if (is.list(B)) B <- do.call(cbind, lapply(B, gp_host_block))
-    cg <- gp_block_cg(A, B, tol, ctl$maxit, track = track, method = prob$method)
-    cg$gt_x <- pre$Gt(cg$x)
-    if (gt_b) cg$gt_b <- pre$Gt(B)
-    if (!x) cg$x <- NULL
-    cg
-  }
+       coef = coef, free = function() invisible(.Call(gk_r_gp_factor_free, coef)))
 }
 
 # The GP's H2 settings under the user's control$h2: double precision and, in

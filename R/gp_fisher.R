@@ -17,7 +17,7 @@ gp_fisher_rel_se <- 0.01
 # probes.
 gp_fisher_probes <- function(prob, pre, op, cg_solve, U, DU, S, DS, nugget, names) {
   m <- ncol(U)
-  sol <- cg_solve(c(list(pre$G(U)), lapply(DU, pre$G)))$gt_x
+  sol <- cg_solve(c(list(U), DU), g_blocks = 1L + length(DU))$gt_x   # for G [U DU]
   block <- function(j) sol[, j * m + seq_len(m), drop = FALSE]
   SiU <- block(0L)
   SiDU <- stats::setNames(lapply(seq_along(DU), block), names(DU))

@@ -370,7 +370,9 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   if (!is.null(job)) on.exit(gp_neighbors_join(job, cancel = TRUE))
   op <- gp_timed(gp_operator, clock, "setup")(prob, kernel, nugget, terms)
   prob <- gp_timed(gp_problem_neighbors, clock, "neighbors")(prob, nugget = nugget)
-  pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms)
+  # on the GPU the factor stays there for the solver (freed on exit)
+  pre <- gp_timed(gp_preconditioner, clock, "setup")(prob, kernel, nugget, terms, keep = TRUE)
+  on.exit(pre$free(), add = TRUE)
   op$mult <- gp_timed(op$mult, clock, "operator")
   op$mult_rows <- gp_timed(op$mult_rows, clock, "operator")
   op$dmult <- lapply(op$dmult, gp_timed, clock = clock, name = "operator")
@@ -383,9 +385,13 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   data_cols <- seq_len(p + 1L)
   probe_cols <- p + 1L + seq_len(m)
   # the probes stop at ctl$probe_tol, the data at ctl$tol (gp_control())
-  # (y's coefficients are tracked too: its longer run checks the operator's sign)
-  cg <- cg_solve(list(pre$G(cbind(prob$y, prob$X)), gp_probe_block(prob)), track = c(1L, probe_cols),
-                 gt_b = need_d, tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)))
+  # (y's coefficients are tracked too: its longer run checks the operator's sign);
+  # G [y X] is formed by the solver. Without derivatives only the data's
+  # columns of G' x are read whole, the probes' at the H2 check's rows.
+  check_rows <- if (prob$method == "h2") gp_h2_check_rows(prob)
+  cg <- cg_solve(list(cbind(prob$y, prob$X), gp_probe_block(prob)), track = c(1L, probe_cols),
+                 gt_b = need_d, tol = c(rep(ctl$tol, length(data_cols)), rep(ctl$probe_tol, m)),
+                 g_blocks = 1L, gt_x_cols = if (!need_d) length(data_cols), rows = check_rows)
   if (!cg$converged) {
     warning("conjugate gradients did not converge in ", ctl$maxit, " iterations; the ",
             "log-likelihood is inaccurate (raise control$maxit or the nugget)", call. = FALSE)
@@ -405,8 +411,10 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
   parts <- list(logdet = pre$logdet + mean(quads), logdet_se = stats::sd(quads) / sqrt(m),
                 quadratic = sum(resid * alpha))
   # S = G' A^-1 Z ~ Sigma^-1 Z, formed only where all of it is needed
-  S_rows <- function(rows) cg$gt_x[rows, probe_cols, drop = FALSE]
-  h2 <- if (prob$method == "h2") gp_h2_bias(prob, kernel, nugget, op, drop(alpha), S_rows)
+  h2 <- if (prob$method == "h2") {
+    gp_h2_bias(prob, kernel, nugget, op, drop(alpha), check_rows,
+               cg$gt_x_rows[, probe_cols, drop = FALSE])
+  }
   grad <- grad_se <- info <- NULL
   if (need_d) {
     # With S = G' A^-1 Z (gt_x's probe columns), U = G'Z (gt_b's) and
@@ -470,26 +478,33 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
 # rows and the probes. This is what keeps the reported error of the "h2"
 # method honest; it costs one H2 product and rows x n exact kernel pairs
 # for each of the 1 + probes columns.
-# (S_rows(rows): those rows of S = G' A^-1 Z; the n x 51 blocks are never
-# copied or bound together here: at n = 1e6 each copy costs 0.3 s.)
-gp_h2_bias <- function(prob, kernel, nugget, op, alpha, S_rows) {
+# (S: the rows `rows`, gp_h2_check_rows(), of S = G' A^-1 Z; the n x 51
+# blocks are never copied or bound together here: at n = 1e6 each copy costs
+# 0.3 s.)
+gp_h2_bias <- function(prob, kernel, nugget, op, alpha, rows, S) {
   n <- prob$n
   Z <- prob$probes
   Z_product <- gp_probe_block(prob)
-  r <- min(n, prob$control$h2_check_rows)
-  rows <- if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
+  r <- length(rows)
   at <- prob$locs[rows, , drop = FALSE]
   exact <- cbind(kernel_matvec(at, prob$locs, alpha, kernel, backend = prob$backend),
                  kernel_matvec(at, prob$locs, Z_product, kernel, backend = prob$backend))
   approx <- op$mult_rows(list(matrix(alpha), Z_product), rows) -
     nugget * cbind(alpha[rows], Z[rows, , drop = FALSE])
   E <- exact - approx
-  S <- S_rows(rows)
   # per sampled row i: alpha_i (E alpha)_i - mean_j S_ij (E z_j)_i
   per_row <- 0.5 * (alpha[rows] * E[, 1L] - rowMeans(S * E[, -1L, drop = FALSE]))
   per_probe <- 0.5 * (n / r) * (sum(alpha[rows] * E[, 1L]) - colSums(S * E[, -1L, drop = FALSE]))
   var_rows <- if (r < n) n^2 * stats::var(per_row) / r else 0
   list(bias = mean(per_probe), se = sqrt(var_rows + stats::var(per_probe) / ncol(Z)), rows = r)
+}
+
+# The rows of the H2 error check (gp_h2_bias()): h2_check_rows of them, drawn
+# from the problem's seed, all where n is at most that.
+gp_h2_check_rows <- function(prob) {
+  n <- prob$n
+  r <- min(n, prob$control$h2_check_rows)
+  if (r == n) seq_len(n) else sort(gp_with_seed(prob$control$seed + 3L, sample.int(n, r)))
 }
 
 #' @export

@@ -76,7 +76,9 @@ SEXP gk_r_gp_neighbors(SEXP xo, SEXP m, SEXP gpu, SEXP threads, SEXP dense_pairs
 SEXP gk_r_gp_neighbors_start(SEXP xo, SEXP m, SEXP threads);
 SEXP gk_r_gp_neighbors_join(SEXP handle, SEXP cancel);
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
-                    SEXP threads, SEXP gpu);
+                    SEXP threads, SEXP gpu, SEXP keep);
+SEXP gk_r_gp_factor_host(SEXP coef);
+SEXP gk_r_gp_factor_free(SEXP coef);
 SEXP gk_r_gp_vecchia_lik(SEXP locs, SEXP nbr, SEXP spec, SEXP nugget, SEXP r, SEXP terms,
                          SEXP want_info, SEXP threads);
 SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads);
@@ -88,9 +90,9 @@ SEXP gk_r_gp_dense_formula(SEXP locs, SEXP spec, SEXP nugget, SEXP rhs, SEXP ter
 SEXP gk_r_gp_dense_krige(SEXP locs, SEXP newlocs, SEXP spec, SEXP nugget, SEXP X);
 SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads);
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
-                         SEXP want_x, SEXP want_gt_b);
+                         SEXP want);
 SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP coef, SEXP b,
-                            SEXP tol, SEXP maxit, SEXP want_x, SEXP want_gt_b);
+                            SEXP tol, SEXP maxit, SEXP want);
 
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
@@ -166,7 +168,9 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_neighbors", (DL_FUNC) &gk_r_gp_neighbors, 5},
   {"gk_r_gp_neighbors_start", (DL_FUNC) &gk_r_gp_neighbors_start, 3},
   {"gk_r_gp_neighbors_join", (DL_FUNC) &gk_r_gp_neighbors_join, 2},
-  {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 8},
+  {"gk_r_gp_factor", (DL_FUNC) &gk_r_gp_factor, 9},
+  {"gk_r_gp_factor_host", (DL_FUNC) &gk_r_gp_factor_host, 1},
+  {"gk_r_gp_factor_free", (DL_FUNC) &gk_r_gp_factor_free, 1},
   {"gk_r_gp_vecchia_lik", (DL_FUNC) &gk_r_gp_vecchia_lik, 8},
   {"gk_r_gp_apply", (DL_FUNC) &gk_r_gp_apply, 5},
   {"gk_r_gp_solve", (DL_FUNC) &gk_r_gp_solve, 4},
@@ -175,8 +179,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_dense_formula", (DL_FUNC) &gk_r_gp_dense_formula, 6},
   {"gk_r_gp_dense_krige", (DL_FUNC) &gk_r_gp_dense_krige, 5},
   {"gk_r_gp_col_dots", (DL_FUNC) &gk_r_gp_col_dots, 5},
-  {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 8},
-  {"gk_r_gp_block_cg_tiled", (DL_FUNC) &gk_r_gp_block_cg_tiled, 10},
+  {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 7},
+  {"gk_r_gp_block_cg_tiled", (DL_FUNC) &gk_r_gp_block_cg_tiled, 9},
   {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 10},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},
   {"gk_r_h2_matmul_rows", (DL_FUNC) &gk_r_h2_matmul_rows, 3},

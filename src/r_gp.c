@@ -1,11 +1,12 @@
 /* .Call glue for the Gaussian-process engine (src/gp/): the Vecchia
- * preconditioner, its products and its triangular solve. */
+ * preconditioner (on the host, or kept on the GPU for the solver), its
+ * products and its triangular solve, the GPU solver, the Vecchia and dense
+ * likelihoods' pieces (the probes: r_gp_probes.c). */
 #include "r_util.h"
 #include "gp/gp.h"
 #include "r_h2.h"
 #include "r_reduce.h"
 #include <string.h>
-#include <R_ext/Random.h>
 
 /* The locations scaled by the kernel's range around their centre (with the
  * new points `more`, when given, on the same scale), in R's transient memory: differences keep their digits far from the origin. */
@@ -28,8 +29,35 @@ static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scal
   return xs;
 }
 
-static void check_factor_args(SEXP nbr, SEXP coef, SEXP x)
+#define GP_FACTOR_TAG "gk_gp_factor"
+
+static void factor_finalize(SEXP ptr)
 {
+  gp_gpu_factor *f = (gp_gpu_factor *) R_ExternalPtrAddr(ptr);
+  if (!f) return;
+  gp_gpu_factor_free(f);
+  free(f);
+  R_ClearExternalPtr(ptr);
+}
+
+/* The factor kept on the GPU that `coef` holds, or NULL: coef is a matrix. */
+static gp_gpu_factor *kept_factor(SEXP coef)
+{
+  if (TYPEOF(coef) != EXTPTRSXP) return NULL;
+  return (gp_gpu_factor *) gk_extptr_address(coef, GP_FACTOR_TAG, "Vecchia factor",
+                                             "internal: the Vecchia factor was freed");
+}
+
+/* kept_ok: coef may be a factor kept on the GPU (the GPU solver's). */
+static void check_factor_args(SEXP nbr, SEXP coef, SEXP x, int kept_ok)
+{
+  gp_gpu_factor *f = kept_factor(coef);
+  if (f && !kept_ok) gk_stop("internal: the Vecchia factor is on the GPU");
+  if (f) {
+    if (!Rf_isInteger(nbr) || f->n != Rf_nrows(nbr) || f->m != Rf_ncols(nbr))
+      gk_stop("internal: the preconditioner does not match its neighbours");
+    return;
+  }
   if (!Rf_isInteger(nbr) || !Rf_isMatrix(nbr)) gk_stop("internal: neighbours must be an integer matrix");
   if (!Rf_isReal(coef) || Rf_nrows(coef) != Rf_nrows(nbr) || Rf_ncols(coef) != Rf_ncols(nbr) + 1)
     gk_stop("internal: the preconditioner does not match its neighbours");
@@ -89,7 +117,7 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
  * 1-based) the rows of gp_rows_options; nbr then holds the rows first .. n.
  * gpu: on the GPU (gp_gpu_vecchia_rows), else on the CPU. */
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
-                    SEXP threads, SEXP gpu)
+                    SEXP threads, SEXP gpu, SEXP keep)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
   gp_rows_options opt = {0, n, GP_ROWS_FACTOR};
@@ -125,13 +153,39 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
     if (has_d) dkernel = gk_kernel_from_r(dspec);
     xs = scaled_points(locs, R_NilValue, spec, NULL);
   }
-  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
-  SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
+  const int on_gpu = gk_as_flag(gpu) && !cov.formula;
+  const char *names[] = {"coef", "stats", ""};
   gk_error err;
   gk_error_clear(&err);
-  if (gk_as_flag(gpu) && !cov.formula)
+  if (on_gpu && gk_as_flag(keep) && Rf_isNull(rows)) {
+    // kept on the GPU where it fits (the handle exists first: nothing leaks)
+    SEXP handle = PROTECT(gk_extptr_new(GP_FACTOR_TAG, factor_finalize));
+    gp_gpu_factor *f = (gp_gpu_factor *) calloc(1, sizeof *f);
+    if (!f) {
+      UNPROTECT(1);
+      gk_stop("out of host memory for the Vecchia factor");
+    }
+    R_SetExternalPtrAddr(handle, f);
+    SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
+    if (gp_gpu_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL,
+                            gk_as_double(nugget), &opt, NULL, REAL(stats), f, &err)) {
+      UNPROTECT(2);
+      gk_raise(&err);
+    }
+    if (f->coef.ptr) {
+      SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
+      SET_VECTOR_ELT(out, 0, handle);
+      SET_VECTOR_ELT(out, 1, stats);
+      UNPROTECT(3);
+      return out;
+    }
+    UNPROTECT(2);   // it does not fit: made on the GPU and brought down
+  }
+  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
+  SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
+  if (on_gpu)
     gp_gpu_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL,
-                        gk_as_double(nugget), &opt, REAL(coef), REAL(stats), &err);
+                        gk_as_double(nugget), &opt, REAL(coef), REAL(stats), NULL, &err);
   else
     gp_vecchia_rows(xs, n, dim, ix, m, &cov, has_d ? &dcov : NULL, gk_as_double(nugget),
                     &opt, gk_as_int(threads), REAL(coef), REAL(stats), &err);
@@ -139,7 +193,6 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
     UNPROTECT(2);
     gk_raise(&err);
   }
-  const char *names[] = {"coef", "stats", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(out, 0, coef);
   SET_VECTOR_ELT(out, 1, stats);
@@ -147,9 +200,35 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
   return out;
 }
 
+/* The coefficients of a factor kept on the GPU, as the n x (m + 1) matrix
+ * gk_r_gp_factor returns otherwise. */
+SEXP gk_r_gp_factor_host(SEXP coef)
+{
+  gp_gpu_factor *f = kept_factor(coef);
+  if (!f) gk_stop("internal: not a Vecchia factor on the GPU");
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, f->n, f->m + 1));
+  gk_error err;
+  gk_error_clear(&err);
+  if (gp_gpu_factor_download(f, REAL(out), &err)) {
+    UNPROTECT(1);
+    gk_raise(&err);
+  }
+  UNPROTECT(1);
+  return out;
+}
+
+/* Frees a factor kept on the GPU now (its users are done with it); anything
+ * else is left alone. */
+SEXP gk_r_gp_factor_free(SEXP coef)
+{
+  if (TYPEOF(coef) == EXTPTRSXP && R_ExternalPtrTag(coef) == Rf_install(GP_FACTOR_TAG))
+    factor_finalize(coef);
+  return R_NilValue;
+}
+
 SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads)
 {
-  check_factor_args(nbr, coef, x);
+  check_factor_args(nbr, coef, x, 0);
   int n = Rf_nrows(x), k = Rf_ncols(x);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, k));
   gp_vecchia_apply(n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(x), k,
@@ -160,7 +239,7 @@ SEXP gk_r_gp_apply(SEXP nbr, SEXP coef, SEXP x, SEXP transpose, SEXP threads)
 
 SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads)
 {
-  check_factor_args(nbr, coef, x);
+  check_factor_args(nbr, coef, x, 0);
   int n = Rf_nrows(x), k = Rf_ncols(x);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, k));
   gp_vecchia_solve(n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(x), k,
@@ -208,17 +287,26 @@ static gk_status h2_sigma_apply(void *ctx, const double *x, int nrhs, double *y,
 
 /* Runs gp_gpu_block_cg with `op` on the right-hand sides b (a list of double
  * matrices with n rows, side by side) and returns list(x, gt_x, gt_b,
- * iterations, alpha, beta, converged, indefinite_at, gave_up): x (when want_x)
- * the solutions, gt_x = G' x, gt_b = G' b (when want_gt_b, else NULL); alpha
+ * iterations, alpha, beta, converged, indefinite_at, gave_up, gt_x_rows).
+ * coef: a matrix or a factor kept on the GPU. `want` = list(x, gt_b,
+ * g_blocks, gt_x_cols, rows): x (when want$x) the solutions, gt_x = G' x (its
+ * first want$gt_x_cols columns; NULL: all), gt_b = G' b (when want$gt_b,
+ * else NULL), gt_x_rows the rows want$rows (1-based; NULL: none) of all of
+ * G' x; the first want$g_blocks blocks of b are multiplied by G first; alpha
  * and beta are maxit x k. */
 static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, SEXP tol,
-                       SEXP maxit, SEXP want_x, SEXP want_gt_b)
+                       SEXP maxit, SEXP want)
 {
   if (TYPEOF(b) != VECSXP || Rf_length(b) > 64) gk_stop("internal: bad right-hand sides");
   int nblocks = Rf_length(b), k = 0, n = Rf_nrows(nbr), iters = gk_as_int(maxit);
   const double *blocks[64];
   int cols[64];
-  check_factor_args(nbr, coef, R_NilValue);
+  check_factor_args(nbr, coef, R_NilValue, 1);
+  SEXP want_x = gk_list_get(want, "x"), want_gt_b = gk_list_get(want, "gt_b");
+  SEXP want_cols = gk_list_get(want, "gt_x_cols"), want_rows = gk_list_get(want, "rows");
+  int g_blocks = Rf_isNull(gk_list_get(want, "g_blocks")) ? 0 :
+    gk_as_int(gk_list_get(want, "g_blocks"));
+  if (g_blocks < 0 || g_blocks > nblocks) gk_stop("internal: bad g_blocks");
   for (int i = 0; i < nblocks; i++) {
     blocks[i] = gk_r_rhs_block(VECTOR_ELT(b, i), n, &cols[i]);   // host or device
     k += cols[i];
@@ -230,12 +318,24 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
   double *col_tol = (double *) R_alloc((size_t) k + 1, sizeof(double));
   for (int c = 0; c < k; c++) col_tol[c] = REAL(tol)[Rf_length(tol) == 1 ? 0 : c];
   const char *names[] = {"x", "gt_x", "gt_b", "iterations", "alpha", "beta", "converged",
-                         "indefinite_at", "gave_up", ""};
+                         "indefinite_at", "gave_up", "gt_x_rows", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   SEXP x = gk_as_flag(want_x) ? Rf_allocMatrix(REALSXP, n, k) : R_NilValue;
   SET_VECTOR_ELT(out, 0, x);
-  SEXP gt_x = Rf_allocMatrix(REALSXP, n, k);
+  int gt_x_cols = Rf_isNull(want_cols) ? k : gk_as_int(want_cols);
+  if (gt_x_cols < 0 || gt_x_cols > k) gk_stop("internal: bad gt_x_cols");
+  const int *rows = optional_index(want_rows, Rf_isNull(want_rows) ? 0 : Rf_xlength(want_rows),
+                                   n, "solution rows");
+  int nrows = rows ? (int) Rf_xlength(want_rows) : 0;
+  int *rows0 = (int *) R_alloc((size_t) nrows + 1, sizeof(int));
+  for (int r = 0; r < nrows; r++) {
+    if (rows[r] < 1) gk_stop("internal: solution rows out of range");
+    rows0[r] = rows[r] - 1;
+  }
+  SEXP gt_x = Rf_allocMatrix(REALSXP, n, gt_x_cols);
   SET_VECTOR_ELT(out, 1, gt_x);
+  SEXP gt_x_rows = rows ? Rf_allocMatrix(REALSXP, nrows, k) : R_NilValue;
+  SET_VECTOR_ELT(out, 9, gt_x_rows);
   SEXP gt_b = gk_as_flag(want_gt_b) ? Rf_allocMatrix(REALSXP, n, k) : R_NilValue;
   SET_VECTOR_ELT(out, 2, gt_b);
   SEXP iterations = Rf_allocVector(INTSXP, k);
@@ -244,13 +344,23 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
   SET_VECTOR_ELT(out, 4, alpha);
   SEXP beta = Rf_allocMatrix(REALSXP, iters, k);
   SET_VECTOR_ELT(out, 5, beta);
-  gp_cg_result res = {Rf_isNull(x) ? NULL : REAL(x), REAL(gt_x),
-                      Rf_isNull(gt_b) ? NULL : REAL(gt_b), INTEGER(iterations), REAL(alpha),
-                      REAL(beta), 0, 0, 0};
+  gp_cg_result res;
+  memset(&res, 0, sizeof res);
+  res.x = Rf_isNull(x) ? NULL : REAL(x);
+  res.gt_x = gt_x_cols > 0 ? REAL(gt_x) : NULL;
+  res.gt_x_cols = gt_x_cols;
+  res.rows = rows ? rows0 : NULL;
+  res.nrows = nrows;
+  res.gt_x_rows = rows ? REAL(gt_x_rows) : NULL;
+  res.gt_b = Rf_isNull(gt_b) ? NULL : REAL(gt_b);
+  res.iterations = INTEGER(iterations);
+  res.alpha = REAL(alpha);
+  res.beta = REAL(beta);
+  gp_gpu_factor *fac = kept_factor(coef);
   gk_error err;
   gk_error_clear(&err);
-  gp_gpu_block_cg(op, n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), nblocks, blocks, cols,
-                  col_tol, iters, &res, &err);
+  gp_gpu_block_cg(op, n, Rf_ncols(nbr), INTEGER(nbr), fac ? NULL : REAL(coef), fac, nblocks,
+                  blocks, cols, g_blocks, col_tol, iters, &res, &err);
   if (err.status) {
     UNPROTECT(1);
     gk_raise(&err);
@@ -265,7 +375,7 @@ static SEXP run_solver(const gp_gpu_operator *op, SEXP nbr, SEXP coef, SEXP b, S
 /* Block CG on G Sigma G' with the vectors on the GPU of the h2matrix `sigma`
  * (run_solver). */
 SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP maxit,
-                         SEXP want_x, SEXP want_gt_b)
+                         SEXP want)
 {
   const h2_tree *tree;
   h2_sigma op_data;
@@ -279,13 +389,13 @@ SEXP gk_r_gp_block_cg_h2(SEXP sigma, SEXP nbr, SEXP coef, SEXP b, SEXP tol, SEXP
   int *order = (int *) R_alloc((size_t) n + 1, sizeof(int));
   if (h2_tree_point_order(tree, order)) gk_stop("out of host memory for the H2 point order");
   gp_gpu_operator op = {h2_sigma_apply, &op_data, h2_gpu_device(op_data.gpu), order};
-  return run_solver(&op, nbr, coef, b, tol, maxit, want_x, want_gt_b);
+  return run_solver(&op, nbr, coef, b, tol, maxit, want);
 }
 
 /* The same with Sigma = K + nugget I through the tiled reductions, K of the
  * kernel `spec` over `points`, a device matrix (gp_tiled_sigma). */
 SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP coef, SEXP b,
-                            SEXP tol, SEXP maxit, SEXP want_x, SEXP want_gt_b)
+                            SEXP tol, SEXP maxit, SEXP want)
 {
   gp_tiled_sigma sigma;
   memset(&sigma, 0, sizeof sigma);
@@ -305,49 +415,7 @@ SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP 
   sigma.spec.method = GK_REDUCE_AUTO;
   sigma.nugget = gk_as_double(nugget);
   gp_gpu_operator op = {gp_tiled_sigma_apply, &sigma, sigma.points.gpu, NULL};
-  return run_solver(&op, nbr, coef, b, tol, maxit, want_x, want_gt_b);
-}
-
-/* An n x k matrix of Rademacher signs (+1 / -1 with probability 1/2 each)
- * from R's random number stream: 16 signs from each uniform draw (R's
- * generators give at least 25 random bits per draw), so the probes of a large
- * problem (5e7 signs at n = 1e6) cost milliseconds instead of seconds of
- * sample(). Deterministic given the seed, like any draw from R's stream. */
-SEXP gk_r_gp_rademacher(SEXP rows, SEXP cols, SEXP threads)
-{
-  double n = gk_as_double(rows), k = gk_as_double(cols);
-  if (!(n >= 0 && k >= 0) || n * k > R_XLEN_T_MAX) gk_stop("internal: bad probe dimensions");
-  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int) n, (int) k));
-  R_xlen_t total = Rf_xlength(out), words = (total + 15) / 16;
-  unsigned short *bits = (unsigned short *) R_alloc((size_t) words + 1, sizeof(unsigned short));
-  GetRNGstate();
-  for (R_xlen_t w = 0; w < words; w++) bits[w] = (unsigned short) (unif_rand() * 65536.0);
-  PutRNGstate();
-  gp_signs_from_bits(bits, (size_t) total, gk_as_int(threads), REAL(out));
-  UNPROTECT(1);
-  return out;
-}
-
-/* colSums(a[, ca] * b[, cb]) for double matrices with the same rows (ca, cb:
- * 1-based columns of equal length), without the n x k product. */
-SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
-{
-  if (!Rf_isReal(a) || !Rf_isReal(b) || !Rf_isMatrix(a) || !Rf_isMatrix(b) ||
-      Rf_nrows(a) != Rf_nrows(b) || !Rf_isInteger(ca) || !Rf_isInteger(cb) ||
-      Rf_length(ca) != Rf_length(cb))
-    gk_stop("internal: bad column products");
-  int k = Rf_length(ca);
-  int *c0a = (int *) R_alloc((size_t) k + 1, sizeof(int)), *c0b = (int *) R_alloc((size_t) k + 1, sizeof(int));
-  for (int c = 0; c < k; c++) {
-    c0a[c] = INTEGER(ca)[c] - 1;
-    c0b[c] = INTEGER(cb)[c] - 1;
-    if (c0a[c] < 0 || c0a[c] >= Rf_ncols(a) || c0b[c] < 0 || c0b[c] >= Rf_ncols(b))
-      gk_stop("internal: column out of range");
-  }
-  SEXP out = PROTECT(Rf_allocVector(REALSXP, k));
-  gp_col_dots((size_t) Rf_nrows(a), k, REAL(a), c0a, REAL(b), c0b, gk_as_int(threads), REAL(out));
-  UNPROTECT(1);
-  return out;
+  return run_solver(&op, nbr, coef, b, tol, maxit, want);
 }
 
 /* The derivative terms from R: a list of list(kernels = list of kernel specs,

@@ -19,7 +19,8 @@ typedef enum {
   GK_RESIDENT_NONE = 0,
   GK_RESIDENT_DEVICE_MATRIX = 1,
   GK_RESIDENT_H2 = 2,
-  GK_RESIDENT_BSPARSE_PLAN = 3
+  GK_RESIDENT_BSPARSE_PLAN = 3,
+  GK_RESIDENT_GP_FACTOR = 4
 } gk_resident_kind;
 
 typedef struct {

@@ -18,6 +18,8 @@
 
 #include <stddef.h>
 #include "device/gk_error.h"
+#include "device/gk_device.h"
+#include "device/gk_resident.h"
 #include "gpukernels/gk_kernel.h"
 #include "reduce/reduce.h"
 #include "gp/gp_small.h"
@@ -110,8 +112,16 @@ typedef struct {
 
 typedef struct {
   double *x;            /* n x k (host): the solutions, or NULL: not wanted    */
-  double *gt_x;         /* n x k (host): G' x (what callers use: Sigma^-1 G' b,
-                           nearly), or NULL                                     */
+  double *gt_x;         /* n x gt_x_cols (host): the first gt_x_cols columns of
+                           G' x (what callers use: Sigma^-1 G' b, nearly), or
+                           NULL                                                 */
+  int gt_x_cols;        /* columns of gt_x (k: all)                             */
+  const int *rows;      /* nrows rows (0-based) of G' x wanted for every column,
+                           into gt_x_rows (nrows x k), or NULL: at n = 1e6 the
+                           probes' columns are 0.4 GB that a value-only caller
+                           reads at a thousand rows                             */
+  int nrows;
+  double *gt_x_rows;
   double *gt_b;         /* n x k (host): G' b, or NULL                          */
   int *iterations;      /* k: iterations each column ran                       */
   double *alpha, *beta; /* maxit x k (host): CG coefficients, NaN where a column
@@ -122,16 +132,32 @@ typedef struct {
                            definite (indefinite_at says when it was seen)       */
 } gp_cg_result;
 
+/* The Vecchia factor kept on the GPU that made it (gp_gpu_vecchia_rows with
+ * `keep`): its neighbours and coefficients stay there for the solver, and the
+ * coefficients come down only when the host asks (gp_gpu_factor_download):
+ * at n = 1e6 and 60 neighbours they are 0.5 GB, and the neighbours 0.24 GB. */
+typedef struct {
+  gk_resident res;   /* first: the GPU that holds it                         */
+  int n, m;
+  size_t nonzeros;   /* non-zero neighbour slots (gp_vecchia_nonzeros)       */
+  gk_device_buffer nbr, coef;   /* n x m ints (1-based, 0: none), n x (m + 1) */
+} gp_gpu_factor;
+
+gk_status gp_gpu_factor_download(const gp_gpu_factor *f, double *coef, gk_error *err);
+void gp_gpu_factor_free(gp_gpu_factor *f);   /* its GPU memory, not the struct */
+
 /* Solves G Sigma G' x = b for the k columns of b = [b_1 ... b_nblocks] (host
  * or device blocks of n x b_cols[i], side by side: callers need not bind them
  * into one copy, nor upload again probes kept on the GPU); column c stops at
- * the relative residual tol[c]; nbr and coef as for gp_vecchia_apply. The
- * result's arrays are the caller's. Interrupts are checked between
- * iterations. */
+ * the relative residual tol[c]; nbr and coef as for gp_vecchia_apply, or
+ * `fac` (then nbr and coef are not read): G on the device already. The first
+ * g_blocks blocks are multiplied by G on the device before solving (callers
+ * solve for G b). The result's arrays are the caller's. Interrupts are
+ * checked between iterations. */
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
-                          const double *coef, int nblocks, const double *const *b,
-                          const int *b_cols, const double *tol, int maxit,
-                          gp_cg_result *res, gk_error *err);
+                          const double *coef, const gp_gpu_factor *fac, int nblocks,
+                          const double *const *b, const int *b_cols, int g_blocks,
+                          const double *tol, int maxit, gp_cg_result *res, gk_error *err);
 
 /* out[c] = sum_i a[i, ca[c]] b[i, cb[c]] for c < k (0-based columns of the
  * n-row blocks a and b): the probe sums of the gradient without R's n x k
@@ -162,11 +188,14 @@ size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
 /* gp_vecchia_rows() on the GPU (gp_factor_cuda.cu; gp_nocuda.c in a CPU-only
  * build): the same contract, host inputs and outputs, on the active device,
  * one warp per row; m at most 64. The statistics agree with the CPU's to
- * rounding (they are summed in another order). */
+ * rounding (they are summed in another order). With `keep` (zeroed; the
+ * factor form of every row only) the neighbours and coefficients stay on the
+ * GPU there and `out` is not written; where they do not fit, keep->coef.ptr
+ * stays NULL and `out` is written as without. */
 gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
                               const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
                               const gp_rows_options *rows, double *out, double *stats,
-                              gk_error *err);
+                              gp_gpu_factor *keep, gk_error *err);
 
 /* ---- the exact likelihood on the GPU (gp_dense_cuda.cu; gp_nocuda.c in a
  * CPU-only build) ----

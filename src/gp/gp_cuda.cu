@@ -172,21 +172,62 @@ gt_terms transpose_terms(const solver_state *st)
 }
 
 
-/* Downloads the n x k block `from` (storage order) to host `to` in the points'
- * order, through `spare` when there is an order (NULL: none). Synchronous. */
-gk_status download_rows(double *to, double *from, double *spare, size_t n, int k,
-                        const int *order, solver_state *st, gk_error *err)
+/* dst[r, c] = src[row e of point rows[r], c] for r < nrows, c < k: the
+ * rows (in the points' order) of an n x k block in storage order (pos: the
+ * storage row of each point, NULL: the same order). */
+__global__ void gather_rows(size_t n, int k, int nrows, const int *rows, const int *pos,
+                            const double *src, double *dst)
+{
+  size_t total = (size_t) nrows * k;
+  for (size_t t = blockIdx.x * (size_t) blockDim.x + threadIdx.x; t < total;
+       t += (size_t) gridDim.x * blockDim.x) {
+    size_t r = t % nrows, c = t / nrows;
+    int i = rows[r];
+    dst[t] = src[(size_t) (pos ? pos[i] : i) + c * n];
+  }
+}
+
+/* Downloads the first `cols` columns of the n x k block `from` (storage
+ * order) to host `to` (NULL: none) in the points' order, through `spare`
+ * when there is an order (NULL: none); and, when `rows` (nrows, 0-based
+ * points, host), those rows of all k columns to `to_rows` (nrows x k).
+ * Synchronous. */
+gk_status download_rows(double *to, int cols, const int *rows, int nrows, double *to_rows,
+                        double *from, double *spare, size_t n, int k, const int *order,
+                        solver_state *st, gk_error *err)
 {
   cudaStream_t s = (cudaStream_t) st->stream;
+  if (rows && nrows > 0 && k > 0) {
+    gk_device_buffer d_rows = GK_DEVICE_BUFFER_EMPTY, d_out = GK_DEVICE_BUFFER_EMPTY;
+    gk_status up = gk_buffer_alloc(&d_rows, (size_t) nrows * sizeof(int), "the solutions' rows",
+                                   err);
+    if (up == GK_OK)
+      up = gk_buffer_alloc(&d_out, (size_t) nrows * k * sizeof(double), "the solutions' rows",
+                           err);
+    if (up == GK_OK)
+      up = gk_buffer_upload(&d_rows, rows, (size_t) nrows * sizeof(int), st->stream, err);
+    if (up == GK_OK) {
+      gather_rows<<<blocks_for((size_t) nrows * k), kThreads, 0, s>>>(
+          n, k, nrows, (const int *) d_rows.ptr, order ? (const int *) st->pos.ptr : NULL, from,
+          (double *) d_out.ptr);
+      up = gk_cuda_check_launch("the solutions' rows", err);
+    }
+    if (up == GK_OK)
+      up = gk_buffer_download(to_rows, &d_out, (size_t) nrows * k * sizeof(double), st->stream,
+                              err);
+    if (up == GK_OK) up = gk_stream_sync(st->stream, "downloading the solutions' rows", err);
+    gk_buffer_free(&d_rows);
+    gk_buffer_free(&d_out);
+    if (up) return err->status;
+  }
+  if (!to || cols <= 0) return GK_OK;
   if (order) {
-    permute_rows<<<blocks_for(n * k), kThreads, 0, s>>>(n, k, order, 1, from, spare);
+    permute_rows<<<blocks_for(n * cols), kThreads, 0, s>>>(n, cols, order, 1, from, spare);
     if (gk_cuda_check_launch("the solutions' order", err)) return err->status;
     from = spare;
   }
-  if (gk_cuda_status(cudaMemcpyAsync(to, from, n * k * sizeof(double), cudaMemcpyDeviceToHost, s),
-                     "downloading the solutions", err))
-    return err->status;
-  return gk_stream_sync(st->stream, "downloading the solutions", err);
+  // staged: R's fresh pages are faulted in on several threads, not the driver's one
+  return gk_staged_download(to, from, n * cols * sizeof(double), st->stream, err);
 }
 
 /* G's transposed pattern (ptr, trow, tval) from st->nbr and st->coef, on the
@@ -262,16 +303,20 @@ extern "C" gk_status gp_tiled_sigma_apply(void *ctx, const double *x, int nrhs, 
 }
 
 extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
-                                     const double *coef, int nblocks, const double *const *b,
-                                     const int *b_cols, const double *tol, int maxit,
-                                     gp_cg_result *res, gk_error *err)
+                                     const double *coef, const gp_gpu_factor *fac, int nblocks,
+                                     const double *const *b, const int *b_cols, int g_blocks,
+                                     const double *tol, int maxit, gp_cg_result *res,
+                                     gk_error *err)
 {
-  int k = 0;
+  int k = 0, gk = 0;   // gk: the columns that G multiplies first
   for (int i = 0; i < nblocks; i++) k += b_cols[i];
+  for (int i = 0; i < g_blocks && i < nblocks; i++) gk += b_cols[i];
   solver_state st;
   memset(&st, 0, sizeof st);
   size_t nn = (size_t) n, block = nn * k * sizeof(double);
-  size_t nnz = gp_vecchia_nonzeros(n, m, nbr);
+  if (fac && (fac->n != n || fac->m != m || fac->res.device != op->device || !fac->coef.ptr))
+    return gk_fail(err, GK_ERR_INTERNAL, "the GPU solver's factor does not match its problem");
+  size_t nnz = fac ? fac->nonzeros : gp_vecchia_nonzeros(n, m, nbr);
   std::vector<int> active, next_active;
   std::vector<double> host_small;
   unsigned parts = blocks_for(nn);
@@ -329,9 +374,14 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
   // pq, next, alpha, beta, rr (k each)
   GK_TRY(gk_buffer_alloc(&st.small, 5 * (size_t) k * sizeof(double), "the solver's sums", err));
   if (!op->order) {
+    // cudaMemcpyDefault: from the kept factor on the device, else from the host
     if (nn * m > 0)
-      GK_TRY(gk_buffer_upload(&st.nbr, nbr, nn * m * sizeof(int), st.stream, err));
-    GK_TRY(gk_buffer_upload(&st.coef, coef, nn * (m + 1) * sizeof(double), st.stream, err));
+      GK_CUDA_TRY(cudaMemcpyAsync(st.nbr.ptr, fac ? fac->nbr.ptr : (const void *) nbr,
+                                  nn * m * sizeof(int), cudaMemcpyDefault, s),
+                  "the preconditioner", err);
+    GK_CUDA_TRY(cudaMemcpyAsync(st.coef.ptr, fac ? fac->coef.ptr : (const void *) coef,
+                                nn * (m + 1) * sizeof(double), cudaMemcpyDefault, s),
+                "the preconditioner", err);
   } else {
     // G into the operator's order, through the buffers the vectors use later
     GK_TRY(gk_buffer_alloc(&st.order, nn * sizeof(int), "the operator's order", err));
@@ -339,18 +389,24 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     GK_TRY(gk_buffer_upload(&st.order, op->order, nn * sizeof(int), st.stream, err));
     invert_order<<<blocks_for(nn), kThreads, 0, s>>>(n, (const int *) st.order.ptr,
                                                      (int *) st.pos.ptr);
+    // (the kept factor is read where it is; else it goes up first)
     gk_device_buffer nbr_in = GK_DEVICE_BUFFER_EMPTY, coef_in = GK_DEVICE_BUFFER_EMPTY;
-    gk_status up = gk_buffer_alloc(&nbr_in, nn * m * sizeof(int) + 1, "the preconditioner", err);
-    if (up == GK_OK)
-      up = gk_buffer_alloc(&coef_in, nn * (m + 1) * sizeof(double), "the preconditioner", err);
-    if (up == GK_OK && nn * m > 0)
-      up = gk_buffer_upload(&nbr_in, nbr, nn * m * sizeof(int), st.stream, err);
-    if (up == GK_OK)
-      up = gk_buffer_upload(&coef_in, coef, nn * (m + 1) * sizeof(double), st.stream, err);
+    gk_status up = GK_OK;
+    if (!fac) {
+      up = gk_buffer_alloc(&nbr_in, nn * m * sizeof(int) + 1, "the preconditioner", err);
+      if (up == GK_OK)
+        up = gk_buffer_alloc(&coef_in, nn * (m + 1) * sizeof(double), "the preconditioner", err);
+      if (up == GK_OK && nn * m > 0)
+        up = gk_buffer_upload(&nbr_in, nbr, nn * m * sizeof(int), st.stream, err);
+      if (up == GK_OK)
+        up = gk_buffer_upload(&coef_in, coef, nn * (m + 1) * sizeof(double), st.stream, err);
+    }
     if (up == GK_OK) {
       relabel_factor<<<blocks_for(nn), kThreads, 0, s>>>(
-          n, m, (const int *) st.order.ptr, (const int *) st.pos.ptr, (const int *) nbr_in.ptr,
-          (const double *) coef_in.ptr, (int *) st.nbr.ptr, (double *) st.coef.ptr);
+          n, m, (const int *) st.order.ptr, (const int *) st.pos.ptr,
+          (const int *) (fac ? fac->nbr.ptr : nbr_in.ptr),
+          (const double *) (fac ? fac->coef.ptr : coef_in.ptr), (int *) st.nbr.ptr,
+          (double *) st.coef.ptr);
       up = gk_cuda_check_launch("the preconditioner's order", err);
     }
     if (up == GK_OK) up = gk_stream_sync(st.stream, "the preconditioner's order", err);
@@ -387,10 +443,19 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     bnorm = host_small.data() + k;    // k: |b| of every column
     const gt_terms gt = transpose_terms(&st);
     const g_terms g_rows = {nn, m, (const int *) st.nbr.ptr, (const double *) st.coef.ptr};
+    if (gk > 0) {   // b's first gk columns become G b (into W1, back into R)
+      apply_factor(nn, g_rows, (const double *) st.coef.ptr, R, NULL, gk, parts, W2, W3, W1, s);
+      GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
+      GK_CUDA_TRY(cudaMemcpyAsync(R, W1, nn * gk * sizeof(double), cudaMemcpyDeviceToDevice, s),
+                  "the solver's vectors", err);
+      GK_CUDA_TRY(cudaMemcpyAsync(P, W1, nn * gk * sizeof(double), cudaMemcpyDeviceToDevice, s),
+                  "the solver's vectors", err);
+    }
     if (res->gt_b) {   // G' b, while R still holds b
       apply_factor(nn, gt, (const double *) st.coef.ptr, R, NULL, k, parts, W2, W3, W1, s);
       GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
-      GK_TRY(download_rows(res->gt_b, W1, W2, nn, k, (const int *) st.order.ptr, &st, err));
+      GK_TRY(download_rows(res->gt_b, k, NULL, 0, NULL, W1, W2, nn, k,
+                           (const int *) st.order.ptr, &st, err));
     }
 
     // rr = <r, r> of every column, on the device (the same sums as every step)
@@ -461,16 +526,17 @@ extern "C" gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, co
     }
     res->converged = active.empty();
   }
-  if (res->gt_x) {
+  if (res->gt_x || res->rows) {
     apply_factor(nn, transpose_terms(&st), (const double *) st.coef.ptr, (const double *) st.x.ptr,
                  NULL, k, parts, (double *) st.w2.ptr, (double *) st.w3.ptr, (double *) st.w1.ptr, s);
     GK_TRY(gk_cuda_check_launch("the preconditioner product", err));
-    GK_TRY(download_rows(res->gt_x, (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
+    GK_TRY(download_rows(res->gt_x, res->gt_x_cols, res->rows, res->nrows, res->gt_x_rows,
+                         (double *) st.w1.ptr, (double *) st.w2.ptr, nn, k,
                          (const int *) st.order.ptr, &st, err));
   }
   if (res->x)
-    GK_TRY(download_rows(res->x, (double *) st.x.ptr, (double *) st.w2.ptr, nn, k,
-                         (const int *) st.order.ptr, &st, err));
+    GK_TRY(download_rows(res->x, k, NULL, 0, NULL, (double *) st.x.ptr, (double *) st.w2.ptr, nn,
+                         k, (const int *) st.order.ptr, &st, err));
   GK_TRY(gk_stream_sync(st.stream, "the solutions", err));
   state_free(&st);
   return GK_OK;

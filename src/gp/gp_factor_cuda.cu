@@ -72,11 +72,13 @@ __device__ double pair_stat(const double *pts, int np, int dim, int s, int t)
   return gk_sqdist(pts + s, np, pts + t, np, dim);
 }
 
-/* Rows first .. first + rows - 1 of G. nbr: this chunk's rows (rows x m);
- * coef: rows x (m + 1); row_stats: rows x 3. A row whose system is singular
- * writes nothing to coef and lowers *failed to its index + 1. */
+/* Rows first .. first + rows - 1 of G. nbr: this chunk's rows (rows x m,
+ * leading dimension ldg); coef: rows x (m + 1), ldg too; row_stats: rows x 3.
+ * (ldg, not ld: the row's system has its own leading dimension ld.)
+ * A row whose system is singular writes nothing to coef and lowers *failed
+ * to its index + 1. */
 __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, int m, int first,
-                            int rows, gk_kernel kernel, gk_kernel dkernel, int has_d,
+                            int rows, size_t ldg, gk_kernel kernel, gk_kernel dkernel, int has_d,
                             double nugget, int noisy, int form, double *coef, double *row_stats,
                             int *failed)
 {
@@ -93,8 +95,8 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
     const int i = first + r;
     const double var_i = k0 + (i < noisy ? nugget : 0.0);
     // the kept neighbours (slots lane and lane + 32), packed in slot order
-    int j0 = lane < m ? nbr[r + (size_t) lane * rows] : 0;
-    int j1 = lane + 32 < m ? nbr[r + (size_t) (lane + 32) * rows] : 0;
+    int j0 = lane < m ? nbr[r + lane * ldg] : 0;
+    int j1 = lane + 32 < m ? nbr[r + (lane + 32) * ldg] : 0;
     bool keep0 = j0 > 0 && j0 - 1 < i, keep1 = j1 > 0 && j1 - 1 < i;
     unsigned mask0 = __ballot_sync(kFull, keep0), mask1 = __ballot_sync(kFull, keep1);
     unsigned below = (1u << lane) - 1u;
@@ -167,8 +169,8 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
       if (lane < q) sol[lane] = y0;
       if (lane + 32 < q) sol[lane + 32] = y1;
       __syncwarp();
-      if (lane < m) coef[r + (size_t) (lane + 1) * rows] = keep0 ? sol[at0] : 0.0;
-      if (lane + 32 < m) coef[r + (size_t) (lane + 33) * rows] = keep1 ? sol[at1] : 0.0;
+      if (lane < m) coef[r + (lane + 1) * ldg] = keep0 ? sol[at0] : 0.0;
+      if (lane + 32 < m) coef[r + (lane + 33) * ldg] = keep1 ? sol[at1] : 0.0;
       __syncwarp();
       continue;
     }
@@ -187,8 +189,8 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
     // the row of coef: neighbour slot k keeps its column (zeros where skipped)
     double inv = 1.0 / sqrt(d);
     if (lane == 0) coef[r] = inv;
-    if (lane < m) coef[r + (size_t) (lane + 1) * rows] = keep0 ? -sol[at0] * inv : 0.0;
-    if (lane + 32 < m) coef[r + (size_t) (lane + 33) * rows] = keep1 ? -sol[at1] * inv : 0.0;
+    if (lane < m) coef[r + (lane + 1) * ldg] = keep0 ? -sol[at0] * inv : 0.0;
+    if (lane + 32 < m) coef[r + (lane + 33) * ldg] = keep1 ? -sol[at1] * inv : 0.0;
 
     double gg = inv * inv + warp_sum(y0 * y0 * inv * inv + y1 * y1 * inv * inv);
     double gdg = 0.0;
@@ -252,26 +254,49 @@ void factor_free(factor_state *st)
   }
 }
 
-/* Device bytes of one chunk of `rows` rows. */
-size_t chunk_bytes(size_t rows, int m)
+/* Device bytes of one chunk of `rows` rows (kept: its statistics only, its
+ * neighbours and coefficients are in the whole factor's buffers). */
+size_t chunk_bytes(size_t rows, int m, bool kept)
 {
-  return rows * ((size_t) m * sizeof(int) + (size_t) (m + 1) * sizeof(double) +
+  return rows * ((kept ? 0 : (size_t) m * sizeof(int) + (size_t) (m + 1) * sizeof(double)) +
                  3 * sizeof(double));
 }
 
 }  // namespace
 
+extern "C" gk_status gp_gpu_factor_download(const gp_gpu_factor *f, double *coef, gk_error *err)
+{
+  size_t bytes = (size_t) f->n * (f->m + 1) * sizeof(double);
+  if (bytes == 0) return GK_OK;
+  if (gk_resident_enter(&f->res, err)) return err->status;
+  if (gk_buffer_download(coef, &f->coef, bytes, NULL, err)) return err->status;
+  return gk_stream_sync(NULL, "downloading the Vecchia factor", err);
+}
+
+extern "C" void gp_gpu_factor_free(gp_gpu_factor *f)
+{
+  if (!f->nbr.ptr && !f->coef.ptr) return;
+  int previous = gk_resident_release_begin(&f->res);
+  gk_buffer_free(&f->nbr);
+  gk_buffer_free(&f->coef);
+  f->res.bytes = 0;
+  gk_resident_release_end(previous);
+}
+
 extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr,
                                          int m, const gk_kernel *kernel,
                                          const gk_kernel *dkernel, double nugget,
                                          const gp_rows_options *rows_opt, double *coef,
-                                         double *stats, gk_error *err)
+                                         double *stats, gp_gpu_factor *keep, gk_error *err)
 {
   const int first0 = rows_opt ? rows_opt->first : 0, noisy = rows_opt ? rows_opt->noisy : n;
   const int form = rows_opt ? rows_opt->form : GP_ROWS_FACTOR, nrows = n - first0;
   factor_state st;
   memset(&st, 0, sizeof st);
   const size_t nn = (size_t) n;
+  // kept on the GPU: the whole factor's buffers, each chunk at its rows
+  const bool kept = keep && form == GP_ROWS_FACTOR && first0 == 0 && nrows > 0;
+  const size_t whole = kept ? nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) : 0;
   size_t row_bytes = row_shared_bytes(m, dim), smem = 0, budget = 0, need = 0;
   int per_block = 1, chunk = kChunkRows, chunks = 0, failed = 0;
   size_t optin = 0;
@@ -298,10 +323,11 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
   if (gk_device_memory_budget(&budget, err)) return err->status;
   if (chunk > nrows) chunk = nrows;
   for (;;) {
-    need = nn * dim * sizeof(double) + 2 * chunk_bytes(chunk, m) + 1024;
+    need = nn * dim * sizeof(double) + whole + 2 * chunk_bytes(chunk, m, kept) + 1024;
     if (need <= budget || chunk <= 1024) break;
     chunk = (chunk + 1) / 2;
   }
+  if (kept && need > budget) return GK_OK;   // not kept: the caller asks again without
   if (need > budget &&
       gk_memory_check_device((double) need, "the GPU Vecchia factor", "use backend = \"cpu\"",
                              NULL, err))
@@ -313,16 +339,33 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
     GK_CUDA_TRY(cudaFuncSetAttribute(factor_rows, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int) smem), "the Vecchia factor", err);
   GK_TRY(gk_buffer_alloc(&st.xs, nn * dim * sizeof(double), "the points", err));
+  if (kept) {
+    gk_resident_init(&keep->res, GK_RESIDENT_GP_FACTOR);
+    keep->n = n;
+    keep->m = m;
+    keep->nonzeros = gp_vecchia_nonzeros(n, m, nbr);
+    GK_TRY(gk_buffer_alloc(&keep->nbr, nn * m * sizeof(int) + sizeof(int), "the neighbours", err));
+    GK_TRY(gk_buffer_alloc(&keep->coef, nn * (m + 1) * sizeof(double), "the Vecchia factor", err));
+    keep->res.bytes = keep->nbr.bytes + keep->coef.bytes;
+  }
   for (int b = 0; b < 2 && b < chunks; b++) {
     size_t rows = (size_t) chunk;
     GK_TRY(gk_stream_create(&st.stream[b], 0, err));
-    GK_TRY(gk_buffer_alloc(&st.nbr[b], rows * m * sizeof(int) + sizeof(int), "the neighbours", err));
-    GK_TRY(gk_buffer_alloc(&st.coef[b], rows * (m + 1) * sizeof(double), "the Vecchia factor", err));
+    if (!kept) {
+      GK_TRY(gk_buffer_alloc(&st.nbr[b], rows * m * sizeof(int) + sizeof(int), "the neighbours",
+                             err));
+      GK_TRY(gk_buffer_alloc(&st.coef[b], rows * (m + 1) * sizeof(double), "the Vecchia factor",
+                             err));
+    }
     GK_TRY(gk_buffer_alloc(&st.row_stats[b], rows * 3 * sizeof(double), "the Vecchia factor", err));
     GK_TRY(gk_buffer_alloc(&st.sums[b], 3 * sizeof(double), "the Vecchia factor", err));
     GK_TRY(gk_buffer_alloc(&st.failed[b], sizeof(int), "the Vecchia factor", err));
   }
   GK_TRY(gk_buffer_upload(&st.xs, xs, nn * dim * sizeof(double), st.stream[0], err));
+  // kept: the neighbours go up at once, staged (a pageable copy runs at about
+  // 2 GB/s on the driver's one thread: 0.1 s at n = 1e6 and 60 neighbours)
+  if (kept && m > 0)
+    GK_TRY(gk_staged_upload(keep->nbr.ptr, nbr, nn * m * sizeof(int), st.stream[0], err));
   GK_TRY(gk_stream_sync(st.stream[0], "the points", err));   // both streams read them
 
   // chunk c is launched, then chunk c - 1 (on the other stream) comes back
@@ -330,16 +373,19 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
     if (c < chunks) {
       int b = c & 1, first = c * chunk, rows = nrows - first < chunk ? nrows - first : chunk;
       cudaStream_t s = (cudaStream_t) st.stream[b];
-      if (m > 0)
-        GK_CUDA_TRY(cudaMemcpy2DAsync(st.nbr[b].ptr, rows * sizeof(int), nbr + first,
+      int *d_nbr = kept ? (int *) keep->nbr.ptr + first : (int *) st.nbr[b].ptr;
+      double *d_coef = kept ? (double *) keep->coef.ptr + first : (double *) st.coef[b].ptr;
+      size_t ld = kept ? (size_t) nrows : (size_t) rows;
+      if (m > 0 && !kept)
+        GK_CUDA_TRY(cudaMemcpy2DAsync(d_nbr, ld * sizeof(int), nbr + first,
                                       nrows * sizeof(int), rows * sizeof(int), m,
                                       cudaMemcpyHostToDevice, s), "the neighbours", err);
       GK_CUDA_TRY(cudaMemsetAsync(st.failed[b].ptr, 0x7f, sizeof(int), s), "the Vecchia factor",
                   err);
       factor_rows<<<grid, 32 * per_block, smem, s>>>(
-          (const double *) st.xs.ptr, n, dim, (const int *) st.nbr[b].ptr, m, first0 + first,
-          rows, *kernel, dk, dkernel != NULL, nugget, noisy, form, (double *) st.coef[b].ptr,
-          (double *) st.row_stats[b].ptr, (int *) st.failed[b].ptr);
+          (const double *) st.xs.ptr, n, dim, d_nbr, m, first0 + first, rows, ld, *kernel, dk,
+          dkernel != NULL, nugget, noisy, form, d_coef, (double *) st.row_stats[b].ptr,
+          (int *) st.failed[b].ptr);
       sum_columns<<<3, kSumThreads, 0, s>>>((const double *) st.row_stats[b].ptr, rows,
                                             (double *) st.sums[b].ptr);
       GK_TRY(gk_cuda_check_launch("the Vecchia factor", err));
@@ -349,9 +395,10 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
       int rows = nrows - first < chunk ? nrows - first : chunk, bad = 0;
       double sums[3];
       cudaStream_t s = (cudaStream_t) st.stream[b];
-      GK_CUDA_TRY(cudaMemcpy2DAsync(coef + first, nrows * sizeof(double), st.coef[b].ptr,
-                                    rows * sizeof(double), rows * sizeof(double), m + 1,
-                                    cudaMemcpyDeviceToHost, s), "the Vecchia factor", err);
+      if (!kept)
+        GK_CUDA_TRY(cudaMemcpy2DAsync(coef + first, nrows * sizeof(double), st.coef[b].ptr,
+                                      rows * sizeof(double), rows * sizeof(double), m + 1,
+                                      cudaMemcpyDeviceToHost, s), "the Vecchia factor", err);
       GK_CUDA_TRY(cudaMemcpyAsync(sums, st.sums[b].ptr, sizeof sums, cudaMemcpyDeviceToHost, s),
                   "the Vecchia factor", err);
       GK_CUDA_TRY(cudaMemcpyAsync(&bad, st.failed[b].ptr, sizeof bad, cudaMemcpyDeviceToHost, s),
@@ -369,10 +416,13 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
     }
   }
   factor_free(&st);
-  if (failed)
+  if (failed) {
+    if (kept) gp_gpu_factor_free(keep);
     return gk_fail(err, GK_ERR_INPUT, GP_SINGULAR_MESSAGE, failed);
+  }
   return GK_OK;
 fail:
   factor_free(&st);
+  if (kept) gp_gpu_factor_free(keep);
   return err->status;
 }

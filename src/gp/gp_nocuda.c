@@ -3,22 +3,30 @@
 #include "gp/gp.h"
 
 gk_status gp_gpu_block_cg(const gp_gpu_operator *op, int n, int m, const int *nbr,
-                          const double *coef, int nblocks, const double *const *b,
-                          const int *b_cols, const double *tol, int maxit,
-                          gp_cg_result *res, gk_error *err)
+                          const double *coef, const gp_gpu_factor *fac, int nblocks,
+                          const double *const *b, const int *b_cols, int g_blocks,
+                          const double *tol, int maxit, gp_cg_result *res, gk_error *err)
 {
-  (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) nblocks; (void) b; (void) b_cols; (void) tol;
-  (void) maxit; (void) res;
+  (void) op; (void) n; (void) m; (void) nbr; (void) coef; (void) fac; (void) nblocks; (void) b;
+  (void) b_cols; (void) g_blocks; (void) tol; (void) maxit; (void) res;
   return gk_fail_no_cuda(err);
 }
+
+gk_status gp_gpu_factor_download(const gp_gpu_factor *f, double *coef, gk_error *err)
+{
+  (void) f; (void) coef;
+  return gk_fail_no_cuda(err);
+}
+
+void gp_gpu_factor_free(gp_gpu_factor *f) { (void) f; }
 
 gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
                               const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
                               const gp_rows_options *rows, double *out, double *stats,
-                              gk_error *err)
+                              gp_gpu_factor *keep, gk_error *err)
 {
   (void) xs; (void) n; (void) dim; (void) nbr; (void) m; (void) kernel; (void) dkernel;
-  (void) nugget; (void) rows; (void) out; (void) stats;
+  (void) nugget; (void) rows; (void) out; (void) stats; (void) keep;
   return gk_fail_no_cuda(err);
 }
 

@@ -3,7 +3,8 @@
 
 # The Vecchia factor through the .Call glue, on either backend.
 vecchia_factor <- function(locs, nbr, kernel, dkernel, nugget, gpu) {
-  .Call(gpukernels:::gk_r_gp_factor, locs, nbr, kernel, dkernel, nugget, NULL, 2L, gpu)
+  .Call(gpukernels:::gk_r_gp_factor, locs, nbr, kernel, dkernel, nugget, NULL, 2L, gpu,
+        FALSE)
 }
 
 test_that("the Vecchia factor on the GPU matches the CPU", {
@@ -74,6 +75,75 @@ test_that("the Vecchia factor on the GPU matches the CPU", {
     gp_simulate(locs, kernels$matern32, nugget = 0.01, method = "vecchia", backend = backend)
   })
   expect_equal(sims[[2]], sims[[1]], tolerance = 1e-8)
+})
+
+# More than one chunk of rows (kChunkRows, gp_factor_cuda.cu: 2^17), each
+# written at its rows of the factor kept on the GPU; its neighbours are the
+# rows just before (no search needed at this size).
+test_that("the Vecchia factor kept on the GPU equals the CPU's over several chunks", {
+  skip_if_no_gpu()
+  n <- 2^17 + 1003
+  m <- 4L
+  set.seed(76)
+  locs <- matrix(runif(2 * n), ncol = 2)
+  nbr <- outer(seq_len(n), seq_len(m), "-")
+  nbr[nbr < 1] <- 0L
+  storage.mode(nbr) <- "integer"
+  k <- gk_kernel("matern", range = 0.05, smoothness = 1.5)
+  dk <- gpukernels:::gp_dlogrange_kernel(k)
+  cpu <- vecchia_factor(locs, nbr, k, dk, 0.01, FALSE)
+  kept <- .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, dk, 0.01, NULL, 2L, TRUE, TRUE)
+  expect_identical(typeof(kept$coef), "externalptr")
+  expect_lte(rel_err(.Call(gpukernels:::gk_r_gp_factor_host, kept$coef), cpu$coef), 1e-10)
+  for (j in 1:3) expect_equal(kept$stats[j], cpu$stats[j], tolerance = 1e-10)
+  .Call(gpukernels:::gk_r_gp_factor_free, kept$coef)
+})
+
+test_that("the GPU solver on a factor kept on the device gives the host factor's results", {
+  skip_if_no_gpu()
+  k <- gk_kernel("matern", range = 0.1, smoothness = 1.5)
+  for (case in list(c(n = 1003, method = "h2"), c(n = 777, method = "tiled"), c(n = 1, method = "tiled"))) {
+    n <- as.integer(case[["n"]])
+    set.seed(n + 1)
+    locs <- matrix(runif(2 * n), ncol = 2)
+    prob <- gpukernels:::gp_problem(locs, rnorm(n), matrix(1, n, 1), case[["method"]],
+                                    gp_control(probes = 3L), "gpu")
+    pre <- gpukernels:::gp_preconditioner(prob, k, 0.01)
+    kept <- gpukernels:::gp_preconditioner(prob, k, 0.01, keep = TRUE)
+    expect_true(typeof(kept$coef) == "externalptr")
+    expect_identical(kept$logdet, pre$logdet)
+    expect_identical(.Call(gpukernels:::gk_r_gp_factor_host, kept$coef), pre$coef)
+    op <- gpukernels:::gp_operator(prob, k, 0.01)
+    A <- function(V) pre$G(op$mult(pre$Gt(V)))
+    B <- list(cbind(rnorm(n), 1), gpukernels:::gk_device_block(matrix(rnorm(n * 9), n)))
+    host_fac <- gpukernels:::gp_cg_solver(prob, op, pre, A)(B, track = 1:2, gt_b = TRUE, x = TRUE)
+    dev_fac <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, track = 1:2, gt_b = TRUE, x = TRUE)
+    expect_identical(dev_fac, host_fac)
+    # G B formed by the solver (the first block) as by the host's G
+    GB <- list(pre$G(B[[1]]), B[[2]])
+    want <- gpukernels:::gp_cg_solver(prob, op, pre, A)(GB, track = 1:2, gt_b = TRUE)
+    got <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, track = 1:2, gt_b = TRUE, g_blocks = 1L)
+    expect_equal(got$gt_x, want$gt_x, tolerance = 1e-12)
+    expect_equal(got$gt_b, want$gt_b, tolerance = 1e-12)
+    # some columns whole and some rows of all of them, on the device and on the host
+    rows <- unique(c(1L, min(n, 5L), n))
+    part <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, g_blocks = 1L, gt_x_cols = 1L,
+                                                         rows = rows)
+    expect_identical(part$gt_x, got$gt_x[, 1, drop = FALSE])
+    expect_identical(part$gt_x_rows, got$gt_x[rows, , drop = FALSE])
+    none <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, g_blocks = 1L, gt_x_cols = 0L)
+    expect_identical(dim(none$gt_x), c(n, 0L))
+    host <- gpukernels:::gp_cg_solver(prob, list(), pre, A)(B, g_blocks = 1L, gt_x_cols = 1L,
+                                                            rows = rows)
+    expect_equal(host$gt_x, part$gt_x, tolerance = 1e-7)
+    expect_equal(host$gt_x_rows, part$gt_x_rows, tolerance = 1e-7)
+    # the host products bring the kept coefficients down; freed, the handle says so
+    V <- matrix(rnorm(2 * n), n)
+    expect_identical(kept$G(V), pre$G(V))
+    kept$free()
+    kept$free()
+    expect_error(gpukernels:::gp_cg_solver(prob, op, kept, A)(B), "Vecchia factor was freed")
+  }
 })
 
 # The neighbour search of large problems: grid cells through block-sparse
