@@ -8,7 +8,9 @@
 # only if its measured error meets tol).
 # Every form follows one rule (h2_tol_target): an order within tol is
 # compressed at once by what tol leaves (at most half of tol) unless that is
-# less than a tenth of tol; then the next order is built first.
+# less than a tenth of tol; then the next order is built first. The orders
+# whose error cannot come so close to tol, by a bound on how fast errors fall
+# from one order to the next, are not built (h2_tol_next_order).
 # - storage = "stored": when no higher order is built (it would not fit the
 #   budget or cannot be built), the most accurate order within tol is
 #   compressed by what tol leaves, however little.
@@ -55,6 +57,12 @@ h2_tol_params <- list(
   # ... and only when what tol leaves is at least rest * tol: less would
   # keep ranks near the built ones; the next order is built first.
   rest = 0.1,
+  # An order's error is at least ratio times the order below's at eta <=
+  # ratio_eta (exponential kernel, 3D, eta 3, 2^20 points: 0.22-0.33 from
+  # order 3 to 6): the orders that cannot come within (1 - rest) tol so are
+  # not built (h2_tol_next_order). A larger eta converges faster.
+  ratio = 0.15,
+  ratio_eta = 3,
   # An uncompressed form must measure below uncompressed * tol: one probe's
   # error scatters about the Frobenius error, and every eta tried is one more
   # chance to measure an error just below tol.
@@ -153,7 +161,9 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
   stopped <- NULL
   missed <- NULL
   counted <- 0L          # orders built near tol
+  next_order <- first
   for (o in s$orders[s$orders >= first]) {
+    if (o < next_order) next
     if (counted >= p$fly_orders && is.null(within)) {
       stopped <- sprintf("the compressed search builds at most %d orders within %g tol",
                          p$fly_orders, p$near)
@@ -194,6 +204,7 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
     }
     if (!is.null(first_within) && o > first_within) break
     last <- built
+    next_order <- h2_tol_next_order(s, err, o, info)
   }
   if (!is.null(within)) {
     done <- h2_tol_compress_rest(within, tol, s$measure, c(why, stopped), s$track)
@@ -269,7 +280,9 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
   if (storage == "on_the_fly") return(h2_tol_finish_fly(s, s$orders[1L], NULL, "as requested"))
   best <- NULL      # the most accurate stored matrix built: list(A, order, eta, form, error)
   stopped <- NULL   # why no higher order was built
+  next_order <- s$orders[1L]
   for (o in s$orders) {
+    if (o < next_order) next
     A <- h2_tol_build(s, o, "stored", best)
     if (inherits(A, "h2_unbuilt")) {
       if (is.null(best) && storage != "auto") stop(A$parent %||% A)
@@ -294,6 +307,9 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
       if (inherits(done, "h2matrix")) return(done)
       return(h2_tol_chosen(built, tol, paste("uncompressed:", conditionMessage(done))))
     }
+    # "auto" goes on the fly from the order predicted, should it not fit
+    next_order <- h2_tol_next_order(s, built$error$probe, o,
+                                    if (storage == "stored") built$info)
   }
   # No order was within (1 - rest) tol; a stored form within tol still does,
   # compressed by what is left.
@@ -423,6 +439,27 @@ h2_compress_room <- function(A) {
   free <- h2_gpu_free_budget()
   if (need <= free) return(NULL)
   list(need = need, words = sprintf("%s free", h2_format_bytes(free)))
+}
+
+# The order to build after order o, whose measured error is err: the lowest
+# whose error may come within (1 - rest) tol (h2_tol_target compresses it),
+# the error falling by at most h2_tol_params$ratio per order; the next at an
+# eta above ratio_eta. At 2^20 in 3D (tol = 1e-3, order 3 at 1e-2) order 4
+# (2.6e-3) is not built; had the bound been wrong, a higher order than needed
+# would be built, not a less accurate one. With `info` (order o's h2_info()),
+# no further than the highest order whose form fits the budget: should tol be
+# out of reach, the most accurate order that can be built is still built.
+h2_tol_next_order <- function(s, err, o, info = NULL) {
+  p <- h2_tol_params
+  target <- (1 - p$rest) * s$tol
+  if (s$eta > p$ratio_eta || err <= target) return(o + 1L)
+  skip <- as.integer(ceiling(log(target / err) / log(p$ratio) - 1e-9))
+  to <- max(o + 1L, min(o + skip, max(s$orders)))
+  form <- if (isTRUE(info$on_the_fly)) "on_the_fly" else "stored"
+  while (!is.null(info) && to > o + 1L && h2_order_bytes(info, to, form) > s$budget$bytes) {
+    to <- to - 1L
+  }
+  to
 }
 
 # The tolerance an order within tol whose measured error is err is compressed
