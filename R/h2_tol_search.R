@@ -465,12 +465,13 @@ h2_tol_next_order <- function(s, err, o, info = NULL) {
 # The tolerance an order within tol whose measured error is err is compressed
 # to (h2_tol_compress), or NA: build the next order first. What tol leaves
 # (tol - err: the order's error and the compression's add at most), at most
-# split * tol, when that is at least rest * tol. One rule for every form: a compression costs about the same at
-# any target (order 5 on the fly at 2^20 in 3D: 2.52 s to 4e-4, 2.55 s to
-# 2e-4), the next order a build and a compression of ((o + 1) / o)^d times the
-# rank, the work growing as rank^3 (order 6: 8.2 s). Below rest * tol the
-# compressed ranks near the built ones, and the measured error of the result
-# is err plus noise about as large as what is left.
+# split * tol, when that is at least rest * tol. One rule for every form: a
+# compression costs about the same at any target (order 5 on the fly at 2^20
+# in 3D: 2.52 s to 4e-4, 2.55 s to 2e-4), the next order a build and a
+# compression of ((o + 1) / o)^d times the rank, the work growing as rank^3
+# (order 6: 8.2 s). Below rest * tol the compressed ranks near the built
+# ones, and the measured error of the result is err plus noise about as large
+# as what is left.
 h2_tol_target <- function(err, tol) {
   p <- h2_tol_params
   left <- tol - err
