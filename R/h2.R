@@ -58,22 +58,24 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
 #' @param tol `NULL`, or the relative error wanted instead of `eta` / `order`:
 #'   the order is raised (at the given `eta`, else 3) until the error of
-#'   products with N(0, 1) vectors, measured on 2000 sampled rows against the
-#'   exact kernel, meets `tol`, and the order found is compressed with
+#'   products with N(0, 1) vectors (the largest of 4), measured on 2000
+#'   sampled rows against the exact kernel, meets `tol`, and the order found is compressed with
 #'   [h2_compress()] (smaller ranks, faster products): an order within
-#'   `tol / 2` to `tol / 2`, an order within `tol` to what `tol` leaves (the
-#'   two errors add at most); the compressed matrix is kept when its measured
-#'   error meets `tol`. `storage = "stored"` builds stored forms.
+#'   `tol / 2` to `tol / 2`, an order within `0.9 tol` to what `tol` leaves
+#'   (the two errors add at most), an order within `tol` but not `0.9 tol`
+#'   only when the next order is not built or gives no compressed form that
+#'   meets `tol`; the compressed matrix is kept when its measured error meets
+#'   `tol`. Every matrix of the search is measured with the same 4 vectors and
+#'   rows. At `eta <= 3` an order is skipped when its error could not come
+#'   within `0.9 tol` even falling 0.15-fold per order from the last one
+#'   measured (errors fall 3-5-fold per order at eta 3). `storage = "stored"` builds stored forms.
 #'   `"on_the_fly"` builds on-the-fly forms (their memory is \eqn{O(nk)}, so
 #'   accuracy is limited by time, not memory) and compresses them likewise: the
 #'   result stores its compressed couplings and, on the GPU, keeps its dense
-#'   blocks on the fly. An order within `tol` but not `0.75 tol` is compressed
-#'   only when the next order is not built or gives no compressed form that
-#'   meets `tol`; at most 4 orders within `10 tol` are built, and none once
+#'   blocks on the fly. At most 4 orders within `10 tol` are built, and none once
 #'   the error stops improving. Should no compressed form meet `tol` (or a
 #'   compression fail, e.g. for memory), an uncompressed on-the-fly form is
-#'   searched, which must meet `0.8 tol` itself (measured with 4 vectors
-#'   instead of 2); without `eta`, that search tries eta = 3, 2 and 1.5 and
+#'   searched, which must meet `0.8 tol` itself; without `eta`, that search tries eta = 3, 2 and 1.5 and
 #'   keeps the form that meets it with the fastest predicted product (at
 #'   \eqn{n = 2^{20}} in 3D on an H100, `tol = 1e-4` takes order 7 and 218 ms
 #'   per product at eta 3, order 5 and 38 ms at eta 2). `"auto"` builds stored

@@ -50,6 +50,27 @@ h2_error <- function(A, probes = 4, distribution = c("normal", "rademacher"), it
   gk_check_scalar(probes, "probes", lower = 1, integer = TRUE)
   gk_check_scalar(iterations, "iterations", lower = 0, integer = TRUE)
   distribution <- gk_match_choice(distribution, c("normal", "rademacher"), "distribution")
+  pr <- h2_error_probes(A, probes, distribution, rows)
+  if (!is.null(pr$sampled)) iterations <- 0
+  out <- h2_error_of(A, pr)
+  out$iterations <- iterations
+  EX <- out$EX
+  out$EX <- NULL
+  if (iterations > 0) {
+    out[c("norm2", "norm2_lower")] <- h2_norm2_error(A, pr$X, EX, iterations,
+                                                     function(V) h2_error_exact(A, V))
+  }
+  out
+}
+
+# The probes of h2_error(): `probes` random vectors X (at most nrow(A)), the
+# rows sampled (NULL: all) and the exact products AX on them. They depend
+# only on A's points, kernel and nugget, so h2_matrix(tol = ) draws them once
+# and measures every matrix of its search with them (h2_error_of): the exact
+# products and the draws (tens of millions of numbers at n = 2^20) are not
+# repeated, and the errors of the orders it compares differ by the matrices
+# alone, not by the draws.
+h2_error_probes <- function(A, probes, distribution, rows) {
   n <- nrow(A$locs)
   # More probes than rows add nothing (and the Krylov block would not be square)
   probes <- min(probes, n)
@@ -59,33 +80,37 @@ h2_error <- function(A, probes = 4, distribution = c("normal", "rademacher"), it
   }
   if (!is.null(rows)) {
     gk_check_scalar(rows, "rows", lower = 1, integer = TRUE)
-    if (rows < n) {
-      sampled <- sort(sample.int(n, rows))
-      iterations <- 0
-    }
+    if (rows < n) sampled <- sort(sample.int(n, rows))
   }
-  draw <- function(k) {
-    if (distribution == "normal") matrix(stats::rnorm(n * k), n, k)
-    else matrix(sample(c(-1, 1), n * k, replace = TRUE), n, k)
-  }
-  exact <- function(X, at = NULL) {
-    x <- if (is.null(at)) A$locs else A$locs[at, , drop = FALSE]
-    Y <- kernel_matvec(x, A$locs, X, A$kernel, backend = A$backend)
-    Y <- matrix(Y, ncol = ncol(X))
-    Y + A$nugget * (if (is.null(at)) X else X[at, , drop = FALSE])
-  }
-  X <- draw(probes)
-  AX <- exact(X, sampled)
-  HX <- h2_multiply(A, X)
-  if (!is.null(sampled)) HX <- HX[sampled, , drop = FALSE]
+  X <- if (distribution == "normal") matrix(stats::rnorm(n * probes), n, probes)
+       else matrix(sample(c(-1, 1), n * probes, replace = TRUE), n, probes)
+  list(X = X, AX = h2_error_exact(A, X, sampled), sampled = sampled,
+       distribution = distribution)
+}
+
+# The exact products (K + nugget I) X, on the rows `at` (NULL: all).
+h2_error_exact <- function(A, X, at = NULL) {
+  x <- if (is.null(at)) A$locs else A$locs[at, , drop = FALSE]
+  Y <- kernel_matvec(x, A$locs, X, A$kernel, backend = A$backend)
+  Y <- matrix(Y, ncol = ncol(X))
+  Y + A$nugget * (if (is.null(at)) X else X[at, , drop = FALSE])
+}
+
+# h2_error()'s result for A from the probes `pr` (h2_error_probes) of A's
+# points, its first `probes` of them; EX holds the errors A X - A_H X.
+h2_error_of <- function(A, pr, probes = ncol(pr$X)) {
+  use <- seq_len(min(probes, ncol(pr$X)))
+  HX <- h2_multiply(A, pr$X[, use, drop = FALSE])
+  if (!is.null(pr$sampled)) HX <- HX[pr$sampled, , drop = FALSE]
+  AX <- pr$AX[, use, drop = FALSE]
   EX <- AX - HX
   errs <- sqrt(colSums(EX^2) / colSums(AX^2))
-  out <- list(probe = max(errs), probes = errs, frobenius = sqrt(sum(EX^2) / sum(AX^2)),
-              norm2 = NA_real_, norm2_lower = NA_real_, distribution = distribution,
-              n_probes = probes, iterations = iterations, rows = if (is.null(sampled)) n else rows,
-              sampled = !is.null(sampled))
-  if (iterations > 0) out[c("norm2", "norm2_lower")] <- h2_norm2_error(A, X, EX, iterations, exact)
-  structure(out, class = "h2_error")
+  structure(list(probe = max(errs), probes = errs, frobenius = sqrt(sum(EX^2) / sum(AX^2)),
+                 norm2 = NA_real_, norm2_lower = NA_real_, distribution = pr$distribution,
+                 n_probes = length(use), iterations = 0,
+                 rows = if (is.null(pr$sampled)) nrow(A$locs) else length(pr$sampled),
+                 sampled = !is.null(pr$sampled), EX = EX),
+            class = "h2_error")
 }
 
 h2_norm2_safety <- 1.5

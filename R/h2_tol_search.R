@@ -6,10 +6,14 @@
 # compressed products being the faster (h2_tol_compress: the errors of the
 # order and of the compression add at most, and a compressed matrix is kept
 # only if its measured error meets tol).
-# - storage = "stored": an order within `split` tol is compressed to that;
-#   when no higher order is built (it would not fit the budget or cannot be
-#   built), the most accurate order within tol is compressed by what tol
-#   leaves.
+# Every form follows one rule (h2_tol_target): an order within tol is
+# compressed at once by what tol leaves (at most half of tol) unless that is
+# less than a tenth of tol; then the next order is built first. The orders
+# whose error cannot come so close to tol, by a bound on how fast errors fall
+# from one order to the next, are not built (h2_tol_next_order).
+# - storage = "stored": when no higher order is built (it would not fit the
+#   budget or cannot be built), the most accurate order within tol is
+#   compressed by what tol leaves, however little.
 # - "on_the_fly": on-the-fly forms (bases stored, blocks evaluated in every
 #   product: O(nk) memory, so accuracy is limited by time, not memory),
 #   compressed alike (h2_tol_compressed_fly); the result stores its
@@ -45,16 +49,23 @@ h2_matrix_to_tol <- function(locs, kernel, nugget, leaf_size, eta, order, precis
 # The parameters of the search, as fractions or multiples of tol unless said
 # otherwise; the reason for each value beside it.
 h2_tol_params <- list(
-  # An order within split * tol is compressed to split * tol: the order's
-  # error and the compression's then add to at most tol.
+  # An order within tol is compressed to what tol leaves of its error (the
+  # two add at most), but to no more than split * tol: an order well within
+  # tol keeps a margin for the scatter of the measurement that checks the
+  # result (h2_tol_target).
   split = 0.5,
-  # On the fly, an order within compress_rest * tol is compressed at once by
-  # what tol leaves (at least tol / 4): the next order would give alike ranks
-  # for a build and a larger compression more.
-  compress_rest = 0.75,
-  # An uncompressed form must measure below uncompressed * tol (with twice the
-  # probes): one probe's error scatters about the Frobenius error, and every
-  # eta tried is one more chance to measure an error just below tol.
+  # ... and only when what tol leaves is at least rest * tol: less would
+  # keep ranks near the built ones; the next order is built first.
+  rest = 0.1,
+  # An order's error is at least ratio times the order below's at eta <=
+  # ratio_eta (exponential kernel, 3D, eta 3, 2^20 points: 0.22-0.33 from
+  # order 3 to 6): the orders that cannot come within (1 - rest) tol so are
+  # not built (h2_tol_next_order). A larger eta converges faster.
+  ratio = 0.15,
+  ratio_eta = 3,
+  # An uncompressed form must measure below uncompressed * tol: one probe's
+  # error scatters about the Frobenius error, and every eta tried is one more
+  # chance to measure an error just below tol.
   uncompressed = 0.8,
   # The error of an order above stalled times the order below's (a ratio of
   # errors): raising the order further will not reach tol.
@@ -93,8 +104,17 @@ h2_tol_state <- function(locs, kernel, nugget, leaf_size, eta, order, precision,
   s$orders <- if (is.null(order)) (if (d == 2L) 4:16 else 3:10) else order
   s$budget <- h2_tol_budget(backend)
   s$rows <- min(nrow(locs), h2_tol_params$rows)
-  # On-the-fly forms are measured with twice the probes (h2_tol_params$uncompressed).
-  s$measure <- function(A, probes = 2L) h2_error(A, probes = probes, iterations = 0, rows = s$rows)
+  # Every matrix is measured with the same 4 probes (h2_error_probes), drawn
+  # with their exact products at the first measurement: what remains of a
+  # measurement is one product of 4 columns by the matrix, and the largest of
+  # 4 probes lies above the Frobenius error more surely than of 2.
+  s$probes <- NULL
+  s$measure <- function(A) {
+    if (is.null(s$probes)) s$probes <- h2_error_probes(A, 4L, "normal", s$rows)
+    err <- h2_error_of(A, s$probes)
+    err$EX <- NULL
+    err
+  }
   s$fly_at_eta <- new.env(parent = emptyenv())
   s
 }
@@ -124,10 +144,9 @@ h2_tol_build <- function(s, o, form, previous, e = s$eta) {
 h2_tol_release <- function(built) if (!is.null(built)) gk_free(built$A)
 
 # Compressed on the fly, at eta, from order `first` (`previous`: the stored
-# order below it, or NULL). An order within split tol is compressed to that;
-# one within compress_rest tol by what tol leaves at once. An order within
-# tol but not compress_rest tol, which would be compressed to less than
-# tol / 4 (larger ranks), is remembered and compressed so only when the next
+# order below it, or NULL). An order within tol is compressed as
+# h2_tol_target says; one it leaves to the next order (within tol, but too
+# close to it) is remembered and compressed by what tol leaves when the next
 # order is not built or gives no compressed form meeting tol. One order at
 # most is built beyond the first within tol, at most fly_orders near tol, and
 # none once the error stalls or a compression fails (e.g. out of memory: a
@@ -137,12 +156,14 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
   p <- h2_tol_params
   tol <- s$tol
   last <- previous       # the order below: its memory and its error
-  within <- NULL         # the order within tol remembered (not compress_rest tol)
+  within <- NULL         # the order within tol left to the next order
   first_within <- NULL   # the first order within tol
   stopped <- NULL
   missed <- NULL
   counted <- 0L          # orders built near tol
+  next_order <- first
   for (o in s$orders[s$orders >= first]) {
+    if (o < next_order) next
     if (counted >= p$fly_orders && is.null(within)) {
       stopped <- sprintf("the compressed search builds at most %d orders within %g tol",
                          p$fly_orders, p$near)
@@ -155,7 +176,7 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
       break
     }
     info <- h2_info(A)
-    built <- list(A = A, order = o, eta = s$eta, form = "on_the_fly", error = s$measure(A, 4L),
+    built <- list(A = A, order = o, eta = s$eta, form = "on_the_fly", error = s$measure(A),
                   ms = info$ms_on_the_fly, info = info)
     rm(A)
     s$fly_at_eta[[as.character(o)]] <- built
@@ -163,19 +184,15 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
     if (err < p$near * tol) counted <- counted + 1L
     # superseded: the uncompressed search would return a more accurate order
     if (!is.null(last) && err < last$error$probe && !identical(last, within)) h2_tol_release(last)
-    if (err <= p$split * tol) {
-      done <- h2_tol_compress(built, tol, p$split * tol, s$measure, why, s$track)
-      if (inherits(done, "h2matrix")) return(done)
-      missed <- c(missed, conditionMessage(done))
-      break
-    }
     if (err < tol) {
       first_within <- first_within %||% o
-      if (err <= p$compress_rest * tol) {
-        done <- h2_tol_compress_rest(built, tol, s$measure, why, s$track)
+      to <- h2_tol_target(err, tol)
+      if (!is.na(to)) {
+        done <- h2_tol_compress(built, tol, to, s$measure, why, s$track)
         if (inherits(done, "h2matrix")) return(done)
         missed <- c(missed, conditionMessage(done))
-        if (!is.null(done$parent)) break   # the compression failed
+        # failed or would not fit: a higher order needs more
+        if (!isTRUE(done$missed)) break
       } else if (is.null(within) || err < within$error$probe) {
         within <- built
       }
@@ -187,6 +204,7 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
     }
     if (!is.null(first_within) && o > first_within) break
     last <- built
+    next_order <- h2_tol_next_order(s, err, o, info)
   }
   if (!is.null(within)) {
     done <- h2_tol_compress_rest(within, tol, s$measure, c(why, stopped), s$track)
@@ -227,7 +245,7 @@ h2_tol_uncompressed_fly <- function(s, first, previous) {
                       ms = info$ms_on_the_fly, info = info)
       }
       if (!is.null(found) && built$ms >= found$ms) break
-      if (is.null(built$error)) built$error <- s$measure(built$A, 4L)
+      if (is.null(built$error)) built$error <- s$measure(built$A)
       if (built$error$probe <= h2_tol_params$uncompressed * s$tol) {
         found <- built
         break
@@ -260,10 +278,11 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
   s <- h2_tol_state(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol, storage,
                     etas, track)
   if (storage == "on_the_fly") return(h2_tol_finish_fly(s, s$orders[1L], NULL, "as requested"))
-  split <- h2_tol_params$split * tol
   best <- NULL      # the most accurate stored matrix built: list(A, order, eta, form, error)
   stopped <- NULL   # why no higher order was built
+  next_order <- s$orders[1L]
   for (o in s$orders) {
+    if (o < next_order) next
     A <- h2_tol_build(s, o, "stored", best)
     if (inherits(A, "h2_unbuilt")) {
       if (is.null(best) && storage != "auto") stop(A$parent %||% A)
@@ -282,14 +301,18 @@ h2_tol_search <- function(locs, kernel, nugget, leaf_size, eta, order, precision
       h2_tol_release(best)
       best <- built
     }
-    if (built$error$probe <= split) {
-      done <- h2_tol_compress(built, tol, split, s$measure, NULL, track)
+    to <- if (built$error$probe < tol) h2_tol_target(built$error$probe, tol) else NA
+    if (!is.na(to)) {
+      done <- h2_tol_compress(built, tol, to, s$measure, NULL, track)
       if (inherits(done, "h2matrix")) return(done)
       return(h2_tol_chosen(built, tol, paste("uncompressed:", conditionMessage(done))))
     }
+    # "auto" goes on the fly from the order predicted, should it not fit
+    next_order <- h2_tol_next_order(s, built$error$probe, o,
+                                    if (storage == "stored") built$info)
   }
-  # No order met split tol; a stored form within tol still does, compressed by
-  # what is left.
+  # No order was within (1 - rest) tol; a stored form within tol still does,
+  # compressed by what is left.
   done <- h2_tol_compress_rest(best, tol, s$measure, stopped, track)
   if (inherits(done, "h2matrix")) return(done)
   h2_tol_missed(best, tol, stopped)
@@ -366,7 +389,8 @@ h2_order_bytes <- function(info, o, form) {
 # `built` (stored or on the fly) compressed to ctol (its errors and the
 # compression's add at most), if the measured error of the result meets tol;
 # else an h2_unbuilt condition saying why not (the compressed forms missed
-# tol, or the compression failed, e.g. out of memory).
+# tol: its `missed` is TRUE; or the compression failed or would not fit the
+# GPU's memory).
 h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
   words <- h2_form_words(built$form)
   room <- h2_compress_room(built$A)
@@ -392,9 +416,11 @@ h2_tol_compress <- function(built, tol, ctol, measure, why, track = identity) {
     errors <- c(errors, err$probe)
     gk_free(B)   # not returned
   }
-  h2_unbuilt(sprintf("order %d %s compressed to %s missed tol (measured %s)", built$order, words,
-                     paste(sprintf("%.3g", tos), collapse = " and "),
-                     paste(sprintf("%.3g", errors), collapse = " and ")))
+  missed <- h2_unbuilt(sprintf("order %d %s compressed to %s missed tol (measured %s)",
+                               built$order, words, paste(sprintf("%.3g", tos), collapse = " and "),
+                               paste(sprintf("%.3g", errors), collapse = " and ")))
+  missed$missed <- TRUE
+  missed
 }
 
 # NULL when the GPU compression of A should fit the GPU's free memory, else
@@ -413,6 +439,44 @@ h2_compress_room <- function(A) {
   free <- h2_gpu_free_budget()
   if (need <= free) return(NULL)
   list(need = need, words = sprintf("%s free", h2_format_bytes(free)))
+}
+
+# The order to build after order o, whose measured error is err: the lowest
+# whose error may come within (1 - rest) tol (h2_tol_target compresses it),
+# the error falling by at most h2_tol_params$ratio per order; the next at an
+# eta above ratio_eta. At 2^20 in 3D (tol = 1e-3, order 3 at 1e-2) order 4
+# (2.6e-3) is not built; had the bound been wrong, a higher order than needed
+# would be built, not a less accurate one. With `info` (order o's h2_info()),
+# no further than the highest order whose form fits the budget: should tol be
+# out of reach, the most accurate order that can be built is still built.
+h2_tol_next_order <- function(s, err, o, info = NULL) {
+  p <- h2_tol_params
+  target <- (1 - p$rest) * s$tol
+  if (s$eta > p$ratio_eta || err <= target) return(o + 1L)
+  skip <- as.integer(ceiling(log(target / err) / log(p$ratio) - 1e-9))
+  to <- max(o + 1L, min(o + skip, max(s$orders)))
+  form <- if (isTRUE(info$on_the_fly)) "on_the_fly" else "stored"
+  while (!is.null(info) && to > o + 1L && h2_order_bytes(info, to, form) > s$budget$bytes) {
+    to <- to - 1L
+  }
+  to
+}
+
+# The tolerance an order within tol whose measured error is err is compressed
+# to (h2_tol_compress), or NA: build the next order first. What tol leaves
+# (tol - err: the order's error and the compression's add at most), at most
+# split * tol, when that is at least rest * tol. One rule for every form: a
+# compression costs about the same at any target (order 5 on the fly at 2^20
+# in 3D: 2.52 s to 4e-4, 2.55 s to 2e-4), the next order a build and a
+# compression of ((o + 1) / o)^d times the rank, the work growing as rank^3
+# (order 6: 8.2 s). Below rest * tol the compressed ranks near the built
+# ones, and the measured error of the result is err plus noise about as large
+# as what is left.
+h2_tol_target <- function(err, tol) {
+  p <- h2_tol_params
+  left <- tol - err
+  if (left < p$rest * tol) return(NA_real_)
+  min(left, p$split * tol)
 }
 
 # `best` compressed by what tol leaves, if its error is below tol
