@@ -221,8 +221,7 @@ SEXP gk_r_gp_factor_host(SEXP coef)
  * else is left alone. */
 SEXP gk_r_gp_factor_free(SEXP coef)
 {
-  if (TYPEOF(coef) == EXTPTRSXP && R_ExternalPtrTag(coef) == Rf_install(GP_FACTOR_TAG))
-    factor_finalize(coef);
+  if (gk_extptr_is(coef, GP_FACTOR_TAG)) factor_finalize(coef);
   return R_NilValue;
 }
 

@@ -91,7 +91,7 @@ SEXP gk_r_gp_neighbors_start(SEXP xo, SEXP m, SEXP threads)
 SEXP gk_r_gp_neighbors_join(SEXP handle, SEXP cancel)
 {
   int stop = gk_as_flag(cancel);
-  if (TYPEOF(handle) != EXTPTRSXP || R_ExternalPtrTag(handle) != Rf_install(job_tag))
+  if (!gk_extptr_is(handle, job_tag))
     gk_stop("internal: not a neighbour search's handle");
   gp_neighbors_job *job = (gp_neighbors_job *) R_ExternalPtrAddr(handle);
   if (!job) {

@@ -71,8 +71,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
 /* Frees the native data now (gk_free()); the R object rebuilds it when used again. */
 SEXP gk_r_h2_free(SEXP ptr)
 {
-  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_H2MATRIX))
-    h2_finalize(ptr);
+  if (gk_extptr_is(ptr, GK_TAG_H2MATRIX)) h2_finalize(ptr);
   return R_NilValue;
 }
 

@@ -31,8 +31,7 @@ static void device_matrix_finalize(SEXP ptr)
 /* Frees the GPU copy now (gk_free()); the R object uploads it again when used. */
 SEXP gk_r_device_matrix_free(SEXP ptr)
 {
-  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_DEVICE_MATRIX))
-    device_matrix_finalize(ptr);
+  if (gk_extptr_is(ptr, GK_TAG_DEVICE_MATRIX)) device_matrix_finalize(ptr);
   return R_NilValue;
 }
 

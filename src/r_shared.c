@@ -160,9 +160,9 @@ SEXP gk_r_file_allocate(SEXP path, SEXP bytes)
 /* Releases a segment or channel now rather than when R collects its handle. */
 SEXP gk_r_shared_free(SEXP handle)
 {
-  if (TYPEOF(handle) == EXTPTRSXP && R_ExternalPtrTag(handle) == Rf_install("gk_channel"))
+  if (gk_extptr_is(handle, "gk_channel"))
     channel_finalize(handle);
-  else
+  else if (gk_extptr_is(handle, "gk_shared"))
     handle_finalize(handle);
   return R_NilValue;
 }

@@ -78,9 +78,14 @@ SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer)
   return ptr;
 }
 
+int gk_extptr_is(SEXP ptr, const char *tag)
+{
+  return TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(tag);
+}
+
 void *gk_extptr_address(SEXP ptr, const char *tag, const char *what, const char *stale)
 {
-  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != Rf_install(tag))
+  if (!gk_extptr_is(ptr, tag))
     gk_stop("this %s is not valid: its `ptr` does not hold a %s made by gpukernels", what, what);
   void *address = R_ExternalPtrAddr(ptr);
   if (!address) gk_stop("%s", stale);

@@ -104,6 +104,10 @@ void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
  * PROTECTs it, builds the object, then sets the address. */
 SEXP gk_extptr_new(const char *tag, R_CFinalizer_t finalizer);
 
+/* Whether `ptr` is an external pointer with `tag` (its address freed or not):
+ * the test before gk_extptr_address and before freeing an object now. */
+int gk_extptr_is(SEXP ptr, const char *tag);
+
 /* The address in `ptr` if it is an external pointer with `tag`; otherwise an
  * R error: `what` (e.g. "h2matrix") is not valid (a pointer from elsewhere),
  * or `stale` when the address is NULL (freed, or saved and reloaded). */

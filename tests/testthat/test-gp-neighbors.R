@@ -237,6 +237,19 @@ test_that("the GPU finds the same neighbours as the CPU", {
   }
 })
 
+# An interrupted search (run_interrupted(), whose setup draws, after
+# set.seed(8), `long_values` uniforms for the long search and then 300 2D
+# points): it stopped as R's interrupt, soon, and the search that followed
+# in the same process found those points' 10 neighbours.
+expect_search_interrupted <- function(run, long_values) {
+  expect_identical(run$results$search$outcome, "interrupt")
+  expect_lt(run$results$search$latency, 5)
+  set.seed(8)
+  invisible(runif(long_values))
+  x_small <- matrix(runif(2 * 300), ncol = 2)
+  expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
+}
+
 test_that("the search stops on an interrupt, as R's interrupt condition", {
   skip_on_os("windows")
   setup <- "
@@ -247,12 +260,7 @@ test_that("the search stops on an interrupt, as R's interrupt condition", {
   "
   run <- run_interrupted(c(search = "gpukernels:::gp_neighbors(x_long, 10L, 'cpu')"),
                          setup = setup, after = "gpukernels:::gp_neighbors(x_small, 10L, 'cpu')")
-  expect_identical(run$results$search$outcome, "interrupt")
-  expect_lt(run$results$search$latency, 5)
-  set.seed(8)
-  invisible(runif(4 * 2e5))
-  x_small <- matrix(runif(2 * 300), ncol = 2)
-  expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
+  expect_search_interrupted(run, long_values = 4 * 2e5)
 })
 
 # The search on a host thread of its own (gp_neighbors_job.c), as gp_loglik()
@@ -316,10 +324,5 @@ test_that("an interrupt while waiting for the host thread stops its search", {
     c(search = "gpukernels:::gp_neighbors_join(gpukernels:::gp_neighbors_start(x_long, 60L))"),
     setup = setup,
     after = "gpukernels:::gp_neighbors_join(gpukernels:::gp_neighbors_start(x_small, 10L))")
-  expect_identical(run$results$search$outcome, "interrupt")
-  expect_lt(run$results$search$latency, 5)
-  set.seed(8)
-  invisible(runif(3 * 1e6))
-  x_small <- matrix(runif(2 * 300), ncol = 2)
-  expect_identical(run$after$nbr, reference_neighbors(x_small, 10L)$nbr)
+  expect_search_interrupted(run, long_values = 3 * 1e6)
 })
