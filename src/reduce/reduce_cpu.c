@@ -7,6 +7,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "reduce/reduce.h"
 #include "reduce/reduce_klist.h"
@@ -286,6 +287,7 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   reduce_job job;
   double *scratch = NULL;
   int *iscratch = NULL;
+  void *scratch_block = NULL;
   int *pieces = NULL;
   int nthreads = gk_omp_threads(threads);
   job.pieces = NULL;
@@ -319,11 +321,18 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
   gk_stop_flag stop;
   gk_stop_flag_init(&stop);
   job.stop = &stop;
-  /* Per-thread scratch: E + 1 accumulators, or the k-list of KMIN. */
+  /* Per-thread scratch: E + 1 accumulators, or the k-list of KMIN, each
+   * thread's in cache lines of its own: the sums write their accumulators at
+   * every pair, and two threads' accumulators in one line (as malloc's
+   * alignment fell) made the exact products of h2_error() 3 times slower. */
   size_t per_thread = (size_t) (job.e > spec->k ? job.e : spec->k) + 1;
-  scratch = (double *) malloc(per_thread * nthreads * sizeof(double));
-  iscratch = (int *) malloc(per_thread * nthreads * sizeof(int));
-  if (!job.xs || !job.ys || !scratch || !iscratch) {
+  const size_t line = 64, stride = (per_thread * sizeof(double) + line - 1) / line * line;
+  scratch_block = malloc(2 * stride * (size_t) nthreads + line);   // doubles, then ints
+  if (scratch_block) {
+    scratch = (double *) (((uintptr_t) scratch_block + line - 1) & ~(uintptr_t) (line - 1));
+    iscratch = (int *) (scratch + stride / sizeof(double) * nthreads);
+  }
+  if (!job.xs || !job.ys || !scratch_block) {
     gk_fail(err, GK_ERR_NOMEM, "out of memory for the reduction's work arrays");
     goto done;
   }
@@ -344,7 +353,8 @@ gk_status reduce_cpu(const gk_reduce_spec *spec, const gk_reduce_operand *x,
     for (ptrdiff_t i = (ptrdiff_t) start; i < end; i++) {
       int t = gk_omp_thread_id();
       if (gk_stop_seen(&stop) || ((i % 16) == 0 && gk_stop_requested(&stop))) continue;
-      reduce_row(&job, (size_t) i, scratch + t * per_thread, iscratch + t * per_thread);
+      reduce_row(&job, (size_t) i, scratch + t * (stride / sizeof(double)),
+                 iscratch + t * (stride / sizeof(int)));
     }
     if (gk_stop_requested(&stop)) {
       gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
@@ -365,8 +375,7 @@ done:
   free(pieces);
   free((void *) job.xs);
   free((void *) job.ys);
-  free(scratch);
-  free(iscratch);
+  free(scratch_block);
   return err->status;
 }
 
