@@ -100,7 +100,9 @@ static int same_number(double a, double b)
 }
 
 /* The tree in `tree` if it was built for these points' size, leaf_size, eta
- * and kernel (the caller keeps it with its points), else an error. */
+ * and kernel, else an error. The points themselves and the kernel's range
+ * (the tree holds them only as scaled points) are the caller's to keep the
+ * same: the search passes its own. */
 static const h2_tree *tree_for(SEXP tree, int n, int dim, int leaf_size, double eta,
                                const gk_kernel *k)
 {
