@@ -167,6 +167,14 @@ h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order =
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
                             storage, etas = if (eta_given) eta else h2_tol_etas))
   }
+  h2_matrix_new(locs, kernel, nugget, leaf_size, order, eta, precision, backend, storage)
+}
+
+# The h2matrix of checked arguments (h2_matrix(), h2_matrix(tol = )'s
+# search); `tree`: NULL, or the points' tree at eta from gk_r_h2_tree, which
+# the build copies instead of clustering again (the search's orders).
+h2_matrix_new <- function(locs, kernel, nugget, leaf_size, order, eta, precision, backend,
+                          storage, tree = NULL) {
   settings <- list(locs = locs, kernel = kernel, nugget = as.double(nugget),
                    leaf_size = as.integer(leaf_size), order = as.integer(order),
                    eta = as.double(eta), precision = precision, backend = backend,
@@ -174,19 +182,20 @@ h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order =
   # The S4 bit lets `%*%` (an S4-dispatching primitive before R 4.3) reach the
   # method below; the object is otherwise an ordinary S3 list. Its native data
   # live in `native` (R/native.R) and are rebuilt from the settings when needed.
-  asS4(structure(c(list(native = gk_native_new(h2_build(settings))), settings),
+  asS4(structure(c(list(native = gk_native_new(h2_build(settings, tree))), settings),
                  class = "h2matrix"))
 }
 
 # Builds the native matrix from an h2matrix's settings: on the GPU it was
 # built for, or on the CPU where there is no GPU (e.g. after readRDS()); then
 # the orthogonalizations and compressions that made A, in order (its
-# `transforms`: NA for an orthogonalization, else the tolerance).
-h2_build <- function(A) {
+# `transforms`: NA for an orthogonalization, else the tolerance). With
+# `tree` (h2_matrix_new), its copy at A's order.
+h2_build <- function(A, tree = NULL) {
   backend <- if (A$backend == "gpu" && !gk_has_gpu()) "cpu" else A$backend
   ptr <- .Call(gk_r_h2_build, A$locs, A$kernel, A$nugget, A$leaf_size, A$order, A$eta,
                A$precision == "single", backend, h2_storage_code(.subset2(A, "storage")),
-               gk_threads())
+               gk_threads(), tree)
   for (tol in .subset2(A, "transforms")) {
     ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads(), h2_compress_on_gpu())[[1L]]
   }

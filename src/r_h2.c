@@ -33,8 +33,94 @@ void gk_r_h2_parts(SEXP ptr, const h2_tree **tree, h2_gpu **gpu)
   *gpu = h->gpu;
 }
 
+/* The points divided by the kernel's range (h2.h), shifted first: accuracy
+ * far from the origin. R_alloc'ed. */
+static double *scaled_points(SEXP locs, SEXP spec)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  double range[3], centre[3];
+  gk_kernel_range_from_r(spec, dim, range);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_points_centre(REAL(locs), n, NULL, 0, dim, range, centre);
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  return xs;
+}
+
+static void tree_finalize(SEXP ptr)
+{
+  h2_tree *t = (h2_tree *) R_ExternalPtrAddr(ptr);
+  if (t) {
+    h2_tree_free(t);
+    free(t);
+  }
+  R_ClearExternalPtr(ptr);
+}
+
+/* The cluster tree and block lists of the points at eta (h2.h), without
+ * matrix data, for h2_matrix(tol = )'s search: the builds of every order
+ * copy it (gk_r_h2_build's `tree`). Freed by gk_r_h2_tree_free or its
+ * finalizer. */
+SEXP gk_r_h2_tree(SEXP locs, SEXP spec, SEXP leaf_size, SEXP eta, SEXP threads)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
+  gk_kernel kernel = gk_kernel_from_r(spec);
+  double *xs = scaled_points(locs, spec);
+  SEXP ptr = PROTECT(gk_extptr_new(GK_TAG_H2TREE, tree_finalize));
+  gk_error err;
+  gk_error_clear(&err);
+  h2_tree *t = (h2_tree *) calloc(1, sizeof *t);
+  if (!t) gk_fail(&err, GK_ERR_NOMEM, "out of host memory for the H2 tree");
+  // any order: the copies take theirs (h2_tree_for_order)
+  else if (h2_tree_build(t, xs, n, dim, gk_as_int(leaf_size), 1, gk_as_double(eta), &kernel, 0.0,
+                         gk_as_int(threads), &err)) {
+    free(t);
+    t = NULL;
+  }
+  if (!t) {
+    UNPROTECT(1);
+    gk_raise(&err);
+  }
+  R_SetExternalPtrAddr(ptr, t);
+  UNPROTECT(1);
+  return ptr;
+}
+
+SEXP gk_r_h2_tree_free(SEXP ptr)
+{
+  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_H2TREE))
+    tree_finalize(ptr);
+  return R_NilValue;
+}
+
+/* Equal, or both NaN (a parameter the family has not). */
+static int same_number(double a, double b)
+{
+  return a == b || (isnan(a) && isnan(b));
+}
+
+/* The tree in `tree` if it was built for these points' size, leaf_size, eta
+ * and kernel, else an error. The points themselves and the kernel's range
+ * (the tree holds them only as scaled points) are the caller's to keep the
+ * same: the search passes its own. */
+static const h2_tree *tree_for(SEXP tree, int n, int dim, int leaf_size, double eta,
+                               const gk_kernel *k)
+{
+  const h2_tree *t = (const h2_tree *) gk_extptr_address(tree, GK_TAG_H2TREE, "H2 tree",
+                                                         "internal: the H2 tree was freed");
+  const gk_kernel *tk = &t->kernel;
+  int same_kernel = tk->family == k->family && same_number(tk->variance, k->variance) &&
+                    same_number(tk->smoothness, k->smoothness) &&
+                    tk->matern_twice_nu == k->matern_twice_nu &&
+                    same_number(tk->matern_log_norm, k->matern_log_norm) &&
+                    same_number(tk->sphere_radius, k->sphere_radius);
+  if (t->n != n || t->dim != dim || t->leaf_size != leaf_size || t->eta != eta || !same_kernel)
+    gk_stop("internal: the H2 tree was built for other points or settings");
+  return t;
+}
+
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP storage, SEXP threads)
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads, SEXP tree)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
@@ -42,12 +128,10 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   if (storage_code < H2_STORE_BLOCKS || storage_code > H2_STORE_IF_FITS)
     gk_stop("internal: bad H2 storage %d", storage_code);
   gk_kernel kernel = gk_kernel_from_r(spec);
-  double range[3];
-  gk_kernel_range_from_r(spec, dim, range);
-  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  double centre[3];   // shifted before scaling: accuracy far from the origin
-  gk_points_centre(REAL(locs), n, NULL, 0, dim, range, centre);
-  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  // with a tree, the points are in it already
+  const h2_tree *from = Rf_isNull(tree) ? NULL : tree_for(tree, n, dim, gk_as_int(leaf_size),
+                                                          gk_as_double(eta), &kernel);
+  double *xs = from ? NULL : scaled_points(locs, spec);
 
   // The external pointer exists (with its finalizer) before anything native
   // does, so that no R allocation failure can leak what is built.
@@ -58,7 +142,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   if (h2_matrix_build(xs, n, dim, gk_as_int(leaf_size), gk_as_int(order), gk_as_double(eta),
                       &kernel, gk_as_double(nugget), gk_as_flag(single),
                       gk_backend_is_gpu(backend), (h2_storage_request) storage_code,
-                      gk_as_int(threads), gk_r_make_room, &h, &err)) {
+                      gk_as_int(threads), gk_r_make_room, from, &h, &err)) {
     UNPROTECT(1);
     gk_raise(&err);
   }

@@ -97,6 +97,7 @@ void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
 /* External pointers to the package's native objects carry a tag naming their
  * kind; every entry point taking one checks it before reading the address. */
 #define GK_TAG_H2MATRIX "gpukernels_h2matrix"
+#define GK_TAG_H2TREE "gpukernels_h2tree"
 #define GK_TAG_DEVICE_MATRIX "gk_device_matrix"
 
 /* A new external pointer with `tag`, no address yet and `finalizer`

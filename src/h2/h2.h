@@ -100,6 +100,14 @@ void h2_tree_free(h2_tree *t);
 void h2_tree_set_ranks(h2_tree *t, const int *ranks);
 /* A deep copy of the structure (ranks included). */
 gk_status h2_tree_copy(h2_tree *dst, const h2_tree *src, gk_error *err);
+/* The tree h2_tree_build makes at `order` (with `nugget`), copied from src,
+ * built by it for the same points, leaf_size, eta and kernel at any order:
+ * a search over orders clusters and traverses once (h2_tree_copy.c). */
+gk_status h2_tree_for_order(h2_tree *dst, const h2_tree *src, int order, double nugget,
+                            gk_error *err);
+/* Fails (GK_ERR_INPUT) when t's depth, leaf_size and rank are too large for
+ * the int indices of the padded vectors and the xhat / yhat trees. */
+gk_status h2_tree_check_size(const h2_tree *t, gk_error *err);
 
 /* Sizes in entries. */
 size_t h2_basis_entries(const h2_tree *t);     /* U          */

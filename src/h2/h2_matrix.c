@@ -98,14 +98,16 @@ static gk_status choose_storage(h2_matrix *h, h2_storage_request storage, int gp
 gk_status h2_matrix_build(const double *xs, int n, int dim, int leaf_size, int order, double eta,
                           const gk_kernel *kernel, double nugget, int single, int gpu,
                           h2_storage_request storage, int threads, h2_make_room_fn fn,
-                          h2_matrix **out, gk_error *err)
+                          const h2_tree *from, h2_matrix **out, gk_error *err)
 {
   *out = NULL;
   h2_matrix *h = matrix_new(single, err);
   if (!h) return err->status;
   double start = h2_seconds_now();
-  if (h2_tree_build(&h->tree, xs, n, dim, leaf_size, order, eta, kernel, nugget, threads, err) ==
-      GK_OK) {
+  gk_status made = from ? h2_tree_for_order(&h->tree, from, order, nugget, err)
+                        : h2_tree_build(&h->tree, xs, n, dim, leaf_size, order, eta, kernel,
+                                        nugget, threads, err);
+  if (made == GK_OK) {
     h->tree_seconds = h2_seconds_now() - start;
     h2_otf *otf = NULL;
     if (choose_storage(h, storage, gpu, fn, &otf, err) == GK_OK) {

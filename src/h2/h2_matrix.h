@@ -56,12 +56,14 @@ typedef struct {
 } h2_matrix;
 
 /* Builds the matrix of the (scaled) points xs (n x dim, column-major) in the
- * form `storage` asks for, on the GPU in use or the host. *out is NULL on
- * failure. */
+ * form `storage` asks for, on the GPU in use or the host. With `from` (a
+ * tree built for the same points, leaf_size, eta and kernel, at any order;
+ * else NULL) its copy for `order` is taken (h2_tree_for_order) and xs is not
+ * read. *out is NULL on failure. */
 gk_status h2_matrix_build(const double *xs, int n, int dim, int leaf_size, int order, double eta,
                           const gk_kernel *kernel, double nugget, int single, int gpu,
                           h2_storage_request storage, int threads, h2_make_room_fn make_room,
-                          h2_matrix **out, gk_error *err);
+                          const h2_tree *from, h2_matrix **out, gk_error *err);
 
 /* A new matrix from h: orthogonalized (orthogonalize set) or compressed to
  * tol, on h's backend (on the host when on_gpu is 0: a GPU matrix goes there

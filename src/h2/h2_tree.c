@@ -297,11 +297,7 @@ gk_status h2_tree_build(h2_tree *t, const double *points, int n, int dim, int le
   t->kernel = *kernel;
   while ((size_t) leaf_size << t->depth < (size_t) n) t->depth++;
   int q = t->depth;
-  // The padded vectors and the xhat / yhat trees are indexed by int (BLAS).
-  if (q > 29 || ((size_t) 2 << q) * t->rank >= INT_MAX || ((size_t) 1 << q) * leaf_size >= INT_MAX)
-    return gk_fail(err, GK_ERR_INPUT, "the H2 matrix would be too large for n = %d with "
-                   "leaf_size = %d and rank %d: use a larger leaf_size or a smaller order",
-                   n, leaf_size, t->rank);
+  if (h2_tree_check_size(t, err)) return err->status;
   t->n_leaves = 1 << q;
   t->n_nodes = 2 * t->n_leaves - 1;
   int nn = t->n_nodes, m = leaf_size;
@@ -429,6 +425,18 @@ fail:
   return err->status;
 }
 
+gk_status h2_tree_check_size(const h2_tree *t, gk_error *err)
+{
+  // The padded vectors and the xhat / yhat trees are indexed by int (BLAS).
+  int q = t->depth;
+  if (q > 29 || ((size_t) 2 << q) * t->rank >= INT_MAX ||
+      ((size_t) 1 << q) * t->leaf_size >= INT_MAX)
+    return gk_fail(err, GK_ERR_INPUT, "the H2 matrix would be too large for n = %d with "
+                   "leaf_size = %d and rank %d: use a larger leaf_size or a smaller order",
+                   t->n, t->leaf_size, t->rank);
+  return GK_OK;
+}
+
 void h2_tree_free(h2_tree *t)
 {
   if (t->coupling)
@@ -467,76 +475,6 @@ void h2_tree_set_ranks(h2_tree *t, const int *ranks)
     t->coupling_ptr[l + 1] = t->coupling_ptr[l] + (size_t) t->coupling[l].n_blocks * k * k;
     t->hat_ptr[l + 1] = t->hat_ptr[l] + nodes * k;
   }
-}
-
-static gk_status copy_ints(int **dst, const int *src, size_t count, gk_error *err)
-{
-  *dst = (int *) malloc((count ? count : 1) * sizeof(int));
-  if (!*dst) return gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
-  if (count) memcpy(*dst, src, count * sizeof(int));
-  return GK_OK;
-}
-
-static gk_status copy_bytes(void **dst, const void *src, size_t bytes, gk_error *err)
-{
-  *dst = malloc(bytes ? bytes : 1);
-  if (!*dst) return gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
-  if (bytes) memcpy(*dst, src, bytes);
-  return GK_OK;
-}
-
-static gk_status bsr_copy(h2_bsr *d, const h2_bsr *s, gk_error *err)
-{
-  *d = *s;
-  d->row = d->col = d->slot_ptr = d->row_ptr = d->row_blocks = NULL;
-  if (copy_ints(&d->row, s->row, s->n_blocks, err) ||
-      copy_ints(&d->col, s->col, s->n_blocks, err) ||
-      copy_ints(&d->slot_ptr, s->slot_ptr, (size_t) s->n_slots + 1, err) ||
-      copy_ints(&d->row_ptr, s->row_ptr, (size_t) s->n_rows + 1, err) ||
-      copy_ints(&d->row_blocks, s->row_blocks, s->n_blocks, err))
-    return err->status;
-  return GK_OK;
-}
-
-gk_status h2_tree_copy(h2_tree *d, const h2_tree *s, gk_error *err)
-{
-  int q = s->depth, nn = s->n_nodes;
-  size_t rows = (size_t) s->n_leaves * s->leaf_size;
-  *d = *s;
-  d->level_ptr = d->head = d->next = d->parent = d->node_start = d->node_count = NULL;
-  d->slot_of_point = d->leaf_count = d->level_rank = NULL;
-  d->center = d->half = d->leaf_points = NULL;
-  d->coupling = NULL;
-  d->coupling_offset = d->transfer_ptr = d->coupling_ptr = d->hat_ptr = NULL;
-  memset(&d->dense, 0, sizeof d->dense);
-  if (copy_ints(&d->level_ptr, s->level_ptr, (size_t) q + 2, err) ||
-      copy_ints(&d->head, s->head, nn, err) || copy_ints(&d->next, s->next, nn, err) ||
-      copy_ints(&d->parent, s->parent, nn, err) ||
-      copy_ints(&d->node_start, s->node_start, nn, err) ||
-      copy_ints(&d->node_count, s->node_count, nn, err) ||
-      copy_ints(&d->slot_of_point, s->slot_of_point, s->n, err) ||
-      copy_ints(&d->leaf_count, s->leaf_count, s->n_leaves, err) ||
-      copy_ints(&d->level_rank, s->level_rank, (size_t) q + 1, err) ||
-      copy_bytes((void **) &d->center, s->center, (size_t) nn * s->dim * sizeof(double), err) ||
-      copy_bytes((void **) &d->half, s->half, (size_t) nn * s->dim * sizeof(double), err) ||
-      copy_bytes((void **) &d->leaf_points, s->leaf_points, rows * s->dim * sizeof(double), err) ||
-      copy_bytes((void **) &d->coupling_offset, s->coupling_offset, (q + 2) * sizeof(size_t), err) ||
-      copy_bytes((void **) &d->transfer_ptr, s->transfer_ptr, (q + 2) * sizeof(size_t), err) ||
-      copy_bytes((void **) &d->coupling_ptr, s->coupling_ptr, (q + 2) * sizeof(size_t), err) ||
-      copy_bytes((void **) &d->hat_ptr, s->hat_ptr, (q + 2) * sizeof(size_t), err) ||
-      bsr_copy(&d->dense, &s->dense, err))
-    goto fail;
-  d->coupling = (h2_bsr *) calloc((size_t) q + 1, sizeof(h2_bsr));
-  if (!d->coupling) {
-    gk_fail(err, GK_ERR_NOMEM, "out of host memory copying the H2 tree");
-    goto fail;
-  }
-  for (int l = 0; l <= q; l++)
-    if (bsr_copy(&d->coupling[l], &s->coupling[l], err)) goto fail;
-  return GK_OK;
-fail:
-  h2_tree_free(d);
-  return err->status;
 }
 
 size_t h2_basis_entries(const h2_tree *t)

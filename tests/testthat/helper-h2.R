@@ -47,3 +47,23 @@ expect_form <- function(A, form) {
                    switch(form, stored = c(FALSE, FALSE), on_the_fly = c(TRUE, TRUE),
                           dense_on_the_fly = c(TRUE, FALSE)))
 }
+
+# Runs `code` with the package's function `name` recording the arguments
+# (`args`) and result (`value`, or what keep() makes of it when the call
+# returns) of each call in log$calls.
+with_calls_logged <- function(name, log, code, keep = identity) {
+  ns <- asNamespace("gpukernels")
+  real <- get(name, envir = ns)
+  log$calls <- list()
+  unlockBinding(name, ns)
+  assign(name, function(...) {
+    value <- real(...)
+    log$calls[[length(log$calls) + 1L]] <- list(args = list(...), value = keep(value))
+    value
+  }, envir = ns)
+  on.exit({
+    assign(name, real, envir = ns)
+    lockBinding(name, ns)
+  })
+  code
+}

@@ -90,7 +90,8 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
                                              "auto", "gpu", 1L, TRUE)
   expect_error(.Call(gpukernels:::gk_r_reduce, reduce_spec, gpukernels:::gk_reductions,
                      gpukernels:::gk_reduce_methods), no_cuda)
-  expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L), no_cuda)
+  expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L,
+                     NULL), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
@@ -151,7 +152,7 @@ test_that("the H2 entry code refuses kernels an H2 matrix cannot represent", {
   set.seed(7)
   locs <- matrix(runif(200), ncol = 2)
   build <- function(kernel, points = locs) {
-    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 0L, 1L)
+    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 0L, 1L, NULL)
   }
   expect_error(build(gk_kernel("linear")), "not \"linear\"")
   expect_error(build(gk_kernel("squared_distance")), "not \"squared_distance\"")

@@ -335,25 +335,6 @@ test_that("h2_matrix(tol =) compresses an order within tol by what tol leaves, o
   expect_true(is.na(target(9.999e-4, tol)))
 })
 
-# Runs `code` with the package's function `name` recording the arguments
-# (`args`) and result (`value`) of each call in log$calls.
-with_calls_logged <- function(name, log, code) {
-  ns <- asNamespace("gpukernels")
-  real <- get(name, envir = ns)
-  log$calls <- list()
-  unlockBinding(name, ns)
-  assign(name, function(...) {
-    value <- real(...)
-    log$calls[[length(log$calls) + 1L]] <- list(args = list(...), value = value)
-    value
-  }, envir = ns)
-  on.exit({
-    assign(name, real, envir = ns)
-    lockBinding(name, ns)
-  })
-  code
-}
-
 test_that("h2_matrix(tol =) measures every matrix with one draw of probes", {
   cs <- tol_case(55, 1301)
   locs <- cs$locs; k <- cs$k
@@ -426,6 +407,34 @@ test_that("h2_matrix(tol =) skips the orders that cannot come near tol", {
         expect_gt(e * 0.15^(orders[i + 1] - orders[i] - 1), 0.9e-3 / 1.5)
       }
     }
+  }
+})
+
+test_that("h2_matrix(tol =) builds each order as h2_matrix(order =) does, from one tree", {
+  cs <- tol_case(62, 1301)
+  for (storage in c("auto", "on_the_fly")) {
+    log <- new.env()
+    trees <- new.env()   # the tree objects, and their addresses while alive
+    keep <- function(tree) {
+      trees$all <- c(trees$all, tree)
+      utils::capture.output(print(tree))
+    }
+    A <- with_calls_logged("h2_tol_tree", log,
+                           h2_matrix(cs$locs, cs$k, tol = 1e-3, storage = storage,
+                                     backend = "cpu"), keep)
+    # two orders or more built (3, then 5), every one from the same tree,
+    # which is freed when the search returns
+    addresses <- vapply(log$calls, `[[`, "", "value")
+    expect_gte(length(addresses), 2L)
+    expect_length(unique(addresses), 1L)
+    expect_true(.Call(gpukernels:::gk_r_ptr_stale, trees$all[[1]]))
+    # the order found, built from the points and compressed to the same
+    # tolerance, is the same matrix to the bit
+    B <- h2_matrix(cs$locs, cs$k, eta = A$eta, order = A$order, storage = A$storage,
+                   backend = "cpu")
+    if (!is.null(A$compression)) B <- h2_compress(B, A$compression$tol)
+    expect_identical(A %*% cs$X, B %*% cs$X)
+    expect_identical(h2_ranks(A), h2_ranks(B))
   }
 })
 

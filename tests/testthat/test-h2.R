@@ -297,3 +297,49 @@ test_that("rows of an H2 product equal those rows of the whole product", {
     expect_error(.Call(gpukernels:::gk_r_h2_matmul_rows, gpukernels:::h2_ptr(A), bad, 1:3), "NaN")
   }
 })
+
+test_that("a build from the points' tree (h2_matrix(tol =)'s) is the build from the points", {
+  set.seed(72)
+  new <- gpukernels:::h2_matrix_new
+  cases <- list(list(n = 1501L, d = 3L, k = gk_kernel("exponential", range = 0.2)),
+                list(n = 999L, d = 2L, k = gk_kernel("matern", range = c(0.1, 0.2),
+                                                     smoothness = 1.5)),
+                list(n = 70L, d = 3L, k = gk_kernel("gaussian", range = 0.3)),
+                list(n = 1L, d = 2L, k = gk_kernel("exponential", range = 0.1)))
+  for (cs in cases) {
+    locs <- matrix(runif(cs$n * cs$d), ncol = cs$d)
+    x <- matrix(rnorm(2 * cs$n), cs$n, 2)
+    for (b in test_backends()) {
+      tree <- .Call(gpukernels:::gk_r_h2_tree, locs, cs$k, 32L, 2, 1L)
+      for (o in 2:4) {
+        for (storage in c("stored", "on_the_fly")) {
+          A <- h2_matrix(locs, cs$k, nugget = 0.1, leaf_size = 32, eta = 2, order = o,
+                         storage = storage, backend = b)
+          B <- new(A$locs, A$kernel, 0.1, 32, o, 2, "double", b, storage, tree)
+          what <- sprintf("n = %d, order %d, %s, %s", cs$n, o, storage, b)
+          if (b == "cpu") expect_identical(B %*% x, A %*% x, info = what)
+          else expect_equal(B %*% x, A %*% x, tolerance = 1e-13, info = what)   # atomics
+          timed <- c("build_seconds", "tree_seconds")
+          ia <- gpukernels:::h2_info(A)
+          ib <- gpukernels:::h2_info(B)
+          expect_identical(ib[setdiff(names(ib), timed)], ia[setdiff(names(ia), timed)],
+                           info = what)
+          expect_identical(unclass(B)[-1], unclass(A)[-1], info = what)   # all but `native`
+        }
+      }
+      # a tree of other settings (eta, leaves, kernel) is refused; so are a
+      # freed tree and a pointer that is not a tree
+      other <- "internal: the H2 tree was built for other points or settings"
+      expect_error(new(locs, cs$k, 0, 32, 3, 3, "double", b, "stored", tree), other)
+      expect_error(new(locs, cs$k, 0, 64, 3, 2, "double", b, "stored", tree), other)
+      k2 <- gk_kernel("cauchy", range = 0.2)
+      expect_error(new(locs, k2, 0, 32, 3, 2, "double", b, "stored", tree), other)
+      expect_error(new(locs[c(1, 1), ], cs$k, 0, 32, 3, 2, "double", b, "stored", tree), other)
+      .Call(gpukernels:::gk_r_h2_tree_free, tree)
+      expect_error(new(locs, cs$k, 0, 32, 3, 2, "double", b, "stored", tree), "tree was freed")
+      A <- h2_matrix(locs, cs$k, backend = b)
+      expect_error(new(locs, cs$k, 0, 32, 3, 2, "double", b, "stored",
+                       .subset2(A, "native")$ptr), "not valid")
+    }
+  }
+})
