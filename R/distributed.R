@@ -181,7 +181,7 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   on.exit(options(old))
   # Sent to the worker as a global: a small closure that finds gk_run_chunk in
   # the worker's own copy of the package (a namespace function as the global
-  # cost futures about 40 ms more each).
+  # makes each future slower to set up).
   run <- function(task) asNamespace("gpukernels")$gk_run_chunk(task)
   environment(run) <- baseenv()
   futures <- lapply(tasks, function(task) {

@@ -119,8 +119,9 @@ gp_auto_method <- function(n, dim, control, backend) {
 
 # The points of the timed evaluations (as many as the H2 error check's
 # default rows, gp_control(h2_check_rows), so that the check's cost grows
-# with n from there: at 800 points an H2 evaluation took a third of its time
-# at 1500), and the most the dense method takes (GP_DENSE_GPU_MAX in gp.h; on
+# with n from there as the method's does: below, the check takes every row
+# and grows as n^2, which would mislead the prediction), and the most the
+# dense method takes (GP_DENSE_GPU_MAX in gp.h; on
 # the CPU memory runs out long before).
 gp_auto_n <- 1000L
 gp_dense_most <- 46340L
@@ -128,12 +129,9 @@ gp_dense_most <- 46340L
 # Seconds of one evaluation with the gradient at n points, from the timed
 # ones at times$n: the dense method grows as n^3 (Cholesky factorization and
 # inverse), "tiled" as n^2 (exact products, for about as many iterations),
-# "h2" as n. Measured on an idle 2-core machine with R's reference BLAS (2D,
-# Matern 3/2): at 1000 points dense 0.22-0.27 s, h2 0.20 s; at 3000 dense
-# 6.7-6.8 s (predicted 6.0-7.3), h2 0.68-0.70 s (predicted 0.6). The same
-# timings on a loaded machine (other processes on both cores) gave h2 1.05 s
-# at 1000 points: the multithreaded H2 products suffer most from sharing the
-# cores, so a choice measured under load leans to "dense".
+# "h2" as n; these powers predict a threefold n within the spread of
+# repeated timings. The multithreaded H2 products suffer most from sharing
+# the cores, so a choice timed under load leans to "dense".
 gp_auto_seconds <- function(times, method, n) {
   power <- c(dense = 3, tiled = 2, h2 = 1)[[method]]
   times[[method]] * (n / times$n)^power
@@ -447,22 +445,19 @@ gp_preconditioner <- function(prob, kernel, nugget, terms = list(), keep = FALSE
     if (is.null(k) || !formula) return(k)
     gk_formula_native(k, prob$dim, "cpu", wrt = k$wrt)
   }
-  factor <- function(dk, keep = FALSE) {
+  factor <- function(dk, coef_to) {
     .Call(gk_r_gp_factor, prob$locs, prob$nbr, native(kernel), native(dk), nugget, NULL,
-          gk_threads(), prob$backend == "gpu" && !formula, keep)
+          gk_threads(), prob$backend == "gpu" && !formula, coef_to)
   }
-  # the traces of further derivative kernels: their statistics only
-  stats_of <- function(dk) {
-    fac <- factor(dk, keep = TRUE)
-    .Call(gk_r_gp_factor_free, fac$coef)
-    fac$stats
-  }
+  # the traces of further derivative kernels: their statistics alone (no
+  # coefficients made, kept or brought down)
+  stats_of <- function(dk) factor(dk, "none")$stats
   same_range <- function(k) identical(k$range, kernel$range)
   exact <- vapply(terms, function(term) {
     is.null(term$points) && all(vapply(term$kernels, same_range, TRUE))
   }, TRUE)
   first <- if (any(exact)) terms[exact][[1L]]$kernels[[1L]]
-  fac <- factor(first, keep)
+  fac <- factor(first, if (keep) "device" else "matrix")
   trace_GDG <- vapply(seq_along(terms), function(t) {
     if (!exact[[t]]) return(NA_real_)
     parts <- vapply(terms[[t]]$kernels, function(k) {
@@ -486,13 +481,13 @@ gp_preconditioner <- function(prob, kernel, nugget, terms = list(), keep = FALSE
 }
 
 # The GP's H2 settings under the user's control$h2: double precision and, in
-# 2D, eta = 2 rather than h2_matrix()'s 3 unless eta or tol is given. At
-# n = 1e6 (Matern 3/2, range 0.02, nugget 0.01) eta = 2 took the reported
-# error from 2673 to 82 nats for about 5% more time. On a GPU the blocks are
-# stored where they fit (h2_matrix(storage = "stored_if_fits")): the solver
-# multiplies 52 columns at a time, which at n = 1e6 in 2D takes 28 ms stored
-# against 76 ms on the fly (storage = "auto" judges by one column: 8.1
-# against 5.9 ms).
+# 2D, eta = 2 rather than h2_matrix()'s 3 unless eta or tol is given: the
+# stricter admissibility takes the log-likelihood's H2 error (h2_check) down
+# by more than an order of magnitude for a few percent more time. On a GPU
+# the blocks are stored where they fit (h2_matrix(storage =
+# "stored_if_fits")): the solver multiplies some 50 columns at a time, which
+# streaming the stored blocks does faster than evaluating them again, while
+# storage = "auto" judges by one column, where the on-the-fly form can win.
 gp_h2_defaults <- function(dim, user, backend = "cpu") {
   out <- list(precision = "double")
   if (dim == 2 && is.null(user[["eta"]]) && is.null(user[["tol"]])) out$eta <- 2

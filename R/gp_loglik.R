@@ -420,7 +420,7 @@ gp_evaluate_iterative <- function(prob, kernel, nugget, gradient, fisher, smooth
     # With S = G' A^-1 Z (gt_x's probe columns), U = G'Z (gt_b's) and
     # V = S - U = G'(A^-1 - I) Z, the probe sums are colSums(V * M) =
     # colSums(S * M) - colSums(U * M): no n x m block is copied or subtracted
-    # (each costs 0.3 s at n = 1e6). The derivative operators multiply
+    # (each is 0.4 GB at n = 1e6). The derivative operators multiply
     # [alpha, G'B] (the data columns of gt_b ride along, unused).
     probe_dots <- function(M, cols) {
       gp_col_dots(cg$gt_x, probe_cols, M, cols) - gp_col_dots(cg$gt_b, probe_cols, M, cols)

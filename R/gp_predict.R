@@ -141,11 +141,11 @@ gp_conditionals <- function(fit, obs, at, nbr) {
   storage.mode(nbr) <- "integer"
   if (inherits(k, "gk_formula")) {   # its CPU function; d in the covariance's units
     return(.Call(gk_r_gp_factor, rbind(obs, at), nbr, gk_formula_native(k, ncol(obs), "cpu"),
-                 NULL, as.double(fit$nugget), c(n + 1L, n, 1L), gk_threads(), FALSE, FALSE)$coef)
+                 NULL, as.double(fit$nugget), c(n + 1L, n, 1L), gk_threads(), FALSE, "matrix")$coef)
   }
   .Call(gk_r_gp_factor, rbind(obs, at), nbr, gp_kernel_with(k, 1, k$range), NULL,
         as.double(fit$nugget / k$variance), c(n + 1L, n, 1L), gk_threads(),
-        fit$backend == "gpu", FALSE)$coef
+        fit$backend == "gpu", "matrix")$coef
 }
 
 # Kriging standard errors from each new location's m nearest observations

@@ -185,7 +185,7 @@ gp_simulate_fit <- function(fit, newlocs, nsim = 1L, method = c("auto", "exact",
 gp_vecchia_draw <- function(xo, nbr, kernel, nugget, z, backend) {
   factor_with <- function(jitter) {
     tryCatch(.Call(gk_r_gp_factor, xo, nbr, kernel, NULL, jitter, NULL, gk_threads(),
-                   backend == "gpu", FALSE),
+                   backend == "gpu", "matrix"),
              error = function(e) if (jitter == nugget) stop(e) else NULL)
   }
   jitters <- c(pmin(nugget, kernel$variance * c(1e-8, 1e-6)), nugget)

@@ -8,7 +8,7 @@
 gp_evaluate_vecchia <- function(prob, kernel, nugget, gradient, fisher, smoothness) {
   threads <- gk_threads()
   fac <- .Call(gk_r_gp_factor, prob$locs, prob$nbr, kernel, NULL, nugget, NULL, threads,
-               prob$backend == "gpu", FALSE)
+               prob$backend == "gpu", "matrix")
   G <- function(B, transpose = FALSE) {
     .Call(gk_r_gp_apply, prob$nbr, fac$coef, B, transpose, threads)
   }

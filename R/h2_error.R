@@ -52,10 +52,9 @@ h2_error <- function(A, probes = 4, distribution = c("normal", "rademacher"), it
   distribution <- gk_match_choice(distribution, c("normal", "rademacher"), "distribution")
   pr <- h2_error_probes(A, probes, distribution, rows)
   if (!is.null(pr$sampled)) iterations <- 0
-  out <- h2_error_of(A, pr)
+  EX <- h2_error_residuals(A, pr)
+  out <- h2_error_of(A, pr, EX = EX)
   out$iterations <- iterations
-  EX <- out$EX
-  out$EX <- NULL
   if (iterations > 0) {
     out[c("norm2", "norm2_lower")] <- h2_norm2_error(A, pr$X, EX, iterations,
                                                      function(V) h2_error_exact(A, V))
@@ -96,20 +95,26 @@ h2_error_exact <- function(A, X, at = NULL) {
   Y + A$nugget * (if (is.null(at)) X else X[at, , drop = FALSE])
 }
 
-# h2_error()'s result for A from the probes `pr` (h2_error_probes) of A's
-# points, its first `probes` of them; EX holds the errors A X - A_H X.
-h2_error_of <- function(A, pr, probes = ncol(pr$X)) {
+# The errors A X - A_H X of A on the first `probes` probes of `pr`
+# (h2_error_probes) of A's points, on their rows: h2_error()'s 2-norm
+# estimate starts from them.
+h2_error_residuals <- function(A, pr, probes = ncol(pr$X)) {
   use <- seq_len(min(probes, ncol(pr$X)))
   HX <- h2_multiply(A, pr$X[, use, drop = FALSE])
   if (!is.null(pr$sampled)) HX <- HX[pr$sampled, , drop = FALSE]
-  AX <- pr$AX[, use, drop = FALSE]
-  EX <- AX - HX
+  pr$AX[, use, drop = FALSE] - HX
+}
+
+# h2_error()'s result for A from the probes `pr` of A's points, its first
+# `probes` of them (EX: their residuals, when the caller has them).
+h2_error_of <- function(A, pr, probes = ncol(pr$X), EX = h2_error_residuals(A, pr, probes)) {
+  AX <- pr$AX[, seq_len(ncol(EX)), drop = FALSE]
   errs <- sqrt(colSums(EX^2) / colSums(AX^2))
   structure(list(probe = max(errs), probes = errs, frobenius = sqrt(sum(EX^2) / sum(AX^2)),
                  norm2 = NA_real_, norm2_lower = NA_real_, distribution = pr$distribution,
-                 n_probes = length(use), iterations = 0,
+                 n_probes = ncol(EX), iterations = 0,
                  rows = if (is.null(pr$sampled)) nrow(A$locs) else length(pr$sampled),
-                 sampled = !is.null(pr$sampled), EX = EX),
+                 sampled = !is.null(pr$sampled)),
             class = "h2_error")
 }
 

@@ -115,9 +115,7 @@ h2_tol_state <- function(locs, kernel, nugget, leaf_size, eta, order, precision,
   s$probes <- NULL
   s$measure <- function(A) {
     if (is.null(s$probes)) s$probes <- h2_error_probes(A, 4L, "normal", s$rows)
-    err <- h2_error_of(A, s$probes)
-    err$EX <- NULL
-    err
+    h2_error_of(A, s$probes)
   }
   s$fly_at_eta <- new.env(parent = emptyenv())
   s
@@ -147,8 +145,8 @@ h2_tol_build <- function(s, o, form, previous, e = s$eta) {
 
 # The tree of the search's points at eta e (gk_r_h2_tree), built at its first
 # use: the clusters and block lists do not depend on the order, so each
-# order's build copies it rather than clustering and traversing again (at
-# 2^20 in 3D, 0.25-0.35 s of host time a build on 2 cores, a copy 4 ms).
+# order's build copies it rather than clustering and traversing again (a
+# copy is a small part of a build's host time).
 # Freed when the search returns (h2_matrix_to_tol).
 h2_tol_tree <- function(s, e) {
   key <- sprintf("%.17g", e)
@@ -486,10 +484,10 @@ h2_tol_next_order <- function(s, err, o, info = NULL) {
 # to (h2_tol_compress), or NA: build the next order first. What tol leaves
 # (tol - err: the order's error and the compression's add at most), at most
 # split * tol, when that is at least rest * tol. One rule for every form: a
-# compression costs about the same at any target (order 5 on the fly at 2^20
-# in 3D: 2.52 s to 4e-4, 2.55 s to 2e-4), the next order a build and a
-# compression of ((o + 1) / o)^d times the rank, the work growing as rank^3
-# (order 6: 8.2 s). Below rest * tol the compressed ranks near the built
+# compression costs about the same at any target (its work is the factoring
+# of the built blocks, whatever rank it keeps), the next order a build and a
+# compression of ((o + 1) / o)^d times the rank, the work growing as rank^3.
+# Below rest * tol the compressed ranks near the built
 # ones, and the measured error of the result is err plus noise about as large
 # as what is left.
 h2_tol_target <- function(err, tol) {

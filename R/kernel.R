@@ -146,7 +146,7 @@ as_gk_kernel <- function(kernel, arg = "kernel", allow_formula = FALSE) {
 # garbage. Every entry point reaches the C engines through as_gk_kernel(); the
 # C side (gk_kernel_from_r) repeats the type checks for internal callers.
 gk_validate_kernel <- function(kernel, arg = "kernel") {
-  if (.Call(gk_r_kernel_ok, kernel)) return(kernel)   # as gk_kernel() makes it: ~1 us
+  if (.Call(gk_r_kernel_ok, kernel)) return(kernel)   # as gk_kernel() makes it: one C check
   bad <- function(what) {
     stop("`", arg, "` is not a valid gk_kernel (edited by hand?): ", what,
          "; make it with gk_kernel()", call. = FALSE)

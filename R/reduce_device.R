@@ -60,8 +60,9 @@ device_matrix_upload <- function(dm) {
 
 # A block of vectors kept on the GPU for the package's own products and
 # solvers (the GP probes): x, a finite double matrix the package made, is
-# uploaded without the user-facing checks (a pass over 5e7 values costs
-# 0.4 s) and without centring, so that C glue can copy the buffer as it is
+# uploaded without the user-facing checks (finite by construction: a pass
+# over its 5e7 values would add to every evaluation) and without centring,
+# so that C glue can copy the buffer as it is
 # (gk_r_rhs_block in src/r_reduce.c).
 gk_device_block <- function(x) {
   stopifnot(is.double(x), is.matrix(x))

@@ -1,7 +1,7 @@
 /* .Call glue for the Gaussian-process engine (src/gp/): the Vecchia
  * preconditioner (on the host, or kept on the GPU for the solver), its
  * products and its triangular solve, the GPU solver, the Vecchia and dense
- * likelihoods' pieces (the probes: r_gp_probes.c). */
+ * likelihoods' pieces (the probes and the host CG step: r_gp_probes.c). */
 #include "r_util.h"
 #include "gp/gp.h"
 #include "r_h2.h"
@@ -113,12 +113,30 @@ SEXP gk_r_gp_keep_preceding(SEXP cand, SEXP dist, SEXP first_row, SEXP nbr, SEXP
   return Rf_ScalarInteger(dup);
 }
 
+/* Where gk_r_gp_factor's coefficients go: "matrix" (an R matrix), "device"
+ * (kept on the GPU where they fit, else a matrix) or "none" (the statistics
+ * alone: a derivative's trace, its factor unused). */
+enum { COEF_MATRIX, COEF_DEVICE, COEF_NONE };
+
+static int coef_destination(SEXP coef)
+{
+  const char *names[] = {"matrix", "device", "none"};
+  if (Rf_isString(coef) && Rf_xlength(coef) == 1)
+    for (int d = 0; d < 3; d++)
+      if (!strcmp(CHAR(STRING_ELT(coef, 0)), names[d])) return d;
+  gk_stop("internal: bad destination of the Vecchia coefficients");
+  return COEF_MATRIX;
+}
+
 /* The Vecchia factor, or with `rows` = c(first, noisy, conditional) (first
  * 1-based) the rows of gp_rows_options; nbr then holds the rows first .. n.
- * gpu: on the GPU (gp_gpu_vecchia_rows), else on the CPU. */
+ * gpu: on the GPU (gp_gpu_vecchia_rows), else on the CPU. coef_to: where the
+ * coefficients go (coef_destination; "matrix" for the conditionals), returned
+ * as list(coef, stats) with coef a matrix, the kept factor's handle or NULL. */
 SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEXP rows,
-                    SEXP threads, SEXP gpu, SEXP keep)
+                    SEXP threads, SEXP gpu, SEXP coef_to)
 {
+  const int dest = coef_destination(coef_to);
   int n = Rf_nrows(locs), dim = Rf_ncols(locs), m = Rf_ncols(nbr);
   gp_rows_options opt = {0, n, GP_ROWS_FACTOR};
   if (!Rf_isNull(rows)) {
@@ -128,6 +146,7 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
     opt.form = INTEGER(rows)[2] ? GP_ROWS_CONDITIONAL : GP_ROWS_FACTOR;
     if (opt.first < 0 || opt.first > n || opt.noisy < 0 || opt.noisy > n)
       gk_stop("internal: Vecchia rows out of range");
+    if (dest != COEF_MATRIX) gk_stop("internal: the Vecchia rows come back as a matrix");
   }
   const int *ix = checked_neighbors(nbr, n - opt.first, n);
   int has_d = !Rf_isNull(dspec);
@@ -157,7 +176,7 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
   const char *names[] = {"coef", "stats", ""};
   gk_error err;
   gk_error_clear(&err);
-  if (on_gpu && gk_as_flag(keep) && Rf_isNull(rows)) {
+  if (on_gpu && dest == COEF_DEVICE) {
     // kept on the GPU where it fits (the handle exists first: nothing leaks)
     SEXP handle = PROTECT(gk_extptr_new(GP_FACTOR_TAG, factor_finalize));
     gp_gpu_factor *f = (gp_gpu_factor *) calloc(1, sizeof *f);
@@ -181,14 +200,16 @@ SEXP gk_r_gp_factor(SEXP locs, SEXP nbr, SEXP spec, SEXP dspec, SEXP nugget, SEX
     }
     UNPROTECT(2);   // it does not fit: made on the GPU and brought down
   }
-  SEXP coef = PROTECT(Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
+  SEXP coef = PROTECT(dest == COEF_NONE ? R_NilValue
+                                         : Rf_allocMatrix(REALSXP, n - opt.first, m + 1));
+  double *values = dest == COEF_NONE ? NULL : REAL(coef);
   SEXP stats = PROTECT(Rf_allocVector(REALSXP, 3));
   if (on_gpu)
     gp_gpu_vecchia_rows(xs, n, dim, ix, m, &kernel, has_d ? &dkernel : NULL,
-                        gk_as_double(nugget), &opt, REAL(coef), REAL(stats), NULL, &err);
+                        gk_as_double(nugget), &opt, values, REAL(stats), NULL, &err);
   else
     gp_vecchia_rows(xs, n, dim, ix, m, &cov, has_d ? &dcov : NULL, gk_as_double(nugget),
-                    &opt, gk_as_int(threads), REAL(coef), REAL(stats), &err);
+                    &opt, gk_as_int(threads), values, REAL(stats), &err);
   if (err.status) {
     UNPROTECT(2);
     gk_raise(&err);
@@ -244,31 +265,6 @@ SEXP gk_r_gp_solve(SEXP nbr, SEXP coef, SEXP x, SEXP threads)
   gp_vecchia_solve(n, Rf_ncols(nbr), INTEGER(nbr), REAL(coef), REAL(x), k,
                    gk_as_int(threads), REAL(out));
   UNPROTECT(1);
-  return out;
-}
-
-/* One step of block CG (gp.h). x, r, p (n x m) and rr (m) are modified in
- * place: gp_block_cg() allocated them for this purpose and never shares them. */
-SEXP gk_r_gp_cg_step(SEXP x, SEXP r, SEXP p, SEXP q, SEXP active, SEXP rr, SEXP threads)
-{
-  if (!Rf_isReal(x) || !Rf_isReal(r) || !Rf_isReal(p) || !Rf_isReal(q) || !Rf_isReal(rr) ||
-      !Rf_isInteger(active) || !Rf_isMatrix(x) || !Rf_isMatrix(q))
-    gk_stop("internal: bad conjugate-gradient state");
-  int n = Rf_nrows(x), m = Rf_ncols(x), k = Rf_length(active);
-  if (Rf_xlength(r) != Rf_xlength(x) || Rf_xlength(p) != Rf_xlength(x) || Rf_length(rr) != m ||
-      Rf_nrows(q) != n || Rf_ncols(q) != k)
-    gk_stop("internal: conjugate-gradient blocks do not match");
-  const int *cols = INTEGER(active);
-  for (int c = 0; c < k; c++)
-    if (cols[c] < 0 || cols[c] >= m) gk_stop("internal: conjugate-gradient column out of range");
-  SEXP a = PROTECT(Rf_allocVector(REALSXP, k));
-  SEXP b = PROTECT(Rf_allocVector(REALSXP, k));
-  gp_cg_step((size_t) n, k, cols, REAL(q), REAL(x), REAL(r), REAL(p), REAL(rr), REAL(a),
-             REAL(b), gk_as_int(threads));
-  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
-  SET_VECTOR_ELT(out, 0, a);
-  SET_VECTOR_ELT(out, 1, b);
-  UNPROTECT(3);
   return out;
 }
 

@@ -1,5 +1,6 @@
 /* .Call glue for the GP engine's probes (src/gp/): the Rademacher probe
- * vectors and the column sums of their products. */
+ * vectors, the column sums of their products, and a step of the host's block
+ * CG that solves for them. */
 #include "r_util.h"
 #include "gp/gp.h"
 #include <R_ext/Random.h>
@@ -43,5 +44,30 @@ SEXP gk_r_gp_col_dots(SEXP a, SEXP ca, SEXP b, SEXP cb, SEXP threads)
   SEXP out = PROTECT(Rf_allocVector(REALSXP, k));
   gp_col_dots((size_t) Rf_nrows(a), k, REAL(a), c0a, REAL(b), c0b, gk_as_int(threads), REAL(out));
   UNPROTECT(1);
+  return out;
+}
+
+/* One step of block CG (gp.h). x, r, p (n x m) and rr (m) are modified in
+ * place: gp_block_cg() allocated them for this purpose and never shares them. */
+SEXP gk_r_gp_cg_step(SEXP x, SEXP r, SEXP p, SEXP q, SEXP active, SEXP rr, SEXP threads)
+{
+  if (!Rf_isReal(x) || !Rf_isReal(r) || !Rf_isReal(p) || !Rf_isReal(q) || !Rf_isReal(rr) ||
+      !Rf_isInteger(active) || !Rf_isMatrix(x) || !Rf_isMatrix(q))
+    gk_stop("internal: bad conjugate-gradient state");
+  int n = Rf_nrows(x), m = Rf_ncols(x), k = Rf_length(active);
+  if (Rf_xlength(r) != Rf_xlength(x) || Rf_xlength(p) != Rf_xlength(x) || Rf_length(rr) != m ||
+      Rf_nrows(q) != n || Rf_ncols(q) != k)
+    gk_stop("internal: conjugate-gradient blocks do not match");
+  const int *cols = INTEGER(active);
+  for (int c = 0; c < k; c++)
+    if (cols[c] < 0 || cols[c] >= m) gk_stop("internal: conjugate-gradient column out of range");
+  SEXP a = PROTECT(Rf_allocVector(REALSXP, k));
+  SEXP b = PROTECT(Rf_allocVector(REALSXP, k));
+  gp_cg_step((size_t) n, k, cols, REAL(q), REAL(x), REAL(r), REAL(p), REAL(rr), REAL(a),
+             REAL(b), gk_as_int(threads));
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(out, 0, a);
+  SET_VECTOR_ELT(out, 1, b);
+  UNPROTECT(3);
   return out;
 }

@@ -161,8 +161,8 @@ SEXP gk_r_h2_free(SEXP ptr)
 
 static void check_finite(SEXP x)
 {
-  // here rather than in R: anyNA() and is.infinite() on a 1e6 x 50 block cost
-  // a fresh logical copy each (0.3 s), this loop none
+  // here rather than in R: anyNA() and is.infinite() on a 1e6 x 50 block make
+  // a fresh logical copy each, this loop none
   const double *xv = REAL(x);
   for (R_xlen_t e = 0; e < Rf_xlength(x); e++)
     if (!R_FINITE(xv[e])) gk_stop("x contains NA, NaN or infinite values");

@@ -54,9 +54,9 @@ void run_worker(void *ctx, int d, gk_error *err)
   GK_TRY(gk_stream_create(&download, 0, err));
   for (int b = 0; b < 2; b++)
     GK_TRY(gk_buffer_alloc(&out[b], max_elements * elem, "a block of results", err));
-  // Page-locked memory is slow to get (0.5 s for the 512 MB of two large
-  // blocks, twice that with two GPUs getting theirs at once): the device
-  // layer keeps it between calls.
+  // Page-locked memory is slow to get (the driver allocates and pins every
+  // page; GPUs getting theirs at once wait on each other): the device layer
+  // keeps it between calls.
   GK_TRY(gk_pinned_scratch(2 * max_elements * elem, "blocks of results", &staging, err));
   host[0] = (char *) staging;
   host[1] = host[0] + max_elements * elem;

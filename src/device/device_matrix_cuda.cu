@@ -51,7 +51,8 @@ extern "C" gk_status device_matrix_upload(gk_device_matrix *dm, const double *x,
     }
     GK_TRY(gk_buffer_upload(&dm->buf, staging, dm->buf.bytes, NULL, err));
   } else {
-    // staged: the GP's probes are 0.4 GB at n = 1e6, 2 GB/s as a pageable copy
+    // staged: the GP's probes are 0.4 GB at n = 1e6, which the driver would
+    // copy as pageable memory on one thread
     GK_TRY(gk_staged_upload(dm->buf.ptr, x, dm->buf.bytes, NULL, err));
   }
   GK_TRY(gk_stream_sync(NULL, "uploading a device matrix", err));

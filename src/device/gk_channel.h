@@ -23,15 +23,16 @@
  * a free slot, piece by piece of whole columns. The result then asks for
  * 2 MiB pages (gk_result_huge_pages).
  *
- * Why not a result in shared memory that workers write: the first writes to
- * shared memory (memfd, no huge pages on most systems) ran at 4.8 GB/s on 32
- * threads where private memory took 21 GB/s (4 KiB pages) or 59 GB/s (2 MiB).
+ * Why not a result in shared memory that workers write: shared memory
+ * (memfd) gets no huge pages on most systems, and its first writes fault in
+ * 4 KiB pages several times more slowly than private memory's, which can
+ * have 2 MiB pages (inst/bench/pages.c measures both).
  *
  * A slot: state 0 free, 1 being filled, 2 full, 3 being scattered. Workers
  * claim a free slot of their ring (compare-and-swap: several GPUs of one
  * worker may send at once) and mark it full; the caller's writer threads
- * (GK_CHANNEL_WRITERS, two by default: one alone, busy 1.2 s of a 1.8 s
- * call at 10 GB, kept the workers waiting for free slots) claim full slots
+ * (GK_CHANNEL_WRITERS, two by default: one alone is busy most of a large
+ * call and keeps the workers waiting for free slots) claim full slots
  * the same way, scatter them and mark them free. A worker whose ring is full waits; it gives up when the caller
  * aborts (an error elsewhere, an interrupt) or is gone.
  */

@@ -122,10 +122,9 @@ gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error
 /* The host ends of downloads into R memory (host_copy.c). gk_host_prefault
  * writes one byte per page of memory that a download will fill, such as a
  * fresh R result (on several threads for large blocks), so that its page
- * faults (about 3 ms for 8 MB on one core) happen while the GPU works, not in
- * the copy after the work. gk_host_copy is memcpy on a
- * few threads for large blocks: one core copies about 7 GB/s out of staging
- * memory (1.1 ms for the 8 MB of 1e6 results). */
+ * faults happen while the GPU works, not in the copy after the work.
+ * gk_host_copy is memcpy on a few threads for large blocks: one core's copy
+ * out of staging memory is slower than the transfer that filled it. */
 void gk_host_prefault(void *p, size_t bytes);
 void gk_host_copy(void *dst, const void *src, size_t bytes);
 

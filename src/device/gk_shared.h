@@ -55,7 +55,8 @@ void gk_shared_populate(void *at, size_t len, int threads);
  * writes of future workers fill, as GK_RESULT_HUGE_PAGES says (1 yes, 2 no,
  * 0: `fallback`, 1 or 2): where the system grants them, the first writes
  * make 512 times fewer page faults (a 10 GB result has 2.5 million at
- * 4 KiB; first writes on 32 threads: 21 GB/s at 4 KiB, 59 GB/s at 2 MiB). */
+ * 4 KiB), and the faults, not the copies, bound how fast a fresh result is
+ * first written (inst/bench/pages.c compares the page sizes). */
 void gk_result_huge_pages(void *at, size_t len, int fallback);
 
 /* Opens and maps the segment at `path` if it is the one with `token` and

@@ -14,10 +14,9 @@ static int host_threads(size_t bytes)
   return gk_omp_threads(pieces < 8 ? (int) pieces : 8);
 }
 
-/* A fresh page costs a fault, about 0.4 ms per MiB on one core of the GPU
- * hosts: large blocks are touched on several threads (12 MiB of knn results:
- * 1.5 ms on 8 threads against 5.0 ms on one; 2 MiB pages asked for with
- * madvise did no better there, inst/bench/RESULTS.md). */
+/* A fresh page costs a fault, and faults on several threads overlap: large
+ * blocks are touched on several threads (2 MiB pages asked for with madvise
+ * did no better for these blocks, inst/bench/RESULTS.md). */
 void gk_host_prefault(void *p, size_t bytes)
 {
   const long pages = (long) ((bytes + HOST_PAGE - 1) / HOST_PAGE);

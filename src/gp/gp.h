@@ -58,7 +58,8 @@ typedef struct {
  * or a formula on its own points). dcov (may be NULL) is a derivative D.
  * In the factor form stats[0] = sum log d_i (= log det of the Vecchia
  * covariance), stats[1] = trace(G G'), stats[2] = trace(G D G'); 0 in the
- * conditional form. */
+ * conditional form. out NULL (the factor form only): the statistics alone,
+ * for callers that want a derivative's trace and not its factor. */
 gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
                           const gp_cov *cov, const gp_cov *dcov, double nugget,
                           const gp_rows_options *rows, int threads, double *out, double *stats,
@@ -191,7 +192,9 @@ size_t gp_vecchia_nonzeros(int n, int m, const int *nbr);
  * rounding (they are summed in another order). With `keep` (zeroed; the
  * factor form of every row only) the neighbours and coefficients stay on the
  * GPU there and `out` is not written; where they do not fit, keep->coef.ptr
- * stays NULL and `out` is written as without. */
+ * stays NULL and `out` is written as without. With neither `keep` nor `out`
+ * (the factor form only) the statistics alone: the coefficients are neither
+ * kept nor brought down, and the neighbours go up a chunk at a time. */
 gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int m,
                               const gk_kernel *kernel, const gk_kernel *dkernel, double nugget,
                               const gp_rows_options *rows, double *out, double *stats,

@@ -59,14 +59,17 @@ static int factor_row(const double *xs, int n, int dim, const int *nbr, int m,
   const int conditional = form == GP_ROWS_CONDITIONAL;
   if (!conditional && !(d > 1e-12 * var_i)) return i + 1;
   /* the conditional form: d (a variance rounded below 0 is 0: the point is
-   * nearly a neighbour) and b; the factor's: 1/sqrt(d) and -b/sqrt(d) */
+   * nearly a neighbour) and b; the factor's: 1/sqrt(d) and -b/sqrt(d) (out
+   * NULL: the statistics alone) */
   double inv = conditional ? 1.0 : 1.0 / sqrt(d);
-  out[r] = conditional ? (d > 0.0 ? d : 0.0) : inv;
-  const double weight = conditional ? 1.0 : -inv;
-  /* neighbour k of the stored row keeps its column (zeros where skipped) */
-  for (int k = 0, s = 0; k < m; k++) {
-    int j = nbr[r + (size_t) k * ld];
-    out[r + (size_t) (k + 1) * ld] = j > 0 && j - 1 < i ? b[s++] * weight : 0.0;
+  if (out) {
+    out[r] = conditional ? (d > 0.0 ? d : 0.0) : inv;
+    const double weight = conditional ? 1.0 : -inv;
+    /* neighbour k of the stored row keeps its column (zeros where skipped) */
+    for (int k = 0, s = 0; k < m; k++) {
+      int j = nbr[r + (size_t) k * ld];
+      out[r + (size_t) (k + 1) * ld] = j > 0 && j - 1 < i ? b[s++] * weight : 0.0;
+    }
   }
   if (conditional) return 0;
   row_stats[0] += log(d);
@@ -97,6 +100,8 @@ gk_status gp_vecchia_rows(const double *xs, int n, int dim, const int *nbr, int 
 {
   const int first = rows ? rows->first : 0, noisy = rows ? rows->noisy : n;
   const int form = rows ? rows->form : GP_ROWS_FACTOR, ld = n - first;
+  if (!out && form != GP_ROWS_FACTOR)
+    return gk_fail(err, GK_ERR_INPUT, "internal: the Vecchia conditionals need their output");
   int nthreads = gk_omp_threads(threads);
   size_t per_thread = (size_t) m * m + 2 * (size_t) m + 1;
   double *work = (double *) malloc(per_thread * nthreads * sizeof(double));

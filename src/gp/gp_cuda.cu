@@ -41,8 +41,8 @@ namespace {
  * row-major copies of the vectors (apply_rows_major); below, column-major.
  * Per term a row-major row of k doubles is about k / 4 + 1 memory sectors
  * and the terms themselves two per lane load, against k sectors of
- * column-major gathers: at 8 columns 4.5 against 8. At n = 1e6 (52 columns,
- * 40 neighbours, an H100) G' and G took 0.22 s of a solve instead of 0.58 s. */
+ * column-major gathers: at 8 columns 4.5 against 8, and fewer sectors as the
+ * columns grow (the GP's solves multiply 50 and more). */
 const int kRowsMajorColumns = 8;
 
 /* Storage order (the operator's, gp_gpu_operator.order): row e of the
@@ -190,14 +190,16 @@ __global__ void gather_rows(size_t n, int k, int nrows, const int *rows, const i
 /* Downloads the first `cols` columns of the n x k block `from` (storage
  * order) to host `to` (NULL: none) in the points' order, through `spare`
  * when there is an order (NULL: none); and, when `rows` (nrows, 0-based
- * points, host), those rows of all k columns to `to_rows` (nrows x k).
- * Synchronous. */
+ * points, host), those rows of all k columns to `to_rows` (nrows x k):
+ * gathered on the device, or from `to` when it holds every column (they
+ * come down once). Synchronous. */
 gk_status download_rows(double *to, int cols, const int *rows, int nrows, double *to_rows,
                         double *from, double *spare, size_t n, int k, const int *order,
                         solver_state *st, gk_error *err)
 {
   cudaStream_t s = (cudaStream_t) st->stream;
-  if (rows && nrows > 0 && k > 0) {
+  const bool whole = to && cols == k;
+  if (rows && nrows > 0 && k > 0 && !whole) {
     gk_device_buffer d_rows = GK_DEVICE_BUFFER_EMPTY, d_out = GK_DEVICE_BUFFER_EMPTY;
     gk_status up = gk_buffer_alloc(&d_rows, (size_t) nrows * sizeof(int), "the solutions' rows",
                                    err);
@@ -227,7 +229,13 @@ gk_status download_rows(double *to, int cols, const int *rows, int nrows, double
     from = spare;
   }
   // staged: R's fresh pages are faulted in on several threads, not the driver's one
-  return gk_staged_download(to, from, n * cols * sizeof(double), st->stream, err);
+  if (gk_staged_download(to, from, n * cols * sizeof(double), st->stream, err))
+    return err->status;
+  if (rows && whole)
+    for (int c = 0; c < k; c++)
+      for (int r = 0; r < nrows; r++)
+        to_rows[r + (size_t) c * nrows] = to[(size_t) rows[r] + (size_t) c * n];
+  return GK_OK;
 }
 
 /* G's transposed pattern (ptr, trow, tval) from st->nbr and st->coef, on the

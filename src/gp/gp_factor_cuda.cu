@@ -7,7 +7,8 @@
  * memory, fills Sigma[c, c] (lower triangle) and Sigma[c, i], factors the
  * system by a left-looking Cholesky (lane r computes rows r and r + 32 of each
  * column, in the CPU's order of terms), solves with the right-hand side in
- * registers, and writes the row of coef and its three statistics. The upper
+ * registers, and writes the row of coef (unless only the statistics are
+ * wanted) and its three statistics. The upper
  * triangle of the system keeps the pairs' squared distances for trace(G D G').
  *
  * Rows go in chunks (bounded memory, an interrupt check between chunks) on two
@@ -76,7 +77,7 @@ __device__ double pair_stat(const double *pts, int np, int dim, int s, int t)
  * leading dimension ldg); coef: rows x (m + 1), ldg too; row_stats: rows x 3.
  * (ldg, not ld: the row's system has its own leading dimension ld.)
  * A row whose system is singular writes nothing to coef and lowers *failed
- * to its index + 1. */
+ * to its index + 1. coef NULL (the factor form only): the statistics alone. */
 __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, int m, int first,
                             int rows, size_t ldg, gk_kernel kernel, gk_kernel dkernel, int has_d,
                             double nugget, int noisy, int form, double *coef, double *row_stats,
@@ -188,9 +189,11 @@ __global__ void factor_rows(const double *xs, int n, int dim, const int *nbr, in
 
     // the row of coef: neighbour slot k keeps its column (zeros where skipped)
     double inv = 1.0 / sqrt(d);
-    if (lane == 0) coef[r] = inv;
-    if (lane < m) coef[r + (lane + 1) * ldg] = keep0 ? -sol[at0] * inv : 0.0;
-    if (lane + 32 < m) coef[r + (lane + 33) * ldg] = keep1 ? -sol[at1] * inv : 0.0;
+    if (coef) {
+      if (lane == 0) coef[r] = inv;
+      if (lane < m) coef[r + (lane + 1) * ldg] = keep0 ? -sol[at0] * inv : 0.0;
+      if (lane + 32 < m) coef[r + (lane + 33) * ldg] = keep1 ? -sol[at1] * inv : 0.0;
+    }
 
     double gg = inv * inv + warp_sum(y0 * y0 * inv * inv + y1 * y1 * inv * inv);
     double gdg = 0.0;
@@ -254,12 +257,13 @@ void factor_free(factor_state *st)
   }
 }
 
-/* Device bytes of one chunk of `rows` rows (kept: its statistics only, its
- * neighbours and coefficients are in the whole factor's buffers). */
-size_t chunk_bytes(size_t rows, int m, bool kept)
+/* Device bytes of one chunk of `rows` rows: its statistics, and its own
+ * neighbours (nbr) and coefficients (coef) where it has them (kept: both are
+ * in the whole factor's buffers; statistics only: no coefficients). */
+size_t chunk_bytes(size_t rows, int m, bool nbr, bool coef)
 {
-  return rows * ((kept ? 0 : (size_t) m * sizeof(int) + (size_t) (m + 1) * sizeof(double)) +
-                 3 * sizeof(double));
+  return rows * ((nbr ? (size_t) m * sizeof(int) : 0) +
+                 (coef ? (size_t) (m + 1) * sizeof(double) : 0) + 3 * sizeof(double));
 }
 
 }  // namespace
@@ -296,6 +300,9 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
   const size_t nn = (size_t) n;
   // kept on the GPU: the whole factor's buffers, each chunk at its rows
   const bool kept = keep && form == GP_ROWS_FACTOR && first0 == 0 && nrows > 0;
+  // statistics only: no coefficients are written, kept or brought down
+  const bool stats_only = !keep && !coef && form == GP_ROWS_FACTOR;
+  const bool own_nbr = !kept, own_coef = !kept && !stats_only;
   const size_t whole = kept ? nn * m * sizeof(int) + nn * (m + 1) * sizeof(double) : 0;
   size_t row_bytes = row_shared_bytes(m, dim), smem = 0, budget = 0, need = 0;
   int per_block = 1, chunk = kChunkRows, chunks = 0, failed = 0;
@@ -305,6 +312,8 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
 
   stats[0] = stats[1] = stats[2] = 0.0;
   if (nrows <= 0) return GK_OK;
+  if (!coef && !keep && form != GP_ROWS_FACTOR)
+    return gk_fail(err, GK_ERR_INPUT, "internal: the Vecchia conditionals need their output");
   if (m < 0 || m > kMaxNeighbors)
     return gk_fail(err, GK_ERR_INPUT,
                    "the GPU Vecchia factor takes at most %d neighbours per point, not %d",
@@ -323,7 +332,8 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
   if (gk_device_memory_budget(&budget, err)) return err->status;
   if (chunk > nrows) chunk = nrows;
   for (;;) {
-    need = nn * dim * sizeof(double) + whole + 2 * chunk_bytes(chunk, m, kept) + 1024;
+    need = nn * dim * sizeof(double) + whole + 2 * chunk_bytes(chunk, m, own_nbr, own_coef) +
+           1024;
     if (need <= budget || chunk <= 1024) break;
     chunk = (chunk + 1) / 2;
   }
@@ -351,19 +361,19 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
   for (int b = 0; b < 2 && b < chunks; b++) {
     size_t rows = (size_t) chunk;
     GK_TRY(gk_stream_create(&st.stream[b], 0, err));
-    if (!kept) {
+    if (own_nbr)
       GK_TRY(gk_buffer_alloc(&st.nbr[b], rows * m * sizeof(int) + sizeof(int), "the neighbours",
                              err));
+    if (own_coef)
       GK_TRY(gk_buffer_alloc(&st.coef[b], rows * (m + 1) * sizeof(double), "the Vecchia factor",
                              err));
-    }
     GK_TRY(gk_buffer_alloc(&st.row_stats[b], rows * 3 * sizeof(double), "the Vecchia factor", err));
     GK_TRY(gk_buffer_alloc(&st.sums[b], 3 * sizeof(double), "the Vecchia factor", err));
     GK_TRY(gk_buffer_alloc(&st.failed[b], sizeof(int), "the Vecchia factor", err));
   }
   GK_TRY(gk_buffer_upload(&st.xs, xs, nn * dim * sizeof(double), st.stream[0], err));
-  // kept: the neighbours go up at once, staged (a pageable copy runs at about
-  // 2 GB/s on the driver's one thread: 0.1 s at n = 1e6 and 60 neighbours)
+  // kept: the neighbours go up at once, staged (the driver copies pageable
+  // memory on one thread; the staging spreads the host side over several)
   if (kept && m > 0)
     GK_TRY(gk_staged_upload(keep->nbr.ptr, nbr, nn * m * sizeof(int), st.stream[0], err));
   GK_TRY(gk_stream_sync(st.stream[0], "the points", err));   // both streams read them
@@ -395,7 +405,7 @@ extern "C" gk_status gp_gpu_vecchia_rows(const double *xs, int n, int dim, const
       int rows = nrows - first < chunk ? nrows - first : chunk, bad = 0;
       double sums[3];
       cudaStream_t s = (cudaStream_t) st.stream[b];
-      if (!kept)
+      if (own_coef)
         GK_CUDA_TRY(cudaMemcpy2DAsync(coef + first, nrows * sizeof(double), st.coef[b].ptr,
                                       rows * sizeof(double), rows * sizeof(double), m + 1,
                                       cudaMemcpyDeviceToHost, s), "the Vecchia factor", err);

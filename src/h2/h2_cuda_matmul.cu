@@ -13,8 +13,8 @@
 /* The points' order to the padded leaf slots and back (slot[e]: the slot of
  * row e), one thread per entry of a grid-stride loop. The input's NA, NaN and
  * infinite values set *nonfinite (when given): a check on the GPU, where the
- * entries are read anyway, costs nothing; on the host it was a pass over R's
- * vector before the upload (0.9 ms for 1e6 values on the H100's host). */
+ * entries are read anyway, costs nothing; on the host it would be a pass
+ * over R's vector before the upload. */
 template <typename T>
 __global__ void scatter_input(const double *x, const int *slot, int n, int nrhs, size_t rows, T *xp,
                               int *nonfinite)

@@ -64,8 +64,8 @@ static int pass_threads(const pcf_set *s)
 }
 
 /* The first function of s (0-based) for which bad(s, f, ctx) is nonzero, or
- * s->n: a parallel pass (the serial checks of 1e5 functions took a
- * noticeable part of a call). */
+ * s->n: a parallel pass (every call checks all its functions before the
+ * engine starts, so the pass adds to each call's time). */
 static size_t first_bad(const pcf_set *s, int (*bad)(const pcf_set *, size_t, const void *),
                         const void *ctx)
 {

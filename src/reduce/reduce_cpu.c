@@ -61,8 +61,8 @@ static void extend_range(const double *v, size_t n, double *lo, double *hi)
 }
 
 /* The range of one dimension of x (m values) and y (n values), in pieces on
- * several threads when they are many (0.6 ms on one core of the GPU hosts
- * for 1e5 points of x and y in 3D). */
+ * several threads when they are many: every call of the GPU engine waits for
+ * it before its upload, as for the packing (reduce_pack.c). */
 static void dimension_range(const double *xd, size_t m, const double *yd, size_t n, double *lo,
                             double *hi)
 {

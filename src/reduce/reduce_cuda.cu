@@ -179,8 +179,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
                          : spec->ranges ? reduce_ranges_pairs(spec->ranges) : (double) m * n;
   const size_t n_work = (size_t) ceil(a.kept_pairs / (double) m);
   // Rows per thread: the gaussian's and the formulas' sums, and the dense
-  // minimum of the squared distance (knn with k = 1, argmin; 4 rows measured
-  // 3-6% faster than 1 at 1e5, within the noise of one call).
+  // minimum of the squared distance (knn with k = 1, argmin: 4 rows are no
+  // slower than 1, and share each loaded point).
   const bool sqdist_min = sqdist_values(spec) && !spec->formula &&
                           (spec->reduction == GK_REDUCE_MIN || spec->reduction == GK_REDUCE_ARGMIN ||
                            (spec->reduction == GK_REDUCE_KMIN && spec->k == 1));

@@ -132,8 +132,7 @@ void plan_chunks(const gk_reduce_spec *spec, size_t blocks_1d, size_t n, int blo
   a->j_chunk = (int) (n > 0 ? n : 1);
   if (n == 0 || spec->method == GK_REDUCE_1D) return;
   // The lists in local memory (k > KMIN_REGISTER_MAX) fill up anew in every
-  // chunk at a cost comparable to the pairs': one chunk (knn k = 100 at 1e5:
-  // 134 / 290 ms against 349 / 453 ms split, float32 / float64).
+  // chunk at a cost comparable to the pairs': one chunk.
   if (spec->method == GK_REDUCE_AUTO && spec->reduction == GK_REDUCE_KMIN && spec->k > KMIN_REGISTER_MAX)
     return;
   size_t wave = (size_t) blocks_per_sm * gk_device_sm_count();
@@ -197,7 +196,7 @@ const char *value_functor(const gk_reduce_spec *spec, bool gauss2)
 // of a kernel without a cap of its own: none or 1, which lets ptxas take up
 // to 255 registers per thread. Float32 kernels run faster with fewer
 // registers and more warps, and so do the two-way sums (the H2 products; a
-// floor of 1 took their float32 kernel from 72 to 128 registers). The other
+// floor of 1 lets their float32 kernel take far more registers). The other
 // float64 kernels keep 1: the gaussian sums and the H2 products of several
 // right-hand sides run faster with the registers.
 int register_floor(const Variant &v)
@@ -208,10 +207,10 @@ int register_floor(const Variant &v)
 // Blocks per multiprocessor that the k-smallest and min/max kernels are
 // compiled to fit (__launch_bounds__; the tunable GK_REDUCE_MIN_BLOCKS
 // overrides): the double-precision list of 16 entries takes 112 registers
-// uncapped, 2 blocks of 256 threads, too few warps to hide its latencies; at
-// 3 (80 registers, a few bytes spill) knn k = 10 went from 18.8 to 15.1-16.6
-// ms at 1e5. The others measured no better capped (k = 1 unfiltered, k = 32:
-// slower); the filtered double minimum takes 4 (take_filter).
+// uncapped, 2 blocks of 256 threads, too few warps to hide its latencies; 3
+// (80 registers, a few bytes spill) hide them. The others run no faster
+// capped (k = 1 unfiltered, k = 32: slower); the filtered double minimum
+// takes 4 (take_filter).
 int min_blocks(const Variant &v)
 {
   const int forced = (int) gk_tunable(GK_TUNE_REDUCE_MIN_BLOCKS);
@@ -239,8 +238,7 @@ void take_filter(Variant *v)
   // evaluated in double when any of its rows may improve, which with 4 rows
   // per thread (and the shorter j chunks of fewer row blocks) is most
   // groups. Its float loop waits on shared-memory loads: 4 blocks per
-  // multiprocessor (64 registers) hide them better than 3 (80): knn k = 1 at
-  // 1e5, 9.8 -> 8.8 ms a call.
+  // multiprocessor (64 registers) hide them better than 3 (80).
   if (!gk_tunable_is_set(GK_TUNE_REDUCE_ROWS)) v->rows = 1;
   if (!gk_tunable_is_set(GK_TUNE_REDUCE_MIN_BLOCKS)) v->min_blocks = 4;
 }

@@ -1,13 +1,18 @@
 # Independent dense references for the Gaussian-process tests, in plain R.
 
-dense_reference <- function(locs, y, X, kernel, nugget) {
+# The kernel matrix K over locs (exponential, gaussian or matern).
+dense_kernel_matrix <- function(locs, kernel) {
   d <- as.matrix(dist(sweep(locs, 2, kernel$range, "/")))
   nu <- kernel$smoothness
   corr <- switch(kernel$name,
     exponential = exp(-d),
     gaussian = exp(-d^2 / 2),
     matern = ifelse(d == 0, 1, 2^(1 - nu) / gamma(nu) * d^nu * besselK(pmax(d, 1e-300), nu)))
-  S <- kernel$variance * corr + diag(nugget, nrow(locs))
+  kernel$variance * corr
+}
+
+dense_reference <- function(locs, y, X, kernel, nugget) {
+  S <- dense_kernel_matrix(locs, kernel) + diag(nugget, nrow(locs))
   Si <- solve(S)
   beta <- solve(t(X) %*% Si %*% X, t(X) %*% Si %*% y)
   r <- y - X %*% beta

@@ -4,7 +4,7 @@
 # The Vecchia factor through the .Call glue, on either backend.
 vecchia_factor <- function(locs, nbr, kernel, dkernel, nugget, gpu) {
   .Call(gpukernels:::gk_r_gp_factor, locs, nbr, kernel, dkernel, nugget, NULL, 2L, gpu,
-        FALSE)
+        "matrix")
 }
 
 test_that("the Vecchia factor on the GPU matches the CPU", {
@@ -77,6 +77,60 @@ test_that("the Vecchia factor on the GPU matches the CPU", {
   expect_equal(sims[[2]], sims[[1]], tolerance = 1e-8)
 })
 
+# The statistics alone (coefficients "none": gp_preconditioner()'s traces of
+# further derivative kernels) equal the full factor's, against a dense
+# trace(G D G') in R, on each backend.
+test_that("the statistics-only Vecchia factor gives the full factor's statistics", {
+  k <- gk_kernel("matern", range = 0.2, smoothness = 1.5)
+  h <- 1e-4
+  up <- down <- k
+  up$smoothness <- k$smoothness * exp(h)
+  down$smoothness <- k$smoothness * exp(-h)
+  for (backend in test_backends()) for (n in c(1L, 2L, 203L, 1003L)) {
+    gpu <- backend == "gpu"
+    info <- paste(backend, n)
+    set.seed(n + 80L)
+    locs <- matrix(runif(2 * n), ncol = 2)
+    nbr <- gpukernels:::gp_neighbors(locs, 10L, "cpu")$nbr
+    for (dk in list(NULL, gpukernels:::gp_dlogrange_kernel(k), up)) {
+      call <- function(to, threads = 1L) {
+        .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, dk, 0.01, NULL, threads, gpu, to)
+      }
+      full <- call("matrix")
+      none <- call("none")
+      expect_null(none$coef)
+      expect_identical(none$stats, full$stats, info = info)   # the same sums in the same order
+      expect_equal(call("none", 2L)$stats, full$stats, tolerance = 1e-12, info = info)
+      if (gpu) expect_identical(call("device")$stats, full$stats, info = info)
+    }
+    # gp_preconditioner(): the smoothness term's two kernels by their statistics
+    # alone, against trace(G D G') with G from the full factor, D the central
+    # difference (the log-range term's kernel is the first one: full factor)
+    prob <- list(locs = locs, nbr = nbr, dim = 2L, backend = backend)
+    terms <- gpukernels:::gp_derivative_terms(k, smoothness = TRUE)
+    pre <- gpukernels:::gp_preconditioner(prob, k, 0.01, terms)
+    coef <- .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, NULL, 0.01, NULL, 1L, gpu, "matrix")$coef
+    G <- diag(coef[, 1], n)
+    for (j in seq_len(ncol(nbr))) {
+      at <- nbr[, j] > 0
+      G[cbind(which(at), nbr[at, j])] <- coef[at, j + 1L]
+    }
+    D <- Reduce(`+`, Map(function(kern, w) w * dense_kernel_matrix(locs, kern), terms$log_smoothness$kernels,
+                         terms$log_smoothness$weights))
+    expect_equal(pre$trace_GDG[[2]], sum(diag(G %*% D %*% t(G))), tolerance = 1e-7, info = info)
+    expect_equal(pre$trace_GG, sum(G^2), tolerance = 1e-10, info = info)
+  }
+  for (backend in test_backends()) {   # no points: zero statistics
+    none <- .Call(gpukernels:::gk_r_gp_factor, matrix(0, 0, 2), matrix(0L, 0, 3), k, NULL, 0.01,
+                  NULL, 1L, backend == "gpu", "none")
+    expect_identical(none, list(coef = NULL, stats = c(0, 0, 0)))
+  }
+  expect_error(.Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, NULL, 0.01, c(1L, n, 1L), 1L,
+                     FALSE, "none"), "come back as a matrix")
+  expect_error(.Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, NULL, 0.01, NULL, 1L,
+                     FALSE, "nowhere"), "bad destination")
+})
+
 # More than one chunk of rows (kChunkRows, gp_factor_cuda.cu: 2^17), each
 # written at its rows of the factor kept on the GPU; its neighbours are the
 # rows just before (no search needed at this size).
@@ -92,11 +146,15 @@ test_that("the Vecchia factor kept on the GPU equals the CPU's over several chun
   k <- gk_kernel("matern", range = 0.05, smoothness = 1.5)
   dk <- gpukernels:::gp_dlogrange_kernel(k)
   cpu <- vecchia_factor(locs, nbr, k, dk, 0.01, FALSE)
-  kept <- .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, dk, 0.01, NULL, 2L, TRUE, TRUE)
+  kept <- .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, dk, 0.01, NULL, 2L, TRUE, "device")
   expect_identical(typeof(kept$coef), "externalptr")
   expect_lte(rel_err(.Call(gpukernels:::gk_r_gp_factor_host, kept$coef), cpu$coef), 1e-10)
   for (j in 1:3) expect_equal(kept$stats[j], cpu$stats[j], tolerance = 1e-10)
   .Call(gpukernels:::gk_r_gp_factor_free, kept$coef)
+  # the statistics alone, chunk by chunk with their own neighbours: the same sums
+  none <- .Call(gpukernels:::gk_r_gp_factor, locs, nbr, k, dk, 0.01, NULL, 2L, TRUE, "none")
+  expect_null(none$coef)
+  expect_identical(none$stats, kept$stats)
 })
 
 test_that("the GPU solver on a factor kept on the device gives the host factor's results", {
@@ -131,6 +189,10 @@ test_that("the GPU solver on a factor kept on the device gives the host factor's
                                                          rows = rows)
     expect_identical(part$gt_x, got$gt_x[, 1, drop = FALSE])
     expect_identical(part$gt_x_rows, got$gt_x[rows, , drop = FALSE])
+    # every column whole: the rows are read from it on the host, the same values
+    whole <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, g_blocks = 1L, rows = rows)
+    expect_identical(whole$gt_x, got$gt_x)
+    expect_identical(whole$gt_x_rows, part$gt_x_rows)
     none <- gpukernels:::gp_cg_solver(prob, op, kept, A)(B, g_blocks = 1L, gt_x_cols = 0L)
     expect_identical(dim(none$gt_x), c(n, 0L))
     host <- gpukernels:::gp_cg_solver(prob, list(), pre, A)(B, g_blocks = 1L, gt_x_cols = 1L,
