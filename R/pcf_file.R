@@ -43,8 +43,12 @@
 #' @param X,Y,type Deprecated names of `x`, `y` and `file_type`.
 #' @param overwrite Replace existing files.
 #' @param slab_bytes The size in the file of one slab of rows (the unit of
-#'   progress and of the split over workers); by default
-#'   `getOption("gpukernels.file_slab_bytes", 2^30)`.
+#'   the split over workers); by default
+#'   `getOption("gpukernels.file_slab_bytes", 2^30)`. Each process computes
+#'   its slabs in one go and reports their progress when done;
+#'   `options(gpukernels.file_progress_slabs = TRUE)` computes them slab by
+#'   slab instead, with progress per slab (slower: each slab is a call of its
+#'   own, whose set-up and last block the GPUs wait for).
 #' @return The file-backed `big.matrix`, attached.
 #' @examples
 #' if (requireNamespace("bigmemory", quietly = TRUE)) {
@@ -111,7 +115,8 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
          X = if (symmetric) X[seq_len(last)] else X[min(these[, 1L]):last],
          offset = if (symmetric) 0L else min(these[, 1L]) - 1L, Y = Y, p = p,
          precision = precision, backend = backend, devices = devices, chunk = g,
-         desc = desc, dir = dir, host = Sys.info()[["nodename"]], options = opts)
+         desc = desc, dir = dir, host = Sys.info()[["nodename"]], options = opts,
+         by_slab = isTRUE(getOption("gpukernels.file_progress_slabs", FALSE)))
   })
   p_steps <- gk_progressor(nrow(slabs))
   if (count > 0L) {
@@ -161,10 +166,18 @@ pcf_file_chunk <- function(task) {
     pcf_matrix_call(A, B, kind, task$p, task$precision, task$backend, task$devices,
                     workers = FALSE, file = file)
   }
+  # The task's slabs are consecutive: by default one engine call for all
+  # their rows (two for a symmetric band below the first row). Each call
+  # flattens and checks its functions again, and its GPUs idle meanwhile and
+  # while its last block is written. Slab by slab (the option) shows
+  # progress per slab instead of per task.
+  by_slab <- isTRUE(task$by_slab)
+  ranges <- if (by_slab) task$slabs else
+    matrix(c(min(task$slabs[, 1L]), max(task$slabs[, 2L])), 1L)
   symmetric <- gk_write_kinds[["symmetric"]]
-  for (s in seq_len(nrow(task$slabs))) {
-    a <- task$slabs[s, 1L]
-    b <- task$slabs[s, 2L]
+  for (s in seq_len(nrow(ranges))) {
+    a <- ranges[s, 1L]
+    b <- ranges[s, 2L]
     if (is.null(task$Y)) {   # the diagonal stays 0, as the new file is
       rows <- task$X[a:b]
       if (a > 1L) call(rows, task$X[seq_len(a - 1L)], "cdist", symmetric, a - 1, 0)
@@ -172,7 +185,8 @@ pcf_file_chunk <- function(task) {
     } else {
       call(task$X[(a:b) - task$offset], task$Y, "cdist", gk_write_kinds[["dense"]], a - 1, 0)
     }
-    if (!is.null(task$progress)) task$progress()
+    steps <- if (by_slab) 1L else nrow(task$slabs)
+    if (!is.null(task$progress)) for (k in seq_len(steps)) task$progress()
   }
   invisible(NULL)
 }

@@ -19,10 +19,15 @@ struct shared_state {
   std::atomic<size_t> done{0};      // blocks scattered
   gk_block_progress progress;
   struct worker *workers;
+  std::chrono::steady_clock::time_point start;   // of the run, for the GPUs' timelines
 };
 
+// For the closing progress lines: where each GPU's time went, and when it
+// started its first block and finished its last one (from the run's start:
+// GPUs that end apart show the list's end imbalance).
 struct worker {
-  double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0;   // for the closing progress line
+  double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0, first_s = 0, end_s = 0;
+  size_t blocks = 0;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start)
@@ -64,6 +69,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
   GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
   w->setup_s = seconds_since(clock);
+  w->first_s = seconds_since(s->start);
 
   k = s->next.fetch_add(1);
   for (;; iteration++) {
@@ -100,6 +106,7 @@ void run_worker(void *ctx, int d, gk_error *err)
     GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
                               download, err));
     previous = block;
+    w->blocks++;
     k = next;
   }
   if (previous && err->status == GK_OK) {
@@ -109,6 +116,7 @@ void run_worker(void *ctx, int d, gk_error *err)
     w->scatter_s += seconds_since(clock);
     s->done.fetch_add(1);
   }
+  w->end_s = seconds_since(s->start);
 fail:
   if (compute) cudaStreamSynchronize((cudaStream_t) compute);
   if (download) cudaStreamSynchronize((cudaStream_t) download);
@@ -142,17 +150,20 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   std::vector<worker> workers((size_t) options->n_devices);
   std::vector<gk_error> errors((size_t) options->n_devices);
   s.workers = workers.data();
+  s.start = std::chrono::steady_clock::now();
   gk_block_progress_start(&s.progress, options->label, count, options->progress);
   int interrupted = 0;
   gk_pool_run(options->devices, options->n_devices, run_worker, show_progress, &s, 20,
               errors.data(), &interrupted, err);
   gk_block_progress_update(&s.progress, s.done.load(), 1);
+  double total_s = seconds_since(s.start);
   if (options->progress) {
     for (int d = 0; d < options->n_devices; d++)
-      gk_progress("%s: GPU %d: setup %.2f s, upload + kernels %.2f s, host prepare %.2f s, "
-                  "host scatter %.2f s (%d threads)",
+      gk_progress("%s: GPU %d: setup %.3f s, upload + kernels %.2f s, host prepare %.2f s, "
+                  "host scatter %.2f s (%d threads); %zu blocks from %.3f s to %.3f s of %.3f",
                   options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
-                  workers[d].prepare_s, workers[d].scatter_s, s.writer.threads);
+                  workers[d].prepare_s, workers[d].scatter_s, s.writer.threads, workers[d].blocks,
+                  workers[d].first_s, workers[d].end_s, total_s);
   }
   for (const gk_error &e : errors)
     if (e.status != GK_OK) gk_fail(err, e.status, "%s", e.message);

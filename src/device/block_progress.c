@@ -1,13 +1,5 @@
-#include <time.h>
 #include "device/block_progress.h"
 #include "device/gk_hooks.h"
-
-static double now_seconds(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
 
 void gk_block_progress_start(gk_block_progress *p, const char *label, size_t total_blocks,
                              int enabled)
@@ -16,13 +8,13 @@ void gk_block_progress_start(gk_block_progress *p, const char *label, size_t tot
   p->enabled = enabled;
   p->total = total_blocks;
   p->reported = 0;
-  p->start = p->last = p->last_steps = now_seconds();
+  p->start = p->last = p->last_steps = gk_seconds_now();
   if (total_blocks > 0) gk_progress_steps(0, total_blocks, "");
 }
 
 void gk_block_progress_update(gk_block_progress *p, size_t done, int force)
 {
-  double t = now_seconds();
+  double t = gk_seconds_now();
   if (gk_steps_hook_set() && done > p->reported && (done == p->total || t - p->last_steps >= 0.1)) {
     p->reported = done;
     p->last_steps = t;

@@ -1,6 +1,8 @@
 // The multi-GPU pool of the device layer (see gk_pool.h).
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 #include "device/gk_pool.h"
@@ -12,6 +14,10 @@ namespace {
 struct pool_state {
   std::atomic<int> stop{0};      // set on interrupt or on any worker's failure
   std::atomic<int> running{0};   // workers still going
+  // The calling thread sleeps between its interrupt checks; the last worker
+  // wakes it, so that the call does not end up to a poll interval late.
+  std::mutex lock;
+  std::condition_variable finished;
 };
 
 int read_stop(void *ctx) { return ((pool_state *) ctx)->stop.load(); }
@@ -23,7 +29,8 @@ void run_worker(pool_state *s, int device, int d, gk_pool_work work, void *ctx, 
   if (err->status != GK_OK) s->stop.store(1);
   gk_device_bind_thread(-1, NULL);
   gk_hooks_bind_worker(NULL, NULL);
-  s->running.fetch_sub(1);
+  std::lock_guard<std::mutex> hold(s->lock);
+  if (s->running.fetch_sub(1) == 1) s->finished.notify_all();
 }
 
 }  // namespace
@@ -48,7 +55,11 @@ extern "C" gk_status gk_pool_run(const int *devices, int n, gk_pool_work work,
   }
   // Interrupts are checked on this thread only: R is not thread-safe.
   while (s.running.load() > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    {
+      std::unique_lock<std::mutex> hold(s.lock);
+      s.finished.wait_for(hold, std::chrono::milliseconds(poll_ms),
+                          [&s] { return s.running.load() == 0; });
+    }
     if (!*interrupted && gk_interrupt_pending()) {
       *interrupted = 1;
       s.stop.store(1);

@@ -43,7 +43,7 @@ int gk_interrupt_pending(void)
   return interrupt_hook ? interrupt_hook() : 0;
 }
 
-static double wall_seconds(void)
+double gk_seconds_now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -53,14 +53,14 @@ static double wall_seconds(void)
 void gk_stop_flag_init(gk_stop_flag *f)
 {
   f->stop = 0;
-  f->next_poll = wall_seconds() + 0.1;
+  f->next_poll = gk_seconds_now() + 0.1;
 }
 
 int gk_stop_requested(gk_stop_flag *f)
 {
   if (__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) return 1;
   if (gk_omp_thread_id() != 0) return 0;
-  double now = wall_seconds();
+  double now = gk_seconds_now();
   if (now < f->next_poll) return 0;
   f->next_poll = now + 0.1;
   if (!gk_interrupt_pending()) return 0;

@@ -43,6 +43,9 @@ static inline int gk_stop_seen(gk_stop_flag *f)
   return __atomic_load_n(&f->stop, __ATOMIC_RELAXED);
 }
 
+/* Wall-clock seconds (monotonic), for phase times in progress lines. */
+double gk_seconds_now(void);
+
 void gk_progress(const char *fmt, ...)
 #if defined(__GNUC__)
   __attribute__((format(printf, 1, 2)))

@@ -42,3 +42,45 @@ test_that("the side follows the budget, the split hint and the occupancy floor",
   plan <- gpukernels:::gk_block_plan(10, 1, FALSE, 9)
   expect_equal(sort(plan[, "rows"]), c(1, 3, 3, 3))
 })
+
+test_that("a file computed slab by slab equals the one computed in one go", {
+  skip_if_not_installed("bigmemory")
+  set.seed(60)
+  X <- random_pcfs(37)
+  Y <- random_pcfs(5)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
+  for (by_slab in c(FALSE, TRUE)) {
+    old <- options(gpukernels.file_progress_slabs = by_slab)
+    B <- pcf_dist_file(X, file = tempfile("slabs"), backend = "cpu", slab_bytes = 8 * 37 * 4,
+                       workers = 1)
+    expect_identical(B[, ], D, info = by_slab)
+    Bc <- pcf_dist_file(X, Y, file = tempfile("slabs"), backend = "cpu",
+                        slab_bytes = 8 * 5 * 6, workers = 2)
+    expect_identical(Bc[, ], unname(pcf_cdist(X, Y, backend = "cpu")), info = by_slab)
+    options(old)
+  }
+})
+
+test_that("GPU results in many blocks, on one GPU or two, equal one block's, bitwise", {
+  skip_if_not(gk_has_gpu())
+  set.seed(61)
+  X <- random_pcfs(1500)
+  one <- pcf_pdist(X, precision = "single", backend = "gpu", devices = 1, workers = 1)
+  expect_equal(as.vector(one), as.vector(pcf_pdist(X, precision = "single", backend = "cpu")),
+               tolerance = 1e-12)
+  Y <- X[1:700]
+  ref <- pcf_cdist(Y, X, backend = "gpu", devices = 1, workers = 1)
+  # Small budgets: many blocks (pairs off the diagonal blocks computed the
+  # other way round: L1 is symmetric in IEEE arithmetic).
+  for (budget in c(600^2 * 16, 1000^2 * 16)) {
+    old <- options(gpukernels.pcf_budget_bytes = budget)
+    d <- pcf_pdist(X, precision = "single", backend = "gpu", devices = 1, workers = 1)
+    expect_identical(as.vector(d), as.vector(one), info = budget)
+    expect_identical(pcf_cdist(Y, X, backend = "gpu", devices = 1, workers = 1), ref)
+    if (nrow(gk_info()$devices) >= 2) {
+      d2 <- pcf_pdist(X, precision = "single", backend = "gpu", devices = 1:2, workers = 1)
+      expect_identical(as.vector(d2), as.vector(one), info = budget)
+    }
+    options(old)
+  }
+})
