@@ -245,10 +245,10 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
 # but reaches a given error at a lower order, so the search at a later
 # (smaller) eta starts one order below the one found so far and goes down
 # while the orders meet tol or are predicted slower than that form, else up
-# until one meets tol or is predicted slower (the orders far below the start
-# are not built: at 2^20 in 3D with tol = 1e-4, orders 3 and 4 at eta 2 and
-# order 3 at eta 1.5, about 2 s of builds and measurements). Errors fall and
-# predicted times grow with the order. The orders the compressed search
+# until one meets tol or is predicted slower: the orders far below the
+# start, whose errors are far above tol, are not built and measured. This
+# finds what a scan from the lowest order finds, errors falling and
+# predicted times growing with the order. The orders the compressed search
 # built at eta are not built again.
 h2_tol_uncompressed_fly <- function(s, first, previous) {
   found <- NULL
