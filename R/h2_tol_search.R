@@ -240,16 +240,26 @@ h2_tol_compressed_fly <- function(s, first, previous, why) {
 # lowest order from `first` that meets uncompressed tol; of those, the one
 # with the fastest product (the storage model's prediction,
 # h2_info()$ms_on_the_fly). A smaller eta evaluates more pairs per product
-# but reaches a given error at a lower order. An order predicted slower than
-# a form already found ends that eta's search. The orders the compressed
-# search built at eta are not built again.
+# but reaches a given error at a lower order, so the search at a later
+# (smaller) eta starts one order below the one found so far and goes down
+# while the orders meet tol or are predicted slower than that form, else up
+# until one meets tol or is predicted slower: the orders far below the
+# start, whose errors are far above tol, are not built and measured. This
+# finds what a scan from the lowest order finds, errors falling and
+# predicted times growing with the order. The orders the compressed search
+# built at eta are not built again.
 h2_tol_uncompressed_fly <- function(s, first, previous) {
   found <- NULL
   best <- previous
   stopped <- NULL
   failed <- NULL
   for (e in s$etas) {
-    for (o in s$orders[s$orders >= (if (e == s$eta) first else s$orders[1L])]) {
+    orders <- s$orders[s$orders >= (if (e == s$eta) first else s$orders[1L])]
+    if (!length(orders)) next
+    o <- orders[1L]
+    if (e != s$eta && !is.null(found)) o <- max(orders[1L], min(found$order - 1L, max(orders)))
+    step <- 0L   # 0 at the start, -1 going down, 1 going up
+    repeat {
       built <- if (e == s$eta) s$fly_at_eta[[as.character(o)]]
       if (is.null(built)) built <- h2_tol_build(s, o, "on_the_fly", best, e)
       if (inherits(built, "h2_unbuilt")) {
@@ -262,13 +272,23 @@ h2_tol_uncompressed_fly <- function(s, first, previous) {
         built <- list(A = built, order = o, eta = e, form = "on_the_fly", error = NULL,
                       ms = info$ms_on_the_fly, info = info)
       }
-      if (!is.null(found) && built$ms >= found$ms) break
-      if (is.null(built$error)) built$error <- s$measure(built$A)
-      if (built$error$probe <= h2_tol_params$uncompressed * s$tol) {
-        found <- built
-        break
+      if (!is.null(found) && built$ms >= found$ms) {
+        if (step > 0L) break   # the orders above are slower still
+        step <- -1L            # the orders below are faster
+      } else {
+        if (is.null(built$error)) built$error <- s$measure(built$A)
+        if (built$error$probe <= h2_tol_params$uncompressed * s$tol) {
+          found <- built
+          if (step > 0L) break
+          step <- -1L
+        } else {
+          if (is.null(best) || built$error$probe <= best$error$probe) best <- built
+          if (step < 0L) break   # the orders below miss tol too
+          step <- 1L
+        }
       }
-      if (is.null(best) || built$error$probe <= best$error$probe) best <- built
+      o <- o + step
+      if (!(o %in% orders)) break
     }
   }
   if (!is.null(found) && length(s$etas) > 1L) {

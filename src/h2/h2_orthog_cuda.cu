@@ -3,8 +3,9 @@
  * leaf bases, then the stacked transfers [T_c1 E_c1; T_c2 E_c2] of each
  * level, with the nodes of a level as one batch. small_qr_kernel
  * (h2_small_qr.cuh) writes R and the first columns of Q in one launch (Q's
- * halves straight into the children's transfers); shapes beyond it (more
- * than 256 rows, or beyond a block's shared memory) take cuBLAS
+ * halves straight into the children's transfers), in shared memory or, for
+ * stacks beyond it, in place in their workspace; shapes beyond it (more
+ * than 256 rows, leaves beyond a block's shared memory) take cuBLAS
  * geqrfBatched, take_r and form_q (cuBLAS and cuSOLVER have no batched
  * orgqr). A matrix with fewer rows than columns is padded with zero rows,
  * which leaves R and the used part of Q unchanged.
@@ -247,8 +248,12 @@ static gk_status orthogonalize_level(gpu_transform<T> &ctx, orthogonal_form<T> &
   gk_error *err = ctx.err;
   const int *k = t->level_rank, *kn = ot->level_rank;
   int kc = kn[l + 1], ko = k[l + 1], kp = k[l], r = kn[l], rows = 2 * kc, nodes = 1 << l;
-  const bool fused = r == std::min(rows, kp) && small_qr_fits<T>(rows, kp);
-  int ld = fused ? rows : std::max(rows, kp);   // geqrfBatched: zero rows to kp
+  // The stacks in shared memory, else (250 x 125 in double: order 5 in 3D)
+  // in place in z, else geqrfBatched.
+  const bool thin = r == std::min(rows, kp);
+  const bool fused = thin && small_qr_fits<T>(rows, kp);
+  const bool in_place = thin && !fused && small_qr_fits_global(rows, kp);
+  int ld = fused || in_place ? rows : std::max(rows, kp);   // geqrfBatched: zero rows to kp
   T *z = ctx.alloc((size_t) nodes * ld * kp, "the H2 orthogonalization workspace", ld > rows);
   T *&P = orth.projection[l];
   const T *P_children = orth.projection[l + 1];
@@ -261,10 +266,12 @@ static gk_status orthogonalize_level(gpu_transform<T> &ctx, orthogonal_form<T> &
                          (size_t) 2 * ko * kp, z + c * kc, ld, (size_t) ld * kp, nodes))
       return err->status;
   T *En = (T *) orth.data->E.ptr + ot->transfer_ptr[l + 1];   // kc x r each
-  if (fused) {
+  if (fused || in_place) {
     small_qr_batch<T> b = {z, (size_t) rows * kp, rows, kp, P, (size_t) r * kp,
                            En, (size_t) rows * r, kc, kc, (size_t) kc * r};
-    if (gk_cuda_status(small_qr_launch<T>(nodes, b, ctx.s), "the H2 orthogonalization QR", err) ||
+    if (in_place) small_qr_launch_global<T>(nodes, b, ctx.s);
+    if ((fused && gk_cuda_status(small_qr_launch<T>(nodes, b, ctx.s),
+                                 "the H2 orthogonalization QR", err)) ||
         ctx.launched("the H2 orthogonalization QR"))
       return err->status;
   } else if (inner_qr_cublas(ctx, z, ld, En, P, kc, kp, r, nodes)) {

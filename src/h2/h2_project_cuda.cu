@@ -25,21 +25,60 @@ __device__ void projection_pointers(int i, int s, const int *row, const int *col
   c2[i] = to;
 }
 
-/* Pointers of the projection for the blocks first .. first + count - 1 of a
- * level (S_s at S + (s - s_first) k^2: the level's stored blocks with s_first
- * = 0, or a chunk of them evaluated from s_first on; S'_s at out + s kn^2). */
+/* Pointers of the projection for the blocks list[first .. first + count - 1]
+ * of a level (storage indices; S_s at S + s k^2: the level's stored blocks,
+ * or, in_order, at S + i k^2: these blocks evaluated one after the other;
+ * S'_s at out + s kn^2). */
 template <typename T>
-__global__ void marshal_projection(const int *row, const int *col, int first, int count,
-                                   const T *Tl, int kn, int k, const T *S, int s_first, T *tmp,
-                                   T *out,
+__global__ void marshal_projection(const int *list, const int *row, const int *col, int first,
+                                   int count, const T *Tl, int kn, int k, const T *S, int in_order,
+                                   T *tmp, T *out,
                                    const T **a1, const T **b1, T **c1, const T **a2,
                                    const T **b2, T **c2)
 {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count) return;
-  int s = first + i;
-  projection_pointers(i, s, row, col, Tl, kn, k, S + (size_t) (s - s_first) * k * k, tmp,
+  int s = list[first + i];
+  projection_pointers(i, s, row, col, Tl, kn, k, S + (size_t) (in_order ? i : s) * k * k, tmp,
                       out + (size_t) s * kn * kn, a1, b1, c1, a2, b2, c2);
+}
+
+/* S'_{mirror[2 p]} = S'_{mirror[2 p + 1]}^T (kn x kn each, at out + s kn^2). */
+template <typename T>
+__global__ void mirror_blocks(const int *mirror, size_t pairs, int kn, T *out)
+{
+  size_t kk = (size_t) kn * kn, total = pairs * kk;
+  for (size_t e = blockIdx.x * (size_t) blockDim.x + threadIdx.x; e < total;
+       e += (size_t) gridDim.x * blockDim.x) {
+    size_t p = e / kk, rem = e % kk;
+    int a = (int) (rem % kn), b = (int) (rem / kn);
+    out[(size_t) mirror[2 * p] * kk + a + (size_t) b * kn] =
+      out[(size_t) mirror[2 * p + 1] * kk + b + (size_t) a * kn];
+  }
+}
+
+/* A symmetric level's blocks split by the diagonal: `upper` the storage
+ * indices s of the blocks (i, j) with i <= j, `mirror` the pairs (s, s') of
+ * each other block (i, j) and its transpose (j, i). False when a block has
+ * no transpose (not symmetric: every block is then projected). */
+static bool split_by_diagonal(const h2_bsr *b, std::vector<int> &upper, std::vector<int> &mirror)
+{
+  upper.clear();
+  mirror.clear();
+  for (int s = 0; s < b->n_blocks; s++) {
+    int i = b->row[s], j = b->col[s];
+    if (i <= j) {
+      upper.push_back(s);
+      continue;
+    }
+    int partner = -1;
+    for (int p = b->row_ptr[j]; p < b->row_ptr[j + 1] && partner < 0; p++)
+      if (b->col[b->row_blocks[p]] == i) partner = b->row_blocks[p];
+    if (partner < 0) return false;
+    mirror.push_back(s);
+    mirror.push_back(partner);
+  }
+  return true;
 }
 
 /* The same for the blocks at row-order positions p_first .. p_first + count - 1
@@ -139,18 +178,56 @@ gk_status project_rows(gpu_transform<T> &ctx, const h2_tree *nt, T *const *P, in
  * top..q; P[l] is kn x k per node; the source has ranks k (structure st =
  * ctx.t, the input's couplings: src, or evaluated chunk by chunk when the
  * input computes them on the fly), dst kn (structure nt). Chunks of blocks
- * keep the temporary within WORK_CHUNK_BYTES. */
+ * keep the temporary within WORK_CHUNK_BYTES. The matrix is symmetric, one
+ * basis tree for rows and columns: S'_ji = S'_ij^T, so only the blocks on
+ * and above the diagonal are evaluated and projected, and the others are
+ * their transposes (half the products). */
 template <typename T>
 gk_status project_couplings(gpu_transform<T> &ctx, const h2_tree *nt, T *const *P, const T *src,
                             T *dst)
 {
+  // Per level: the blocks projected (`upper`, else all) and the mirrored pairs.
+  std::vector<int> lists, mirrors;
+  std::vector<size_t> list_at, mirror_at;
+  try {
+    std::vector<int> upper, mirror;
+    for (int l = 0; l <= ctx.t->depth; l++) {
+      const h2_bsr *b = &ctx.t->coupling[l];
+      list_at.push_back(lists.size());
+      mirror_at.push_back(mirrors.size());
+      if (l < ctx.t->top_level || !b->n_blocks) continue;
+      if (!split_by_diagonal(b, upper, mirror)) {
+        upper.resize(b->n_blocks);
+        for (int s2 = 0; s2 < b->n_blocks; s2++) upper[s2] = s2;
+        mirror.clear();
+      }
+      lists.insert(lists.end(), upper.begin(), upper.end());
+      mirrors.insert(mirrors.end(), mirror.begin(), mirror.end());
+    }
+    list_at.push_back(lists.size());
+    mirror_at.push_back(mirrors.size());
+  } catch (...) {
+    return gk_fail(ctx.err, GK_ERR_NOMEM, "out of host memory in the H2 compression");
+  }
+  int *dlists = ctx.template alloc<int>(lists.size() + mirrors.size(), "the H2 projection lists");
+  if (!dlists ||
+      (lists.size() && gk_cuda_status(cudaMemcpyAsync(dlists, lists.data(),
+                                                      lists.size() * sizeof(int),
+                                                      cudaMemcpyHostToDevice, ctx.s),
+                                      "the H2 projection lists", ctx.err)) ||
+      (mirrors.size() && gk_cuda_status(cudaMemcpyAsync(dlists + lists.size(), mirrors.data(),
+                                                        mirrors.size() * sizeof(int),
+                                                        cudaMemcpyHostToDevice, ctx.s),
+                                        "the H2 projection lists", ctx.err)))
+    return ctx.err->status;
+  int *dmirrors = dlists + lists.size();
   // One workspace for every level: the largest chunk of kn x k products
   // (and of the k x k input blocks evaluated).
   auto chunk_of = [&](int l) {
     size_t k = ctx.t->level_rank[l], per = (size_t) nt->level_rank[l] * k + (ctx.couplings_otf ? k * k : 0);
     int chunk = (int) std::max<size_t>(1, std::min<size_t>(WORK_CHUNK_BYTES / (per * sizeof(T)),
                                                            (size_t) ctx.ptr_count));
-    return std::min(chunk, ctx.t->coupling[l].n_blocks);
+    return std::min(chunk, (int) (list_at[l + 1] - list_at[l]));
   };
   size_t most = 0, most_in = 0;
   for (int l = ctx.t->top_level; l <= ctx.t->depth; l++) {
@@ -161,29 +238,36 @@ gk_status project_couplings(gpu_transform<T> &ctx, const h2_tree *nt, T *const *
   T *made = ctx.couplings_otf && most_in ? ctx.alloc(most_in, "the H2 couplings evaluated") : NULL;
   if ((most && !tmp) || (ctx.couplings_otf && most_in && !made)) return ctx.err->status;
   for (int l = ctx.t->top_level; l <= ctx.t->depth; l++) {
-    int nb = ctx.t->coupling[l].n_blocks, k = ctx.t->level_rank[l], kn = nt->level_rank[l];
+    int nb = (int) (list_at[l + 1] - list_at[l]), k = ctx.t->level_rank[l], kn = nt->level_rank[l];
     if (!nb) continue;
     int chunk = chunk_of(l);
     const int *row = (const int *) ctx.in->cpl_row.ptr + ctx.t->coupling_offset[l];
     const int *col = (const int *) ctx.in->cpl_col.ptr + ctx.t->coupling_offset[l];
+    const int *list = dlists + list_at[l];
     const T **p = (const T **) ctx.ptrs.ptr;
     for (int first = 0; first < nb; first += chunk) {
       int cnt = std::min(chunk, nb - first);
       const T *from = src + ctx.t->coupling_ptr[l];
-      int from_first = 0;
       if (ctx.couplings_otf) {
-        if (h2_gpu_fill_as_built(ctx.t, ctx.in, &ctx.geo, H2_COUPLING, l, first, cnt, NULL, made, ctx.s, ctx.err))
+        if (h2_gpu_fill_as_built(ctx.t, ctx.in, &ctx.geo, H2_COUPLING, l, first, cnt, list, made,
+                                 ctx.s, ctx.err))
           return ctx.err->status;
         from = made;
-        from_first = first;
       }
       marshal_projection<T><<<(cnt + 255) / 256, 256, 0, ctx.s>>>(
-        row, col, first, cnt, P[l], kn, k, from, from_first, tmp,
+        list, row, col, first, cnt, P[l], kn, k, from, ctx.couplings_otf ? 1 : 0, tmp,
         dst + nt->coupling_ptr[l], p, p + ctx.ptr_count, (T **) (p + 2 * ctx.ptr_count),
         p + 3 * ctx.ptr_count, p + 4 * ctx.ptr_count, (T **) (p + 5 * ctx.ptr_count));
       if (ctx.launched("the H2 projection pointer arrays")) return ctx.err->status;
       for (int f = 0; f < cnt; f += H2_MAX_BATCH)
         if (projection_gemms(ctx, kn, k, f, std::min(H2_MAX_BATCH, cnt - f))) return ctx.err->status;
+    }
+    size_t pairs = (mirror_at[l + 1] - mirror_at[l]) / 2;
+    if (pairs) {
+      size_t total = pairs * kn * kn;
+      mirror_blocks<T><<<h2_grid_for(total), 256, 0, ctx.s>>>(dmirrors + mirror_at[l], pairs, kn,
+                                                             dst + nt->coupling_ptr[l]);
+      if (ctx.launched("the H2 coupling transposes")) return ctx.err->status;
     }
     // the next chunk's marshaling must not overwrite pointers still in use
     if (ctx.synced("the H2 coupling projection"))
@@ -191,6 +275,7 @@ gk_status project_couplings(gpu_transform<T> &ctx, const h2_tree *nt, T *const *
   }
   if (tmp) ctx.release(tmp);
   if (made) ctx.release(made);
+  ctx.release(dlists);
   return GK_OK;
 }
 

@@ -43,6 +43,13 @@
  * an H100), 250 x 125 (order 5 in 3D) 245 KB in double, beyond the H100's
  * 227 KB, and 122 KB in float. Arithmetic in T, as geqrf's.
  *
+ * A matrix beyond the shared memory but within 256 rows is factored by the
+ * same kernel in place in global memory (small_qr_launch_global: only tau in
+ * shared memory). Each step reads and writes a warp's columns once, as in
+ * shared memory, so the traffic stays in L1 and L2; it replaces geqrfBatched,
+ * which goes through the trailing matrix in many launches, and a Q formed
+ * one thread per column.
+ *
  * Needs only the CUDA runtime.
  */
 
@@ -166,21 +173,25 @@ __device__ __forceinline__ void small_qr_reflector(const T *A, int m, int j, int
 }
 
 /* Block b factors matrix b; blockDim.x a multiple of 32, at most
- * 32 SMALL_QR_MAX_WARPS; m <= 32 RC. */
-template <typename T, int RC>
+ * 32 SMALL_QR_MAX_WARPS; m <= 32 RC. IN_PLACE: the matrix is factored where
+ * it lies (p.a, then overwritten), not in shared memory. */
+template <typename T, int RC, bool IN_PLACE>
 __global__ void __launch_bounds__(32 * SMALL_QR_MAX_WARPS)
 small_qr_kernel(const small_qr_batch<T> p)
 {
   extern __shared__ __align__(16) unsigned char small_qr_smem[];
   const int m = p.m, n = p.n, r = m < n ? m : n;
-  T *A = (T *) small_qr_smem;   // m x n, leading dimension m
-  T *tau = A + m * n;           // r
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const size_t b = blockIdx.x;
+  // m x n, leading dimension m; then r scalars tau
+  T *A = IN_PLACE ? (T *) (p.a + b * p.sa) : (T *) small_qr_smem;
+  T *tau = IN_PLACE ? (T *) small_qr_smem : A + m * n;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 
-  const T *src = p.a + b * p.sa;
-  for (int e = threadIdx.x; e < m * n; e += blockDim.x) A[e] = src[e];
-  __syncthreads();
+  if (!IN_PLACE) {
+    const T *src = p.a + b * p.sa;
+    for (int e = threadIdx.x; e < m * n; e += blockDim.x) A[e] = src[e];
+    __syncthreads();
+  }
 
   // Reflector 0 (the others come from the lookahead below).
   if (warp == 0) {
@@ -293,6 +304,14 @@ inline size_t small_qr_shared_bytes(int m, int n)
   return ((size_t) m * n + (size_t) (m < n ? m : n)) * sizeof(T);
 }
 
+/* The warps of a block: one per 8 columns, so that each warp has a few
+ * columns per reflector to overlap and narrow matrices take small blocks. */
+inline int small_qr_warps(int n)
+{
+  int warps = (n + 7) / 8;
+  return warps < 1 ? 1 : warps > SMALL_QR_MAX_WARPS ? SMALL_QR_MAX_WARPS : warps;
+}
+
 /* Whether the device in use runs small_qr_kernel<T> on m x n matrices. */
 template <typename T>
 inline bool small_qr_fits(int m, int n)
@@ -305,14 +324,10 @@ template <typename T, int RC>
 inline cudaError_t small_qr_launch_rc(int count, const small_qr_batch<T> &p, cudaStream_t s)
 {
   size_t smem = small_qr_shared_bytes<T>(p.m, p.n);
-  // a warp per 8 columns: each warp has a few columns per reflector to
-  // overlap, and narrow matrices take small blocks
-  int warps = (p.n + 7) / 8;
-  warps = warps < 1 ? 1 : warps > SMALL_QR_MAX_WARPS ? SMALL_QR_MAX_WARPS : warps;
-  cudaError_t st = cudaFuncSetAttribute(small_qr_kernel<T, RC>,
+  cudaError_t st = cudaFuncSetAttribute(small_qr_kernel<T, RC, false>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem);
   if (st != cudaSuccess) return st;
-  small_qr_kernel<T, RC><<<count, 32 * warps, smem, s>>>(p);
+  small_qr_kernel<T, RC, false><<<count, 32 * small_qr_warps(p.n), smem, s>>>(p);
   return cudaSuccess;
 }
 
@@ -327,6 +342,26 @@ inline cudaError_t small_qr_launch(int count, const small_qr_batch<T> &p, cudaSt
   if (p.m <= 64) return small_qr_launch_rc<T, 2>(count, p, s);
   if (p.m <= 128) return small_qr_launch_rc<T, 4>(count, p, s);
   return small_qr_launch_rc<T, SMALL_QR_MAX_RC>(count, p, s);
+}
+
+/* Whether small_qr_launch_global takes m x n matrices: at most 256 rows. */
+inline bool small_qr_fits_global(int m, int n)
+{
+  return m >= 1 && n >= 1 && m <= 32 * SMALL_QR_MAX_RC;
+}
+
+/* Factors `count` matrices of the batch on stream s in place (requires
+ * small_qr_fits_global): p.a is overwritten (cast from const), so it must be
+ * a workspace of the caller's. The launch's status is the caller's to check. */
+template <typename T>
+inline void small_qr_launch_global(int count, const small_qr_batch<T> &p, cudaStream_t s)
+{
+  if (count <= 0) return;
+  size_t smem = (size_t) (p.m < p.n ? p.m : p.n) * sizeof(T);
+  int threads = 32 * small_qr_warps(p.n);
+  if (p.m <= 64) small_qr_kernel<T, 2, true><<<count, threads, smem, s>>>(p);
+  else if (p.m <= 128) small_qr_kernel<T, 4, true><<<count, threads, smem, s>>>(p);
+  else small_qr_kernel<T, SMALL_QR_MAX_RC, true><<<count, threads, smem, s>>>(p);
 }
 
 #endif

@@ -56,14 +56,17 @@ test_that("the GPU compresses like the CPU", {
   }
 })
 
-test_that("GPU orthogonalization (fused QR kernel, geqrfBatched fallback) agrees with the CPU", {
+test_that("GPU orthogonalization (fused QR kernel, in place, geqrfBatched) agrees with the CPU", {
   skip_if_no_gpu()
   set.seed(45)
   # The kernel keeps up to 32, 64, 128 or 256 rows per warp; leaves with fewer
   # points than the rank have fewer rows than columns, as do the stacks above
   # them (2 x 20 rows under rank 64); order 5 in 3D (rank 125) has stacks of
-  # 250 x 125, in the kernel in float and through geqrfBatched in double (245 KB,
-  # beyond a block's shared memory).
+  # 250 x 125, in the kernel's shared memory in float and in place in global
+  # memory in double (245 KB, beyond a block's shared memory). geqrfBatched
+  # takes stacks of more than 256 rows (the truncation test below: rank 196).
+  # Every projection of the couplings computes the blocks on and above the
+  # diagonal and mirrors the others.
   cases <- list(list(d = 3, n = 3000, leaf = 64, order = 4),   # 64 x 64 leaves, 128 x 64 stacks
                 list(d = 3, n = 1777, leaf = 20, order = 4),   # 20 x 64 leaves; 40, 80, 128 x 64
                 list(d = 3, n = 1700, leaf = 16, order = 3),   # 16 x 27 leaves; 32, 54 x 27
