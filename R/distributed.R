@@ -35,16 +35,18 @@
 #' \describe{
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
-#'     run in this process): the functions are copied once into shared memory,
-#'     which each worker reads its band's functions from, and each worker
-#'     writes its blocks of results, as its GPU (or CPU) produces them,
-#'     straight into the result, an ordinary R vector of the calling process
-#'     (Linux's cross-process copy `process_vm_writev`, which the system
-#'     allows a worker where it may trace the calling process: Yama's
-#'     `ptrace_scope` 0, Debian's default; the package never widens that).
-#'     Where a worker may not (`ptrace_scope` 1 or more, other users' or
-#'     containers' processes,
-#'     `GK_CHANNEL_DIRECT = 0`, see [gk_info()]), and for full symmetric
+#'     run in this process): the functions are flattened and checked once in
+#'     the calling process, each worker copies its band's functions out of
+#'     that process's memory and writes its blocks of results, as its GPU
+#'     (or CPU) produces them, straight into the result, an ordinary R
+#'     vector of the calling process (Linux's cross-process copies
+#'     `process_vm_readv` and `process_vm_writev`, which the system allows a
+#'     worker where it may trace the calling process: Yama's `ptrace_scope`
+#'     0, Debian's default; the package never widens that). Where a worker
+#'     may not (`ptrace_scope` 1 or more, other users' or containers'
+#'     processes, `GK_CHANNEL_DIRECT = 0` in the calling session or the
+#'     worker's, see [gk_info()]), it reads the functions from a copy in
+#'     shared memory instead; then, and for full symmetric
 #'     matrices ([pcf_kernel()] of one set), it copies its blocks into a few
 #'     small shared buffers of its own, and threads of the calling process
 #'     (two; `GK_CHANNEL_WRITERS`) write them into the result while the
