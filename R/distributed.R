@@ -252,11 +252,16 @@ gk_pcf_chunk_shared <- function(task) {
   lines <- character()
   if (isTRUE(task$lines)) {   # the engine's lines, for the caller's progress line
     options(gpukernels.progress = TRUE)   # gk_run_chunk restores the options
+    # To stderr, captured here: with progressr installed they went to a
+    # progressr sink that a worker has no progressor for, and were lost.
+    progressr <- gk_state$progressr
+    gk_state$progressr <- FALSE
     before <- getConnection(sink.number(type = "message"))   # a worker's log, or stderr
     sink(con <- textConnection("lines", "w", local = TRUE), type = "message")
     on.exit({
       sink(before, type = "message")
       close(con)
+      gk_state$progressr <- progressr
     })
   }
   a <- task$rows[1L]
@@ -440,7 +445,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   }
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
   at <- function(x) paste(sprintf("%.2f", x), collapse = "/")
-  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s%s)",
+  c(sprintf("pcf (%d futures, %s): result and inputs ready in %.2f s, workers %.2f s (each: %s s%s)",
             nrow(bands), if (is.null(shared)) "results through the futures" else
               paste0(if (isTRUE(shared$input$direct) && !length(reshare))
                        "inputs read from this process" else "shared memory",

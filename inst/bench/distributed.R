@@ -21,7 +21,7 @@
 # after a warm-up (workers warmed too: package, CUDA context), the speed-up
 # against one GPU in-process, and the pairs per second. The engine's progress
 # lines of one more run per setup say where the time goes (GPU, host packing
-# and scatter per GPU; for workers: inputs shared, the workers' own time and
+# and scatter per GPU; for workers: result and inputs ready, the workers' own time and
 # their waits for free slots, this process's scatter, and how long starting
 # and warming the workers took).
 #   Rscript inst/bench/distributed.R [quick]   (quick: small sizes, CPU-only machine)
@@ -76,6 +76,7 @@ report <- function(setup, seconds, base = NA, note = "") {
 # GK_BENCH_LINES=workers: for the workers' rows only.
 phases <- function(f, workers = FALSE) {
   if (!workers && identical(Sys.getenv("GK_BENCH_LINES"), "workers")) return(invisible())
+  gc(FALSE)   # as before the timed runs: else the timeline starts with freeing the last result
   options(gpukernels.progress = TRUE)
   on.exit(options(gpukernels.progress = FALSE))
   invisible(f())
