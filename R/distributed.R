@@ -35,16 +35,18 @@
 #' \describe{
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
-#'     run in this process): the functions are copied once into shared memory,
-#'     which each worker reads its band's functions from, and each worker
-#'     writes its blocks of results, as its GPU (or CPU) produces them,
-#'     straight into the result, an ordinary R vector of the calling process
-#'     (Linux's cross-process copy `process_vm_writev`, which the system
-#'     allows a worker where it may trace the calling process: Yama's
-#'     `ptrace_scope` 0, Debian's default; the package never widens that).
-#'     Where a worker may not (`ptrace_scope` 1 or more, other users' or
-#'     containers' processes,
-#'     `GK_CHANNEL_DIRECT = 0`, see [gk_info()]), and for full symmetric
+#'     run in this process): the functions are flattened and checked once in
+#'     the calling process, each worker copies its band's functions out of
+#'     that process's memory and writes its blocks of results, as its GPU
+#'     (or CPU) produces them, straight into the result, an ordinary R
+#'     vector of the calling process (Linux's cross-process copies
+#'     `process_vm_readv` and `process_vm_writev`, which the system allows a
+#'     worker where it may trace the calling process: Yama's `ptrace_scope`
+#'     0, Debian's default; the package never widens that). Where a worker
+#'     may not (`ptrace_scope` 1 or more, other users' or containers'
+#'     processes, `GK_CHANNEL_DIRECT = 0` in the calling session or the
+#'     worker's, see [gk_info()]), it reads the functions from a copy in
+#'     shared memory instead; then, and for full symmetric
 #'     matrices ([pcf_kernel()] of one set), it copies its blocks into a few
 #'     small shared buffers of its own, and threads of the calling process
 #'     (two; `GK_CHANNEL_WRITERS`) write them into the result while the
@@ -175,6 +177,7 @@ gk_run_chunk <- function(task) {
 # Runs tasks as futures, one each, and hands each result to `collect(i,
 # value)` as it arrives (so large results need not all be held at once); a
 # failing task's error is raised with its message. `p` is a progressor or NULL.
+# Returns when each future was launched and collected (seconds, gk_now()).
 gk_run_tasks <- function(tasks, collect, p = NULL) {
   # The caller asked for the split: its data must travel, whatever their size.
   old <- options(future.globals.maxSize = Inf)
@@ -184,15 +187,19 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   # makes each future slower to set up).
   run <- function(task) asNamespace("gpukernels")$gk_run_chunk(task)
   environment(run) <- baseenv()
-  futures <- lapply(tasks, function(task) {
-    future::future(run(task), globals = list(run = run, task = task),
-                   packages = "gpukernels", seed = NULL, lazy = FALSE)
+  launched <- collected <- numeric(length(tasks))
+  futures <- lapply(seq_along(tasks), function(i) {
+    task <- tasks[[i]]
+    f <- future::future(run(task), globals = list(run = run, task = task),
+                        packages = "gpukernels", seed = NULL, lazy = FALSE)
+    launched[i] <<- gk_now()
+    f
   })
   pending <- seq_along(futures)
   while (length(pending)) {
     done <- pending[vapply(futures[pending], future::resolved, NA)]
     if (!length(done)) {
-      Sys.sleep(0.01)
+      Sys.sleep(0.002)   # resolved() on 4 local futures takes about 1 ms
       next
     }
     for (i in done) {
@@ -201,13 +208,17 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
              ": ", conditionMessage(e), call. = FALSE)
       })
       futures[i] <- list(NULL)
+      collected[i] <- gk_now()
       collect(i, value)
       if (!is.null(p)) p()
     }
     pending <- setdiff(pending, done)
   }
-  invisible(NULL)
+  invisible(list(launched = launched, collected = collected))
 }
+
+# Wall-clock seconds, comparable between the processes of one machine.
+gk_now <- function() as.numeric(Sys.time())
 
 # ---- PCF matrices ----
 
@@ -226,30 +237,47 @@ gk_pcf_chunk <- function(task) {
     list(rect = call(task$X, task$Y, task$kind)))
 }
 
-# A chunk of the shared-memory route: rows a..b read from the caller's input
-# segment and sent through the chunk's ring of the caller's result channel:
-# the band's own triangle (at row and column a - 1) and its rectangle left of
-# it (symmetric results), or its rows of a cdist / kernel matrix. FALSE when
-# this worker cannot attach the segments (another machine): the caller then
-# sends it the data.
+# A chunk of the shared-memory route: rows a..b read from the caller's inputs
+# and sent through the chunk's ring of the caller's result channel: the
+# band's own triangle (at row and column a - 1) and its rectangle left of it
+# (symmetric results), or its rows of a cdist / kernel matrix. The inputs
+# are copied out of the caller's memory (`input$direct`: the functions up to
+# row b, and y) or read from its input segment. `written` is FALSE when this
+# worker cannot attach the segments (another machine): the caller then sends
+# it the data; NA when it may not read the caller's memory: the caller then
+# shares the inputs through a segment.
 gk_pcf_chunk_shared <- function(task) {
   start <- proc.time()[["elapsed"]]
+  started <- gk_now()
   lines <- character()
   if (isTRUE(task$lines)) {   # the engine's lines, for the caller's progress line
     options(gpukernels.progress = TRUE)   # gk_run_chunk restores the options
+    # To stderr, captured here: with progressr installed they went to a
+    # progressr sink that a worker has no progressor for, and were lost.
+    progressr <- gk_state$progressr
+    gk_state$progressr <- FALSE
     before <- getConnection(sink.number(type = "message"))   # a worker's log, or stderr
     sink(con <- textConnection("lines", "w", local = TRUE), type = "message")
     on.exit({
       sink(before, type = "message")
       close(con)
+      gk_state$progressr <- progressr
     })
   }
   a <- task$rows[1L]
   b <- task$rows[2L]
+  input <- task$shared$input
+  if (isTRUE(input$direct)) {
+    input <- .Call(gk_r_pcf_fetch, task$shared$target, as.double(b), gk_threads())
+    if (isFALSE(input)) return(list(written = FALSE))
+    if (is.character(input)) return(list(written = NA))
+    on.exit(.Call(gk_r_shared_free, input), add = TRUE)
+  }
+  read <- gk_now()
   waited <- 0
   direct <- TRUE   # every part's blocks went straight into the result
   part <- function(y_set, y_range, kind, col0) {
-    band <- list(input = task$shared$input, x_range = c(a, b), y_set = y_set, y_range = y_range,
+    band <- list(input = input, x_range = c(a, b), y_set = y_set, y_range = y_range,
                  target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
     sent <- pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend,
                             task$devices, band = band)
@@ -268,7 +296,7 @@ gk_pcf_chunk_shared <- function(task) {
     written <- part(2L, c(1, task$shared$n_cols), task$kind, 0)
   }
   list(written = written, seconds = proc.time()[["elapsed"]] - start, waited = waited,
-       direct = direct, lines = lines)
+       direct = direct, lines = lines, times = c(started, read, gk_now()))
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -289,24 +317,38 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
   bands <- gk_row_bands(n, count, triangle = symmetric)
   clock <- proc.time()[["elapsed"]]
+  begun <- gk_now()
   channel <- .Call(gk_r_channel_create, size, if (kind == "pdist") 0L else as.integer(n),
                    gk_pcf_write_kind(kind), n, nrow(bands), gk_threads())
   handle <- if (is.list(channel)) channel$handle else channel
-  input <- NULL
-  on.exit({   # now, not when R collects them
-    if (is.list(input)) .Call(gk_r_shared_free, input$handle)
+  input <- staged <- NULL
+  on.exit({   # now, not when R collects them; the channel first (workers stop)
     .Call(gk_r_shared_free, handle)
+    if (is.list(input)) .Call(gk_r_shared_free, input$handle)
+    if (!is.null(staged)) .Call(gk_r_shared_free, staged)
   })
-  if (is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))) {
-    input <- .Call(gk_r_pcf_share, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
-  } else {
-    .Call(gk_r_pcf_check, unclass(X), if (!is.null(Y)) unclass(Y), kind, p, single)
+  xy <- list(unclass(X), if (!is.null(Y)) unclass(Y))
+  share <- function() {   # the inputs in a segment, or NULL (none here)
+    input <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, FALSE)
+    if (is.list(input)) input[-1L]
   }
-  if (!is.list(input)) input <- NULL
-  shared <- if (!is.null(input)) list(input = input[-1L], n_cols = m, target = list(
+  offered <- NULL
+  if (is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))) {
+    if (isTRUE(channel$direct)) {
+      # Workers copy the inputs out of this process (staged here, checked).
+      staged <- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
+      .Call(gk_r_channel_offer, handle, staged)
+      offered <- list(direct = TRUE)
+    } else {
+      offered <- share()
+    }
+  } else {
+    .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single)
+  }
+  shared <- if (!is.null(offered)) list(input = offered, n_cols = m, target = list(
     path = channel$path, token = channel$token, bytes = channel$bytes))
   phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle, shared,
-                         clock)
+                         clock, begun, share)
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
     stats <- .Call(gk_r_channel_stats, handle)
@@ -323,12 +365,15 @@ gk_pcf_write_kind <- function(kind) {
   gk_write_kinds[[switch(kind, pdist = "dist", kernel_sym = "symmetric", "dense")]]
 }
 
-# Runs the bands as futures: with `shared` (the input segment and the
-# result channel) the workers read and send through shared memory; without,
-# or for a worker that cannot attach it, they get the data and send back
-# results, written into `out` (a result channel's handle) as they arrive.
-# Returns the progress lines: the phases, then the workers' engine lines.
-gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, clock) {
+# Runs the bands as futures: with `shared` (the inputs and the result
+# channel) the workers read and send through shared memory or this
+# process's memory; without, or for a worker that cannot attach it, they get
+# the data and send back results, written into `out` (a result channel's
+# handle) as they arrive. A worker that may not read this process's memory
+# runs again on inputs in a segment (`share()`). Returns the progress lines:
+# the phases and their timeline, then the workers' engine lines.
+gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, clock,
+                         begun, share) {
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
@@ -352,20 +397,26 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
-  resend <- integer()
+  resend <- reshare <- integer()
   worker_s <- waited_s <- numeric()
   direct <- logical()
   lines <- character()
+  times <- matrix(NA_real_, nrow(bands), 3L)
   collect <- function(i, value) {
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
       waited_s <<- c(waited_s, value$waited)
       direct <<- c(direct, isTRUE(value$direct))
+      times[i, ] <<- value$times - begun
       if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
       return()
     }
     if (isFALSE(value$written)) {
       resend <<- c(resend, i)
+      return()
+    }
+    if (identical(value$written, NA)) {
+      reshare <<- c(reshare, i)
       return()
     }
     r0 <- bands[i, 1L] - 1
@@ -378,20 +429,38 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     }
   }
   progress <- gk_progressor(nrow(bands))
-  gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect, progress)
+  ready <- gk_now() - begun
+  run <- gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect,
+                      progress)
+  if (length(reshare)) {   # workers that may not read this process's memory
+    shared$input <- share()
+    if (is.null(shared$input)) resend <- c(resend, reshare) else {
+      gk_run_tasks(lapply(reshare, task_of, data = FALSE),
+                   function(i, value) collect(reshare[i], value))
+    }
+  }
   if (length(resend)) {   # workers on other machines: the data travel, and the results
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
-  c(sprintf("pcf (%d futures, %s): inputs shared %.2f s, workers %.2f s (each: %s s%s)",
+  at <- function(x) paste(sprintf("%.2f", x), collapse = "/")
+  c(sprintf("pcf (%d futures, %s): result and inputs ready in %.2f s, workers %.2f s (each: %s s%s)",
             nrow(bands), if (is.null(shared)) "results through the futures" else
-              paste0("shared memory", if (length(direct)) sprintf(
-                ", %d of %d written straight into the result", sum(direct), length(direct)),
-                if (length(resend)) ", some resent"),
+              paste0(if (isTRUE(shared$input$direct) && !length(reshare))
+                       "inputs read from this process" else "shared memory",
+                     if (length(direct)) sprintf(
+                       ", %d of %d written straight into the result", sum(direct), length(direct)),
+                     if (length(reshare)) ", some ran again on shared inputs",
+                     if (length(resend)) ", some resent"),
             phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]], each,
             if (length(waited_s)) paste0(", of which waiting for free slots ",
                                          paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),
+    sprintf(paste("  timeline (s from the call's start): result and inputs ready %.2f;",
+                  "futures launched %s; workers started %s, inputs read %s, done %s;",
+                  "collected %s"),
+            ready, at(run$launched - begun), at(times[, 1L]), at(times[, 2L]), at(times[, 3L]),
+            at(run$collected - begun)),
     lines)
 }
 

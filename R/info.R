@@ -44,10 +44,13 @@
 #'     where the file system has it; not on tmpfs); 0: the file stays sparse
 #'     and the first write to each page allocates its block.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
-#'     write their blocks of a PCF matrix straight into the calling session's
-#'     result (see [gk_distributed]); 0: through shared slots, which threads
-#'     of the calling session (`GK_CHANNEL_WRITERS`, 1 to 8, 0 chooses 2)
-#'     write into the result.}
+#'     read the functions of a PCF matrix from the calling session's memory
+#'     and write their blocks straight into its result (see
+#'     [gk_distributed]); 0 (in the calling session, or in a worker's
+#'     environment for that worker): the functions through shared memory
+#'     and the blocks through shared slots, which threads of the calling
+#'     session (`GK_CHANNEL_WRITERS`, 1 to 8, 0 chooses 2) write into the
+#'     result.}
 #'   \item{`GK_RESULT_HUGE_PAGES`}{1: a PCF result of 64 MB or more filled in
 #'     this process (by the GPU engine or the channel's writer threads) asks
 #'     the system for 2 MiB pages, 512 times fewer page faults than 4 KiB

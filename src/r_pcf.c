@@ -307,24 +307,27 @@ static size_t share_bytes(const flat_plan *p)
 /* x and y (NULL: none) copied straight from R's matrices into a new input
  * segment (one copy, whose threads make the segment's pages as they write),
  * then the checks of gk_r_pcf_check on the segment's view of them:
- * list(handle, path, token, bytes), or a string saying why there is none. */
-SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
+ * list(handle, path, token, bytes), or a string saying why there is none.
+ * With `staged` TRUE, into a region of this process instead (the handle
+ * alone), which future workers read with process_vm_readv (gk_r_pcf_fetch). */
+SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
 {
   flat_plan px, py;
   pcf_op op = op_of(kind, p);
   flatten_plan(x, "x", &px);
   if (!Rf_isNull(y)) flatten_plan(y, "y", &py);
   const flat_plan *second = Rf_isNull(y) ? NULL : &py;
-  SEXP seg = PROTECT(gk_r_shared_create(
-      Rf_ScalarReal((double) (4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second)))));
-  if (TYPEOF(seg) != VECSXP) {   /* no shared memory: the checks alone */
+  size_t bytes = 4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second);
+  SEXP seg = PROTECT(gk_as_flag(staged) ? gk_r_private_create(bytes)
+                                        : gk_r_shared_create(Rf_ScalarReal((double) bytes)));
+  if (TYPEOF(seg) == STRSXP) {   /* no shared memory: the checks alone */
     pcf_set xs, ys;
     const pcf_set *yp;
     sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
     UNPROTECT(1);
     return seg;
   }
-  SEXP handle = gk_list_get(seg, "handle");
+  SEXP handle = TYPEOF(seg) == VECSXP ? gk_list_get(seg, "handle") : seg;
   size_t *head = (size_t *) gk_r_shared_values(handle, -1);
   const flat_plan *plans[2] = {&px, second};
   char *at = (char *) (head + 4);
@@ -357,6 +360,68 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
   return seg;
 }
 
+/* A worker's copy of the caller's staged inputs (gk_r_pcf_share with
+ * `staged`), read through the caller's result channel `target`: the first
+ * `x_count` functions of x (a band needs its rows and, for a dist, the
+ * functions before them) and all of y, laid out as the segment is (so
+ * share_view reads either). The handle of the copy; "declined" when this
+ * process may not read the caller's memory (the caller then shares the
+ * inputs through a segment); FALSE when it cannot attach the channel. */
+SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
+{
+  gk_channel_port port;
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
+  size_t head[4], want = (size_t) gk_as_double(x_count);
+  gk_channel_range r = {head, 0, sizeof(head)};
+  int t = gk_as_int(threads);
+  if (gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK && want > head[0])
+    gk_fail(&err, GK_ERR_INTERNAL, "a band beyond its set of PCFs");
+  if (err.status == GK_ERR_INPUT) {
+    gk_channel_detach(&port);
+    return Rf_mkString("declined");
+  }
+  if (err.status) {
+    gk_channel_detach(&port);
+    gk_raise(&err);
+  }
+  /* x's offsets first: they say how many intervals the first want functions have. */
+  size_t x_offsets = (head[0] + 1) * sizeof(size_t), x_values = head[1] * sizeof(double);
+  size_t y_bytes = head[2] ? (head[2] + 1 + 2 * head[3]) * sizeof(double) : 0;
+  size_t *offsets = (size_t *) R_alloc(want + 1, sizeof(size_t));
+  gk_channel_range first = {offsets, sizeof(head), (want + 1) * sizeof(size_t)};
+  if (gk_channel_read_input(&port, &first, 1, t, &err) == GK_OK) {
+    size_t len = offsets[want] * sizeof(double);
+    size_t bytes = sizeof(head) + (want + 1) * sizeof(size_t) + 2 * len + y_bytes;
+    SEXP copy = PROTECT(gk_r_private_create(bytes));
+    size_t *local = (size_t *) gk_r_shared_of(copy)->values;
+    local[0] = want;
+    local[1] = offsets[want];
+    local[2] = head[2];
+    local[3] = head[3];
+    char *at = (char *) (local + 4);
+    memcpy(at, offsets, (want + 1) * sizeof(size_t));
+    at += (want + 1) * sizeof(size_t);
+    size_t t_from = sizeof(head) + x_offsets;
+    gk_channel_range ranges[3] = {{at, t_from, len},
+                                  {at + len, t_from + x_values, len},
+                                  {at + 2 * len, t_from + 2 * x_values, y_bytes}};
+    if (gk_channel_read_input(&port, ranges, 3, t, &err) == GK_OK && gk_channel_aborted(&port))
+      gk_fail(&err, GK_ERR_INTERRUPTED, "the calling session stopped");
+    gk_channel_detach(&port);
+    if (err.status) {
+      gk_r_shared_free(copy);
+      gk_raise(&err);
+    }
+    UNPROTECT(1);
+    return copy;
+  }
+  gk_channel_detach(&port);
+  gk_raise(&err);
+  return R_NilValue;
+}
+
 /* Functions [first, last] (1-based) of a set; 0 when outside it. */
 static int share_range(pcf_set *s, SEXP range)
 {
@@ -386,18 +451,19 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = op_of(kind, p);
   int which = gk_as_int(y_set);
-  SEXP path = gk_list_get(target, "path"), token = gk_list_get(target, "token");
-  if (!Rf_isString(path) || !Rf_isString(token)) gk_stop("invalid result channel");
   gk_shared in;
   gk_channel_port port;
   gk_error err;
   gk_error_clear(&err);
-  if (gk_r_shared_attach(input, &in, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
-  if (gk_channel_attach(CHAR(STRING_ELT(path, 0)),
-                        (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16),
-                        (size_t) gk_as_double(gk_list_get(target, "bytes")),
-                        (size_t) gk_as_double(gk_list_get(target, "ring")), &port,
-                        &err) != GK_OK) {
+  int fetched = TYPEOF(input) == EXTPTRSXP;   /* a copy made by gk_r_pcf_fetch */
+  if (fetched) {
+    in = *gk_r_shared_of(input);
+    in.map = NULL;   /* the handle keeps it: released below as a view only */
+    in.fd = -1;
+  } else if (gk_r_shared_attach(input, &in, &err) != GK_OK) {
+    return Rf_ScalarLogical(FALSE);
+  }
+  if (gk_r_channel_attach(target, &port, &err) != GK_OK) {
     gk_shared_release(&in);
     return Rf_ScalarLogical(FALSE);
   }

@@ -59,6 +59,27 @@ SEXP gk_r_shared_create(SEXP bytes)
   return out;
 }
 
+SEXP gk_r_private_create(size_t bytes)
+{
+  gk_error err;
+  gk_error_clear(&err);
+  gk_shared *s = (gk_shared *) calloc(1, sizeof(gk_shared));
+  if (!s) gk_stop("out of memory");
+  if (gk_shared_private(bytes, s, &err)) {
+    free(s);
+    gk_raise(&err);
+  }
+  SEXP handle = PROTECT(R_MakeExternalPtr(s, Rf_install("gk_shared"), R_NilValue));
+  R_RegisterCFinalizerEx(handle, handle_finalize, TRUE);
+  UNPROTECT(1);
+  return handle;
+}
+
+gk_shared *gk_r_shared_of(SEXP handle)
+{
+  return handle_of(handle);
+}
+
 double *gk_r_shared_values(SEXP handle, int threads)
 {
   gk_shared *s = handle_of(handle);
@@ -76,6 +97,16 @@ int gk_r_shared_attach(SEXP target, gk_shared *s, gk_error *err)
   uint64_t t = (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16);
   return gk_shared_attach(CHAR(STRING_ELT(path, 0)), t,
                           (size_t) gk_as_double(gk_list_get(target, "bytes")), s, err);
+}
+
+int gk_r_channel_attach(SEXP target, gk_channel_port *port, gk_error *err)
+{
+  SEXP path = gk_list_get(target, "path"), token = gk_list_get(target, "token");
+  if (!Rf_isString(path) || !Rf_isString(token)) gk_stop("invalid result channel");
+  return gk_channel_attach(CHAR(STRING_ELT(path, 0)),
+                           (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16),
+                           (size_t) gk_as_double(gk_list_get(target, "bytes")),
+                           (size_t) gk_as_double(gk_list_get(target, "ring")), port, err);
 }
 
 /* ---- the result channel: the caller's result vector (kept in the handle's
@@ -99,8 +130,9 @@ static gk_channel *channel_of(SEXP handle)
 
 /* A result of `length` doubles (a matrix of `rows` rows when rows > 0) of
  * layout `layout` (n_rows rows) and a channel of `rings` rings into it:
- * list(handle, path, token, bytes, slot_bytes); the handle alone (the
- * result in it) when the system has no shared memory. */
+ * list(handle, path, token, bytes, slot_bytes, direct: whether workers may
+ * be offered the direct routes); the handle alone (the result in it) when
+ * the system has no shared memory. */
 SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP rings,
                          SEXP threads)
 {
@@ -118,11 +150,24 @@ SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP 
     UNPROTECT(2);
     return handle;
   }
-  const char *extra[] = {"slot_bytes"};
-  SEXP desc = PROTECT(describe(handle, &c->seg, 1, extra));
+  const char *extra[] = {"slot_bytes", "direct"};
+  SEXP desc = PROTECT(describe(handle, &c->seg, 2, extra));
   SET_VECTOR_ELT(desc, 4, Rf_ScalarReal((double) slot));
+  SET_VECTOR_ELT(desc, 5, Rf_ScalarLogical(gk_channel_direct(c)));
   UNPROTECT(3);
   return desc;
+}
+
+/* Offers the channel's workers the staged inputs of `input` (a private
+ * region made by gk_r_pcf_share) to read with process_vm_readv. The region
+ * must outlive the channel (R/distributed.R frees the channel first). */
+SEXP gk_r_channel_offer(SEXP handle, SEXP input)
+{
+  gk_channel *c = channel_of(handle);
+  gk_shared *s = handle_of(input);
+  if (!c->head) gk_stop("result channel already finished");
+  gk_channel_offer_input(c, s->values, s->bytes);
+  return R_NilValue;
 }
 
 /* The values a channel scatters into (gk_r_block_write writes there too). */

@@ -9,11 +9,19 @@
 #     goes to GK_BENCH_DIR, by default tempdir());
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
 #     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
+# GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4"): the in-process GPU counts and
+# worker counts to run (default: 1, 2, 4, ... up to all GPUs); GK_BENCH_BASE
+# (seconds): the 1 GPU time to compare against instead of measuring it;
+# GK_BENCH_X (a file): the drawn PCFs, read from it or saved there.
+# Workers are started (plan(multisession)) and warmed before any timing:
+# the times are those of calls on running workers. For each count, the
+# future package's own cost is printed first: launching that many empty
+# futures and their round trip.
 # Each row prints as it is measured: the setup, the median time of `reps`
 # after a warm-up (workers warmed too: package, CUDA context), the speed-up
 # against one GPU in-process, and the pairs per second. The engine's progress
 # lines of one more run per setup say where the time goes (GPU, host packing
-# and scatter per GPU; for workers: inputs shared, the workers' own time and
+# and scatter per GPU; for workers: result and inputs ready, the workers' own time and
 # their waits for free slots, this process's scatter, and how long starting
 # and warming the workers took).
 #   Rscript inst/bench/distributed.R [quick]   (quick: small sizes, CPU-only machine)
@@ -40,6 +48,13 @@ n_pdist <- as.numeric(Sys.getenv("GK_BENCH_N", if (quick) 2000 else 5e4))
 n_knn <- if (quick) 3000 else 2e5
 reps <- as.integer(Sys.getenv("GK_BENCH_REPS", if (quick) 1 else 3))
 counts <- if (ngpu >= 2) unique(c(2L ^ seq_len(floor(log2(ngpu))), ngpu)) else 2L
+listed <- function(name, default) {
+  v <- Sys.getenv(name)
+  if (nzchar(v)) as.integer(strsplit(v, "[ ,]+")[[1]]) else default
+}
+gpu_counts <- setdiff(listed("GK_BENCH_GPUS", c(1L, if (ngpu >= 2) counts)), 1L)
+worker_counts <- listed("GK_BENCH_WORKERS", counts)
+base_given <- as.numeric(Sys.getenv("GK_BENCH_BASE", NA))
 out_dir <- Sys.getenv("GK_BENCH_DIR", tempdir())
 with_file <- flag("GK_BENCH_FILE", "1") && requireNamespace("bigmemory", quietly = TRUE)
 if (with_file) cat("files in", out_dir, ":", system2("df", c("-hT", shQuote(out_dir)), stdout = TRUE)[2], "\n")
@@ -57,25 +72,37 @@ report <- function(setup, seconds, base = NA, note = "") {
   print(row, row.names = FALSE)
   rows[[length(rows) + 1L]] <<- row
 }
-# One more run with the engine's progress lines (where the time goes).
-phases <- function(f) {
+# One more run with the engine's progress lines (where the time goes);
+# GK_BENCH_LINES=workers: for the workers' rows only.
+phases <- function(f, workers = FALSE) {
+  if (!workers && identical(Sys.getenv("GK_BENCH_LINES"), "workers")) return(invisible())
+  gc(FALSE)   # as before the timed runs: else the timeline starts with freeing the last result
   options(gpukernels.progress = TRUE)
   on.exit(options(gpukernels.progress = FALSE))
   invisible(f())
 }
 
-X <- draw_pcfs(if (flag("GK_BENCH_KNN")) max(n_pdist, n_knn) else n_pdist)
+x_file <- Sys.getenv("GK_BENCH_X")
+n_draw <- if (flag("GK_BENCH_KNN")) max(n_pdist, n_knn) else n_pdist
+X <- if (nzchar(x_file) && file.exists(x_file)) readRDS(x_file) else draw_pcfs(n_draw)
+if (length(X) < n_draw) X <- draw_pcfs(n_draw)
+if (nzchar(x_file) && !file.exists(x_file)) saveRDS(X, x_file, compress = FALSE)
 Xp <- X[seq_len(n_pdist)]
 options(gpukernels.progress = FALSE)
 pdist <- function(...) suppressWarnings(pcf_pdist(Xp, precision = "single", backend = backend, ...))
-invisible(suppressWarnings(pcf_pdist(X[1:2000], precision = "single", backend = backend, workers = 1)))  # warm-up
+invisible(suppressWarnings(pcf_pdist(X[seq_len(min(2000, length(X)))], precision = "single", backend = backend, workers = 1)))  # warm-up
 
 # 1. in-process: one GPU, then G GPUs
 one_dev <- if (ngpu) 1L
 one <- NA
-one <- median_time(function() pdist(devices = one_dev, workers = 1), reps)
-report(if (ngpu) "1 GPU in-process" else "CPU in-process", one, one)
-phases(function() pdist(devices = one_dev, workers = 1))
+if (is.na(base_given)) {
+  one <- median_time(function() pdist(devices = one_dev, workers = 1), reps)
+  report(if (ngpu) "1 GPU in-process" else "CPU in-process", one, one)
+  phases(function() pdist(devices = one_dev, workers = 1))
+} else {
+  one <- base_given
+  cat("1 GPU in-process: not measured,", one, "s given (GK_BENCH_BASE)\n")
+}
 file_base <- file.path(out_dir, "gk_bench_pdist")
 to_file <- function(...) {
   on.exit(unlink(paste0(file_base, c(".bin", ".desc"))))
@@ -83,13 +110,13 @@ to_file <- function(...) {
                 backend = backend, overwrite = TRUE, ...))
   invisible()
 }
-if (with_file) {
+if (with_file && is.na(base_given)) {
   one_file <- median_time(function() to_file(devices = one_dev, workers = 1), 1)
   report(paste(if (ngpu) "1 GPU" else "CPU", "in-process, file (float)"), one_file,
          note = "full symmetric matrix")
 }
 if (ngpu >= 2) {
-  for (g in counts) {
+  for (g in gpu_counts) {
     t <- median_time(function() pdist(devices = seq_len(g), workers = 1), reps)
     report(paste(g, "GPUs in-process"), t, one)
     phases(function() pdist(devices = seq_len(g), workers = 1))
@@ -97,7 +124,8 @@ if (ngpu >= 2) {
 }
 
 # 2. G future workers, one GPU each, writing into the shared result
-for (g in counts) {
+with_file <- with_file && exists("one_file")
+for (g in worker_counts) {
   started <- system.time(future::plan(future::multisession, workers = g))[["elapsed"]]
   # Warm the workers: package, CUDA context (one GPU each); the first call
   # pays them, the second shows what a warm call of the same size costs.
@@ -105,11 +133,24 @@ for (g in counts) {
     pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend))))[["elapsed"]], 0)
   cat(sprintf("%d workers: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
               g, started, warm[1], warm[2]))
+  # The future package's own cost on running workers: g empty futures
+  # launched (as gk_run_tasks launches them), then resolved (median of 5).
+  empty <- function() {
+    t0 <- proc.time()[["elapsed"]]
+    fs <- lapply(seq_len(g), function(k) future::future(NULL, globals = FALSE, seed = NULL,
+                                                        lazy = FALSE))
+    t1 <- proc.time()[["elapsed"]]
+    invisible(future::value(fs))
+    c(t1 - t0, proc.time()[["elapsed"]] - t0)
+  }
+  cost <- apply(vapply(1:5, function(i) empty(), numeric(2)), 1, median)
+  cat(sprintf("%d workers: future's own cost: %d empty futures launched in %.3f s, resolved after %.3f s\n",
+              g, g, cost[1], cost[2]))
   t <- median_time(function() pdist(), reps)
   report(paste(g, "workers x 1 GPU, shared memory"), t, one,
          if (identical(Sys.getenv("GK_CHANNEL_DIRECT"), "0")) "blocks through shared slots" else
            "blocks written straight into the result")
-  phases(function() pdist())
+  phases(function() pdist(), workers = TRUE)
   if (flag("GK_BENCH_SOCKETS")) {
     options(gpukernels.future_shared = FALSE)
     t <- median_time(function() pdist(), 1)

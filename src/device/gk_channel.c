@@ -26,6 +26,8 @@ struct gk_channel_head {
    * values, its layout and rows, and where the caller keeps the segment's
    * token (read back by a worker to make sure `caller` is that process). */
   uint64_t direct_out, direct_values, direct_rows, direct_check;
+  /* The caller's staged inputs (gk_channel_offer_input), 0 when none. */
+  uint64_t input_at, input_bytes;
   int32_t direct_layout;
   atomic_int direct_busy;   /* workers writing into the result right now */
 };
@@ -140,10 +142,11 @@ static void start_direct(gk_channel *c, double *out, size_t result_bytes, gk_wri
                          size_t n_rows)
 {
 #ifdef GK_HAVE_VM_WRITE
-  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1 || layout == GK_WRITE_SYMMETRIC) return;
+  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1) return;
   gk_channel_head *h = c->head;
   c->direct_token = c->seg.token;
-  h->direct_check = (uint64_t) (uintptr_t) &c->direct_token;
+  h->direct_check = (uint64_t) (uintptr_t) &c->direct_token;   /* inputs too */
+  if (layout == GK_WRITE_SYMMETRIC) return;
   h->direct_values = result_bytes / sizeof(double);
   h->direct_rows = n_rows;
   h->direct_layout = (int32_t) layout;
@@ -247,6 +250,18 @@ void gk_channel_release(gk_channel *c)
   c->head = NULL;
 }
 
+int gk_channel_direct(const gk_channel *c)
+{
+  return c->head && c->head->direct_check != 0;
+}
+
+void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes)
+{
+  c->head->input_bytes = bytes;
+  atomic_thread_fence(memory_order_release);
+  c->head->input_at = (uint64_t) (uintptr_t) at;
+}
+
 /* ---- a worker ---- */
 
 gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size_t ring,
@@ -265,6 +280,11 @@ gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size
   p->ring = slots_of(h) + ring * h->slots;
   p->data = (char *) h + h->data_offset + ring * h->slots * h->slot_bytes;
   return GK_OK;
+}
+
+int gk_channel_aborted(gk_channel_port *p)
+{
+  return atomic_load(&p->head->abort) != 0;
 }
 
 void gk_channel_detach(gk_channel_port *p)
@@ -354,6 +374,52 @@ static int send_direct(gk_channel_port *p, const gk_block *block, const double *
 }
 #endif
 
+/* Pieces of at most 8 MiB, on `threads` threads: one process_vm_readv
+ * copies at a few GB/s, several in parallel at many. */
+#define READ_PIECE ((size_t) 8 << 20)
+
+gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *ranges, size_t count,
+                                int threads, gk_error *err)
+{
+  gk_channel_head *h = p->head;
+  if (!h->input_at) return gk_fail(err, GK_ERR_INTERNAL, "the caller offered no inputs to read");
+  for (size_t k = 0; k < count; k++)
+    if (ranges[k].offset > h->input_bytes || ranges[k].bytes > h->input_bytes - ranges[k].offset)
+      return gk_fail(err, GK_ERR_INTERNAL, "a read outside the caller's inputs");
+#ifdef GK_HAVE_VM_WRITE
+  /* This worker's own GK_CHANNEL_DIRECT = 0 declines, as the system may. */
+  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1 || !direct_allowed(p))
+    return gk_fail(err, GK_ERR_INPUT, "this process may not read the caller's memory");
+  size_t pieces = 0;
+  for (size_t k = 0; k < count; k++) pieces += (ranges[k].bytes + READ_PIECE - 1) / READ_PIECE;
+  long long n = (long long) pieces;
+  int team = pieces < 2 ? 1 : gk_omp_threads(threads), bad = 0;
+  pid_t caller = (pid_t) h->caller;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) reduction(|: bad)
+#endif
+  for (long long q = 0; q < n; q++) {
+    size_t k = 0, first = 0, at = (size_t) q;   /* piece q: range k, its piece at */
+    for (;; k++) {
+      size_t in_range = (ranges[k].bytes + READ_PIECE - 1) / READ_PIECE;
+      if (at < in_range) break;
+      at -= in_range;
+    }
+    first = at * READ_PIECE;
+    size_t len = ranges[k].bytes - first < READ_PIECE ? ranges[k].bytes - first : READ_PIECE;
+    struct iovec local = {(char *) ranges[k].local + first, len},
+                 remote = {(void *) (uintptr_t) (h->input_at + ranges[k].offset + first), len};
+    if (process_vm_readv(caller, &local, 1, &remote, 1, 0) != (ssize_t) len) bad = 1;
+  }
+  (void) team;
+  if (bad) return gk_fail(err, GK_ERR_INPUT, "could not read the caller's inputs");
+  return GK_OK;
+#else
+  (void) threads;
+  return gk_fail(err, GK_ERR_INPUT, "reading another process's memory needs Linux");
+#endif
+}
+
 /* The writer's callback: the block straight into the caller's result where
  * it allows that, else whole columns at a time into slots. */
 static void send_block(void *ctx, const gk_block *block, const void *src, int single)
@@ -361,7 +427,8 @@ static void send_block(void *ctx, const gk_block *block, const void *src, int si
   gk_channel_port *p = (gk_channel_port *) ctx;
 #ifdef GK_HAVE_VM_WRITE
   if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
-    if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
+    if (p->direct == 0)   /* this worker's own GK_CHANNEL_DIRECT = 0 declines too */
+      p->direct = gk_tunable(GK_TUNE_CHANNEL_DIRECT) == 1 && direct_allowed(p) ? 1 : -1;
     if (p->direct == 1) {
       if (send_direct(p, block, (const double *) src) == 0) return;
       if (atomic_load(&p->head->abort)) {

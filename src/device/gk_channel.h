@@ -13,6 +13,13 @@
  * each worker copies its own. It needs the right to ptrace the caller
  * (Yama's ptrace_scope 0, as on Debian); without it, the slots.
  *
+ * Inputs read directly (same rule, same token check): the caller stages
+ * the PCFs of a call flattened in its own private memory and offers them
+ * (gk_channel_offer_input); each worker copies out what its band needs with
+ * process_vm_readv, where it used to read a copy in a shared segment that
+ * the caller first filled (404 MB at 5e4 functions, on the critical path:
+ * shared memory takes first writes at a quarter of private memory's speed).
+ *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
  * channel is one shared segment (gk_shared.h) holding a ring of a few slots
@@ -103,6 +110,16 @@ void gk_channel_finish(gk_channel *c);
 /* Stops the threads (telling waiting workers to give up) and frees the segment. */
 void gk_channel_release(gk_channel *c);
 
+/* Whether workers may be offered the direct routes (GK_CHANNEL_DIRECT = 1
+ * and the system has process_vm_writev): direct writes into the result
+ * (not for symmetric layouts) and reads of inputs offered below. */
+int gk_channel_direct(const gk_channel *c);
+
+/* Offers workers `bytes` of this process at `at` to read with
+ * gk_channel_read_input (the staged PCF inputs; kept until the channel is
+ * released), where gk_channel_direct says so. Before any worker starts. */
+void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes);
+
 /* The worker's side: its chunk's ring of an attached segment. */
 typedef struct {
   gk_shared seg;
@@ -128,6 +145,24 @@ gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t
                                   size_t col0, int threads);
 
 void gk_channel_detach(gk_channel_port *p);
+
+/* Whether the caller stopped the call (an error, an interrupt, finished):
+ * checked after reading its inputs, which it frees only after that. */
+int gk_channel_aborted(gk_channel_port *p);
+
+/* A piece of the caller's offered inputs: `bytes` from `offset` into `local`. */
+typedef struct {
+  void *local;
+  size_t offset, bytes;
+} gk_channel_range;
+
+/* Copies the ranges out of the caller's offered inputs (process_vm_readv, on
+ * `threads` threads), after the token check of the direct writes: the same
+ * permission rule. GK_ERR_INPUT when this process may not (Yama,
+ * another user or namespace, this worker's GK_CHANNEL_DIRECT = 0): the
+ * caller then shares the inputs through a segment instead. */
+gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *ranges, size_t count,
+                                int threads, gk_error *err);
 
 #ifdef __cplusplus
 }

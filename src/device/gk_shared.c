@@ -88,6 +88,22 @@ gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err)
 #endif
 }
 
+gk_status gk_shared_private(size_t bytes, gk_shared *s, gk_error *err)
+{
+  shared_clear(s);
+  s->bytes = bytes;
+  s->map_bytes = bytes + GK_SHARED_HEADER;
+  void *map = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED)
+    return gk_fail(err, GK_ERR_NOMEM, "could not allocate %zu bytes for PCF inputs: %s", bytes,
+                   strerror(errno));
+  s->map = map;
+  s->values = (double *) ((char *) map + GK_SHARED_HEADER);
+  gk_result_huge_pages(map, s->map_bytes, 1);
+  s->token = new_token(s);
+  return GK_OK;
+}
+
 /* Makes and maps in the pages of [p, p + len). The fallback touches each
  * page with an atomic add of nothing: other processes may be writing there. */
 static void populate(char *p, size_t len)

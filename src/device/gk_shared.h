@@ -39,6 +39,14 @@ typedef struct {
 /* Creates a segment for `bytes` of values, not yet mapped here (gk_shared_map). */
 gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err);
 
+/* A region of this process only (anonymous private memory, 2 MiB pages
+ * asked for), laid out as a segment (values one page in, no path): the
+ * caller's staged PCF inputs that future workers copy out with
+ * process_vm_readv (gk_channel.h), and a worker's copy of them. Private
+ * memory takes its first writes several times faster than a memfd. Mapped,
+ * its pages made on first use; released with gk_shared_release. */
+gk_status gk_shared_private(size_t bytes, gk_shared *s, gk_error *err);
+
 /* Maps a created segment here and makes and maps in its pages with `threads`
  * threads (<= 0: all), rather than one page fault at a time on first use. */
 gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err);

@@ -196,6 +196,68 @@ test_that("workers writing straight into the caller's result: results equal one 
   expect_identical(direct, "2 of 2 written straight")
 })
 
+test_that("workers read their inputs from the caller; those that may not get shared copies", {
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(59)
+  X <- draw_pcfs(120)
+  X[[7]] <- matrix(c(0L, 2L, 5L, 3L, -1L, 0L), 3, 2)   # an integer matrix among doubles
+  Y <- draw_pcfs(17)
+  check <- function(lines_want) {
+    old <- options(gpukernels.progress = TRUE)
+    on.exit(options(old))
+    lines <- capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 3), type = "message")
+    options(old)
+    expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
+    expect_match(paste(lines, collapse = "\n"), lines_want)
+    expect_identical(pcf_cdist(X, Y, p = 2, backend = "cpu", workers = 3),
+                     pcf_cdist(X, Y, p = 2, backend = "cpu", workers = 1))
+    expect_identical(pcf_kernel(X[-7], backend = "cpu", workers = 2),
+                     pcf_kernel(X[-7], backend = "cpu", workers = 1))
+    expect_identical(pcf_kernel(X[-7], Y, backend = "cpu", workers = 2),
+                     pcf_kernel(X[-7], Y, backend = "cpu", workers = 1))
+    expect_true(same_dist(pcf_pdist(X[1:2], backend = "cpu", workers = 2),
+                          pcf_pdist(X[1:2], backend = "cpu", workers = 1)))
+  }
+  # Futures of the sequential plan run in this process, which may read itself.
+  with_tunables(list(GK_CHANNEL_DIRECT = 1), check("3 futures, inputs read from this process"))
+  # Workers whose own GK_CHANNEL_DIRECT is 0 decline to read (and to write)
+  # the caller's memory, as where the system forbids it: the caller then
+  # shares the inputs through a segment and runs their bands again.
+  with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+    with_tunables(list(GK_CHANNEL_DIRECT = 1),
+                  check("0 of 3 written straight into the result, some ran again on shared"))
+  }))
+  # The default on workers that may: inputs read, blocks written directly
+  # (unless Yama forbids it here).
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    old <- options(gpukernels.progress = TRUE)
+    on.exit(options(old))
+    lines <- capture.output(d <- pcf_pdist(X, backend = "cpu"), type = "message")
+    options(old)
+    expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
+    skip_if(grepl("ran again on shared", paste(lines, collapse = " ")),
+            "workers may not read this process's memory here")
+    expect_match(paste(lines, collapse = " "), "2 futures, inputs read from this process")
+  }))
+})
+
+test_that("a worker's read of the caller's inputs fails cleanly without a channel", {
+  target <- list(path = "/nonexistent/1", token = "0", bytes = 8, ring = 0)
+  expect_false(.Call(gpukernels:::gk_r_pcf_fetch, target, 3, 1L))
+  expect_error(.Call(gpukernels:::gk_r_pcf_fetch, list(path = 1, token = "0"), 3, 1L),
+               "invalid result channel")
+})
+
+test_that("invalid inputs fail in the caller before any worker reads them", {
+  set.seed(60)
+  X <- draw_pcfs(30)
+  X[[12]][2, 1] <- NA
+  with_tunables(list(GK_CHANNEL_DIRECT = 1), {
+    expect_error(pcf_pdist(X, backend = "cpu", workers = 2), "x\\[\\[12\\]\\]` has NA")
+    expect_error(pcf_cdist(X[-12], X, backend = "cpu", workers = 2), "y\\[\\[12\\]\\]` has NA")
+  })
+})
+
 test_that("slots with one or several writer threads, 2 MiB pages or not: the same results", {
   # 4200 functions: a 70 MB dist, 4 slots per worker of 8.8 MB.
   set.seed(37)
