@@ -1,7 +1,7 @@
 /* .Call glue for the PCF engine: takes the R lists of two-column matrices
- * (R has already turned data frames and pcf objects into those) flattened by
- * r_pcf_flat.c, calls the checks and the CPU or GPU engine, and returns R's `dist` vector or a matrix
- * (attributes are added by the R code). */
+ * (R has already turned data frames and pcf objects into those), flattened
+ * by r_pcf_flat.c, calls the checks and the CPU or GPU engine, and returns
+ * R's `dist` vector or a matrix (attributes are added by the R code). */
 #include <limits.h>
 #include <string.h>
 #include "r_util.h"
@@ -145,9 +145,11 @@ static SEXP prepare_result(void *arg)
     for (int d = 0; d < r->opt->n_devices; d++) gk_r_make_room(r->opt->devices[d], want, 0);
   }
   SEXP out = R_NilValue;
-  if (r->dist) {
+  if (r->to_file) {
+    // nothing to allocate
+  } else if (r->dist) {
     out = Rf_allocVector(REALSXP, (R_xlen_t) (xs->n * (xs->n - 1) / 2));
-  } else if (!r->to_file) {
+  } else {
     if ((double) xs->n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX ||
         xs->n > INT_MAX)
       gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs->n,

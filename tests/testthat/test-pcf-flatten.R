@@ -8,7 +8,9 @@ good <- cbind(t = c(0, 1), v = c(1, 0))
 # 2100 functions of 500 breakpoints (over a million: the threaded copy), on a
 # grid that float holds exactly.
 big_set <- function(n = 2100L, k = 500L) {
-  lapply(seq_len(n), function(i) cbind(t = (0:(k - 1L)) / 64, v = c(((i + seq_len(k - 1L)) %% 7) - 3, 0)))
+  lapply(seq_len(n), function(i) {
+    cbind(t = (0:(k - 1L)) / 64, v = c(((i + seq_len(k - 1L)) %% 7) - 3, 0))
+  })
 }
 
 test_that("the first bad function is named, whichever thread checks it", {
