@@ -1,10 +1,11 @@
-/* .Call glue for the PCF engine: flattens the R lists of two-column matrices
- * (R has already turned data frames and pcf objects into those), calls the
- * checks and the CPU or GPU engine, and returns R's `dist` vector or a matrix
- * (attributes are added by the R code). */
+/* .Call glue for the PCF engine: takes the R lists of two-column matrices
+ * (R has already turned data frames and pcf objects into those), flattened
+ * by r_pcf_flat.c, calls the checks and the CPU or GPU engine, and returns
+ * R's `dist` vector or a matrix (attributes are added by the R code). */
 #include <limits.h>
 #include <string.h>
 #include "r_util.h"
+#include "r_pcf_flat.h"
 #include "pcf/pcf.h"
 #include "pcf/pcf_pack.h"
 #include "device/gk_omp.h"
@@ -14,90 +15,18 @@
 #include "device/gk_hooks.h"
 #include <math.h>
 
-/* One pass (on R's thread) to count and check shapes and to take the data
- * pointers (flatten_plan), one to copy, in parallel (flatten_copy): for 1e5
- * functions the copy is a noticeable part of the host's serial time. The
- * plan lives in R's transient memory, freed when the call returns or raises. */
-typedef struct {
-  R_xlen_t n;
-  size_t *offset;
-  const void **data;
-  char *is_int;
-} flat_plan;
-
-static void flatten_plan(SEXP list, const char *arg, flat_plan *plan)
-{
-  if (TYPEOF(list) != VECSXP)
-    gk_stop("`%s` must be a list of PCFs (two-column matrices t, v), made by as_pcf_list()", arg);
-  R_xlen_t n = Rf_xlength(list);
-  size_t *offset = (size_t *) R_alloc((size_t) n + 1, sizeof(size_t));
-  const void **data = (const void **) R_alloc((size_t) n + 1, sizeof(void *));
-  char *is_int = R_alloc((size_t) n + 1, 1);
-  offset[0] = 0;
-  for (R_xlen_t f = 0; f < n; f++) {
-    SEXP m = VECTOR_ELT(list, f);
-    if (!Rf_isMatrix(m) || (TYPEOF(m) != REALSXP && TYPEOF(m) != INTSXP) || Rf_ncols(m) != 2)
-      gk_stop("`%s[[%lld]]` must be a numeric matrix with two columns (t, v) or a data frame "
-               "with columns t and v", arg, (long long) f + 1);
-    offset[f + 1] = offset[f] + (size_t) Rf_nrows(m);
-    is_int[f] = TYPEOF(m) == INTSXP;
-    data[f] = is_int[f] ? (const void *) INTEGER(m) : (const void *) REAL(m);
-  }
-  plan->n = n;
-  plan->offset = offset;
-  plan->data = data;
-  plan->is_int = is_int;
-}
-
-/* The planned functions' t and v into t and v (offset[n] values each). */
-static void flatten_copy(const flat_plan *plan, double *t, double *v)
-{
-  const size_t *offset = plan->offset;
-  int threads = offset[plan->n] < 1000000 ? 1 : gk_omp_threads(0);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 256)
-#endif
-  for (R_xlen_t f = 0; f < plan->n; f++) {
-    size_t rows = offset[f + 1] - offset[f];
-    if (!plan->is_int[f]) {
-      memcpy(t + offset[f], (const double *) plan->data[f], rows * sizeof(double));
-      memcpy(v + offset[f], (const double *) plan->data[f] + rows, rows * sizeof(double));
-    } else {
-      const int *m = (const int *) plan->data[f];
-      for (size_t k = 0; k < 2 * rows; k++) {
-        int value = m[k];
-        (k < rows ? t + offset[f] + k : v + offset[f] + k - rows)[0] =
-            value == NA_INTEGER ? NA_REAL : (double) value;
-      }
-    }
-  }
-  (void) threads;
-}
-
-static void flatten(SEXP list, const char *arg, pcf_set *s)
-{
-  flat_plan plan;
-  flatten_plan(list, arg, &plan);
-  size_t total = plan.offset[plan.n];
-  double *t = (double *) R_alloc(total + 1, sizeof(double));
-  double *v = (double *) R_alloc(total + 1, sizeof(double));
-  flatten_copy(&plan, t, v);
-  s->n = (size_t) plan.n;
-  s->offset = plan.offset;
-  s->t = t;
-  s->v = v;
-}
-
 /* Warns when float cannot keep a set's breakpoints apart: intervals vanish
  * and the results are not those of the functions given. */
-static void warn_float_grid(const pcf_set *s, const char *arg)
+static void warn_float_grid(const gk_pcf_flat *fs, const char *arg)
 {
-  size_t row, f = pcf_float_collapse(s, &row);
-  if (f < s->n)
-    Rf_warningcall(R_NilValue, "single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
-               "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
-               "intervals are lost and the results are inexact; use precision = \"double\"",
-               arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);
+  const pcf_set *s = &fs->set;
+  size_t f = fs->collapse;
+  if (f >= s->n) return;
+  size_t row = pcf_float_collapse_row(s, f);
+  Rf_warningcall(R_NilValue, "single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
+             "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
+             "intervals are lost and the results are inexact; use precision = \"double\"",
+             arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);
 }
 
 /* Which elements of a list are data frames (1-based): as_pcf_list() turns
@@ -118,11 +47,11 @@ SEXP gk_r_pcf_frames(SEXP x)
 /* Checks a list of PCFs as the engines do; returns NULL or raises. */
 SEXP gk_r_pcf_validate(SEXP x)
 {
-  pcf_set xs;
+  gk_pcf_flat fx;
   gk_error err;
   gk_error_clear(&err);
-  flatten(x, "x", &xs);
-  if (pcf_validate(&xs, "x", 0, &err)) gk_raise(&err);
+  gk_pcf_flatten(x, R_NilValue, 0, &fx, NULL, NULL, NULL);
+  if (pcf_validate_known(&fx.set, "x", 0, fx.bad, &err)) gk_raise(&err);
   return R_NilValue;
 }
 
@@ -140,28 +69,29 @@ static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   return opt;
 }
 
-static gk_status check_sets(const pcf_op *op, int single, const pcf_set *xs,
-                            const pcf_set *yp, gk_error *err);
-
-/* Flattens and checks x (and y unless NULL); *yp is &xs when y is NULL. */
-static void sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, pcf_set *xs, pcf_set *ys,
-                        const pcf_set **yp)
+/* The engines' checks of x and y (fy NULL: none), from the verdicts of the
+ * flattening copy. */
+static gk_status check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
+                            const gk_pcf_flat *fy, gk_error *err)
 {
-  flatten(x, "x", xs);
-  if (!Rf_isNull(y)) flatten(y, "y", ys);
-  *yp = Rf_isNull(y) ? xs : ys;
-  gk_error err;
-  gk_error_clear(&err);
-  if (check_sets(op, single, xs, *yp, &err)) gk_raise(&err);
+  if (pcf_validate_known(&fx->set, "x", single, fx->bad, err) ||
+      (fy && pcf_validate_known(&fy->set, "y", single, fy->bad, err)))
+    return err->status;
+  return pcf_check_tails(op, &fx->set, "x", fy ? &fy->set : &fx->set, "y", err);
 }
 
-/* The engines' checks of x and y (yp == xs: none). */
-static gk_status check_sets(const pcf_op *op, int single, const pcf_set *xs,
-                            const pcf_set *yp, gk_error *err)
+/* Flattens and checks x (and y unless NULL), running `during` meanwhile (see
+ * gk_pcf_flatten; its value is returned); *yp is x's set when y is NULL. */
+static SEXP sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, gk_pcf_flat *fx,
+                        gk_pcf_flat *fy, const pcf_set **yp, SEXP (*during)(void *), void *data)
 {
-  if (pcf_validate(xs, "x", single, err) || (yp != xs && pcf_validate(yp, "y", single, err)))
-    return err->status;
-  return pcf_check_tails(op, xs, "x", yp, "y", err);
+  SEXP out = PROTECT(gk_pcf_flatten(x, y, single, fx, fy, during, data));
+  *yp = Rf_isNull(y) ? &fx->set : &fy->set;
+  gk_error err;
+  gk_error_clear(&err);
+  if (check_flat(op, single, fx, Rf_isNull(y) ? NULL : fy, &err)) gk_raise(&err);
+  UNPROTECT(1);
+  return out;
 }
 
 static void run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const pcf_set *yp,
@@ -184,11 +114,54 @@ static pcf_op op_of(SEXP kind, SEXP p)
  * over workers, so that errors name the user's functions). */
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
-  pcf_set xs, ys;
+  gk_pcf_flat fx, fy;
   const pcf_set *yp;
   pcf_op op = op_of(kind, p);
-  sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+  sets_from_r(x, y, &op, gk_as_flag(single), &fx, &fy, &yp, NULL, NULL);
   return R_NilValue;
+}
+
+/* What gk_r_pcf_matrix readies on R's thread while the inputs are copied
+ * (their sizes and offsets are known): room on the GPUs, then the result
+ * unless it goes to a file. */
+typedef struct {
+  SEXP backend;
+  const pcf_options *opt;
+  int symmetric, dist, to_file;
+  const gk_pcf_flat *fx, *fy;
+  double seconds;   /* spent here */
+} result_prep;
+
+static SEXP prepare_result(void *arg)
+{
+  result_prep *r = (result_prep *) arg;
+  double started = gk_seconds_now();
+  const pcf_set *xs = &r->fx->set, *yp = r->symmetric ? xs : &r->fy->set;
+  if (gk_backend_is_gpu(r->backend)) {
+    // The engine sizes its blocks from free GPU memory: let R collect
+    // unreachable objects that hold some of it when the whole job would not fit.
+    size_t want = (xs->n * yp->n + pcf_packed_size(xs, 0, xs->n) * 2 +
+                   (r->symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
+    for (int d = 0; d < r->opt->n_devices; d++) gk_r_make_room(r->opt->devices[d], want, 0);
+  }
+  SEXP out = R_NilValue;
+  if (r->to_file) {
+    // nothing to allocate
+  } else if (r->dist) {
+    out = Rf_allocVector(REALSXP, (R_xlen_t) (xs->n * (xs->n - 1) / 2));
+  } else {
+    if ((double) xs->n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX ||
+        xs->n > INT_MAX)
+      gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs->n,
+               (unsigned long) yp->n);
+    out = Rf_allocMatrix(REALSXP, (int) xs->n, (int) yp->n);
+  }
+  /* The GPU pipeline's scatter threads fault in the result's pages as they
+   * write it (measured there; the CPU engine's are left as they were). */
+  if (out != R_NilValue && gk_backend_is_gpu(r->backend))
+    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
+  r->seconds = gk_seconds_now() - started;
+  return out;
 }
 
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
@@ -206,7 +179,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
                              : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
                                                                : GK_WRITE_DENSE;
-  pcf_set xs, ys;
+  gk_pcf_flat fx, fy;
   const pcf_set *yp;
   gk_block_writer writer;
   gk_error err;
@@ -214,19 +187,18 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   double started = gk_seconds_now();
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
-  sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &xs, &ys, &yp);
+  // The result is made while the inputs are copied; an error in their
+  // checks leaves it to R's collector.
+  result_prep prep = {backend, &opt, symmetric, strcmp(what, "pdist") == 0, !Rf_isNull(file),
+                      &fx, &fy, 0};
+  SEXP out = PROTECT(sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &fx, &fy, &yp,
+                                 prepare_result, &prep));
+  const pcf_set *xs = &fx.set;
   if (opt.single) {
-    warn_float_grid(&xs, "x");
-    if (!symmetric) warn_float_grid(yp, "y");
+    warn_float_grid(&fx, "x");
+    if (!symmetric) warn_float_grid(&fy, "y");
   }
-  double checked = gk_seconds_now();
-  if (gk_backend_is_gpu(backend)) {
-    // The engine sizes its blocks from free GPU memory: let R collect
-    // unreachable objects that hold some of it when the whole job would not fit.
-    size_t want = (xs.n * yp->n + pcf_packed_size(&xs, 0, xs.n) * 2 +
-                   (symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
-    for (int d = 0; d < opt.n_devices; d++) gk_r_make_room(opt.devices[d], want, 0);
-  }
+  double ready = gk_seconds_now();
   if (!Rf_isNull(file)) {
     SEXP path = gk_list_get(file, "path");
     if (!Rf_isString(path)) gk_stop("invalid file target");
@@ -240,37 +212,24 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
     if (gk_file_map(CHAR(STRING_ELT(path, 0)), bytes, &map, &err) == GK_OK) {
       if (is_float) writer.out_float = (float *) map;
       else writer.out = (double *) map;
-      run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+      run_engine(backend, &op, xs, yp, &writer, &opt, &err);
       gk_error unmap;
       gk_error_clear(&unmap);
       if (gk_file_unmap(map, bytes, gk_as_flag(gk_list_get(file, "sync")), &unmap) &&
           err.status == GK_OK)
         err = unmap;
     }
+    UNPROTECT(1);
     if (err.status) gk_raise(&err);
     return Rf_ScalarLogical(TRUE);
   }
-  SEXP out;
-  if (strcmp(what, "pdist") == 0) {
-    out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t) (xs.n * (xs.n - 1) / 2)));
-  } else {
-    if ((double) xs.n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX || xs.n > INT_MAX)
-      gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs.n,
-               (unsigned long) yp->n);
-    out = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, (int) yp->n));
-  }
-  writer = gk_block_writer_make(write_kind, REAL(out), xs.n, opt.threads);
-  /* The GPU pipeline's scatter threads fault in the result's pages as they
-   * write it (measured there; the CPU engine's are left as they were). */
-  if (gk_backend_is_gpu(backend))
-    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
-  double allocated = gk_seconds_now();
-  run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+  writer = gk_block_writer_make(write_kind, REAL(out), xs->n, opt.threads);
+  run_engine(backend, &op, xs, yp, &writer, &opt, &err);
   /* The host's serial part around the engine (multi-GPU speed-ups hinge on it). */
   if (opt.progress)
-    gk_progress("pcf: host %.3f s before the engine (inputs and checks %.3f, result %.3f), "
-                "engine %.3f s", allocated - started, checked - started, allocated - checked,
-                gk_seconds_now() - allocated);
+    gk_progress("pcf: host %.3f s before the engine (inputs and checks; result %.3f of it, "
+                "beside the inputs' copy), engine %.3f s", ready - started, prep.seconds,
+                gk_seconds_now() - ready);
   UNPROTECT(1);
   if (err.status) gk_raise(&err);
   return out;
@@ -299,62 +258,65 @@ static pcf_set share_view(const gk_shared *in, int which)
   return s;
 }
 
-static size_t share_bytes(const flat_plan *p)
+static size_t share_bytes(const gk_pcf_plan *p)
 {
   return p ? ((size_t) (p->n + 1) + 2 * p->offset[p->n]) * sizeof(double) : 0;
 }
 
 /* x and y (NULL: none) copied straight from R's matrices into a new input
- * segment (one copy, whose threads make the segment's pages as they write),
- * then the checks of gk_r_pcf_check on the segment's view of them:
+ * segment (one copy, whose threads make the segment's pages as they write,
+ * and check each function as they copy it), then the checks of
+ * gk_r_pcf_check from those verdicts:
  * list(handle, path, token, bytes), or a string saying why there is none.
  * With `staged` TRUE, into a region of this process instead (the handle
  * alone), which future workers read with process_vm_readv (gk_r_pcf_fetch). */
 SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
 {
-  flat_plan px, py;
+  gk_pcf_plan px, py;
   pcf_op op = op_of(kind, p);
-  flatten_plan(x, "x", &px);
-  if (!Rf_isNull(y)) flatten_plan(y, "y", &py);
-  const flat_plan *second = Rf_isNull(y) ? NULL : &py;
+  int is_single = gk_as_flag(single);
+  gk_pcf_plan_of(x, "x", &px);
+  if (!Rf_isNull(y)) gk_pcf_plan_of(y, "y", &py);
+  const gk_pcf_plan *second = Rf_isNull(y) ? NULL : &py;
   size_t bytes = 4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second);
   SEXP seg = PROTECT(gk_as_flag(staged) ? gk_r_private_create(bytes)
                                         : gk_r_shared_create(Rf_ScalarReal((double) bytes)));
   if (TYPEOF(seg) == STRSXP) {   /* no shared memory: the checks alone */
-    pcf_set xs, ys;
+    gk_pcf_flat fx, fy;
     const pcf_set *yp;
-    sets_from_r(x, y, &op, gk_as_flag(single), &xs, &ys, &yp);
+    sets_from_r(x, y, &op, is_single, &fx, &fy, &yp, NULL, NULL);
     UNPROTECT(1);
     return seg;
   }
   SEXP handle = TYPEOF(seg) == VECSXP ? gk_list_get(seg, "handle") : seg;
   size_t *head = (size_t *) gk_r_shared_values(handle, -1);
-  const flat_plan *plans[2] = {&px, second};
+  const gk_pcf_plan *plans[2] = {&px, second};
+  gk_pcf_flat flat[2];
   char *at = (char *) (head + 4);
   for (int k = 0; k < 2; k++) {
-    const flat_plan *q = plans[k];
+    const gk_pcf_plan *q = plans[k];
     head[2 * k] = q ? (size_t) q->n : 0;
     head[2 * k + 1] = q ? q->offset[q->n] : 0;
     if (!q) continue;
     size_t len = q->offset[q->n];
     memcpy(at, q->offset, ((size_t) q->n + 1) * sizeof(size_t));
     at += ((size_t) q->n + 1) * sizeof(size_t);
-    flatten_copy(q, (double *) at, (double *) at + len);
+    gk_pcf_plan_copy(q, (double *) at, (double *) at + len, is_single, &flat[k].bad,
+                     &flat[k].collapse);
     at += 2 * len * sizeof(double);
   }
   gk_shared view = {0};
   view.values = (double *) head;
-  pcf_set xs = share_view(&view, 0), ys = second ? share_view(&view, 1) : xs;
-  const pcf_set *yp = second ? &ys : &xs;
+  for (int k = 0; k < (second ? 2 : 1); k++) flat[k].set = share_view(&view, k);
   gk_error err;
   gk_error_clear(&err);
-  if (check_sets(&op, gk_as_flag(single), &xs, yp, &err)) {
+  if (check_flat(&op, is_single, &flat[0], second ? &flat[1] : NULL, &err)) {
     gk_r_shared_free(handle);   /* now, not when R collects it */
     gk_raise(&err);
   }
-  if (gk_as_flag(single)) {
-    warn_float_grid(&xs, "x");
-    if (yp != &xs) warn_float_grid(yp, "y");
+  if (is_single) {
+    warn_float_grid(&flat[0], "x");
+    if (second) warn_float_grid(&flat[1], "y");
   }
   UNPROTECT(1);
   return seg;
@@ -507,7 +469,7 @@ static void knn_missing_as_na(SEXP index, SEXP distance)
 SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEXP threads,
                   SEXP budget, SEXP devices, SEXP progress, SEXP column_lists)
 {
-  pcf_set xs, ys;
+  gk_pcf_flat fx, fy;
   const pcf_set *yp;
   pcf_knn_state *state = NULL;
   gk_error err;
@@ -515,16 +477,17 @@ SEXP gk_r_pcf_knn(SEXP x, SEXP y, SEXP k, SEXP p, SEXP single, SEXP backend, SEX
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = pcf_op_for_p(gk_as_double(p));
   int kk = gk_as_int(k), both = gk_as_flag(column_lists) && !Rf_isNull(y);
-  sets_from_r(x, y, &op, opt.single, &xs, &ys, &yp);
-  if (xs.n > INT_MAX || yp->n > INT_MAX) gk_stop("too many functions for R's index matrices");
+  sets_from_r(x, y, &op, opt.single, &fx, &fy, &yp, NULL, NULL);
+  const pcf_set *xs = &fx.set;
+  if (xs->n > INT_MAX || yp->n > INT_MAX) gk_stop("too many functions for R's index matrices");
   int n_cols = both ? (int) yp->n : 0;
-  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs.n, kk));
-  SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs.n, kk));
+  SEXP index = PROTECT(Rf_allocMatrix(INTSXP, (int) xs->n, kk));
+  SEXP distance = PROTECT(Rf_allocMatrix(REALSXP, (int) xs->n, kk));
   SEXP col_index = PROTECT(Rf_allocMatrix(INTSXP, n_cols, kk));
   SEXP col_distance = PROTECT(Rf_allocMatrix(REALSXP, n_cols, kk));
-  if (pcf_knn_create(xs.n, (size_t) n_cols, kk, Rf_isNull(y), &state, &err) == GK_OK) {
+  if (pcf_knn_create(xs->n, (size_t) n_cols, kk, Rf_isNull(y), &state, &err) == GK_OK) {
     gk_block_writer writer = pcf_knn_writer(state, opt.threads);
-    run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+    run_engine(backend, &op, xs, yp, &writer, &opt, &err);
     if (err.status == GK_OK) {
       pcf_knn_result(state, REAL(distance), INTEGER(index));
       if (both) pcf_knn_column_result(state, REAL(col_distance), INTEGER(col_index));

@@ -66,6 +66,18 @@ gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *
  * s->n when float keeps every interval. */
 size_t pcf_float_collapse(const pcf_set *s, size_t *row);
 
+/* The same verdicts one function at a time, for a caller that visits every
+ * function anyway (the glue checks each function as it flattens it, while
+ * its values are in cache, instead of reading the whole set twice more):
+ * nonzero when pcf_validate rejects function f (0-based); the first row of f
+ * that float cannot keep apart (1-based, as pcf_float_collapse), or 0.
+ * pcf_validate_known is pcf_validate with the first rejected function
+ * already known (`bad`, or s->n for none): it makes the message. */
+int pcf_function_bad(const pcf_set *s, size_t f, int single);
+size_t pcf_float_collapse_row(const pcf_set *s, size_t f);
+gk_status pcf_validate_known(const pcf_set *s, const char *arg, int single, size_t bad,
+                             gk_error *err);
+
 /* Checks that every pair's result is finite: equal last values for finite-p
  * distances, last values 0 for the inner product. y may equal x. */
 gk_status pcf_check_tails(const pcf_op *op, const pcf_set *x, const char *arg_x,

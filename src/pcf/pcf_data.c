@@ -80,17 +80,27 @@ static size_t first_bad(const pcf_set *s, int (*bad)(const pcf_set *, size_t, co
   return (size_t) first;
 }
 
+int pcf_function_bad(const pcf_set *s, size_t f, int single)
+{
+  return check_one(s, f, "", single, NULL) != GK_OK;
+}
+
 static int fails_check(const pcf_set *s, size_t f, const void *single)
 {
-  return check_one(s, f, "", *(const int *) single, NULL) != GK_OK;
+  return pcf_function_bad(s, f, *(const int *) single);
 }
 
 /* The message is made for the first bad function only, after the pass. */
-gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err)
+gk_status pcf_validate_known(const pcf_set *s, const char *arg, int single, size_t bad,
+                             gk_error *err)
 {
   if (s->n == 0) return gk_fail(err, GK_ERR_INPUT, "`%s` is empty: give at least one PCF", arg);
-  size_t bad = first_bad(s, fails_check, &single);
   return bad < s->n ? check_one(s, bad, arg, single, err) : GK_OK;
+}
+
+gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err)
+{
+  return pcf_validate_known(s, arg, single, s->n ? first_bad(s, fails_check, &single) : 0, err);
 }
 
 static double last_value(const pcf_set *s, size_t f)
@@ -157,8 +167,7 @@ void pcf_pack(const pcf_set *s, size_t first, size_t count, int single, void *ou
   }
 }
 
-/* The first collapsing row of function f, or 0. */
-static size_t float_collapse_row(const pcf_set *s, size_t f)
+size_t pcf_float_collapse_row(const pcf_set *s, size_t f)
 {
   const double *t = s->t + s->offset[f];
   size_t n = s->offset[f + 1] - s->offset[f];
@@ -172,12 +181,12 @@ static size_t float_collapse_row(const pcf_set *s, size_t f)
 static int collapses(const pcf_set *s, size_t f, const void *unused)
 {
   (void) unused;
-  return float_collapse_row(s, f) != 0;
+  return pcf_float_collapse_row(s, f) != 0;
 }
 
 size_t pcf_float_collapse(const pcf_set *s, size_t *row)
 {
   size_t bad = first_bad(s, collapses, NULL);
-  if (bad < s->n) *row = float_collapse_row(s, bad);
+  if (bad < s->n) *row = pcf_float_collapse_row(s, bad);
   return bad;
 }

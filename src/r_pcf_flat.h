@@ -1,0 +1,39 @@
+/* Glue: R's lists of PCF matrices flattened into the engines' pcf_set. */
+#ifndef GK_R_PCF_FLAT_H
+#define GK_R_PCF_FLAT_H
+
+#include "r_util.h"
+#include "pcf/pcf.h"
+
+/* Where each function's matrix is, from one pass on R's thread (which checks
+ * the shapes and takes the data pointers); lives in R's transient memory. */
+typedef struct {
+  R_xlen_t n;
+  size_t *offset;
+  const void **data;
+  char *is_int;
+} gk_pcf_plan;
+
+/* A flattened set and the verdicts of the checks made while copying it. */
+typedef struct {
+  pcf_set set;
+  size_t bad;        /* first function pcf_validate rejects, or set.n        */
+  size_t collapse;   /* single: first function float cannot hold, or set.n   */
+} gk_pcf_flat;
+
+void gk_pcf_plan_of(SEXP list, const char *arg, gk_pcf_plan *plan);
+
+/* Copies the planned functions into t and v (offset[n] values each) and
+ * checks each one as it is copied (`single`: also float's verdicts). */
+void gk_pcf_plan_copy(const gk_pcf_plan *plan, double *t, double *v, int single,
+                      size_t *bad, size_t *collapse);
+
+/* x (and y unless R_NilValue) flattened into *fx and *fy. With `during`, the
+ * copies run on a helper thread while during(data) runs on R's thread (e.g.
+ * allocating the result, whose collection of R's heap then overlaps the
+ * copy); its value is returned, unprotected. During it, fx and fy already
+ * hold the sets' sizes and offsets but not their values. */
+SEXP gk_pcf_flatten(SEXP x, SEXP y, int single, gk_pcf_flat *fx, gk_pcf_flat *fy,
+                    SEXP (*during)(void *), void *data);
+
+#endif
