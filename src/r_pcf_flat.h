@@ -17,7 +17,7 @@ typedef struct {
 /* A flattened set and the verdicts of the checks made while copying it. */
 typedef struct {
   pcf_set set;
-  size_t bad;        /* first function pcf_validate rejects, or set.n        */
+  size_t bad;        /* first function pcf_function_bad rejects, or set.n */
   size_t collapse;   /* single: first function float cannot hold, or set.n   */
 } gk_pcf_flat;
 

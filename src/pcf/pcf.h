@@ -55,28 +55,22 @@ typedef struct {
 pcf_op pcf_op_for_p(double p);
 pcf_op pcf_op_inner(void);
 
-/* Checks every function of a set (non-empty; finite; t_1 >= 0; strictly
- * increasing t; in single precision, t representable as float). `arg` names
- * the set in messages, e.g. "X". */
-gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err);
-
-/* In single precision breakpoints are rounded to float: the first function
- * (0-based) whose rounded breakpoints are no longer strictly increasing (or
- * whose positive first breakpoint becomes 0), with the 1-based row in *row;
- * s->n when float keeps every interval. */
-size_t pcf_float_collapse(const pcf_set *s, size_t *row);
-
-/* The same verdicts one function at a time, for a caller that visits every
- * function anyway (the glue checks each function as it flattens it, while
- * its values are in cache, instead of reading the whole set twice more):
- * nonzero when pcf_validate rejects function f (0-based); the first row of f
- * that float cannot keep apart (1-based, as pcf_float_collapse), or 0.
- * pcf_validate_known is pcf_validate with the first rejected function
- * already known (`bad`, or s->n for none): it makes the message. */
+/* The checks of a set's functions (at least one row; finite; t_1 >= 0;
+ * strictly increasing t; in single precision, values float can hold), one
+ * function at a time, for the glue that checks each function as it flattens
+ * it, while its values are in cache: nonzero when function f (0-based)
+ * fails them. pcf_validate_known: the set's verdict, with the first failing
+ * function already known (`bad`, or s->n for none); it makes the message,
+ * naming the set `arg` (e.g. "x"), and rejects an empty set. */
 int pcf_function_bad(const pcf_set *s, size_t f, int single);
-size_t pcf_float_collapse_row(const pcf_set *s, size_t f);
 gk_status pcf_validate_known(const pcf_set *s, const char *arg, int single, size_t bad,
                              gk_error *err);
+
+/* In single precision breakpoints are rounded to float: the first row
+ * (1-based) of function f whose rounded breakpoint is no longer above the
+ * one before (or whose positive first breakpoint becomes 0), or 0 when
+ * float keeps every interval of f. */
+size_t pcf_float_collapse_row(const pcf_set *s, size_t f);
 
 /* Checks that every pair's result is finite: equal last values for finite-p
  * distances, last values 0 for the inner product. y may equal x. */

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include "pcf/pcf.h"
 #include "pcf/pcf_pack.h"
-#include "device/gk_omp.h"
 
 pcf_op pcf_op_for_p(double p)
 {
@@ -26,7 +25,7 @@ pcf_op pcf_op_inner(void)
 }
 
 /* Function f (0-based) of the set, as the user wrote it: X[[f + 1]]. With
- * err NULL only the verdict (no message): the parallel pass of pcf_validate. */
+ * err NULL only the verdict (no message): pcf_function_bad. */
 #define CHECK_FAIL(...) return err ? gk_fail(err, GK_ERR_INPUT, __VA_ARGS__) : GK_ERR_INPUT
 static gk_status check_one(const pcf_set *s, size_t f, const char *arg, int single,
                            gk_error *err)
@@ -57,50 +56,17 @@ static gk_status check_one(const pcf_set *s, size_t f, const char *arg, int sing
 }
 #undef CHECK_FAIL
 
-/* Threads for a pass over a set: one below a million breakpoints. */
-static int pass_threads(const pcf_set *s)
-{
-  return s->offset[s->n] < 1000000 ? 1 : gk_omp_threads(0);
-}
-
-/* The first function of s (0-based) for which bad(s, f, ctx) is nonzero, or
- * s->n: a parallel pass (every call checks all its functions before the
- * engine starts, so the pass adds to each call's time). */
-static size_t first_bad(const pcf_set *s, int (*bad)(const pcf_set *, size_t, const void *),
-                        const void *ctx)
-{
-  long long n = (long long) s->n, first = n;
-  int threads = pass_threads(s);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) reduction(min : first)
-#endif
-  for (long long f = 0; f < n; f++)
-    if (f < first && bad(s, (size_t) f, ctx)) first = f;
-  (void) threads;
-  return (size_t) first;
-}
-
 int pcf_function_bad(const pcf_set *s, size_t f, int single)
 {
   return check_one(s, f, "", single, NULL) != GK_OK;
 }
 
-static int fails_check(const pcf_set *s, size_t f, const void *single)
-{
-  return pcf_function_bad(s, f, *(const int *) single);
-}
-
-/* The message is made for the first bad function only, after the pass. */
+/* The message is made for the first bad function only. */
 gk_status pcf_validate_known(const pcf_set *s, const char *arg, int single, size_t bad,
                              gk_error *err)
 {
   if (s->n == 0) return gk_fail(err, GK_ERR_INPUT, "`%s` is empty: give at least one PCF", arg);
   return bad < s->n ? check_one(s, bad, arg, single, err) : GK_OK;
-}
-
-gk_status pcf_validate(const pcf_set *s, const char *arg, int single, gk_error *err)
-{
-  return pcf_validate_known(s, arg, single, s->n ? first_bad(s, fails_check, &single) : 0, err);
 }
 
 static double last_value(const pcf_set *s, size_t f)
@@ -176,17 +142,4 @@ size_t pcf_float_collapse_row(const pcf_set *s, size_t f)
     if ((k > 0 || t[0] > 0) && !((float) t[k] > prev)) return k + 1;
   }
   return 0;
-}
-
-static int collapses(const pcf_set *s, size_t f, const void *unused)
-{
-  (void) unused;
-  return pcf_float_collapse_row(s, f) != 0;
-}
-
-size_t pcf_float_collapse(const pcf_set *s, size_t *row)
-{
-  size_t bad = first_bad(s, collapses, NULL);
-  if (bad < s->n) *row = pcf_float_collapse_row(s, bad);
-  return bad;
 }
