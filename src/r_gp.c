@@ -8,25 +8,13 @@
 #include "r_reduce.h"
 #include <string.h>
 
-/* The locations scaled by the kernel's range around their centre (with the
- * new points `more`, when given, on the same scale), in R's transient memory: differences keep their digits far from the origin. */
+/* The locations scaled by the kernel's range (gk_scaled_points), within the
+ * dimensions the GP engine takes. */
 static double *scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled)
 {
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  if (!Rf_isReal(locs) || dim < 1) gk_stop("internal: bad locations");
-  if (dim > 64) gk_stop("the GP engine supports at most 64 dimensions");
-  double range[64], centre[64];
-  gk_kernel_range_from_r(spec, dim, range);
-  int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
-  if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
-  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, range, centre);
-  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
-  if (more_scaled) {
-    *more_scaled = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
-    gk_scale_points(REAL(more), m, dim, centre, range, *more_scaled);
-  }
-  return xs;
+  if (Rf_ncols(locs) > GK_SCALED_MAX_DIM)
+    gk_stop("the GP engine supports at most %d dimensions", GK_SCALED_MAX_DIM);
+  return gk_scaled_points(locs, more, spec, more_scaled);
 }
 
 #define GP_FACTOR_TAG "gk_gp_factor"

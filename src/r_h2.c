@@ -33,19 +33,6 @@ void gk_r_h2_parts(SEXP ptr, const h2_tree **tree, h2_gpu **gpu)
   *gpu = h->gpu;
 }
 
-/* The points divided by the kernel's range (h2.h), shifted first: accuracy
- * far from the origin. R_alloc'ed. */
-static double *scaled_points(SEXP locs, SEXP spec)
-{
-  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
-  double range[3], centre[3];
-  gk_kernel_range_from_r(spec, dim, range);
-  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
-  gk_points_centre(REAL(locs), n, NULL, 0, dim, range, centre);
-  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
-  return xs;
-}
-
 static void tree_finalize(SEXP ptr)
 {
   h2_tree *t = (h2_tree *) R_ExternalPtrAddr(ptr);
@@ -65,7 +52,7 @@ SEXP gk_r_h2_tree(SEXP locs, SEXP spec, SEXP leaf_size, SEXP eta, SEXP threads)
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
   gk_kernel kernel = gk_kernel_from_r(spec);
-  double *xs = scaled_points(locs, spec);
+  double *xs = gk_scaled_points(locs, R_NilValue, spec, NULL);
   SEXP ptr = PROTECT(gk_extptr_new(GK_TAG_H2TREE, tree_finalize));
   gk_error err;
   gk_error_clear(&err);
@@ -131,7 +118,7 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   // with a tree, the points are in it already
   const h2_tree *from = Rf_isNull(tree) ? NULL : tree_for(tree, n, dim, gk_as_int(leaf_size),
                                                           gk_as_double(eta), &kernel);
-  double *xs = from ? NULL : scaled_points(locs, spec);
+  double *xs = from ? NULL : gk_scaled_points(locs, R_NilValue, spec, NULL);
 
   // The external pointer exists (with its finalizer) before anything native
   // does, so that no R allocation failure can leak what is built.

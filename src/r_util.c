@@ -328,6 +328,24 @@ void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
   }
 }
 
+double *gk_scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled)
+{
+  int n = Rf_nrows(locs), dim = Rf_ncols(locs);
+  if (!Rf_isReal(locs) || dim < 1 || dim > GK_SCALED_MAX_DIM) gk_stop("internal: bad locations");
+  double range[GK_SCALED_MAX_DIM], centre[GK_SCALED_MAX_DIM];
+  gk_kernel_range_from_r(spec, dim, range);
+  int m = Rf_isNull(more) ? 0 : Rf_nrows(more);
+  if (m && (!Rf_isReal(more) || Rf_ncols(more) != dim)) gk_stop("internal: bad new locations");
+  gk_points_centre(REAL(locs), n, m ? REAL(more) : NULL, m, dim, range, centre);
+  double *xs = (double *) R_alloc((size_t) n * dim + 1, sizeof(double));
+  gk_scale_points(REAL(locs), n, dim, centre, range, xs);
+  if (more_scaled) {
+    *more_scaled = (double *) R_alloc((size_t) m * dim + 1, sizeof(double));
+    gk_scale_points(REAL(more), m, dim, centre, range, *more_scaled);
+  }
+  return xs;
+}
+
 /* The common all-finite case is one branch-free pass: x * 0 is 0 for finite x
  * and NaN otherwise, so the sum is NaN exactly when some element is not finite. */
 static int all_finite_piece(const double *v, R_xlen_t n)

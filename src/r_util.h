@@ -94,6 +94,13 @@ void gk_points_centre(const double *x, size_t m, const double *y, size_t n, int 
 void gk_scale_points(const double *x, size_t n, int dim, const double *centre,
                      const double *range, double *out);
 
+/* The locations `locs` (n x dim, double, dim <= GK_SCALED_MAX_DIM) scaled by
+ * the kernel's range around their centre, with the new points `more` (or
+ * R_NilValue) on the same scale in *more_scaled (when not NULL), in R's
+ * transient memory: differences keep their digits far from the origin. */
+#define GK_SCALED_MAX_DIM 64
+double *gk_scaled_points(SEXP locs, SEXP more, SEXP spec, double **more_scaled);
+
 /* External pointers to the package's native objects carry a tag naming their
  * kind; every entry point taking one checks it before reading the address. */
 #define GK_TAG_H2MATRIX "gpukernels_h2matrix"
