@@ -75,8 +75,7 @@ SEXP gk_r_h2_tree(SEXP locs, SEXP spec, SEXP leaf_size, SEXP eta, SEXP threads)
 
 SEXP gk_r_h2_tree_free(SEXP ptr)
 {
-  if (TYPEOF(ptr) == EXTPTRSXP && R_ExternalPtrTag(ptr) == Rf_install(GK_TAG_H2TREE))
-    tree_finalize(ptr);
+  if (gk_extptr_is(ptr, GK_TAG_H2TREE)) tree_finalize(ptr);
   return R_NilValue;
 }
 
