@@ -279,8 +279,11 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
   if (!Rf_isNull(y)) gk_pcf_plan_of(y, "y", &py);
   const gk_pcf_plan *second = Rf_isNull(y) ? NULL : &py;
   size_t bytes = 4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second);
-  SEXP seg = PROTECT(gk_as_flag(staged) ? gk_r_private_create(bytes)
+  gk_error made;
+  gk_error_clear(&made);
+  SEXP seg = PROTECT(gk_as_flag(staged) ? gk_r_private_create(bytes, &made)
                                         : gk_r_shared_create(Rf_ScalarReal((double) bytes)));
+  if (seg == R_NilValue) gk_raise(&made);
   if (TYPEOF(seg) == STRSXP) {   /* no shared memory: the checks alone */
     gk_pcf_flat fx, fy;
     const pcf_set *yp;
@@ -334,10 +337,12 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
   gk_channel_port port;
   gk_error err;
   gk_error_clear(&err);
-  if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
   size_t head[4], want = (size_t) gk_as_double(x_count);
-  gk_channel_range r = {head, 0, sizeof(head)};
+  // R's allocations before the channel is attached: an error in one would leave it attached
+  size_t *offsets = (size_t *) R_alloc(want + 1, sizeof(size_t));
   int t = gk_as_int(threads);
+  if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
+  gk_channel_range r = {head, 0, sizeof(head)};
   if (gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK && want > head[0])
     gk_fail(&err, GK_ERR_INTERNAL, "a band beyond its set of PCFs");
   if (err.status == GK_ERR_INPUT) {
@@ -351,12 +356,16 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
   /* x's offsets first: they say how many intervals the first want functions have. */
   size_t x_offsets = (head[0] + 1) * sizeof(size_t), x_values = head[1] * sizeof(double);
   size_t y_bytes = head[2] ? (head[2] + 1 + 2 * head[3]) * sizeof(double) : 0;
-  size_t *offsets = (size_t *) R_alloc(want + 1, sizeof(size_t));
   gk_channel_range first = {offsets, sizeof(head), (want + 1) * sizeof(size_t)};
+  SEXP copy = R_NilValue;
   if (gk_channel_read_input(&port, &first, 1, t, &err) == GK_OK) {
     size_t len = offsets[want] * sizeof(double);
     size_t bytes = sizeof(head) + (want + 1) * sizeof(size_t) + 2 * len + y_bytes;
-    SEXP copy = PROTECT(gk_r_private_create(bytes));
+    copy = gk_r_private_create(bytes, &err);
+  }
+  if (copy != R_NilValue) {
+    PROTECT(copy);
+    size_t len = offsets[want] * sizeof(double);
     size_t *local = (size_t *) gk_r_shared_of(copy)->values;
     local[0] = want;
     local[1] = offsets[want];

@@ -59,20 +59,19 @@ SEXP gk_r_shared_create(SEXP bytes)
   return out;
 }
 
-SEXP gk_r_private_create(size_t bytes)
+SEXP gk_r_private_create(size_t bytes, gk_error *err)
 {
-  gk_error err;
-  gk_error_clear(&err);
+  // The handle first: made before the region, it cannot fail with the region held.
+  SEXP handle = PROTECT(gk_extptr_new("gk_shared", handle_finalize));
   gk_shared *s = (gk_shared *) calloc(1, sizeof(gk_shared));
-  if (!s) gk_stop("out of memory");
-  if (gk_shared_private(bytes, s, &err)) {
+  if (!s) gk_fail(err, GK_ERR_NOMEM, "out of host memory for PCF inputs");
+  else if (gk_shared_private(bytes, s, err)) {
     free(s);
-    gk_raise(&err);
+    s = NULL;
   }
-  SEXP handle = PROTECT(R_MakeExternalPtr(s, Rf_install("gk_shared"), R_NilValue));
-  R_RegisterCFinalizerEx(handle, handle_finalize, TRUE);
+  if (s) R_SetExternalPtrAddr(handle, s);
   UNPROTECT(1);
-  return handle;
+  return s ? handle : R_NilValue;
 }
 
 gk_shared *gk_r_shared_of(SEXP handle)

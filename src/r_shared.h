@@ -10,8 +10,9 @@
 SEXP gk_r_shared_create(SEXP bytes);
 
 /* A private region of `bytes` (gk_shared_private) as a handle of the same
- * kind, freed by gk_r_shared_free; raises when there is no memory. */
-SEXP gk_r_private_create(size_t bytes);
+ * kind, freed by gk_r_shared_free; R_NilValue, with *err set, when there is
+ * no memory (it does not raise: callers holding a channel release it first). */
+SEXP gk_r_private_create(size_t bytes, gk_error *err);
 
 /* The segment or region of a handle (raises once released). */
 gk_shared *gk_r_shared_of(SEXP handle);
