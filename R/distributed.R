@@ -27,9 +27,11 @@
 #' @section What a worker gets:
 #' One future per chunk. PCF distance matrices are cut into row bands of
 #' equal work (for a `dist`, band `k` of `K` ends at row `n * sqrt(k / K)`);
-#' reductions into equal row ranges of the output. The session's
-#' `gpukernels.*` options (threads, budgets, backend) are set on the worker
-#' for the chunk.
+#' reductions into equal row ranges of the output. A worker on this machine
+#' computes its band of a `dist` or symmetric matrix (its rows against every
+#' function up to its last row, below the diagonal) as one engine call. The
+#' session's `gpukernels.*` options (threads, budgets, backend) are set on the
+#' worker for the chunk.
 #'
 #' @section Where the results go (PCF matrices):
 #' \describe{
@@ -238,9 +240,11 @@ gk_pcf_chunk <- function(task) {
 }
 
 # A chunk of the shared-memory route: rows a..b read from the caller's inputs
-# and sent through the chunk's ring of the caller's result channel: the
-# band's own triangle (at row and column a - 1) and its rectangle left of it
-# (symmetric results), or its rows of a cdist / kernel matrix. The inputs
+# and sent through the chunk's ring of the caller's result channel: for
+# symmetric results the band's rows against the functions 1..b, lower
+# triangle, as one engine call (the band's own triangle and the rectangle
+# left of it as two calls paid the set-up, and the GPU pipeline's fill and
+# drain, twice), or its rows of a cdist / kernel matrix. The inputs
 # are copied out of the caller's memory (`input$direct`: the functions up to
 # row b, and y) or read from its input segment. `written` is FALSE when this
 # worker cannot attach the segments (another machine): the caller then sends
@@ -276,24 +280,22 @@ gk_pcf_chunk_shared <- function(task) {
   read <- gk_now()
   waited <- 0
   direct <- TRUE   # every part's blocks went straight into the result
-  part <- function(y_set, y_range, kind, col0) {
+  part <- function(y_set, y_range, row0) {
     band <- list(input = input, x_range = c(a, b), y_set = y_set, y_range = y_range,
-                 target = c(task$shared$target, list(row0 = a - 1, col0 = col0)))
-    sent <- pcf_matrix_call(NULL, NULL, kind, task$p, task$precision, task$backend,
+                 target = c(task$shared$target, list(row0 = row0, col0 = 0)))
+    sent <- pcf_matrix_call(NULL, NULL, task$kind, task$p, task$precision, task$backend,
                             task$devices, band = band)
     if (isFALSE(sent)) return(FALSE)
     waited <<- waited + sent[1L]
     direct <<- direct && sent[2L] == 1
     TRUE
   }
-  written <- TRUE
-  if (task$kind %in% c("pdist", "kernel_sym")) {
-    if (b > a || task$kind == "kernel_sym") written <- part(0L, c(0, 0), task$kind, a - 1)
-    if (written && a > 1L) {
-      written <- part(1L, c(1, a - 1), if (task$kind == "pdist") "cdist" else "kernel", 0)
-    }
+  written <- if (task$kind == "pdist" && b < 2L) {
+    TRUE   # row 1 of a dist holds nothing
+  } else if (task$kind %in% c("pdist", "kernel_sym")) {
+    part(0L, c(0, 0), 0)   # in the result's own indices
   } else {
-    written <- part(2L, c(1, task$shared$n_cols), task$kind, 0)
+    part(2L, c(1, task$shared$n_cols), a - 1)
   }
   list(written = written, seconds = proc.time()[["elapsed"]] - start, waited = waited,
        direct = direct, lines = lines, times = c(started, read, gk_now()))

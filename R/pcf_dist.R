@@ -186,10 +186,13 @@ pcf_devices <- function(devices) {
 }
 
 # The device layer's block plan (internal; used by the tests): one row per block
-# in scheduling order with columns row0, rows, col0, cols (1-based starts).
-gk_block_plan <- function(n_rows, n_cols, lower, max_elements, split_hint = 1, min_side = 0) {
+# in scheduling order with columns row0, rows, col0, cols (1-based starts);
+# rows from row_start + 1 on (a worker's band of a symmetric result).
+gk_block_plan <- function(n_rows, n_cols, lower, max_elements, split_hint = 1, min_side = 0,
+                          row_start = 0) {
   plan <- .Call(gk_r_block_plan, as.double(n_rows), as.double(n_cols), as.logical(lower),
-                as.double(max_elements), as.double(split_hint), as.double(min_side))
+                as.double(max_elements), as.double(split_hint), as.double(min_side),
+                as.double(row_start))
   colnames(plan) <- c("row0", "rows", "col0", "cols")
   plan
 }

@@ -66,6 +66,7 @@ static pcf_options options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   opt.progress = gk_as_flag(progress);
   opt.devices = INTEGER(devices);
   opt.n_devices = Rf_length(devices);
+  opt.first_row = 0;
   return opt;
 }
 
@@ -393,10 +394,11 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
   return R_NilValue;
 }
 
-/* Functions [first, last] (1-based) of a set; 0 when outside it. */
-static int share_range(pcf_set *s, SEXP range)
+/* Functions [from, to] (1-based) of a set; 0 when outside it. */
+static int share_range(pcf_set *s, double from, double to)
 {
-  size_t first = (size_t) REAL(range)[0] - 1, last = (size_t) REAL(range)[1];
+  if (!(from >= 1) || !(to >= 0)) return 0;
+  size_t first = (size_t) from - 1, last = (size_t) to;
   if (last > s->n || first > last) return 0;
   s->offset += first;
   s->n = last - first;
@@ -404,13 +406,14 @@ static int share_range(pcf_set *s, SEXP range)
 }
 
 /* One band of a distributed matrix on a worker: rows x_range of x against
- * y_range of set y_set (1: x, 2: y; 0: the symmetric result of the rows
- * themselves), computed as `kind` from the input segment `input` and sent
- * through ring `ring` of the caller's result channel `target`
- * (list(path, token, bytes, ring, row0, col0): where the band's (0, 0) is in
- * the result). c(seconds spent waiting for a free slot, 1 when the blocks went
- * straight into the result, else 0), or FALSE when this process cannot
- * attach them (another machine). */
+ * y_range of set y_set (1: x, 2: y; 0: a band of the symmetric result, rows
+ * x_range against functions 1.. of x up to the band's last, lower triangle,
+ * in one engine call: the engine's first_row), computed as `kind` from the
+ * input segment `input` and sent through ring `ring` of the caller's result
+ * channel `target` (list(path, token, bytes, ring, row0, col0): where the
+ * band's (0, 0) is in the result; (0, 0) for y_set 0). c(seconds spent
+ * waiting for a free slot, 1 when the blocks went straight into the result,
+ * else 0), or FALSE when this process cannot attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target)
@@ -439,7 +442,12 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
     return Rf_ScalarLogical(FALSE);
   }
   pcf_set xs = share_view(&in, 0), ys = which > 0 ? share_view(&in, which - 1) : xs;
-  if (!share_range(&xs, x_range) || (which > 0 && !share_range(&ys, y_range)))
+  /* A symmetric band: x is functions 1..b, of which rows a..b are computed. */
+  double a = REAL(x_range)[0], b = REAL(x_range)[1];
+  if (which == 0) opt.first_row = a >= 1 ? (size_t) a - 1 : 0;
+  if (!share_range(&xs, which == 0 ? 1 : a, b) ||
+      (which > 0 && !share_range(&ys, REAL(y_range)[0], REAL(y_range)[1])) ||
+      opt.first_row > xs.n)
     gk_fail(&err, GK_ERR_INTERNAL, "a band outside its set of PCFs");
   gk_block_writer writer = gk_channel_writer(
       &port, write_kind, (size_t) gk_as_double(gk_list_get(target, "row0")),

@@ -15,18 +15,35 @@ size_t gk_block_side(const gk_block_plan_config *cfg)
   return side ? side : 1;
 }
 
-static size_t band_count(size_t n, size_t side)
+/* Bands of [from, n) cut at origin + k side (from <= origin <= n): a first
+ * band of the remainder (origin - from) mod side where that is not 0, then
+ * bands of side, the last one the remainder (so no block is larger than
+ * side x side, which the budget allows). */
+typedef struct {
+  size_t from, n, side, lead;
+} band_cuts;
+
+static band_cuts cuts_of(size_t from, size_t n, size_t side, size_t origin)
 {
-  return (n + side - 1) / side;
+  band_cuts c = {from, n, side, (origin - from) % side};
+  return c;
 }
 
-/* Band b of n cut by side: the last band is the remainder (so no block is
- * larger than side x side, which the budget allows). */
-static void band(size_t n, size_t side, size_t b, size_t *first, size_t *len)
+static size_t band_count(const band_cuts *c)
 {
-  size_t bands = band_count(n, side);
-  *first = b * side;
-  *len = (b + 1 == bands) ? n - *first : side;
+  if (c->from >= c->n) return 0;
+  return (c->lead > 0) + (c->n - c->from - c->lead + c->side - 1) / c->side;
+}
+
+static void band(const band_cuts *c, size_t b, size_t *first, size_t *len)
+{
+  if (c->lead > 0 && b == 0) {
+    *first = c->from;
+    *len = c->lead;
+    return;
+  }
+  *first = c->from + c->lead + (b - (c->lead > 0)) * c->side;
+  *len = c->n - *first < c->side ? c->n - *first : c->side;
 }
 
 static int by_work_descending(const void *pa, const void *pb)
@@ -46,17 +63,24 @@ gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size
   *count = 0;
   if (cfg->mode == GK_BLOCKS_LOWER && cfg->n_rows != cfg->n_cols)
     return gk_fail(err, GK_ERR_INTERNAL, "lower-triangle block plan of a non-square matrix");
+  if (cfg->row_start > cfg->n_rows)
+    return gk_fail(err, GK_ERR_INTERNAL, "block plan starting past its last row");
   if (cfg->n_rows == 0 || cfg->n_cols == 0) return GK_OK;
   size_t side = gk_block_side(cfg);
-  size_t row_bands = band_count(cfg->n_rows, side), col_bands = band_count(cfg->n_cols, side);
+  /* Columns cut at the rows' offsets: row_start is within them (or at their end). */
+  size_t origin = cfg->row_start < cfg->n_cols ? cfg->row_start : cfg->n_cols;
+  band_cuts rc = cuts_of(cfg->row_start, cfg->n_rows, side, cfg->row_start),
+            cc = cuts_of(0, cfg->n_cols, side, origin);
+  size_t row_bands = band_count(&rc), col_bands = band_count(&cc);
+  if (!row_bands) return GK_OK;
   gk_block *list = (gk_block *) malloc(row_bands * col_bands * sizeof(gk_block));
   if (!list) return gk_fail(err, GK_ERR_NOMEM, "could not allocate the block list");
   size_t k = 0;
   for (size_t rb = 0; rb < row_bands; rb++) {
     for (size_t cb = 0; cb < col_bands; cb++) {
       gk_block b;
-      band(cfg->n_rows, side, rb, &b.row0, &b.rows);
-      band(cfg->n_cols, side, cb, &b.col0, &b.cols);
+      band(&rc, rb, &b.row0, &b.rows);
+      band(&cc, cb, &b.col0, &b.cols);
       if (cfg->mode == GK_BLOCKS_LOWER && b.col0 > b.row0 + b.rows - 1) continue;
       list[k++] = b;
     }

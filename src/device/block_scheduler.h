@@ -13,6 +13,16 @@
  *   the diagonal (first column > last row) are dropped;
  *   blocks are sorted by rows x cols, descending (ties: by position), so that
  *   several devices pulling from the list finish at about the same time.
+ *
+ * With row_start > 0 only rows [row_start, n_rows) are planned: a future
+ * worker's band of a symmetric result (rows a..b against every column up to
+ * b, lower triangle) in one plan, so one engine call with one pipeline fill
+ * and drain instead of a triangle and a rectangle as two. Rows are cut from
+ * row_start on, and columns at the same offsets (row_start + k side; the
+ * first column band is the remainder of row_start), so that in
+ * GK_BLOCKS_LOWER mode a block still lies on the diagonal with equal row
+ * and column bands (the GPU kernel's diagonal tiles need that) or entirely
+ * below it. row_start = 0 gives the plan of the whole matrix.
  */
 #ifndef GK_BLOCK_SCHEDULER_H
 #define GK_BLOCK_SCHEDULER_H
@@ -37,6 +47,7 @@ typedef struct {
   size_t max_elements;       /* output elements one block may hold (>= 1)    */
   size_t split_hint;         /* how many blocks the budget is split into     */
   size_t min_side;           /* occupancy floor for the side (0: none)       */
+  size_t row_start;          /* first row planned (0: all; see above)        */
 } gk_block_plan_config;
 
 /* The band side length the rules above give. */

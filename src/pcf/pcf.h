@@ -49,6 +49,7 @@ typedef struct {
   int progress;           /* print progress lines                         */
   const int *devices;     /* GPUs to use (0-based), for the CUDA engine   */
   int n_devices;
+  size_t first_row;       /* rows of x before it are not computed (0: all) */
 } pcf_options;
 
 /* The operation for an R `p` (p >= 1, or Inf), or the inner product. */
@@ -78,7 +79,10 @@ gk_status pcf_check_tails(const pcf_op *op, const pcf_set *x, const char *arg_x,
                           const pcf_set *y, const char *arg_y, gk_error *err);
 
 /* Result matrix between the functions of x (rows) and y (columns), written by
- * `writer`: GK_WRITE_DIST and GK_WRITE_SYMMETRIC need y == x. */
+ * `writer`: GK_WRITE_DIST and GK_WRITE_SYMMETRIC need y == x. With
+ * options->first_row > 0 only rows first_row.. are computed (the block
+ * plan's row_start): with y == x, a future worker's band of a symmetric
+ * result (rows a..b against functions 1..b, lower triangle) as one call. */
 gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
                          const gk_block_writer *writer, const pcf_options *options,
                          gk_error *err);

@@ -78,7 +78,7 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
   size_t *xo = NULL, *yo = NULL, count = 0, max_rows, max_cols, max_elements;
   gk_block *blocks = NULL;
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind),
-                              PCF_CPU_BLOCK_ELEMENTS, 1, 0};
+                              PCF_CPU_BLOCK_ELEMENTS, 1, 0, options->first_row};
   gk_block_progress progress;
   cpu_job job;
 

@@ -403,7 +403,8 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   int sm = 1 << 30;
   gk_block *blocks = NULL;
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
-                              (size_t) 32 * (size_t) options->n_devices, 0};
+                              (size_t) 32 * (size_t) options->n_devices, 0,
+                              options->first_row};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch, prepare};
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
 

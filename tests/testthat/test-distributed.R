@@ -196,6 +196,65 @@ test_that("workers writing straight into the caller's result: results equal one 
   expect_identical(direct, "2 of 2 written straight")
 })
 
+band_cases <- function(backend, sizes, reference) {
+  # The workers' engine calls, counted where futures of the sequential plan
+  # run them: in this process.
+  counter <- new.env()
+  ns <- asNamespace("gpukernels")
+  suppressMessages(trace(
+    "pcf_matrix_call",
+    bquote(if (!is.null(band)) assign("n", get("n", .(counter)) + 1L, envir = .(counter))),
+    where = ns, print = FALSE))
+  on.exit(suppressMessages(untrace("pcf_matrix_call", where = ns)))
+  calls <- function(code) {
+    counter$n <- 0L
+    value <- code
+    list(value = value, calls = counter$n)
+  }
+  # Blocks of side 16: bands cut across the block grid, many blocks each.
+  old <- options(gpukernels.pcf_budget_bytes = 16 * 16 * 8 * 2)
+  on.exit(options(old), add = TRUE)
+  for (n in sizes) {
+    X <- draw_pcfs(n)
+    Y <- draw_pcfs(5)
+    for (workers in c(2, 3, 5)) {
+      # Internal: the bands the call is cut into.
+      bands <- if (n >= 2) gpukernels:::gk_row_bands(n, min(workers, n), TRUE) else
+        matrix(0, 0, 2)
+      for (direct in c(0, NA)) with_tunables(list(GK_CHANNEL_DIRECT = direct), {
+        info <- paste(backend, n, workers, direct)
+        d <- calls(pcf_pdist(X, backend = backend, workers = workers))
+        expect_identical(d$calls, sum(bands[, 2] >= 2), info = info)   # row 1 holds nothing
+        expect_true(same_dist(d$value, pcf_pdist(X, backend = backend, workers = 1)), info = info)
+        k <- calls(pcf_kernel(X, backend = backend, workers = workers))
+        expect_identical(k$calls, nrow(bands), info = info)
+        expect_identical(k$value, pcf_kernel(X, backend = backend, workers = 1), info = info)
+        expect_identical(pcf_cdist(X, Y, backend = backend, workers = workers),
+                         pcf_cdist(X, Y, backend = backend, workers = 1), info = info)
+        expect_identical(pcf_kernel(X, Y, backend = backend, workers = workers),
+                         pcf_kernel(X, Y, backend = backend, workers = 1), info = info)
+        if (reference && n <= 40) {
+          expect_equal(unname(as.matrix(d$value)), pcf_ref_matrix(X, X, 1), tolerance = 1e-10,
+                       info = info)
+          expect_equal(unname(k$value), pcf_ref_matrix(X, X, "inner"), tolerance = 1e-10,
+                       info = info)
+        }
+      })
+    }
+  }
+}
+
+test_that("a band of a symmetric result is one engine call: results equal one process", {
+  set.seed(64)
+  band_cases("cpu", c(1, 2, 3, 37, 300), reference = TRUE)
+})
+
+test_that("GPU bands of a symmetric result as one engine call equal one GPU", {
+  skip_if_not(gk_has_gpu())
+  set.seed(65)
+  band_cases("gpu", c(2, 37, 300), reference = FALSE)
+})
+
 test_that("workers read their inputs from the caller; those that may not get shared copies", {
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   set.seed(59)

@@ -31,6 +31,33 @@ test_that("lower-triangle plans skip blocks above the diagonal and cover the res
   expect_equal(nrow(gpukernels:::gk_block_plan(0, 5, FALSE, 4)), 0L)
 })
 
+test_that("band plans (row_start) cover the band's lower triangle once, diagonal blocks square", {
+  for (n in c(1, 2, 9, 31, 64)) {
+    for (start in unique(c(0, 1, n %/% 3, n - 1, n))) {
+      for (budget in c(16, 49, 1e6)) {
+        plan <- gpukernels:::gk_block_plan(n, n, TRUE, budget, row_start = start)
+        hits <- coverage(plan, n, n)
+        want <- lower.tri(hits, diag = TRUE) & row(hits) > start
+        # (diagonal blocks hold some entries above the diagonal too)
+        expect_true(all(hits[want] == 1L) && all(hits[row(hits) <= start] == 0L) &&
+                      all(hits <= 1L), info = c(n, start, budget))
+        # on the diagonal with equal row and column bands, or entirely below it
+        diagonal <- plan[, "row0"] == plan[, "col0"] & plan[, "rows"] == plan[, "cols"]
+        below <- plan[, "col0"] + plan[, "cols"] <= plan[, "row0"]
+        expect_true(all(diagonal | below), info = c(n, start, budget))
+        expect_true(all(plan[, "rows"] * plan[, "cols"] <= budget))
+      }
+    }
+  }
+  # rows from a start in a full plan too; row_start 0 is the plan of the whole matrix
+  plan <- gpukernels:::gk_block_plan(10, 7, FALSE, 9, row_start = 4)
+  hits <- coverage(plan, 10, 7)
+  expect_true(all(hits[5:10, ] == 1L) && all(hits[1:4, ] == 0L))
+  expect_identical(gpukernels:::gk_block_plan(31, 31, TRUE, 16, row_start = 0),
+                   gpukernels:::gk_block_plan(31, 31, TRUE, 16))
+  expect_error(gpukernels:::gk_block_plan(5, 5, TRUE, 4, row_start = 6), "past its last row")
+})
+
 test_that("the side follows the budget, the split hint and the occupancy floor", {
   side <- function(...) max(gpukernels:::gk_block_plan(...)[, "rows"])
   expect_equal(side(1000, 1000, FALSE, 10000, 1), 100)      # sqrt(budget)
