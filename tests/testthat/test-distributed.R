@@ -211,6 +211,19 @@ band_cases <- function(backend, sizes, reference) {
     value <- code
     list(value = value, calls = counter$n)
   }
+  # The GPU walks a tile's staged columns together over the union of their
+  # breakpoints, and on a diagonal block each pair once in slot order: a
+  # pair's rounding depends on the block that holds it, and a band's blocks
+  # are cut at its first row. So the GPU agrees to rounding, the CPU exactly.
+  same <- function(actual, expected, info) {
+    if (inherits(actual, "dist")) {   # the values (the calls differ)
+      expect_identical(attr(actual, "Size"), attr(expected, "Size"), info = info)
+      actual <- as.vector(actual)
+      expected <- as.vector(expected)
+    }
+    if (backend == "cpu") expect_identical(actual, expected, info = info) else
+      expect_equal(actual, expected, tolerance = 1e-12, info = info)
+  }
   # Blocks of side 16: bands cut across the block grid, many blocks each.
   old <- options(gpukernels.pcf_budget_bytes = 16 * 16 * 8 * 2)
   on.exit(options(old), add = TRUE)
@@ -225,14 +238,14 @@ band_cases <- function(backend, sizes, reference) {
         info <- paste(backend, n, workers, direct)
         d <- calls(pcf_pdist(X, backend = backend, workers = workers))
         expect_identical(d$calls, sum(bands[, 2] >= 2), info = info)   # row 1 holds nothing
-        expect_true(same_dist(d$value, pcf_pdist(X, backend = backend, workers = 1)), info = info)
+        same(d$value, pcf_pdist(X, backend = backend, workers = 1), info)
         k <- calls(pcf_kernel(X, backend = backend, workers = workers))
         expect_identical(k$calls, nrow(bands), info = info)
-        expect_identical(k$value, pcf_kernel(X, backend = backend, workers = 1), info = info)
-        expect_identical(pcf_cdist(X, Y, backend = backend, workers = workers),
-                         pcf_cdist(X, Y, backend = backend, workers = 1), info = info)
-        expect_identical(pcf_kernel(X, Y, backend = backend, workers = workers),
-                         pcf_kernel(X, Y, backend = backend, workers = 1), info = info)
+        same(k$value, pcf_kernel(X, backend = backend, workers = 1), info)
+        same(pcf_cdist(X, Y, backend = backend, workers = workers),
+             pcf_cdist(X, Y, backend = backend, workers = 1), info)
+        same(pcf_kernel(X, Y, backend = backend, workers = workers),
+             pcf_kernel(X, Y, backend = backend, workers = 1), info)
         if (reference && n <= 40) {
           expect_equal(unname(as.matrix(d$value)), pcf_ref_matrix(X, X, 1), tolerance = 1e-10,
                        info = info)
