@@ -179,8 +179,12 @@ gk_run_chunk <- function(task) {
 # Runs tasks as futures, one each, and hands each result to `collect(i,
 # value)` as it arrives (so large results need not all be held at once); a
 # failing task's error is raised with its message. `p` is a progressor or NULL.
+# With `prepare`, the first `early` futures are launched before it runs (their
+# dispatch and start overlap it; they must wait for what it makes), the rest
+# after; if it fails or is interrupted, `abort()` tells the launched ones to
+# give up and they are waited for, so none is left running.
 # Returns when each future was launched and collected (seconds, gk_now()).
-gk_run_tasks <- function(tasks, collect, p = NULL) {
+gk_run_tasks <- function(tasks, collect, p = NULL, prepare = NULL, early = 0L, abort = NULL) {
   # The caller asked for the split: its data must travel, whatever their size.
   old <- options(future.globals.maxSize = Inf)
   on.exit(options(old))
@@ -190,13 +194,27 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
   run <- function(task) asNamespace("gpukernels")$gk_run_chunk(task)
   environment(run) <- baseenv()
   launched <- collected <- numeric(length(tasks))
-  futures <- lapply(seq_along(tasks), function(i) {
+  futures <- vector("list", length(tasks))
+  launch <- function(which) for (i in which) {
     task <- tasks[[i]]
-    f <- future::future(run(task), globals = list(run = run, task = task),
-                        packages = "gpukernels", seed = NULL, lazy = FALSE)
+    futures[[i]] <<- future::future(run(task), globals = list(run = run, task = task),
+                                    packages = "gpukernels", seed = NULL, lazy = FALSE)
     launched[i] <<- gk_now()
-    f
-  })
+  }
+  early <- if (is.null(prepare)) 0L else min(early, length(tasks))
+  if (!is.null(prepare)) {
+    prepared <- FALSE
+    on.exit(if (!prepared) {
+      abort()
+      for (f in futures) if (!is.null(f)) {
+        tryCatch(future::value(f, stdout = FALSE, signal = FALSE), error = function(e) NULL)
+      }
+    }, add = TRUE, after = FALSE)
+    launch(seq_len(early))
+    prepare()
+    prepared <- TRUE
+  }
+  launch(setdiff(seq_along(tasks), seq_len(early)))
   pending <- seq_along(futures)
   while (length(pending)) {
     done <- pending[vapply(futures[pending], future::resolved, NA)]
@@ -217,6 +235,20 @@ gk_run_tasks <- function(tasks, collect, p = NULL) {
     pending <- setdiff(pending, done)
   }
   invisible(list(launched = launched, collected = collected))
+}
+
+# How many futures of the current plan can be launched before the caller has
+# made what they wait for: those that surely run at once in other processes
+# (a free worker of multisession, cluster or forking multicore futures); 0
+# for plans that run a future when it is launched, here or elsewhere (sequential,
+# batchtools), where a waiting future would wait for ever.
+gk_early_launches <- function(count) {
+  plan <- future::plan()
+  async <- inherits(plan, c("multisession", "cluster")) ||
+    inherits(plan, "multicore") && future::supportsMulticore()
+  if (!async) return(0L)
+  free <- tryCatch(future::nbrOfFreeWorkers(), error = function(e) 0L)
+  as.integer(max(0, min(count, free)))
 }
 
 # Wall-clock seconds, comparable between the processes of one machine.
@@ -307,7 +339,11 @@ gk_pcf_chunk_shared <- function(task) {
 # (device/gk_channel.h) where the system has shared memory: the workers on
 # this machine hand their blocks to it through small shared slots and
 # threads of this process scatter them into the result while they compute;
-# the results of others are written into it as they arrive. The value is
+# the results of others are written into it as they arrive. Where the
+# workers read their inputs from this process, the channel's small shared
+# part is made first and the futures launched at once: their dispatch and
+# start overlap the result's allocation (R's collector runs first) and the
+# inputs' staging, and they wait for the inputs' offer. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
@@ -320,8 +356,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   bands <- gk_row_bands(n, count, triangle = symmetric)
   clock <- proc.time()[["elapsed"]]
   begun <- gk_now()
-  channel <- .Call(gk_r_channel_create, size, if (kind == "pdist") 0L else as.integer(n),
-                   gk_pcf_write_kind(kind), n, nrow(bands), gk_threads())
+  channel <- .Call(gk_r_channel_create, size, n, nrow(bands))
   handle <- if (is.list(channel)) channel$handle else channel
   input <- staged <- NULL
   on.exit({   # now, not when R collects them; the channel first (workers stop)
@@ -334,23 +369,28 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     input <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, FALSE)
     if (is.list(input)) input[-1L]
   }
-  offered <- NULL
-  if (is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))) {
-    if (isTRUE(channel$direct)) {
-      # Workers copy the inputs out of this process (staged here, checked).
-      staged <- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
+  shared_of <- function(offered) if (!is.null(offered)) list(input = offered, n_cols = m,
+    target = list(path = channel$path, token = channel$token, bytes = channel$bytes))
+  use_shared <- is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))
+  direct <- use_shared && isTRUE(channel$direct)
+  # The result, then the inputs checked and offered to the workers (or shared
+  # through a segment, or only checked): the value for the tasks' `shared`.
+  prepare <- function() {
+    .Call(gk_r_channel_open, handle, size, if (kind == "pdist") 0L else as.integer(n),
+          gk_pcf_write_kind(kind), n, gk_threads())
+    if (direct) {   # workers copy the inputs out of this process (staged here, checked)
+      staged <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
       .Call(gk_r_channel_offer, handle, staged)
-      offered <- list(direct = TRUE)
-    } else {
-      offered <- share()
+      return(shared_of(list(direct = TRUE)))
     }
-  } else {
+    if (use_shared) return(shared_of(share()))
     .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single)
+    NULL
   }
-  shared <- if (!is.null(offered)) list(input = offered, n_cols = m, target = list(
-    path = channel$path, token = channel$token, bytes = channel$bytes))
-  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle, shared,
-                         clock, begun, share)
+  early <- if (direct) gk_early_launches(nrow(bands)) else 0L
+  phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle,
+                         if (early) shared_of(list(direct = TRUE)), prepare, early, clock, begun,
+                         share)
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
     stats <- .Call(gk_r_channel_stats, handle)
@@ -371,15 +411,24 @@ gk_pcf_write_kind <- function(kind) {
 # channel) the workers read and send through shared memory or this
 # process's memory; without, or for a worker that cannot attach it, they get
 # the data and send back results, written into `out` (a result channel's
-# handle) as they arrive. A worker that may not read this process's memory
-# runs again on inputs in a segment (`share()`). Returns the progress lines:
-# the phases and their timeline, then the workers' engine lines.
-gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, clock,
-                         begun, share) {
+# handle) as they arrive. `prepare()` makes the result and readies the
+# inputs, returning `shared`: with `early` > 0 (`shared` then given) after
+# that many futures are launched, else first. A worker that may not read
+# this process's memory runs again on inputs in a segment (`share()`).
+# Returns the progress lines: the phases and their timeline, then the
+# workers' engine lines.
+gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, prepare,
+                         early, clock, begun, share) {
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
-  phases <- c(share = proc.time()[["elapsed"]] - clock)
+  ready <- NA_real_
+  prepared <- function() {
+    value <- prepare()
+    ready <<- gk_now() - begun
+    value
+  }
+  if (!early) shared <- prepared()
   opts <- gk_chunk_options()
   # Workers on this machine share its cores (future's workers see them all).
   local_opts <- opts
@@ -431,9 +480,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     }
   }
   progress <- gk_progressor(nrow(bands))
-  ready <- gk_now() - begun
   run <- gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect,
-                      progress)
+                      progress, prepare = if (early) prepared, early = early,
+                      abort = function() .Call(gk_r_shared_free, out))
   if (length(reshare)) {   # workers that may not read this process's memory
     shared$input <- share()
     if (is.null(shared$input)) resend <- c(resend, reshare) else {
@@ -455,14 +504,15 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
                        ", %d of %d written straight into the result", sum(direct), length(direct)),
                      if (length(reshare)) ", some ran again on shared inputs",
                      if (length(resend)) ", some resent"),
-            phases[["share"]], proc.time()[["elapsed"]] - clock - phases[["share"]], each,
+            ready, proc.time()[["elapsed"]] - clock - ready, each,
             if (length(waited_s)) paste0(", of which waiting for free slots ",
                                          paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),
-    sprintf(paste("  timeline (s from the call's start): result and inputs ready %.2f;",
-                  "futures launched %s; workers started %s, inputs read %s, done %s;",
-                  "collected %s"),
-            ready, at(run$launched - begun), at(times[, 1L]), at(times[, 2L]), at(times[, 3L]),
-            at(run$collected - begun)),
+    sprintf(paste("  timeline (s from the call's start): %s; workers started %s, inputs read %s,",
+                  "done %s; collected %s"),
+            paste(c(sprintf("futures launched %s", at(run$launched - begun)),
+                    sprintf("result and inputs ready %.2f", ready))[if (early) 1:2 else 2:1],
+                  collapse = "; "),
+            at(times[, 1L]), at(times[, 2L]), at(times[, 3L]), at(run$collected - begun)),
     lines)
 }
 

@@ -54,8 +54,9 @@ SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SE
 SEXP gk_r_alloc_result(SEXP length, SEXP rows);
 /* memory shared with future workers (r_shared.c) */
 SEXP gk_r_shared_create(SEXP bytes);
-SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP rings,
-                         SEXP threads);
+SEXP gk_r_channel_create(SEXP length, SEXP n_rows, SEXP rings);
+SEXP gk_r_channel_open(SEXP handle, SEXP length, SEXP rows, SEXP layout, SEXP n_rows,
+                       SEXP threads);
 SEXP gk_r_channel_finish(SEXP handle);
 SEXP gk_r_channel_stats(SEXP handle);
 SEXP gk_r_shared_free(SEXP handle);
@@ -158,7 +159,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_block_write", (DL_FUNC) &gk_r_block_write, 7},
   {"gk_r_alloc_result", (DL_FUNC) &gk_r_alloc_result, 2},
   {"gk_r_shared_create", (DL_FUNC) &gk_r_shared_create, 1},
-  {"gk_r_channel_create", (DL_FUNC) &gk_r_channel_create, 6},
+  {"gk_r_channel_create", (DL_FUNC) &gk_r_channel_create, 3},
+  {"gk_r_channel_open", (DL_FUNC) &gk_r_channel_open, 6},
   {"gk_r_channel_finish", (DL_FUNC) &gk_r_channel_finish, 1},
   {"gk_r_channel_stats", (DL_FUNC) &gk_r_channel_stats, 1},
   {"gk_r_shared_free", (DL_FUNC) &gk_r_shared_free, 1},

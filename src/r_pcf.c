@@ -330,9 +330,11 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
  * `staged`), read through the caller's result channel `target`: the first
  * `x_count` functions of x (a band needs its rows and, for a dist, the
  * functions before them) and all of y, laid out as the segment is (so
- * share_view reads either). The handle of the copy; "declined" when this
- * process may not read the caller's memory (the caller then shares the
- * inputs through a segment); FALSE when it cannot attach the channel. */
+ * share_view reads either), once the caller has offered them (its workers
+ * are launched before it stages them). The handle of the copy; "declined"
+ * when this process may not read the caller's memory (the caller then
+ * shares the inputs through a segment); FALSE when it cannot attach the
+ * channel. */
 SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
 {
   gk_channel_port port;
@@ -344,7 +346,9 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
   int t = gk_as_int(threads);
   if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
   gk_channel_range r = {head, 0, sizeof(head)};
-  if (gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK && want > head[0])
+  // Launched before the caller staged them: wait for the offer (its give-up rules).
+  if (gk_channel_await_input(&port, &err) == GK_OK &&
+      gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK && want > head[0])
     gk_fail(&err, GK_ERR_INTERNAL, "a band beyond its set of PCFs");
   if (err.status == GK_ERR_INPUT) {
     gk_channel_detach(&port);
@@ -380,7 +384,7 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
                                   {at + len, t_from + x_values, len},
                                   {at + 2 * len, t_from + 2 * x_values, y_bytes}};
     if (gk_channel_read_input(&port, ranges, 3, t, &err) == GK_OK && gk_channel_aborted(&port))
-      gk_fail(&err, GK_ERR_INTERRUPTED, "the calling session stopped");
+      gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped");
     gk_channel_detach(&port);
     if (err.status) {
       gk_r_shared_free(copy);
@@ -454,7 +458,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
       (size_t) gk_as_double(gk_list_get(target, "col0")), opt.threads);
   if (err.status == GK_OK) run_engine(backend, &op, &xs, which > 0 ? &ys : &xs, &writer, &opt, &err);
   if (err.status == GK_OK && port.failed)
-    gk_fail(&err, GK_ERR_INTERRUPTED, "the calling session stopped taking results");
+    gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
   double waited = port.wait_s, direct = port.direct == 1;
   gk_shared_release(&in);
   gk_channel_detach(&port);

@@ -108,9 +108,10 @@ int gk_r_channel_attach(SEXP target, gk_channel_port *port, gk_error *err)
                            (size_t) gk_as_double(gk_list_get(target, "ring")), port, err);
 }
 
-/* ---- the result channel: the caller's result vector (kept in the handle's
- * protected slot until gk_r_channel_finish hands it out) and the thread
- * that scatters the workers' slots into it ---- */
+/* ---- the result channel: made first (its path and token go to the
+ * workers), then opened to the caller's result vector (kept in the handle's
+ * protected slot until gk_r_channel_finish hands it out) with the threads
+ * that scatter the workers' slots into it ---- */
 
 static void channel_finalize(SEXP ptr)
 {
@@ -127,34 +128,52 @@ static gk_channel *channel_of(SEXP handle)
                                           "result channel already released");
 }
 
-/* A result of `length` doubles (a matrix of `rows` rows when rows > 0) of
- * layout `layout` (n_rows rows) and a channel of `rings` rings into it:
+/* A channel of `rings` rings for a result of `length` doubles whose columns
+ * have at most `n_rows` entries, with no result yet (gk_r_channel_open):
  * list(handle, path, token, bytes, slot_bytes, direct: whether workers may
- * be offered the direct routes); the handle alone (the result in it) when
- * the system has no shared memory. */
-SEXP gk_r_channel_create(SEXP length, SEXP rows, SEXP layout, SEXP n_rows, SEXP rings,
-                         SEXP threads)
+ * be offered the direct routes); the handle alone when the system has no
+ * shared memory (the results then come through the futures). */
+SEXP gk_r_channel_create(SEXP length, SEXP n_rows, SEXP rings)
 {
-  SEXP out = PROTECT(gk_r_alloc_result(length, rows));
   gk_channel *c = (gk_channel *) calloc(1, sizeof(gk_channel));
   if (!c) gk_stop("out of memory");
-  SEXP handle = PROTECT(R_MakeExternalPtr(c, Rf_install("gk_channel"), out));
+  SEXP handle = PROTECT(R_MakeExternalPtr(c, Rf_install("gk_channel"), R_NilValue));
   R_RegisterCFinalizerEx(handle, channel_finalize, TRUE);
-  size_t n = (size_t) gk_as_double(n_rows), k = (size_t) gk_as_double(rings);
-  size_t slot = gk_channel_slot_bytes(gk_as_double(length), n, k);
+  size_t k = (size_t) gk_as_double(rings);
+  size_t slot = gk_channel_slot_bytes(gk_as_double(length), (size_t) gk_as_double(n_rows), k);
   gk_error err;
   gk_error_clear(&err);
-  if (gk_channel_create(c, k, slot, REAL(out), (size_t) Rf_xlength(out) * sizeof(double),
-                        (gk_write_kind) gk_as_int(layout), n, gk_as_int(threads), &err)) {
-    UNPROTECT(2);
+  if (gk_channel_create(c, k, slot, &err)) {
+    UNPROTECT(1);
     return handle;
   }
   const char *extra[] = {"slot_bytes", "direct"};
   SEXP desc = PROTECT(describe(handle, &c->seg, 2, extra));
   SET_VECTOR_ELT(desc, 4, Rf_ScalarReal((double) slot));
   SET_VECTOR_ELT(desc, 5, Rf_ScalarLogical(gk_channel_direct(c)));
-  UNPROTECT(3);
+  UNPROTECT(2);
   return desc;
+}
+
+/* The channel's result: `length` doubles (a matrix of `rows` rows when
+ * rows > 0) of layout `layout` (n_rows rows), kept in the handle's protected
+ * slot until gk_r_channel_finish hands it out, and the writer threads that
+ * scatter the workers' slots into it. */
+SEXP gk_r_channel_open(SEXP handle, SEXP length, SEXP rows, SEXP layout, SEXP n_rows,
+                       SEXP threads)
+{
+  gk_channel *c = channel_of(handle);
+  if (R_ExternalPtrProtected(handle) != R_NilValue) gk_stop("result channel already open");
+  SEXP out = PROTECT(gk_r_alloc_result(length, rows));
+  R_SetExternalPtrProtected(handle, out);
+  gk_error err;
+  gk_error_clear(&err);
+  if (c->head && gk_channel_open(c, REAL(out), (size_t) Rf_xlength(out) * sizeof(double),
+                                 (gk_write_kind) gk_as_int(layout),
+                                 (size_t) gk_as_double(n_rows), gk_as_int(threads), &err))
+    gk_raise(&err);   /* R/distributed.R releases the channel on its way out */
+  UNPROTECT(1);
+  return R_NilValue;
 }
 
 /* Offers the channel's workers the staged inputs of `input` (a private
@@ -165,6 +184,7 @@ SEXP gk_r_channel_offer(SEXP handle, SEXP input)
   gk_channel *c = channel_of(handle);
   gk_shared *s = handle_of(input);
   if (!c->head) gk_stop("result channel already finished");
+  if (!c->out) gk_stop("result channel not open");
   gk_channel_offer_input(c, s->values, s->bytes);
   return R_NilValue;
 }
@@ -172,7 +192,9 @@ SEXP gk_r_channel_offer(SEXP handle, SEXP input)
 /* The values a channel scatters into (gk_r_block_write writes there too). */
 double *gk_r_channel_values(SEXP handle)
 {
-  return REAL(R_ExternalPtrProtected(handle));
+  SEXP out = R_ExternalPtrProtected(handle);
+  if (out == R_NilValue) gk_stop("result channel not open");
+  return REAL(out);
 }
 
 /* Once every worker is done: the rest scattered, the thread stopped, the

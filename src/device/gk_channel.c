@@ -12,6 +12,7 @@
 #define GK_HAVE_VM_WRITE 1
 #endif
 #include "device/gk_channel.h"
+#include "device/gk_hooks.h"
 #include "device/gk_omp.h"
 #include "device/gk_tunables.h"
 
@@ -131,30 +132,38 @@ static void *drain(void *arg)
   return NULL;
 }
 
-/* Lets the workers write into `out` themselves (GK_CHANNEL_DIRECT = 1): the
- * kernel's cross-process copy (process_vm_writev) takes their blocks
- * straight into the result, with no slot and no scatter here. The kernel
- * allows that where a worker may ptrace the caller; this process never
- * widens that permission (Yama's ptrace_scope 1 and up forbids a child to
- * write into its parent), so a worker that may not (Yama, another user or
- * namespace) sends through its slots. Dense and `dist` layouts. */
-static void start_direct(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
-                         size_t n_rows)
+/* Lets the workers read the caller's memory (the token's address, checked
+ * before any cross-process read or write), where GK_CHANNEL_DIRECT = 1 and
+ * the system has process_vm_readv: set when the segment is made, so that the
+ * workers' route is known before they are launched. */
+static void start_direct(gk_channel *c)
 {
 #ifdef GK_HAVE_VM_WRITE
   if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1) return;
-  gk_channel_head *h = c->head;
   c->direct_token = c->seg.token;
-  h->direct_check = (uint64_t) (uintptr_t) &c->direct_token;   /* inputs too */
-  if (layout == GK_WRITE_SYMMETRIC) return;
+  c->head->direct_check = (uint64_t) (uintptr_t) &c->direct_token;
+#else
+  (void) c;
+#endif
+}
+
+/* Lets the workers write into `out` themselves: the kernel's cross-process
+ * copy (process_vm_writev) takes their blocks straight into the result, with
+ * no slot and no scatter here. The kernel allows that where a worker may
+ * ptrace the caller; this process never widens that permission (Yama's
+ * ptrace_scope 1 and up forbids a child to write into its parent), so a
+ * worker that may not (Yama, another user or namespace) sends through its
+ * slots. Dense and `dist` layouts. */
+static void open_direct(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
+                        size_t n_rows)
+{
+  gk_channel_head *h = c->head;
+  if (!h->direct_check || layout == GK_WRITE_SYMMETRIC) return;
   h->direct_values = result_bytes / sizeof(double);
   h->direct_rows = n_rows;
   h->direct_layout = (int32_t) layout;
   atomic_thread_fence(memory_order_release);
   h->direct_out = (uint64_t) (uintptr_t) out;
-#else
-  (void) c; (void) out; (void) result_bytes; (void) layout; (void) n_rows;
-#endif
 }
 
 /* No direct write is going on or will start: workers see `abort` (set
@@ -177,9 +186,7 @@ static void stop_writers(gk_channel *c)
   c->running = 0;
 }
 
-gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
-                            size_t result_bytes, gk_write_kind layout, size_t n_rows, int threads,
-                            gk_error *err)
+gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_error *err)
 {
   memset(c, 0, sizeof(*c));
   size_t slots = SLOTS_PER_RING, heads = heads_bytes(rings, slots);
@@ -200,14 +207,24 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
   for (size_t k = 0; k < rings * slots; k++) atomic_init(&slots_of(h)[k].state, 0);
   atomic_init(&h->direct_busy, 0);
   c->head = h;
+  start_direct(c);
+  return GK_OK;
+}
+
+gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
+                          size_t n_rows, int threads, gk_error *err)
+{
+  gk_channel_head *h = c->head;
+  if (!h || c->out) return gk_fail(err, GK_ERR_INTERNAL, "result channel not open to a result");
   c->out = out;
-  start_direct(c, out, result_bytes, layout, n_rows);
+  open_direct(c, out, result_bytes, layout, n_rows);
   c->layout = layout;
   c->n_rows = n_rows;
+  size_t count = h->rings * h->slots;
   int writers = (int) gk_tunable(GK_TUNE_CHANNEL_WRITERS), all = gk_omp_threads(threads);
   if (writers <= 0) writers = 2;
   if (writers > GK_CHANNEL_MAX_WRITERS) writers = GK_CHANNEL_MAX_WRITERS;
-  if ((size_t) writers > rings * slots) writers = (int) (rings * slots);
+  if ((size_t) writers > count) writers = (int) count;
   c->writers = writers;
   c->threads = all / writers > 0 ? all / writers : 1;
   /* 2 MiB pages for the result, unless the workers write it themselves:
@@ -219,11 +236,10 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, doub
     if (pthread_create(&c->writer[k].thread, NULL, drain, &c->writer[k]) != 0) break;
     c->running++;
   }
-  if (c->running < writers) {
+  if (c->running < writers) {   /* the workers give up; the owner releases the segment */
     atomic_store(&h->abort, 1);
     stop_writers(c);
     end_direct(c);
-    gk_shared_release(&c->seg);
     return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
   }
   return GK_OK;
@@ -258,8 +274,8 @@ int gk_channel_direct(const gk_channel *c)
 void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes)
 {
   c->head->input_bytes = bytes;
-  atomic_thread_fence(memory_order_release);
-  c->head->input_at = (uint64_t) (uintptr_t) at;
+  /* Last: the workers waiting in gk_channel_await_input go on seeing it. */
+  __atomic_store_n(&c->head->input_at, (uint64_t) (uintptr_t) at, __ATOMIC_RELEASE);
 }
 
 /* ---- a worker ---- */
@@ -287,6 +303,27 @@ int gk_channel_aborted(gk_channel_port *p)
   return atomic_load(&p->head->abort) != 0;
 }
 
+/* Whether the caller is gone (a process of its number that is another is
+ * told apart where it matters: by the token, before any read or write). */
+static int caller_gone(gk_channel_port *p)
+{
+  return kill((pid_t) p->head->caller, 0) != 0;
+}
+
+gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err)
+{
+  gk_channel_head *h = p->head;
+  for (unsigned spin = 0;; spin++) {
+    if (__atomic_load_n(&h->input_at, __ATOMIC_ACQUIRE))
+      return GK_OK;
+    if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p)))
+      return gk_fail(err, GK_ERR_ABANDONED, "the calling session stopped");
+    if (spin % 256 == 255 && gk_interrupt_pending())
+      return gk_fail(err, GK_ERR_INTERRUPTED, "interrupted");
+    nap(spin);
+  }
+}
+
 void gk_channel_detach(gk_channel_port *p)
 {
   gk_shared_release(&p->seg);
@@ -308,7 +345,7 @@ static long claim(gk_channel_port *p)
     }
     if (start == 0) start = seconds();
     if (atomic_load(&p->head->abort) ||
-        (spin % 4096 == 4095 && kill((pid_t) p->head->caller, 0) != 0))
+        (spin % 4096 == 4095 && caller_gone(p)))
       return -1;
     nap(0);
   }

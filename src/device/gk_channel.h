@@ -19,6 +19,9 @@
  * process_vm_readv, where it used to read a copy in a shared segment that
  * the caller first filled (404 MB at 5e4 functions, on the critical path:
  * shared memory takes first writes at a quarter of private memory's speed).
+ * On this route the channel is made before the result (gk_channel_create,
+ * then gk_channel_open): the workers are launched at once and wait for the
+ * offer (gk_channel_await_input), which comes after the result exists.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
@@ -95,14 +98,19 @@ struct gk_channel {
  * never less than one column of doubles. */
 size_t gk_channel_slot_bytes(double values, size_t n_rows, size_t rings);
 
-/* Makes the segment (`rings` rings of slots of `slot_bytes`) and starts the
- * caller's writer threads, which scatter into `out` (`result_bytes`; layout
- * and rows of the result) with `threads` OpenMP threads among them.
- * The first writer makes the slots' pages before it looks for full slots,
- * while the workers start: the call returns at once. */
-gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, double *out,
-                            size_t result_bytes, gk_write_kind layout, size_t n_rows, int threads,
-                            gk_error *err);
+/* Makes the segment (`rings` rings of slots of `slot_bytes`), with no
+ * result yet: its path and token can go to the workers at once, so that
+ * they start while the caller allocates the result and stages the inputs.
+ * Workers that read the inputs wait for them (gk_channel_await_input). */
+gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_error *err);
+
+/* Points the channel at its result `out` (`result_bytes`; layout and rows of
+ * the result) and starts the caller's writer threads, which scatter into it
+ * with `threads` OpenMP threads among them. The first writer makes the
+ * slots' pages before it looks for full slots: the call returns at once.
+ * On failure the workers are told to give up; the owner releases. */
+gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
+                          size_t n_rows, int threads, gk_error *err);
 
 /* Once every worker is done: scatters what is left, stops the threads. */
 void gk_channel_finish(gk_channel *c);
@@ -117,7 +125,8 @@ int gk_channel_direct(const gk_channel *c);
 
 /* Offers workers `bytes` of this process at `at` to read with
  * gk_channel_read_input (the staged PCF inputs; kept until the channel is
- * released), where gk_channel_direct says so. Before any worker starts. */
+ * released), where gk_channel_direct says so. After gk_channel_open: the
+ * offer is what waiting workers go on at, the result being there. */
 void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes);
 
 /* The worker's side: its chunk's ring of an attached segment. */
@@ -149,6 +158,11 @@ void gk_channel_detach(gk_channel_port *p);
 /* Whether the caller stopped the call (an error, an interrupt, finished):
  * checked after reading its inputs, which it frees only after that. */
 int gk_channel_aborted(gk_channel_port *p);
+
+/* Waits until the caller offers its inputs (and so has its result);
+ * GK_ERR_ABANDONED when it stops (abort) or is gone, GK_ERR_INTERRUPTED when
+ * this process is interrupted. On the main thread. */
+gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err);
 
 /* A piece of the caller's offered inputs: `bytes` from `offset` into `local`. */
 typedef struct {

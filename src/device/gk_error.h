@@ -23,7 +23,9 @@ typedef enum {
   GK_ERR_NO_DEVICE,    /* a GPU was required but none is usable                 */
   GK_ERR_NO_CUDA,      /* this build of the package has no CUDA                 */
   GK_ERR_INTERRUPTED,  /* the user interrupted a long job between blocks        */
-  GK_ERR_INTERNAL      /* a bug in gpukernels: please report it                 */
+  GK_ERR_INTERNAL,     /* a bug in gpukernels: please report it                 */
+  GK_ERR_ABANDONED     /* a future worker's caller stopped: an error, not an
+                        * interrupt, so that the worker returns to its future  */
 } gk_status;
 
 #define GK_MESSAGE_SIZE 1024

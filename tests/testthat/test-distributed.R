@@ -1,16 +1,6 @@
 # Work split over future workers, file-backed output, pcf_knn and progress.
 skip_if_not_installed("future")
 
-draw_pcfs <- function(n) {
-  lapply(seq_len(n), function(i) {
-    k <- sample(1:9, 1)
-    pcf(c(0, sort(runif(k - 1, 0, 3))), c(rnorm(k - 1), 0))
-  })
-}
-
-# Values only: the `call` attribute records the `workers` argument.
-same_dist <- function(a, b) identical(as.vector(a), as.vector(b)) && attr(a, "Size") == attr(b, "Size")
-
 # Brute-force k nearest from a full distance matrix (ties to the smaller index).
 knn_reference <- function(D, k) {
   rows <- lapply(seq_len(nrow(D)), function(i) order(D[i, ], seq_len(ncol(D)))[seq_len(k)])
@@ -111,17 +101,6 @@ compare_all <- function() {
                                  workers = 1),
                    kernel_reduce(x, y, reduction = "argmin", kernel = "sqdist", backend = "cpu"))
   expect_identical(knn(x, y, k = 4, backend = "cpu", workers = 1), knn(x, y, k = 4, backend = "cpu"))
-}
-
-with_plan <- function(strategy, code) {
-  old_libs <- Sys.getenv("R_LIBS")
-  Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
-  oplan <- future::plan(strategy, workers = 2)
-  on.exit({
-    future::plan(oplan)
-    Sys.setenv(R_LIBS = old_libs)
-  })
-  code
 }
 
 test_that("plan(multisession, workers = 2) gives the single-process results", {

@@ -1,0 +1,22 @@
+# Shared by the tests of work split over future workers.
+
+draw_pcfs <- function(n) {
+  lapply(seq_len(n), function(i) {
+    k <- sample(1:9, 1)
+    pcf(c(0, sort(runif(k - 1, 0, 3))), c(rnorm(k - 1), 0))
+  })
+}
+
+# Values only: the `call` attribute records the `workers` argument.
+same_dist <- function(a, b) identical(as.vector(a), as.vector(b)) && attr(a, "Size") == attr(b, "Size")
+
+with_plan <- function(strategy, code) {
+  old_libs <- Sys.getenv("R_LIBS")
+  Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
+  oplan <- future::plan(strategy, workers = 2)
+  on.exit({
+    future::plan(oplan)
+    Sys.setenv(R_LIBS = old_libs)
+  })
+  code
+}

@@ -1,0 +1,98 @@
+# Futures launched before the calling session has made the result and staged
+# the inputs: they wait for the inputs' offer, and stop when it never comes.
+skip_if_not_installed("future")
+
+test_that("workers launched before the inputs are staged stop when staging fails", {
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(65)
+  X <- draw_pcfs(3000)   # staging takes a while: the workers wait for it
+  Y <- draw_pcfs(7)
+  bad <- X
+  bad[[2999]][2, 1] <- NA
+  tails <- X
+  tails[[2900]][nrow(tails[[2900]]), 2] <- 1   # found only once every function is read
+  error_of <- function(code) tryCatch(code, error = conditionMessage)
+  counts <- function() c(fds = length(dir("/proc/self/fd")), threads = length(dir("/proc/self/task")),
+                         shm = length(dir("/dev/shm")))
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    d1 <- pcf_pdist(X, backend = "cpu", workers = 1)
+    expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 2), d1))   # workers warm
+    before <- counts()
+    for (round in 1:3) {
+      for (case in list(list(bad, NULL, "x\\[\\[2999\\]\\]` has NA"),
+                        list(tails, NULL, "ends at the value"),
+                        list(Y, bad, "y\\[\\[2999\\]\\]` has NA"))) {
+        one <- error_of(if (is.null(case[[2]])) pcf_pdist(case[[1]], backend = "cpu", workers = 1)
+                        else pcf_cdist(case[[1]], case[[2]], backend = "cpu", workers = 1))
+        two <- error_of(if (is.null(case[[2]])) pcf_pdist(case[[1]], backend = "cpu", workers = 2)
+                        else pcf_cdist(case[[1]], case[[2]], backend = "cpu", workers = 2))
+        expect_match(one, case[[3]])
+        expect_identical(two, one)
+        # No worker is left waiting or running.
+        expect_equal(future::nbrOfFreeWorkers(), 2)
+      }
+      # A following call works.
+      expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 2), d1))
+    }
+    expect_identical(counts(), before)   # no segment, fd or thread left behind
+    # The futures are launched first, the result and inputs made meanwhile.
+    old <- options(gpukernels.progress = TRUE)
+    on.exit(options(old))
+    lines <- capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 2), type = "message")
+    options(old)
+    expect_true(same_dist(d, d1))
+    expect_match(paste(lines, collapse = " "), "futures launched [0-9./]+; result and inputs ready")
+  }))
+})
+
+test_that("a worker waits for the caller's offer, and gives up when the caller stops", {
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  ns <- asNamespace("gpukernels")
+  X <- draw_pcfs(20)
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    for (offer in c(TRUE, FALSE)) {
+      channel <- .Call(ns$gk_r_channel_create, 190, 20, 1)
+      skip_if_not(is.list(channel) && isTRUE(channel$direct), "no direct route here")
+      target <- list(path = channel$path, token = channel$token, bytes = channel$bytes, ring = 0)
+      # The worker's fetch, as gk_pcf_chunk_shared makes it: the copy's class.
+      f <- future::future({
+        ns <- asNamespace("gpukernels")
+        input <- .Call(ns$gk_r_pcf_fetch, target, 20, 1L)
+        if (typeof(input) == "externalptr") .Call(ns$gk_r_shared_free, input)
+        typeof(input)
+      }, globals = list(target = target), packages = "gpukernels", seed = NULL)
+      Sys.sleep(0.5)
+      expect_false(future::resolved(f))   # waiting for the offer
+      if (offer) {
+        .Call(ns$gk_r_channel_open, channel$handle, 190, 0L, 1L, 20, 1L)
+        staged <- .Call(ns$gk_r_pcf_share, X, NULL, "pdist", 1, FALSE, TRUE)
+        .Call(ns$gk_r_channel_offer, channel$handle, staged)
+        got <- future::value(f)
+        skip_if(identical(got, "character"), "workers may not read this process's memory here")
+        expect_identical(got, "externalptr")
+        .Call(ns$gk_r_shared_free, channel$handle)
+        .Call(ns$gk_r_shared_free, staged)
+      } else {
+        .Call(ns$gk_r_shared_free, channel$handle)   # the caller stops: an error, no hang
+        expect_error(future::value(f), "the calling session stopped")
+      }
+    }
+    expect_equal(future::nbrOfFreeWorkers(), 2)
+  }))
+})
+
+test_that("a channel is opened once, and offers and writes need it open", {
+  ns <- asNamespace("gpukernels")
+  channel <- .Call(ns$gk_r_channel_create, 6, 4, 1)
+  handle <- if (is.list(channel)) channel$handle else channel
+  expect_error(.Call(ns$gk_r_block_write, handle, 0L, 2, 0, 0, matrix(1, 1, 1), FALSE),
+               "result channel not open")
+  if (is.list(channel)) {
+    staged <- .Call(ns$gk_r_pcf_share, draw_pcfs(4), NULL, "pdist", 1, FALSE, TRUE)
+    expect_error(.Call(ns$gk_r_channel_offer, handle, staged), "result channel not open")
+    .Call(ns$gk_r_shared_free, staged)
+  }
+  .Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L)
+  expect_error(.Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L), "already open")
+  .Call(ns$gk_r_shared_free, handle)
+})
