@@ -352,10 +352,13 @@ static long claim(gk_channel_port *p)
 }
 
 #ifdef GK_HAVE_VM_WRITE
-/* Whether the caller's process is the one with the segment's token (not a
- * process of the same number elsewhere) and lets this one write into it. */
+/* Whether this worker takes the direct routes: its own GK_CHANNEL_DIRECT = 0
+ * declines them, as the system may; else whether the caller's process is the
+ * one with the segment's token (not a process of the same number elsewhere)
+ * and lets this one read and write its memory. */
 static int direct_allowed(gk_channel_port *p)
 {
+  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1) return 0;
   gk_channel_head *h = p->head;
   uint64_t token = 0, want = p->seg.token;
   struct iovec local = {&token, sizeof(token)},
@@ -424,8 +427,7 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
     if (ranges[k].offset > h->input_bytes || ranges[k].bytes > h->input_bytes - ranges[k].offset)
       return gk_fail(err, GK_ERR_INTERNAL, "a read outside the caller's inputs");
 #ifdef GK_HAVE_VM_WRITE
-  /* This worker's own GK_CHANNEL_DIRECT = 0 declines, as the system may. */
-  if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1 || !direct_allowed(p))
+  if (!direct_allowed(p))
     return gk_fail(err, GK_ERR_INPUT, "this process may not read the caller's memory");
   size_t pieces = 0;
   for (size_t k = 0; k < count; k++) pieces += (ranges[k].bytes + READ_PIECE - 1) / READ_PIECE;
@@ -464,8 +466,7 @@ static void send_block(void *ctx, const gk_block *block, const void *src, int si
   gk_channel_port *p = (gk_channel_port *) ctx;
 #ifdef GK_HAVE_VM_WRITE
   if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
-    if (p->direct == 0)   /* this worker's own GK_CHANNEL_DIRECT = 0 declines too */
-      p->direct = gk_tunable(GK_TUNE_CHANNEL_DIRECT) == 1 && direct_allowed(p) ? 1 : -1;
+    if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
     if (p->direct == 1) {
       if (send_direct(p, block, (const double *) src) == 0) return;
       if (atomic_load(&p->head->abort)) {
