@@ -363,14 +363,14 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
   size_t y_bytes = head[2] ? (head[2] + 1 + 2 * head[3]) * sizeof(double) : 0;
   gk_channel_range first = {offsets, sizeof(head), (want + 1) * sizeof(size_t)};
   SEXP copy = R_NilValue;
+  size_t len = 0;   /* bytes of t (and of v) of the first want functions */
   if (gk_channel_read_input(&port, &first, 1, t, &err) == GK_OK) {
-    size_t len = offsets[want] * sizeof(double);
-    size_t bytes = sizeof(head) + (want + 1) * sizeof(size_t) + 2 * len + y_bytes;
-    copy = gk_r_private_create(bytes, &err);
+    len = offsets[want] * sizeof(double);
+    copy = gk_r_private_create(sizeof(head) + (want + 1) * sizeof(size_t) + 2 * len + y_bytes,
+                               &err);
   }
   if (copy != R_NilValue) {
     PROTECT(copy);
-    size_t len = offsets[want] * sizeof(double);
     size_t *local = (size_t *) gk_r_shared_of(copy)->values;
     local[0] = want;
     local[1] = offsets[want];

@@ -89,22 +89,31 @@ double *gk_r_shared_values(SEXP handle, int threads)
   return s->values;
 }
 
+/* A segment's description as the workers get it (list(path, token, bytes,
+ * ...), see describe()): its path, its token (hexadecimal) and its bytes. */
+static const char *target_of(SEXP target, const char *what, uint64_t *token, size_t *bytes)
+{
+  SEXP path = gk_list_get(target, "path"), hex = gk_list_get(target, "token");
+  if (!Rf_isString(path) || !Rf_isString(hex)) gk_stop("invalid %s", what);
+  *token = (uint64_t) strtoull(CHAR(STRING_ELT(hex, 0)), NULL, 16);
+  *bytes = (size_t) gk_as_double(gk_list_get(target, "bytes"));
+  return CHAR(STRING_ELT(path, 0));
+}
+
 int gk_r_shared_attach(SEXP target, gk_shared *s, gk_error *err)
 {
-  SEXP path = gk_list_get(target, "path"), token = gk_list_get(target, "token");
-  if (!Rf_isString(path) || !Rf_isString(token)) gk_stop("invalid shared memory target");
-  uint64_t t = (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16);
-  return gk_shared_attach(CHAR(STRING_ELT(path, 0)), t,
-                          (size_t) gk_as_double(gk_list_get(target, "bytes")), s, err);
+  uint64_t token;
+  size_t bytes;
+  const char *path = target_of(target, "shared memory target", &token, &bytes);
+  return gk_shared_attach(path, token, bytes, s, err);
 }
 
 int gk_r_channel_attach(SEXP target, gk_channel_port *port, gk_error *err)
 {
-  SEXP path = gk_list_get(target, "path"), token = gk_list_get(target, "token");
-  if (!Rf_isString(path) || !Rf_isString(token)) gk_stop("invalid result channel");
-  return gk_channel_attach(CHAR(STRING_ELT(path, 0)),
-                           (uint64_t) strtoull(CHAR(STRING_ELT(token, 0)), NULL, 16),
-                           (size_t) gk_as_double(gk_list_get(target, "bytes")),
+  uint64_t token;
+  size_t bytes;
+  const char *path = target_of(target, "result channel", &token, &bytes);
+  return gk_channel_attach(path, token, bytes,
                            (size_t) gk_as_double(gk_list_get(target, "ring")), port, err);
 }
 
