@@ -283,7 +283,6 @@ gk_pcf_chunk <- function(task) {
 # it the data; NA when it may not read the caller's memory: the caller then
 # shares the inputs through a segment.
 gk_pcf_chunk_shared <- function(task) {
-  start <- proc.time()[["elapsed"]]
   started <- gk_now()
   lines <- character()
   if (isTRUE(task$lines)) {   # the engine's lines, for the caller's progress line
@@ -329,8 +328,9 @@ gk_pcf_chunk_shared <- function(task) {
   } else {
     part(2L, c(1, task$shared$n_cols), a - 1)
   }
-  list(written = written, seconds = proc.time()[["elapsed"]] - start, waited = waited,
-       direct = direct, lines = lines, times = c(started, read, gk_now()))
+  done <- gk_now()
+  list(written = written, seconds = done - started, waited = waited,
+       direct = direct, lines = lines, times = c(started, read, done))
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -354,7 +354,6 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   single <- gk_check_precision(precision) == "single"
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
   bands <- gk_row_bands(n, count, triangle = symmetric)
-  clock <- proc.time()[["elapsed"]]
   begun <- gk_now()
   channel <- .Call(gk_r_channel_create, size, n, nrow(bands))
   handle <- if (is.list(channel)) channel$handle else channel
@@ -389,7 +388,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   }
   early <- if (direct) gk_early_launches(nrow(bands)) else 0L
   phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle,
-                         if (early) shared_of(list(direct = TRUE)), prepare, early, clock, begun,
+                         if (early) shared_of(list(direct = TRUE)), prepare, early, begun,
                          share)
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
@@ -418,7 +417,7 @@ gk_pcf_write_kind <- function(kind) {
 # Returns the progress lines: the phases and their timeline, then the
 # workers' engine lines.
 gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, prepare,
-                         early, clock, begun, share) {
+                         early, begun, share) {
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
@@ -504,7 +503,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
                        ", %d of %d written straight into the result", sum(direct), length(direct)),
                      if (length(reshare)) ", some ran again on shared inputs",
                      if (length(resend)) ", some resent"),
-            ready, proc.time()[["elapsed"]] - clock - ready, each,
+            ready, gk_now() - begun - ready, each,
             if (length(waited_s)) paste0(", of which waiting for free slots ",
                                          paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),
     sprintf(paste("  timeline (s from the call's start): %s; workers started %s, inputs read %s,",
