@@ -342,8 +342,9 @@ gk_pcf_chunk_shared <- function(task) {
 # the results of others are written into it as they arrive. Where the
 # workers read their inputs from this process, the channel's small shared
 # part is made first and the futures launched at once: their dispatch and
-# start overlap the result's allocation (R's collector runs first) and the
-# inputs' staging, and they wait for the inputs' offer. The value is
+# start overlap the inputs' staging, and they wait for the inputs' offer;
+# the result's allocation (R's collector runs first) then overlaps their
+# reading and first blocks, which wait for it. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
@@ -372,16 +373,22 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     target = list(path = channel$path, token = channel$token, bytes = channel$bytes))
   use_shared <- is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))
   direct <- use_shared && isTRUE(channel$direct)
-  # The result, then the inputs checked and offered to the workers (or shared
-  # through a segment, or only checked): the value for the tasks' `shared`.
+  open <- function() .Call(gk_r_channel_open, handle, size,
+                           if (kind == "pdist") 0L else as.integer(n),
+                           gk_pcf_write_kind(kind), n, gk_threads())
+  # The inputs checked and offered to the workers (or shared through a
+  # segment, or only checked) and the result: the value for the tasks'
+  # `shared`. Where the workers copy the inputs out of this process, the
+  # offer comes first.
   prepare <- function() {
-    .Call(gk_r_channel_open, handle, size, if (kind == "pdist") 0L else as.integer(n),
-          gk_pcf_write_kind(kind), n, gk_threads())
-    if (direct) {   # workers copy the inputs out of this process (staged here, checked)
+    if (direct) {
       staged <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
       .Call(gk_r_channel_offer, handle, staged)
-      return(shared_of(list(direct = TRUE)))
+      offered <- gk_now()
+      open()
+      return(structure(shared_of(list(direct = TRUE)), offered = offered))
     }
+    open()
     if (use_shared) return(shared_of(share()))
     .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single)
     NULL
@@ -411,8 +418,10 @@ gk_pcf_write_kind <- function(kind) {
 # process's memory; without, or for a worker that cannot attach it, they get
 # the data and send back results, written into `out` (a result channel's
 # handle) as they arrive. `prepare()` makes the result and readies the
-# inputs, returning `shared`: with `early` > 0 (`shared` then given) after
-# that many futures are launched, else first. A worker that may not read
+# inputs, returning `shared` (with attribute `offered`, the time the inputs
+# were offered, where that came before the result): with `early` > 0
+# (`shared` then given) after that many futures are launched, else first.
+# A worker that may not read
 # this process's memory runs again on inputs in a segment (`share()`).
 # Returns the progress lines: the phases and their timeline, then the
 # workers' engine lines.
@@ -421,10 +430,12 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
-  ready <- NA_real_
+  ready <- offered <- NA_real_
   prepared <- function() {
     value <- prepare()
     ready <<- gk_now() - begun
+    if (!is.null(attr(value, "offered"))) offered <<- attr(value, "offered") - begun
+    attr(value, "offered") <- NULL
     value
   }
   if (!early) shared <- prepared()
@@ -509,7 +520,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     sprintf(paste("  timeline (s from the call's start): %s; workers started %s, inputs read %s,",
                   "done %s; collected %s"),
             paste(c(sprintf("futures launched %s", at(run$launched - begun)),
-                    sprintf("result and inputs ready %.2f", ready))[if (early) 1:2 else 2:1],
+                    if (is.na(offered)) sprintf("result and inputs ready %.2f", ready) else
+                      sprintf("inputs offered %.2f, result ready %.2f", offered, ready))[
+                        if (early) 1:2 else 2:1],
                   collapse = "; "),
             at(times[, 1L]), at(times[, 2L]), at(times[, 3L]), at(run$collected - begun)),
     lines)

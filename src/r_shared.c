@@ -186,14 +186,14 @@ SEXP gk_r_channel_open(SEXP handle, SEXP length, SEXP rows, SEXP layout, SEXP n_
 }
 
 /* Offers the channel's workers the staged inputs of `input` (a private
- * region made by gk_r_pcf_share) to read with process_vm_readv. The region
- * must outlive the channel (R/distributed.R frees the channel first). */
+ * region made by gk_r_pcf_share) to read with process_vm_readv, before or
+ * after the result (gk_r_channel_open). The region must outlive the
+ * channel (R/distributed.R frees the channel first). */
 SEXP gk_r_channel_offer(SEXP handle, SEXP input)
 {
   gk_channel *c = channel_of(handle);
   gk_shared *s = handle_of(input);
   if (!c->head) gk_stop("result channel already finished");
-  if (!c->out) gk_stop("result channel not open");
   gk_channel_offer_input(c, s->values, s->bytes);
   return R_NilValue;
 }

@@ -31,6 +31,7 @@ struct gk_channel_head {
   uint64_t input_at, input_bytes;
   int32_t direct_layout;
   atomic_int direct_busy;   /* workers writing into the result right now */
+  atomic_int opened;        /* the result exists (gk_channel_open)        */
 };
 
 struct gk_channel_slot {    /* 64 bytes: one cache line each */
@@ -206,6 +207,7 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
   atomic_init(&h->abort, 0);
   for (size_t k = 0; k < rings * slots; k++) atomic_init(&slots_of(h)[k].state, 0);
   atomic_init(&h->direct_busy, 0);
+  atomic_init(&h->opened, 0);
   c->head = h;
   start_direct(c);
   return GK_OK;
@@ -242,6 +244,8 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
     end_direct(c);
     return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
   }
+  /* Last: workers whose first block waits for the result go on seeing it. */
+  atomic_store_explicit(&h->opened, 1, memory_order_release);
   return GK_OK;
 }
 
@@ -459,11 +463,25 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
 #endif
 }
 
+/* Waits until the caller has its result (it may offer the inputs first);
+ * 0 once it aborted or is gone. On any thread: no interrupt check (the
+ * caller's next step is the result, or stopping). */
+static int await_result(gk_channel_port *p)
+{
+  gk_channel_head *h = p->head;
+  for (unsigned spin = 0;; spin++) {
+    if (atomic_load_explicit(&h->opened, memory_order_acquire)) return 1;
+    if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p))) return 0;
+    nap(spin);
+  }
+}
+
 /* The writer's callback: the block straight into the caller's result where
  * it allows that, else whole columns at a time into slots. */
 static void send_block(void *ctx, const gk_block *block, const void *src, int single)
 {
   gk_channel_port *p = (gk_channel_port *) ctx;
+  if (!p->failed && !await_result(p)) p->failed = 1;
 #ifdef GK_HAVE_VM_WRITE
   if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
     if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;

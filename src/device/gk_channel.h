@@ -21,7 +21,10 @@
  * shared memory takes first writes at a quarter of private memory's speed).
  * On this route the channel is made before the result (gk_channel_create,
  * then gk_channel_open): the workers are launched at once and wait for the
- * offer (gk_channel_await_input), which comes after the result exists.
+ * offer (gk_channel_await_input). The offer comes first, the result after
+ * it, so that the result's allocation (and R's collection before it)
+ * overlaps the workers' reading and first blocks; a block waits until the
+ * result exists.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
@@ -108,7 +111,8 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
  * the result) and starts the caller's writer threads, which scatter into it
  * with `threads` OpenMP threads among them. The first writer makes the
  * slots' pages before it looks for full slots: the call returns at once.
- * On failure the workers are told to give up; the owner releases. */
+ * Last, the workers' blocks waiting for the result go on. On failure the
+ * workers are told to give up; the owner releases. */
 gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
                           size_t n_rows, int threads, gk_error *err);
 
@@ -125,8 +129,8 @@ int gk_channel_direct(const gk_channel *c);
 
 /* Offers workers `bytes` of this process at `at` to read with
  * gk_channel_read_input (the staged PCF inputs; kept until the channel is
- * released), where gk_channel_direct says so. After gk_channel_open: the
- * offer is what waiting workers go on at, the result being there. */
+ * released), where gk_channel_direct says so: what waiting workers go on
+ * at. Before or after gk_channel_open; the workers' blocks wait for it. */
 void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes);
 
 /* The worker's side: its chunk's ring of an attached segment. */
@@ -159,7 +163,7 @@ void gk_channel_detach(gk_channel_port *p);
  * checked after reading its inputs, which it frees only after that. */
 int gk_channel_aborted(gk_channel_port *p);
 
-/* Waits until the caller offers its inputs (and so has its result);
+/* Waits until the caller offers its inputs;
  * GK_ERR_ABANDONED when it stops (abort) or is gone, GK_ERR_INTERRUPTED when
  * this process is interrupted. On the main thread. */
 gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err);

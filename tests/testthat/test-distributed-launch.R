@@ -41,7 +41,9 @@ test_that("workers launched before the inputs are staged stop when staging fails
     lines <- capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 2), type = "message")
     options(old)
     expect_true(same_dist(d, d1))
-    expect_match(paste(lines, collapse = " "), "futures launched [0-9./]+; result and inputs ready")
+    # The inputs, offered first where the workers read them from this process.
+    expect_match(paste(lines, collapse = " "),
+                 "futures launched [0-9./]+; (inputs offered [0-9.]+, result|result and inputs) ready")
   }))
 })
 
@@ -81,18 +83,65 @@ test_that("a worker waits for the caller's offer, and gives up when the caller s
   }))
 })
 
-test_that("a channel is opened once, and offers and writes need it open", {
+test_that("a worker's blocks wait for a result made after the inputs' offer", {
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  ns <- asNamespace("gpukernels")
+  set.seed(67)
+  X <- draw_pcfs(41)
+  n <- length(X)
+  size <- n * (n - 1) / 2
+  expected <- as.vector(pcf_pdist(X, backend = "cpu", workers = 1))
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    pcf_pdist(X, backend = "cpu", workers = 2)   # workers warm
+    for (open in c(TRUE, FALSE)) {
+      channel <- .Call(ns$gk_r_channel_create, size, n, 1)
+      skip_if_not(is.list(channel) && isTRUE(channel$direct), "no direct route here")
+      staged <- .Call(ns$gk_r_pcf_share, X, NULL, "pdist", 1, FALSE, TRUE)
+      .Call(ns$gk_r_channel_offer, channel$handle, staged)   # before the result
+      # One band of all rows, as gk_pcf_bands makes it.
+      task <- list(fun = "gk_pcf_chunk", kind = "pdist", rows = c(1L, n), p = 1,
+                   precision = "double", backend = "cpu", options = list(), devices = NULL,
+                   chunk = 1L, lines = FALSE,
+                   shared = list(input = list(direct = TRUE), n_cols = n,
+                                 target = list(path = channel$path, token = channel$token,
+                                               bytes = channel$bytes, ring = 0)))
+      f <- future::future(asNamespace("gpukernels")$gk_run_chunk(task),
+                          globals = list(task = task), packages = "gpukernels", seed = NULL)
+      Sys.sleep(0.5)
+      expect_false(future::resolved(f))   # its block waits for the result
+      if (open) {
+        .Call(ns$gk_r_channel_open, channel$handle, size, 0L, ns$gk_pcf_write_kind("pdist"),
+              n, 1L)
+        value <- future::value(f)
+        skip_if(identical(value$written, NA), "workers may not read this process's memory here")
+        expect_true(value$written)
+        expect_true(value$direct)   # straight into the result, not through the slots
+        expect_identical(.Call(ns$gk_r_channel_finish, channel$handle), expected)
+      } else {
+        .Call(ns$gk_r_shared_free, channel$handle)   # the caller stops: the worker too
+        value <- tryCatch(future::value(f), error = function(e) list(written = FALSE))
+        expect_false(isTRUE(value$written))
+      }
+      .Call(ns$gk_r_shared_free, channel$handle)
+      .Call(ns$gk_r_shared_free, staged)
+    }
+    expect_equal(future::nbrOfFreeWorkers(), 2)
+  }))
+})
+
+test_that("a channel is opened once; writes need it open, offers do not", {
   ns <- asNamespace("gpukernels")
   channel <- .Call(ns$gk_r_channel_create, 6, 4, 1)
   handle <- if (is.list(channel)) channel$handle else channel
   expect_error(.Call(ns$gk_r_block_write, handle, 0L, 2, 0, 0, matrix(1, 1, 1), FALSE),
                "result channel not open")
+  staged <- NULL
   if (is.list(channel)) {
     staged <- .Call(ns$gk_r_pcf_share, draw_pcfs(4), NULL, "pdist", 1, FALSE, TRUE)
-    expect_error(.Call(ns$gk_r_channel_offer, handle, staged), "result channel not open")
-    .Call(ns$gk_r_shared_free, staged)
+    expect_null(.Call(ns$gk_r_channel_offer, handle, staged))
   }
   .Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L)
   expect_error(.Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L), "already open")
   .Call(ns$gk_r_shared_free, handle)
+  if (!is.null(staged)) .Call(ns$gk_r_shared_free, staged)
 })
