@@ -78,7 +78,15 @@ phases <- function(f, workers = FALSE) {
   if (!workers && identical(Sys.getenv("GK_BENCH_LINES"), "workers")) return(invisible())
   gc(FALSE)   # as before the timed runs: else the timeline starts with freeing the last result
   options(gpukernels.progress = TRUE)
-  on.exit(options(gpukernels.progress = FALSE))
+  # To the console: with progressr installed the engine's lines go to its
+  # handlers, which show nothing in a script.
+  state <- asNamespace("gpukernels")$gk_state
+  routed <- state$progressr
+  state$progressr <- FALSE
+  on.exit({
+    options(gpukernels.progress = FALSE)
+    state$progressr <- routed
+  })
   invisible(f())
 }
 
