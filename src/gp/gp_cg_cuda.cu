@@ -16,7 +16,7 @@ __global__ void gather_columns(size_t n, const double *src, const int *cols, dou
 }
 
 /* The block's sum of v, in a fixed order, by thread 0. */
-__device__ double block_sum(double v, double *shared)
+__device__ inline double block_sum(double v, double *shared)
 {
   shared[threadIdx.x] = v;
   __syncthreads();

@@ -51,7 +51,7 @@ size_t row_shared_bytes(int m, int dim)
 
 /* The warp's sum, the same in every lane (a butterfly adds each pair in both
  * lanes in the same order). */
-__device__ double warp_sum(double v)
+__device__ inline double warp_sum(double v)
 {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
@@ -59,7 +59,7 @@ __device__ double warp_sum(double v)
 
 /* Moves (s, t) forward to an entry of the lower triangle (t >= s) of a q x q
  * matrix, walked column by column; s = q past the end. */
-__device__ void lower_entry(int q, int &s, int &t)
+__device__ inline void lower_entry(int q, int &s, int &t)
 {
   while (t >= q && s < q) {
     s++;
@@ -68,7 +68,7 @@ __device__ void lower_entry(int q, int &s, int &t)
 }
 
 /* Squared distance between points s and t of the row's np points. */
-__device__ double pair_stat(const double *pts, int np, int dim, int s, int t)
+__device__ inline double pair_stat(const double *pts, int np, int dim, int s, int t)
 {
   return gk_sqdist(pts + s, np, pts + t, np, dim);
 }

@@ -25,6 +25,20 @@ test_that("gk_info reports the build and every GPU", {
   expect_output(print(info), if (info$device_count > 0) "compute capability" else "GPUs:    none")
 })
 
+test_that("the compiled library calls nothing that could end or bypass R", {
+  # R CMD check's rule (Writing R Extensions, "Compiled code"): nvcc gives
+  # each non-inline __device__ function a host stub that calls exit().
+  nm <- Sys.which("nm")
+  skip_if(!nzchar(nm), "no nm here")
+  so <- getLoadedDLLs()[["gpukernels"]][["path"]]
+  imported <- system2(nm, c("-D", "--undefined-only", shQuote(so)), stdout = TRUE)
+  imported <- sub("@.*$", "", sub("^\\s*U\\s+", "", imported))
+  expect_true(length(imported) > 0)   # the listing worked: the library imports from libc
+  forbidden <- c("exit", "_exit", "_Exit", "abort", "printf", "puts", "putchar", "vprintf",
+                 "rand", "srand", "random", "srandom", "stdout", "stderr")
+  expect_identical(intersect(imported, forbidden), character(0))
+})
+
 test_that("gk_info lists the tunables with their values and defaults", {
   tun <- with_tunables(list(GK_REDUCE_ROWS = NA, GK_PCF_SHARED_BYTES = NA,
                             GK_H2_STACK_PIECES = NA), gk_info()$tunables)
