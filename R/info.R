@@ -43,6 +43,12 @@
 #'     the disk blocks of its file before the engines write it (`fallocate`,
 #'     where the file system has it; not on tmpfs); 0: the file stays sparse
 #'     and the first write to each page allocates its block.}
+#'   \item{`GK_FILE_POPULATE`}{1 (the default): before its engines write,
+#'     [pcf_dist_file()] makes the file's pages that each call fills (the
+#'     whole file in one process; a worker's columns of a symmetric file) in
+#'     one system call per 2 MiB, on all its threads, up to a tenth of the
+#'     machine's memory; 0: each first write to a page through the file's
+#'     mapping faults it in, one page at a time.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
 #'     read the functions of a PCF matrix from the calling session's memory
 #'     and write their blocks straight into its result (see

@@ -13,7 +13,8 @@
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.
 #' The file's disk blocks are allocated when it is made, before any value is
 #' written, so that its writers do not take them page by page
-#' (`GK_FILE_ALLOCATE` in [gk_info()]).
+#' (`GK_FILE_ALLOCATE` in [gk_info()]), and its pages are made in the page
+#' cache before the engines write them (`GK_FILE_POPULATE`).
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,

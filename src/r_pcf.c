@@ -211,6 +211,9 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                                   (size_t) gk_as_double(gk_list_get(file, "row0")),
                                   (size_t) gk_as_double(gk_list_get(file, "col0")), opt.threads);
     if (gk_file_map(CHAR(STRING_ELT(path, 0)), bytes, &map, &err) == GK_OK) {
+      gk_file_populate(map, is_float ? sizeof(float) : sizeof(double),
+                       writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows, writer.row0, xs->n,
+                       writer.col0, symmetric ? xs->n : yp->n, opt.threads);
       if (is_float) writer.out_float = (float *) map;
       else writer.out = (double *) map;
       run_engine(backend, &op, xs, yp, &writer, &opt, &err);

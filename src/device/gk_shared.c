@@ -116,6 +116,11 @@ static void populate(char *p, size_t len)
 
 void gk_shared_populate(void *at, size_t len, int threads)
 {
+  if (!len) return;
+  /* The whole pages around the range: madvise takes page-aligned ranges. */
+  uintptr_t first = (uintptr_t) at / 4096 * 4096;
+  len = ((uintptr_t) at + len + 4095) / 4096 * 4096 - first;
+  at = (void *) first;
   /* Page faults in parallel: one 2 MiB piece (whole pages) per step. */
   const size_t piece = (size_t) 1 << 21;
   long long pieces = (long long) ((len + piece - 1) / piece);
@@ -232,6 +237,28 @@ int gk_file_allocate(const char *path, size_t bytes)
   (void) bytes;
   return 0;
 #endif
+}
+
+void gk_file_populate(void *map, size_t elem, int symmetric, size_t n_rows, size_t row0,
+                      size_t rows, size_t col0, size_t cols, int threads)
+{
+  if (gk_tunable(GK_TUNE_FILE_POPULATE) != 1) return;
+  size_t from, len;
+  if (symmetric) {
+    from = row0 * n_rows * elem;
+    len = rows * n_rows * elem;
+  } else if (row0 == 0 && rows == n_rows) {
+    from = col0 * n_rows * elem;
+    len = cols * n_rows * elem;
+  } else {
+    return;
+  }
+  /* Made pages are dirty: beyond the kernel's background writeback threshold
+   * (10% of memory by default) they would be written to disk before the
+   * engines fill them, and then again. */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (double) len > 0.1 * (double) pages * (double) page) return;
+  gk_shared_populate((char *) map + from, len, threads);
 }
 
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err)

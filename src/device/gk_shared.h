@@ -54,8 +54,10 @@ gk_status gk_shared_map(gk_shared *s, int threads, gk_error *err);
 /* Maps a created segment here, its pages not made yet. */
 gk_status gk_shared_map_only(gk_shared *s, gk_error *err);
 
-/* Makes and maps in the pages of [at, at + len) of a mapped segment with
- * `threads` threads; safe while other processes write there. */
+/* Makes and maps in the pages of [at, at + len) (the whole pages around it)
+ * of a mapped segment or file with `threads` threads, where first writes
+ * would fault them in one at a time; safe while other processes write there
+ * (their contents are kept). */
 void gk_shared_populate(void *at, size_t len, int threads);
 
 /* Asks for 2 MiB pages (madvise MADV_HUGEPAGE) on the whole 2 MiB pages of
@@ -84,6 +86,18 @@ void gk_shared_release(gk_shared *s);
  * machine; other machines see them after gk_file_unmap with `sync`. */
 gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err);
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
+
+/* Makes the pages (gk_shared_populate) of a mapped file matrix (n_rows rows,
+ * column-major, `elem` bytes a value) that a call writing `rows` rows from
+ * row0 and `cols` columns from col0 fills, where they are whole columns: a
+ * symmetric matrix's mirror (columns row0 .. row0 + rows - 1), or every
+ * column when the call has every row. Other calls' runs (a band's rows of
+ * each column) fault in as written, and so do ranges over a tenth of the
+ * machine's memory (dirty pages the kernel would write back before they are
+ * filled). First writes through a file mapping take a page fault per page;
+ * one populate call per 2 MiB is faster (GK_FILE_POPULATE, 0 turns it off). */
+void gk_file_populate(void *map, size_t elem, int symmetric, size_t n_rows, size_t row0,
+                      size_t rows, size_t col0, size_t cols, int threads);
 
 /* Allocates the disk blocks of the first `bytes` of the file at `path`
  * (fallocate), so that writes through a mapping find them: on a sparse file

@@ -54,6 +54,9 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_CHANNEL_DIRECT", 1, 0, 1, 0,
    "1: future workers on this machine write their blocks of a PCF matrix straight into the "
    "caller's result (Linux process_vm_writev) where they may; 0: through shared slots."},
+  {"GK_FILE_POPULATE", 1, 0, 1, 0,
+   "1: pcf_dist_file() makes the pages of the file that each call fills before its engines "
+   "write (up to a tenth of memory); 0: each first write to a page faults it in."},
 };
 
 static int valid(const tunable *t, double v)

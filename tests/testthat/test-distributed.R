@@ -350,6 +350,42 @@ test_that("a GPU result in 2 MiB pages or not: the same values", {
   }
 })
 
+test_that("files written with their pages made first hold the same values", {
+  skip_if_not_installed("bigmemory")
+  set.seed(48)
+  X <- draw_pcfs(203)   # bands whose columns start and end inside pages
+  Y <- draw_pcfs(131)
+  old <- options(gpukernels.pcf_budget_bytes = 40 * 40 * 8 * 2)
+  on.exit(options(old))
+  to_float <- function(x) readBin(writeBin(as.vector(x), raw(), size = 4), "double", size = 4,
+                                  n = length(x))
+  for (backend in test_backends()) {
+    D <- unname(as.matrix(pcf_pdist(X, backend = backend)))
+    C <- unname(pcf_cdist(X, Y, backend = backend))
+    for (type in c("double", "float")) {
+      for (workers in 1:2) {
+        files <- lapply(c(0, 1, NA), function(populate) with_tunables(
+          list(GK_FILE_POPULATE = populate),
+          list(pcf_dist_file(X, file = tempfile("pop"), file_type = type, backend = backend,
+                             slab_bytes = 8 * 203 * 50, workers = workers)[, ],
+               pcf_dist_file(X, Y, file = tempfile("pop"), file_type = type, backend = backend,
+                             slab_bytes = 8 * 131 * 50, workers = workers)[, ])))
+        info <- paste(backend, type, workers)
+        expect_identical(files[[2]], files[[1]], info = info)   # pages made first or not
+        expect_identical(files[[3]], files[[1]], info = info)
+        # Against the results in memory (on a GPU a pair's rounding follows its block).
+        exact <- backend == "cpu" && type == "double"
+        want <- if (type == "float") list(to_float(D), to_float(C)) else list(D, C)
+        for (k in 1:2) {
+          got <- as.vector(files[[1]][[k]])
+          if (exact) expect_identical(got, as.vector(want[[k]]), info = info)
+          else expect_equal(got, as.vector(want[[k]]), tolerance = 1e-6, info = info)
+        }
+      }
+    }
+  }
+})
+
 test_that("files with their blocks allocated first or left sparse hold the same values", {
   skip_if_not_installed("bigmemory")
   set.seed(47)
