@@ -314,18 +314,38 @@ static int caller_gone(gk_channel_port *p)
   return kill((pid_t) p->head->caller, 0) != 0;
 }
 
-gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err)
+/* Waits until ready(head) holds: GK_OK; GK_ERR_ABANDONED once the caller
+ * aborts or is gone; GK_ERR_INTERRUPTED when this process is interrupted,
+ * asked only where `interruptible` (R's thread). */
+static gk_status await_caller(gk_channel_port *p, int (*ready)(gk_channel_head *),
+                              int interruptible)
 {
   gk_channel_head *h = p->head;
   for (unsigned spin = 0;; spin++) {
-    if (__atomic_load_n(&h->input_at, __ATOMIC_ACQUIRE))
-      return GK_OK;
-    if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p)))
-      return gk_fail(err, GK_ERR_ABANDONED, "the calling session stopped");
-    if (spin % 256 == 255 && gk_interrupt_pending())
-      return gk_fail(err, GK_ERR_INTERRUPTED, "interrupted");
+    if (ready(h)) return GK_OK;
+    if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p))) return GK_ERR_ABANDONED;
+    if (interruptible && spin % 256 == 255 && gk_interrupt_pending()) return GK_ERR_INTERRUPTED;
     nap(spin);
   }
+}
+
+static int input_offered(gk_channel_head *h)
+{
+  return __atomic_load_n(&h->input_at, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The caller has its result (it may offer the inputs first). */
+static int result_opened(gk_channel_head *h)
+{
+  return atomic_load_explicit(&h->opened, memory_order_acquire);
+}
+
+gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err)
+{
+  gk_status st = await_caller(p, input_offered, 1);
+  if (st == GK_ERR_ABANDONED) return gk_fail(err, st, "the calling session stopped");
+  if (st == GK_ERR_INTERRUPTED) return gk_fail(err, st, "interrupted");
+  return GK_OK;
 }
 
 void gk_channel_detach(gk_channel_port *p)
@@ -463,25 +483,14 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
 #endif
 }
 
-/* Waits until the caller has its result (it may offer the inputs first);
- * 0 once it aborted or is gone. On any thread: no interrupt check (the
- * caller's next step is the result, or stopping). */
-static int await_result(gk_channel_port *p)
-{
-  gk_channel_head *h = p->head;
-  for (unsigned spin = 0;; spin++) {
-    if (atomic_load_explicit(&h->opened, memory_order_acquire)) return 1;
-    if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p))) return 0;
-    nap(spin);
-  }
-}
-
 /* The writer's callback: the block straight into the caller's result where
  * it allows that, else whole columns at a time into slots. */
 static void send_block(void *ctx, const gk_block *block, const void *src, int single)
 {
   gk_channel_port *p = (gk_channel_port *) ctx;
-  if (!p->failed && !await_result(p)) p->failed = 1;
+  /* On any thread, so no interrupt check: the caller's next step is the
+   * result, or stopping. */
+  if (!p->failed && await_caller(p, result_opened, 0) != GK_OK) p->failed = 1;
 #ifdef GK_HAVE_VM_WRITE
   if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
     if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
