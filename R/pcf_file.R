@@ -160,10 +160,13 @@ pcf_file_chunk <- function(task) {
   n_rows <- as.double(info$totalRows)
   path <- file.path(task$dir, info$filename)
   sync <- !identical(Sys.info()[["nodename"]], task$host)
-  call <- function(A, B, kind, layout, row0, col0) {
+  # `populate`: the call makes the pages of the file it fills first (where
+  # they are whole columns, GK_FILE_POPULATE); a band's triangle fills the
+  # columns its rectangle, made first, already did.
+  call <- function(A, B, kind, layout, row0, col0, populate = TRUE) {
     file <- list(path = path, float = float, layout = layout, n_rows = n_rows,
                  bytes = n_rows * info$totalCols * if (float) 4 else 8, row0 = row0,
-                 col0 = col0, sync = sync)
+                 col0 = col0, sync = sync, populate = populate)
     pcf_matrix_call(A, B, kind, task$p, task$precision, task$backend, task$devices,
                     workers = FALSE, file = file)
   }
@@ -182,7 +185,7 @@ pcf_file_chunk <- function(task) {
     if (is.null(task$Y)) {   # the diagonal stays 0, as the new file is
       rows <- task$X[a:b]
       if (a > 1L) call(rows, task$X[seq_len(a - 1L)], "cdist", symmetric, a - 1, 0)
-      if (b > a) call(rows, NULL, "pdist", symmetric, a - 1, a - 1)
+      if (b > a) call(rows, NULL, "pdist", symmetric, a - 1, a - 1, populate = a == 1L)
     } else {
       call(task$X[(a:b) - task$offset], task$Y, "cdist", gk_write_kinds[["dense"]], a - 1, 0)
     }

@@ -168,9 +168,11 @@ static SEXP prepare_result(void *arg)
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). With
  * a `file` (not NULL: list(path, float, layout, n_rows, bytes, row0, col0,
- * sync)), the results go into that file's matrix instead (pcf_file.R): at
- * (row0, col0) of an n_rows-row column-major matrix of float or double of
- * `layout` (0 dense, 2 symmetric: mirrored too); returns TRUE. */
+ * sync, populate)), the results go into that file's matrix instead
+ * (pcf_file.R): at (row0, col0) of an n_rows-row column-major matrix of
+ * float or double of `layout` (0 dense, 2 symmetric: mirrored too), whose
+ * pages the call makes first with `populate` (gk_file_populate); returns
+ * TRUE. */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
                      SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP file)
 {
@@ -211,9 +213,10 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
                                   (size_t) gk_as_double(gk_list_get(file, "row0")),
                                   (size_t) gk_as_double(gk_list_get(file, "col0")), opt.threads);
     if (gk_file_map(CHAR(STRING_ELT(path, 0)), bytes, &map, &err) == GK_OK) {
-      gk_file_populate(map, is_float ? sizeof(float) : sizeof(double),
-                       writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows, writer.row0, xs->n,
-                       writer.col0, symmetric ? xs->n : yp->n, opt.threads);
+      if (gk_as_flag(gk_list_get(file, "populate")))
+        gk_file_populate(map, is_float ? sizeof(float) : sizeof(double),
+                         writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows, writer.row0, xs->n,
+                         writer.col0, symmetric ? xs->n : yp->n, opt.threads);
       if (is_float) writer.out_float = (float *) map;
       else writer.out = (double *) map;
       run_engine(backend, &op, xs, yp, &writer, &opt, &err);
