@@ -421,10 +421,9 @@ gk_pcf_write_kind <- function(kind) {
 # inputs, returning `shared` (with attribute `offered`, the time the inputs
 # were offered, where that came before the result): with `early` > 0
 # (`shared` then given) after that many futures are launched, else first.
-# A worker that may not read
-# this process's memory runs again on inputs in a segment (`share()`).
-# Returns the progress lines: the phases and their timeline, then the
-# workers' engine lines.
+# A worker that may not read this process's memory runs again on inputs in
+# a segment (`share()`). Returns the progress lines: the phases and their
+# timeline, then the workers' engine lines.
 gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, prepare,
                          early, begun, share) {
   symmetric <- is.null(Y)
