@@ -49,6 +49,11 @@
 #'     one system call per 2 MiB, on all its threads, up to a tenth of the
 #'     machine's memory; 0: each first write to a page through the file's
 #'     mapping faults it in, one page at a time.}
+#'   \item{`GK_PCF_BAND_SLOTS`}{bands of PCFs (the functions of a block's
+#'     rows or columns, packed) that one GPU keeps between blocks; 0, the
+#'     default, keeps every band of the call where the memory budget allows,
+#'     so that each goes to each GPU once; smaller values (at least 4) upload
+#'     bands again when a later block needs them.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
 #'     read the functions of a PCF matrix from the calling session's memory
 #'     and write their blocks straight into its result (see

@@ -1,7 +1,8 @@
-// The PCF policy of the GPU block pipeline (device/block_pipeline.h): per-GPU
-// storage for the packed functions of a block's row and column bands, their
-// upload (only the functions the block needs, so sets larger than GPU memory
-// work), and the tiled integration kernel.
+// The PCF policy of the GPU block pipeline (device/block_pipeline.h): the
+// bands of functions that blocks need, packed once per call on the host and
+// kept on each GPU in slots of a band cache (every band where memory allows,
+// so that each goes up once per GPU; fewer for sets larger than GPU memory),
+// uploaded while the block before computes; and the tiled integration kernel.
 //
 // Each band is packed in order of decreasing function length (its "slots"),
 // with the map back to the original order: the 32 threads of a warp, and the
@@ -32,8 +33,12 @@
 // a >= b when the diagonal is wanted), and written below the diagonal; whole
 // tiles above the slot diagonal are skipped.
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <numeric>
+#include <tuple>
 #include <vector>
 #include "pcf/pcf.h"
 #include "pcf/pcf_integrate.h"
@@ -201,27 +206,34 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
   }
 }
 
+// A band of the block list: functions [first, first + count) of a set,
+// packed by decreasing length (the slots), with offsets and the map back to
+// the original order. Packed once per call, on the host, by the first GPU
+// thread that needs it; every GPU uploads it from there.
+struct packed_band {
+  const pcf_set *set = nullptr;
+  size_t first = 0, count = 0;
+  std::vector<unsigned char> data;   // intervals, plus one of padding (walk_merged)
+  std::vector<size_t> offsets;       // count + 1
+  std::vector<int> orig;             // count
+  std::once_flag packed;
+};
+
+// Where a band's arrays lie in a GPU's band slot.
+struct slot_layout {
+  size_t data_bytes, offsets_at, orig_at, bytes;
+};
+
 struct pcf_ctx {
   pcf_op op;
   const pcf_set *x, *y;
   int single, tri;
   size_t shared_bytes;   // shared memory per thread block for staged columns
-};
-
-// One band of functions on one GPU, packed by decreasing length, and which
-// band was last uploaded to it.
-struct band_storage {
-  gk_device_buffer data = GK_DEVICE_BUFFER_EMPTY, offsets = GK_DEVICE_BUFFER_EMPTY,
-                   orig = GK_DEVICE_BUFFER_EMPTY;
-  std::vector<unsigned char> host_data;
-  std::vector<size_t> host_offsets;
-  std::vector<int> host_orig;
-  size_t first = (size_t) -1, count = 0;     // the band on the GPU
-  size_t packed_first = (size_t) -1, packed_count = 0;   // the band in host_*
-};
-
-struct pcf_storage {
-  band_storage rows, cols;
+  const gk_block *blocks;                // the pipeline's list
+  std::vector<int> row_band, col_band;   // per block: its bands
+  std::unique_ptr<packed_band[]> bands;
+  size_t n_bands;
+  size_t slot_bytes;                     // the largest band's slot_layout
 };
 
 size_t interval_bytes(const pcf_ctx *ctx)
@@ -229,117 +241,216 @@ size_t interval_bytes(const pcf_ctx *ctx)
   return ctx->single ? sizeof(pcf_interval_f) : sizeof(pcf_interval_d);
 }
 
-// One interval more than the band's functions hold: walk_merged reads the row
-// one interval ahead, past the last function's last interval.
-gk_status band_alloc(band_storage *band, size_t functions, size_t intervals, size_t isize,
-                     gk_error *err)
+size_t align_up(size_t bytes)
 {
-  intervals += 1;
-  band->host_data.resize(intervals * isize);
-  band->host_offsets.resize(functions + 1);
-  band->host_orig.resize(functions);
-  if (gk_buffer_alloc(&band->data, intervals * isize, "the PCFs of a block", err) ||
-      gk_buffer_alloc(&band->offsets, (functions + 1) * sizeof(size_t), "PCF offsets", err) ||
-      gk_buffer_alloc(&band->orig, functions * sizeof(int), "PCF order", err))
-    return err->status;
-  return GK_OK;
+  return (bytes + 255) / 256 * 256;
 }
 
-// Packs functions [first, first + count) of s, longest first, into the
-// band's host arrays (unless they hold them already).
-void band_pack(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
-               size_t count)
+slot_layout layout_of(const pcf_ctx *ctx, const pcf_set *s, size_t first, size_t count)
 {
-  if (band->packed_first == first && band->packed_count == count) return;
-  band->packed_first = first;
-  band->packed_count = count;
-  std::vector<int> &orig = band->host_orig;
-  std::iota(orig.begin(), orig.begin() + count, 0);
-  const size_t *off = s->offset + first;
-  std::stable_sort(orig.begin(), orig.begin() + count, [off](int a, int b) {
-    return off[a + 1] - off[a] > off[b + 1] - off[b];
-  });
-  size_t isize = interval_bytes(ctx), one[2];
-  band->host_offsets[0] = 0;
+  slot_layout l;
+  l.data_bytes = (pcf_packed_size(s, first, count) + 1) * interval_bytes(ctx);
+  l.offsets_at = align_up(l.data_bytes);
+  l.orig_at = l.offsets_at + align_up((count + 1) * sizeof(size_t));
+  l.bytes = l.orig_at + align_up(count * sizeof(int));
+  return l;
+}
+
+// The band table: each distinct (set, first, count) of the blocks' row and
+// column bands once (a symmetric plan cuts rows and columns alike, so x's
+// bands serve both).
+void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
+{
+  std::map<std::tuple<const pcf_set *, size_t, size_t>, int> index;
+  auto band_of = [&](const pcf_set *s, size_t first, size_t n) {
+    auto key = std::make_tuple(s, first, n);
+    auto it = index.find(key);
+    if (it != index.end()) return it->second;
+    int b = (int) index.size();
+    index.emplace(key, b);
+    return b;
+  };
+  ctx->blocks = blocks;
+  ctx->row_band.resize(count);
+  ctx->col_band.resize(count);
   for (size_t k = 0; k < count; k++) {
-    pcf_pack(s, first + orig[k], 1, ctx->single,
-             band->host_data.data() + band->host_offsets[k] * isize, one);
-    band->host_offsets[k + 1] = band->host_offsets[k] + one[1];
+    ctx->row_band[k] = band_of(ctx->x, blocks[k].row0, blocks[k].rows);
+    ctx->col_band[k] = band_of(ctx->y, blocks[k].col0, blocks[k].cols);
+  }
+  ctx->n_bands = index.size();
+  ctx->bands.reset(new packed_band[ctx->n_bands]);
+  ctx->slot_bytes = 0;
+  for (const auto &entry : index) {
+    packed_band &b = ctx->bands[entry.second];
+    b.set = std::get<0>(entry.first);
+    b.first = std::get<1>(entry.first);
+    b.count = std::get<2>(entry.first);
+    ctx->slot_bytes = std::max(ctx->slot_bytes, layout_of(ctx, b.set, b.first, b.count).bytes);
   }
 }
 
-// The host side of a band's upload, ahead of time (the pipeline's prepare):
-// nothing when the GPU has that band already.
-void band_prepare(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
-                  size_t count)
+void pack_band(const pcf_ctx *ctx, packed_band *band)
 {
-  if (band->first == first && band->count == count) return;
-  band_pack(ctx, band, s, first, count);
+  size_t count = band->count, isize = interval_bytes(ctx), one[2];
+  band->data.resize((pcf_packed_size(band->set, band->first, count) + 1) * isize);
+  band->offsets.resize(count + 1);
+  band->orig.resize(count);
+  std::vector<int> &orig = band->orig;
+  std::iota(orig.begin(), orig.end(), 0);
+  const size_t *off = band->set->offset + band->first;
+  std::stable_sort(orig.begin(), orig.end(), [off](int a, int b) {
+    return off[a + 1] - off[a] > off[b + 1] - off[b];
+  });
+  band->offsets[0] = 0;
+  for (size_t k = 0; k < count; k++) {
+    pcf_pack(band->set, band->first + orig[k], 1, ctx->single,
+             band->data.data() + band->offsets[k] * isize, one);
+    band->offsets[k + 1] = band->offsets[k] + one[1];
+  }
 }
 
-gk_status band_upload(const pcf_ctx *ctx, band_storage *band, const pcf_set *s, size_t first,
-                      size_t count, gk_stream stream, gk_error *err)
+// The packed band, packing it first if no thread has (others wait for it).
+// Throws std::bad_alloc when the host is out of memory.
+const packed_band &packed(const pcf_ctx *ctx, int b)
 {
-  if (band->first == first && band->count == count) return GK_OK;  // already there
-  band_pack(ctx, band, s, first, count);
-  band->first = first;
-  band->count = count;
-  size_t intervals = band->host_offsets[count] + 1;   // with band_alloc's padding
-  if (gk_buffer_upload(&band->data, band->host_data.data(), intervals * interval_bytes(ctx),
-                       stream, err) ||
-      gk_buffer_upload(&band->offsets, band->host_offsets.data(), (count + 1) * sizeof(size_t),
-                       stream, err) ||
-      gk_buffer_upload(&band->orig, band->host_orig.data(), count * sizeof(int), stream, err))
-    return err->status;
-  return GK_OK;
+  packed_band *band = &ctx->bands[b];
+  std::call_once(band->packed, pack_band, ctx, band);
+  return *band;
 }
+
+// One GPU's bands: slots of ctx->slot_bytes, each holding one band, as many
+// as the memory budget allows up to every band of the list, so that a band
+// goes up once per GPU where memory allows (and sets larger than GPU memory
+// still work). Uploads run on a stream of their own, queued while the GPU
+// computes the block before; an event per slot orders the kernel after them.
+struct pcf_storage {
+  gk_device_buffer slots = GK_DEVICE_BUFFER_EMPTY;
+  int n_slots = 0;
+  std::vector<int> band_in_slot;     // -1: empty
+  std::vector<int> slot_of_band;     // -1: not on this GPU
+  std::vector<size_t> used_at;       // when a block last needed the slot
+  std::vector<cudaEvent_t> uploaded;
+  gk_stream upload = NULL;
+  size_t clock = 0;
+  int computing[2] = {-1, -1};       // the slots of the block the GPU computes
+};
 
 void storage_destroy(void *ctx, void *storage)
 {
   (void) ctx;
   pcf_storage *s = (pcf_storage *) storage;
-  for (band_storage *b : {&s->rows, &s->cols}) {
-    gk_buffer_free(&b->data);
-    gk_buffer_free(&b->offsets);
-    gk_buffer_free(&b->orig);
-  }
+  if (s->upload) cudaStreamSynchronize((cudaStream_t) s->upload);
+  for (cudaEvent_t e : s->uploaded)
+    if (e) cudaEventDestroy(e);
+  gk_stream_destroy(&s->upload);
+  gk_buffer_free(&s->slots);
   delete s;
 }
 
 gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void **storage,
                          gk_error *err)
 {
+  (void) blocks;
+  (void) count;
   const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
-  size_t row_fns = 0, col_fns = 0, row_iv = 0, col_iv = 0;
-  for (size_t k = 0; k < count; k++) {
-    const gk_block &b = blocks[k];
-    row_fns = std::max(row_fns, b.rows);
-    col_fns = std::max(col_fns, b.cols);
-    row_iv = std::max(row_iv, pcf_packed_size(ctx->x, b.row0, b.rows));
-    col_iv = std::max(col_iv, pcf_packed_size(ctx->y, b.col0, b.cols));
-  }
+  size_t budget = 0, most;
   pcf_storage *s = new (std::nothrow) pcf_storage;
   *storage = s;
   if (!s) return gk_fail(err, GK_ERR_NOMEM, "out of memory for PCF storage");
+  // Four slots at least: the two bands of the block computing and the two of
+  // the next one, uploaded meanwhile.
+  GK_TRY(gk_device_memory_budget(&budget, err));
+  most = std::max((size_t) 4, budget / ctx->slot_bytes);
+  if (gk_tunable(GK_TUNE_PCF_BAND_SLOTS) > 0)
+    most = std::max((size_t) 4, (size_t) gk_tunable(GK_TUNE_PCF_BAND_SLOTS));
+  s->n_slots = (int) std::min(ctx->n_bands, most);
   try {
-    if (band_alloc(&s->rows, row_fns, row_iv, interval_bytes(ctx), err) ||
-        band_alloc(&s->cols, col_fns, col_iv, interval_bytes(ctx), err))
-      return err->status;
+    s->band_in_slot.assign((size_t) s->n_slots, -1);
+    s->slot_of_band.assign(ctx->n_bands, -1);
+    s->used_at.assign((size_t) s->n_slots, 0);
+    s->uploaded.assign((size_t) s->n_slots, NULL);
   } catch (const std::bad_alloc &) {
-    return gk_fail(err, GK_ERR_NOMEM, "out of host memory staging PCFs");
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for PCF storage");
   }
+  GK_TRY(gk_buffer_alloc(&s->slots, (size_t) s->n_slots * ctx->slot_bytes, "the PCFs of a block",
+                         err));
+  GK_TRY(gk_stream_create(&s->upload, 0, err));
+  for (cudaEvent_t &e : s->uploaded)
+    GK_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", err);
+fail:
+  return err->status;
+}
+
+// Band b on this GPU: its slot, uploading it there (on the upload stream) if
+// it is not there yet, into an empty slot or the one least recently needed
+// that neither the computing block nor `keep` uses.
+gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *slot,
+                    gk_error *err)
+{
+  s->clock++;
+  int at = s->slot_of_band[(size_t) b];
+  if (at < 0) {
+    for (int k = 0; k < s->n_slots; k++) {
+      if (k == keep || k == s->computing[0] || k == s->computing[1]) continue;
+      if (s->band_in_slot[(size_t) k] < 0) {
+        at = k;
+        break;
+      }
+      if (at < 0 || s->used_at[(size_t) k] < s->used_at[(size_t) at]) at = k;
+    }
+    if (at < 0) return gk_fail(err, GK_ERR_INTERNAL, "no free slot for a PCF band");
+    try {
+      const packed_band &band = packed(ctx, b);
+      if (s->band_in_slot[(size_t) at] >= 0) s->slot_of_band[(size_t) s->band_in_slot[(size_t) at]] = -1;
+      s->band_in_slot[(size_t) at] = -1;
+      slot_layout l = layout_of(ctx, band.set, band.first, band.count);
+      char *base = (char *) s->slots.ptr + (size_t) at * ctx->slot_bytes;
+      gk_device_buffer data = {base, l.data_bytes}, offsets = {base + l.offsets_at, l.orig_at - l.offsets_at},
+                       orig = {base + l.orig_at, l.bytes - l.orig_at};
+      if (gk_buffer_upload(&data, band.data.data(), band.data.size(), s->upload, err) ||
+          gk_buffer_upload(&offsets, band.offsets.data(), band.offsets.size() * sizeof(size_t),
+                           s->upload, err) ||
+          gk_buffer_upload(&orig, band.orig.data(), band.orig.size() * sizeof(int), s->upload, err))
+        return err->status;
+    } catch (const std::bad_alloc &) {
+      return gk_fail(err, GK_ERR_NOMEM, "out of host memory packing PCFs");
+    }
+    if (gk_cuda_status(cudaEventRecord(s->uploaded[(size_t) at], (cudaStream_t) s->upload),
+                       "cudaEventRecord", err))
+      return err->status;
+    s->band_in_slot[(size_t) at] = b;
+    s->slot_of_band[(size_t) b] = at;
+  }
+  s->used_at[(size_t) at] = s->clock;
+  *slot = at;
+  return GK_OK;
+}
+
+// The slots of block b's row and column bands.
+gk_status block_slots(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int slot[2],
+                      gk_error *err)
+{
+  size_t k = (size_t) (b - ctx->blocks);
+  if (band_slot(ctx, s, ctx->row_band[k], -1, &slot[0], err) ||
+      band_slot(ctx, s, ctx->col_band[k], slot[0], &slot[1], err))
+    return err->status;
   return GK_OK;
 }
 
 template <typename I>
-void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, int tri, void *out,
-                  cudaStream_t stream)
+void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, const int slot[2],
+                  int tri, void *out, cudaStream_t stream)
 {
   dim3 grid((unsigned) ((b->rows + kTileRows - 1) / kTileRows),
             (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
-  const I *rows = (const I *) s->rows.data.ptr, *cols = (const I *) s->cols.data.ptr;
-  const size_t *ro = (const size_t *) s->rows.offsets.ptr, *co = (const size_t *) s->cols.offsets.ptr;
-  const int *rorig = (const int *) s->rows.orig.ptr, *corig = (const int *) s->cols.orig.ptr;
+  size_t k = (size_t) (b - ctx->blocks);
+  const packed_band &rb = ctx->bands[(size_t) ctx->row_band[k]], &cb = ctx->bands[(size_t) ctx->col_band[k]];
+  slot_layout rl = layout_of(ctx, rb.set, rb.first, rb.count), cl = layout_of(ctx, cb.set, cb.first, cb.count);
+  const char *rbase = (const char *) s->slots.ptr + (size_t) slot[0] * ctx->slot_bytes;
+  const char *cbase = (const char *) s->slots.ptr + (size_t) slot[1] * ctx->slot_bytes;
+  const I *rows = (const I *) rbase, *cols = (const I *) cbase;
+  const size_t *ro = (const size_t *) (rbase + rl.offsets_at), *co = (const size_t *) (cbase + cl.offsets_at);
+  const int *rorig = (const int *) (rbase + rl.orig_at), *corig = (const int *) (cbase + cl.orig_at);
   int nr = (int) b->rows, nc = (int) b->cols;
   double p = ctx->op.p;
   size_t capacity = ctx->shared_bytes / sizeof(I);
@@ -361,6 +472,8 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
 {
   const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
   pcf_storage *s = (pcf_storage *) storage;
+  int slot[2];
+  cudaStream_t st = (cudaStream_t) stream;
   // The scheduler cuts a symmetric result into the same bands for rows and
   // columns: a block is on the diagonal or entirely below it.
   int diagonal = ctx->tri && b->row0 == b->col0;
@@ -368,25 +481,29 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
     return gk_fail(err, GK_ERR_INTERNAL, "PCF block straddles the diagonal off its bands");
   if ((b->cols + kTileCols - 1) / kTileCols > 65535 || b->rows > (size_t) 1 << 30)
     return gk_fail(err, GK_ERR_INTERNAL, "PCF block too large for one launch");
-  if (band_upload(ctx, &s->rows, ctx->x, b->row0, b->rows, stream, err) ||
-      band_upload(ctx, &s->cols, ctx->y, b->col0, b->cols, stream, err))
-    return err->status;
+  // The block before is done (the pipeline waited for it): its slots are free.
+  s->computing[0] = s->computing[1] = -1;
+  if (block_slots(ctx, s, b, slot, err)) return err->status;
+  for (int k = 0; k < 2; k++)
+    if (gk_cuda_status(cudaStreamWaitEvent(st, s->uploaded[(size_t) slot[k]], 0),
+                       "cudaStreamWaitEvent", err))
+      return err->status;
+  s->computing[0] = slot[0];
+  s->computing[1] = slot[1];
   int tri = diagonal ? ctx->tri : 0;
-  cudaStream_t st = (cudaStream_t) stream;
-  if (ctx->single) launch_typed<pcf_interval_f>(ctx, s, b, tri, out, st);
-  else launch_typed<pcf_interval_d>(ctx, s, b, tri, out, st);
+  if (ctx->single) launch_typed<pcf_interval_f>(ctx, s, b, slot, tri, out, st);
+  else launch_typed<pcf_interval_d>(ctx, s, b, slot, tri, out, st);
   return gk_cuda_check_launch("the PCF integration kernel", err);
 }
 
-// The pipeline's prepare: packs the next block's bands while the GPU works.
-// The band uploaded last stays packed (the pageable upload copied it out
-// before returning), so a row band shared by consecutive blocks is packed once.
+// The pipeline's prepare, while the GPU computes: packs and uploads the next
+// block's bands. A failure here is met again, and reported, by its launch.
 void prepare(void *ctx_, void *storage, const gk_block *b)
 {
-  const pcf_ctx *ctx = (const pcf_ctx *) ctx_;
-  pcf_storage *s = (pcf_storage *) storage;
-  band_prepare(ctx, &s->rows, ctx->x, b->row0, b->rows);
-  band_prepare(ctx, &s->cols, ctx->y, b->col0, b->cols);
+  gk_error ignored;
+  gk_error_clear(&ignored);
+  int slot[2];
+  block_slots((const pcf_ctx *) ctx_, (pcf_storage *) storage, b, slot, &ignored);
 }
 
 }  // namespace
@@ -424,6 +541,12 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
+  try {
+    find_bands(&ctx, blocks, count);
+  } catch (const std::bad_alloc &) {
+    gk_fail(err, GK_ERR_NOMEM, "out of host memory planning PCF bands");
+    goto fail;
+  }
   GK_TRY(gk_block_pipeline_run(&policy, blocks, count, writer, &popt, err));
 fail:
   free(blocks);

@@ -110,4 +110,17 @@ test_that("GPU results in many blocks, on one GPU or two, equal one block's, bit
     }
     options(old)
   }
+  # Bands of 200 functions (8 of X, 4 of Y) and a GPU that keeps 4 of them:
+  # bands are evicted and uploaded again between blocks.
+  old <- options(gpukernels.pcf_budget_bytes = 200^2 * 16)
+  on.exit(options(old))
+  with_tunables(list(GK_PCF_BAND_SLOTS = 4), {
+    for (devices in list(1, if (nrow(gk_info()$devices) >= 2) 1:2)) {
+      if (is.null(devices)) next
+      d <- pcf_pdist(X, precision = "single", backend = "gpu", devices = devices, workers = 1)
+      expect_identical(as.vector(d), as.vector(one), info = length(devices))
+      expect_identical(pcf_cdist(Y, X, backend = "gpu", devices = devices, workers = 1), ref,
+                       info = length(devices))
+    }
+  })
 })
