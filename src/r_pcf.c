@@ -124,19 +124,37 @@ SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 
 /* What gk_r_pcf_matrix readies on R's thread while the inputs are copied
  * (their sizes and offsets are known): room on the GPUs, then the result
- * unless it goes to a file. */
+ * unless it goes to a file or a GPU run makes it (`defer`: R's allocation of
+ * a large result starts with a full collection, which then overlaps the
+ * GPUs' first blocks; make_result). */
 typedef struct {
   SEXP backend;
   const pcf_options *opt;
-  int symmetric, dist, to_file;
+  int symmetric, dist, to_file, defer;
   const gk_pcf_flat *fx, *fy;
-  double seconds;   /* spent here */
+  SEXP out;         /* the result, once made (PROTECTed by its maker) */
+  int asked;        /* make_result ran (and left one protection) */
+  double seconds;   /* spent making the result */
 } result_prep;
+
+static SEXP alloc_result(void *arg)
+{
+  result_prep *r = (result_prep *) arg;
+  double started = gk_seconds_now();
+  size_t n = r->fx->set.n, m = r->symmetric ? n : r->fy->set.n;
+  SEXP out = r->dist ? Rf_allocVector(REALSXP, (R_xlen_t) (n * (n - 1) / 2))
+                     : Rf_allocMatrix(REALSXP, (int) n, (int) m);
+  /* The GPU pipeline's scatter threads fault in the result's pages as they
+   * write it (measured there; the CPU engine's are left as they were). */
+  if (gk_backend_is_gpu(r->backend))
+    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
+  r->seconds = gk_seconds_now() - started;
+  return out;
+}
 
 static SEXP prepare_result(void *arg)
 {
   result_prep *r = (result_prep *) arg;
-  double started = gk_seconds_now();
   const pcf_set *xs = &r->fx->set, *yp = r->symmetric ? xs : &r->fy->set;
   if (gk_backend_is_gpu(r->backend)) {
     // The engine sizes its blocks from free GPU memory: let R collect
@@ -145,24 +163,65 @@ static SEXP prepare_result(void *arg)
                    (r->symmetric ? 0 : pcf_packed_size(yp, 0, yp->n) * 2)) * sizeof(double);
     for (int d = 0; d < r->opt->n_devices; d++) gk_r_make_room(r->opt->devices[d], want, 0);
   }
-  SEXP out = R_NilValue;
-  if (r->to_file) {
-    // nothing to allocate
-  } else if (r->dist) {
-    out = Rf_allocVector(REALSXP, (R_xlen_t) (xs->n * (xs->n - 1) / 2));
-  } else {
-    if ((double) xs->n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX ||
-        xs->n > INT_MAX)
-      gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs->n,
-               (unsigned long) yp->n);
-    out = Rf_allocMatrix(REALSXP, (int) xs->n, (int) yp->n);
+  if (!r->dist && ((double) xs->n * (double) yp->n > (double) R_XLEN_T_MAX || yp->n > INT_MAX ||
+                   xs->n > INT_MAX))
+    gk_stop("the result (%lu x %lu) is too large for an R matrix", (unsigned long) xs->n,
+            (unsigned long) yp->n);
+  return r->to_file || r->defer ? R_NilValue : alloc_result(r);
+}
+
+/* options(show.error.messages = value); its old value in *old. */
+typedef struct {
+  SEXP value, old;
+} option_swap;
+
+static void swap_error_messages(void *arg)
+{
+  option_swap *swap = (option_swap *) arg;
+  SEXP call = PROTECT(Rf_lang2(Rf_install("options"), swap->value));
+  SET_TAG(CDR(call), Rf_install("show.error.messages"));
+  swap->old = VECTOR_ELT(Rf_eval(call, R_BaseEnv), 0);
+  UNPROTECT(1);
+}
+
+static void alloc_at_top(void *arg)
+{
+  result_prep *r = (result_prep *) arg;
+  r->out = alloc_result(r);
+}
+
+/* The writer's make_out (device/block_writer.h), on R's thread while the GPUs
+ * start, so nothing here may jump out of it: the allocation (and the
+ * collection before it) runs in a top-level context of its own, with R's
+ * error messages off; a failure becomes err. Not through R_tryCatch: the
+ * result would come back marked shared, and R would copy all of it when the
+ * caller sets its attributes. */
+static double *make_result(void *arg, gk_error *err)
+{
+  result_prep *r = (result_prep *) arg;
+  PROTECT_INDEX at;
+  r->asked = 1;
+  PROTECT_WITH_INDEX(r->out = R_NilValue, &at);   /* gk_r_pcf_matrix unprotects it */
+  option_swap quiet = {Rf_ScalarLogical(FALSE), R_NilValue};
+  PROTECT(quiet.value);
+  int silenced = R_ToplevelExec(swap_error_messages, &quiet);
+  PROTECT(quiet.old);
+  int made = R_ToplevelExec(alloc_at_top, r);
+  if (made) REPROTECT(r->out, at);
+  else r->out = R_NilValue;
+  if (silenced) {
+    option_swap back = {quiet.old, R_NilValue};
+    R_ToplevelExec(swap_error_messages, &back);
   }
-  /* The GPU pipeline's scatter threads fault in the result's pages as they
-   * write it (measured there; the CPU engine's are left as they were). */
-  if (out != R_NilValue && gk_backend_is_gpu(r->backend))
-    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
-  r->seconds = gk_seconds_now() - started;
-  return out;
+  UNPROTECT(2);
+  if (made) return REAL(r->out);
+  /* R's message: "Error: <what>\n" */
+  const char *message = R_curErrorBuf(), *colon = strstr(message, ": ");
+  if (strncmp(message, "Error", 5) == 0 && colon) message = colon + 2;
+  gk_fail(err, GK_ERR_NOMEM, "%s", message);
+  size_t len = strlen(err->message);
+  if (len && err->message[len - 1] == '\n') err->message[len - 1] = '\0';
+  return NULL;
 }
 
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
@@ -190,10 +249,11 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   double started = gk_seconds_now();
   pcf_options opt = options_from_r(single, threads, budget, devices, progress);
   pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
-  // The result is made while the inputs are copied; an error in their
-  // checks leaves it to R's collector.
+  // The result is made while the inputs are copied, or by the GPU pipeline
+  // as its GPUs start (prep.defer); an error in the checks leaves it to R's
+  // collector.
   result_prep prep = {backend, &opt, symmetric, strcmp(what, "pdist") == 0, !Rf_isNull(file),
-                      &fx, &fy, 0};
+                      gk_backend_is_gpu(backend) && Rf_isNull(file), &fx, &fy, R_NilValue, 0, 0};
   SEXP out = PROTECT(sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &fx, &fy, &yp,
                                  prepare_result, &prep));
   const pcf_set *xs = &fx.set;
@@ -230,14 +290,25 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
     if (err.status) gk_raise(&err);
     return Rf_ScalarLogical(TRUE);
   }
-  writer = gk_block_writer_make(write_kind, REAL(out), xs->n, opt.threads);
+  writer = gk_block_writer_make(write_kind, prep.defer ? NULL : REAL(out), xs->n, opt.threads);
+  if (prep.defer) {
+    writer.make_out = make_result;
+    writer.make_out_arg = &prep;
+  }
   run_engine(backend, &op, xs, yp, &writer, &opt, &err);
+  int n_protected = 1;
+  if (prep.defer) {
+    if (!prep.asked && err.status == GK_OK)   // no blocks: the pipeline never started
+      prep.out = PROTECT(alloc_result(&prep));
+    if (prep.asked || prep.out != R_NilValue) n_protected++;
+    out = prep.out;
+  }
   /* The host's serial part around the engine (multi-GPU speed-ups hinge on it). */
   if (opt.progress)
-    gk_progress("pcf: host %.3f s before the engine (inputs and checks; result %.3f of it, "
-                "beside the inputs' copy), engine %.3f s", ready - started, prep.seconds,
-                gk_seconds_now() - ready);
-  UNPROTECT(1);
+    gk_progress("pcf: host %.3f s before the engine (inputs and checks), engine %.3f s; the "
+                "result made in %.3f s, %s", ready - started, gk_seconds_now() - ready,
+                prep.seconds, prep.defer ? "as the GPUs started" : "beside the inputs' copy");
+  UNPROTECT(n_protected);
   if (err.status) gk_raise(&err);
   return out;
 }

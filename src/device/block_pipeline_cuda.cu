@@ -1,6 +1,7 @@
 // The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 #include "device/block_pipeline.h"
 #include "device/block_progress.h"
@@ -17,6 +18,10 @@ struct shared_state {
   gk_block_writer writer;           // each GPU's share of the scatter threads
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
+  // The writer's output: there from the start, or made by the calling thread
+  // as the GPUs start (writer.make_out); a failure to make it stops the run.
+  std::atomic<int> output_ready{1}, output_failed{0};
+  gk_error output_err;
   gk_block_progress progress;
   struct worker *workers;
   std::chrono::steady_clock::time_point start;   // of the run, for the GPUs' timelines
@@ -33,6 +38,17 @@ struct worker {
 double seconds_since(std::chrono::steady_clock::time_point start)
 {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Before a GPU's first write: waits for the writer's output. 0 once it is
+// there, 1 when the run stops first.
+int await_output(shared_state *s)
+{
+  while (!s->output_ready.load(std::memory_order_acquire)) {
+    if (s->output_failed.load() || gk_interrupt_pending()) return 1;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return 0;
 }
 
 // One GPU (a thread of the device pool, bound to it): takes blocks until the
@@ -91,6 +107,7 @@ void run_worker(void *ctx, int d, gk_error *err)
     w->prepare_s += seconds_since(clock);
     if (previous) {
       GK_TRY(gk_stream_sync(download, "the download of a block", err));
+      if (await_output(s)) break;
       clock = std::chrono::steady_clock::now();
       gk_block_write(&s->writer, previous, host[1 - slot], policy->single);
       w->scatter_s += seconds_since(clock);
@@ -109,7 +126,7 @@ void run_worker(void *ctx, int d, gk_error *err)
     w->blocks++;
     k = next;
   }
-  if (previous && err->status == GK_OK) {
+  if (previous && err->status == GK_OK && !await_output(s)) {
     GK_TRY(gk_stream_sync(download, "the download of a block", err));
     clock = std::chrono::steady_clock::now();
     gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0], policy->single);
@@ -131,6 +148,15 @@ fail:
 void show_progress(void *ctx)
 {
   shared_state *s = (shared_state *) ctx;
+  if (!s->output_ready.load() && !s->output_failed.load()) {
+    double *out = s->writer.make_out(s->writer.make_out_arg, &s->output_err);
+    if (out) {
+      s->writer.out = out;
+      s->output_ready.store(1, std::memory_order_release);
+    } else {
+      s->output_failed.store(1);
+    }
+  }
   gk_block_progress_update(&s->progress, s->done.load(), 0);
 }
 
@@ -147,6 +173,8 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.blocks = blocks;
   s.count = count;
   s.writer = gk_block_writer_share(writer, options->n_devices);
+  gk_error_clear(&s.output_err);
+  if (writer->make_out) s.output_ready.store(0);
   std::vector<worker> workers((size_t) options->n_devices);
   std::vector<gk_error> errors((size_t) options->n_devices);
   s.workers = workers.data();
@@ -165,6 +193,7 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
                   workers[d].prepare_s, workers[d].scatter_s, s.writer.threads, workers[d].blocks,
                   workers[d].first_s, workers[d].end_s, total_s);
   }
+  if (s.output_failed.load()) gk_fail(err, s.output_err.status, "%s", s.output_err.message);
   for (const gk_error &e : errors)
     if (e.status != GK_OK) gk_fail(err, e.status, "%s", e.message);
   if (interrupted) gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %zu of %zu blocks",

@@ -114,7 +114,8 @@ gk_block_writer gk_block_writer_make(gk_write_kind kind, double *out, size_t n_r
 gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, double *out,
                                      size_t n_rows, size_t row0, size_t col0, int threads)
 {
-  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0, NULL};
+  gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0, NULL, NULL,
+                       NULL};
   return w;
 }
 

@@ -24,6 +24,12 @@
  * A writer with `out_float` set writes float values there instead of `out`
  * (a float file, pcf_dist_file()).
  *
+ * A writer with `make_out` set has no `out` yet: a GPU pipeline calls
+ * make_out(make_out_arg) once on the calling thread as its GPUs start, and
+ * its first write waits for that output (R's allocation of the result, a
+ * collection first, then overlaps the first blocks). make_out returns NULL,
+ * with err set, when it fails; the run then stops with that error.
+ *
  * A writer with a `reduce` callback stores nothing: each block goes to the
  * callback instead (e.g. running k-nearest lists), which may be called for
  * several blocks at once from different threads. `kind` then only says which
@@ -34,6 +40,7 @@
 
 #include <stddef.h>
 #include "device/block_scheduler.h"
+#include "device/gk_error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,6 +58,8 @@ typedef struct {
   gk_write_kind layout;   /* how `out` is laid out (kind, unless a band writer) */
   size_t row0, col0;      /* where the engine's (0, 0) is in `out`              */
   float *out_float;       /* not NULL: the output is float here, not `out`      */
+  double *(*make_out)(void *arg, gk_error *err);   /* NULL: `out` is there */
+  void *make_out_arg;
 } gk_block_writer;
 
 /* The first row of column j that kind `kind` holds: i > j of a `dist`,

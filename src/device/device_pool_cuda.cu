@@ -53,6 +53,9 @@ extern "C" gk_status gk_pool_run(const int *devices, int n, gk_pool_work work,
     s.stop.store(1);
     gk_fail(err, GK_ERR_INTERNAL, "could not start a host thread for a GPU");
   }
+  // The first tick right away: it may start work of the calling thread's
+  // (block_pipeline.h: the writer's make_out) that the workers wait for.
+  if (tick) tick(ctx);
   // Interrupts are checked on this thread only: R is not thread-safe.
   while (s.running.load() > 0) {
     {

@@ -6,8 +6,9 @@
  * gk_interrupt_pending() on it reads the flag, and it prints nothing), then
  * runs work(ctx, d, &errors[d]) for its index d. The calling (R) thread only
  * waits: every poll_ms it checks for a user interrupt, which sets the flag,
- * and calls tick(ctx) when given (progress). A worker that fails sets the flag
- * too, so the others stop at their next check.
+ * and calls tick(ctx) when given (progress), once also as soon as the workers
+ * start. A worker that fails sets the flag too, so the others stop at their
+ * next check.
  */
 #ifndef GK_POOL_H
 #define GK_POOL_H

@@ -124,3 +124,31 @@ test_that("GPU results in many blocks, on one GPU or two, equal one block's, bit
     }
   })
 })
+
+test_that("a result R cannot allocate is an R error, also while the GPUs start", {
+  set.seed(62)
+  small <- random_pcfs(50)
+  devices <- list(NULL)
+  if (gk_has_gpu()) devices <- c(devices, list(1L), if (nrow(gk_info()$devices) >= 2) list(1:2))
+  on.exit(mem.maxVSize(Inf))
+  for (dev in devices) {
+    backend <- if (is.null(dev)) "cpu" else "gpu"
+    args <- list(backend = backend, workers = 1)
+    if (!is.null(dev)) args$devices <- dev
+    ref <- do.call(pcf_pdist, c(list(small), args))
+    expect_equal(as.vector(ref), as.vector(pcf_pdist(small, backend = "cpu")), tolerance = 1e-12)
+    # R's vector heap limited to 16 MB above what it holds (R ignores a limit
+    # below its current collection trigger), and a result of 32 MB more.
+    gc_now <- gc()
+    limit <- ceiling(max(gc_now[2, 2], gc_now[2, 4])) + 16
+    X <- random_pcfs(ceiling(sqrt(2 * (limit + 32) * 2^20 / 8)), sizes = 1:3)
+    mem.maxVSize(limit)
+    expect_equal(mem.maxVSize(), limit)
+    failed <- tryCatch(do.call(pcf_pdist, c(list(X), args)), error = function(e) e)
+    mem.maxVSize(Inf)
+    expect_s3_class(failed, "error")
+    expect_match(conditionMessage(failed), "vector memory", info = backend)
+    # and the next call works
+    expect_identical(do.call(pcf_pdist, c(list(small), args)), ref)
+  }
+})
