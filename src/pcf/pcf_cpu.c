@@ -57,14 +57,14 @@ PCF_DEFINE_COLUMN(d, pcf_interval_d)
 PCF_DEFINE_COLUMN(f, pcf_interval_f)
 
 /* Packs a whole set; *data and *offsets are malloc'd. */
-static gk_status pack_all(const pcf_set *s, int single, void **data, size_t **offsets,
-                          gk_error *err)
+static gk_status pack_all(const pcf_set *s, int single, int threads, void **data,
+                          size_t **offsets, gk_error *err)
 {
   size_t size = single ? sizeof(pcf_interval_f) : sizeof(pcf_interval_d);
   *data = malloc(pcf_packed_size(s, 0, s->n) * size);
   *offsets = (size_t *) malloc((s->n + 1) * sizeof(size_t));
   if (!*data || !*offsets) return gk_fail(err, GK_ERR_NOMEM, "out of memory packing the PCFs");
-  pcf_pack(s, 0, s->n, single, *data, *offsets);
+  pcf_pack(s, 0, NULL, s->n, single, *data, *offsets, threads);
   return GK_OK;
 }
 
@@ -84,7 +84,8 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
 
   if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
   if (cfg.max_elements < 1) cfg.max_elements = 1;
-  if (pack_all(x, single, &xp, &xo, err) || (y != x && pack_all(y, single, &yp, &yo, err)) ||
+  if (pack_all(x, single, threads, &xp, &xo, err) ||
+      (y != x && pack_all(y, single, threads, &yp, &yo, err)) ||
       gk_block_plan(&cfg, &blocks, &count, err))
     goto fail;
   gk_block_extents(blocks, count, &max_rows, &max_cols, &max_elements);

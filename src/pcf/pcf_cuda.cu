@@ -234,6 +234,7 @@ struct pcf_ctx {
   std::unique_ptr<packed_band[]> bands;
   size_t n_bands;
   size_t slot_bytes;                     // the largest band's slot_layout
+  int pack_threads;                      // a GPU thread's share of the host threads
 };
 
 size_t interval_bytes(const pcf_ctx *ctx)
@@ -291,7 +292,7 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
 
 void pack_band(const pcf_ctx *ctx, packed_band *band)
 {
-  size_t count = band->count, isize = interval_bytes(ctx), one[2];
+  size_t count = band->count, isize = interval_bytes(ctx);
   band->data.resize((pcf_packed_size(band->set, band->first, count) + 1) * isize);
   band->offsets.resize(count + 1);
   band->orig.resize(count);
@@ -301,12 +302,8 @@ void pack_band(const pcf_ctx *ctx, packed_band *band)
   std::stable_sort(orig.begin(), orig.end(), [off](int a, int b) {
     return off[a + 1] - off[a] > off[b + 1] - off[b];
   });
-  band->offsets[0] = 0;
-  for (size_t k = 0; k < count; k++) {
-    pcf_pack(band->set, band->first + orig[k], 1, ctx->single,
-             band->data.data() + band->offsets[k] * isize, one);
-    band->offsets[k + 1] = band->offsets[k] + one[1];
-  }
+  pcf_pack(band->set, band->first, orig.data(), count, ctx->single, band->data.data(),
+           band->offsets.data(), ctx->pack_threads);
 }
 
 // The packed band, packing it first if no thread has (others wait for it).
@@ -541,6 +538,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
+  ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
     find_bands(&ctx, blocks, count);
   } catch (const std::bad_alloc &) {

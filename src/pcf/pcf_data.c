@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include "pcf/pcf.h"
 #include "pcf/pcf_pack.h"
+#include "device/gk_omp.h"
 
 pcf_op pcf_op_for_p(double p)
 {
@@ -109,27 +110,36 @@ size_t pcf_packed_size(const pcf_set *s, size_t first, size_t count)
   return s->offset[first + count] - s->offset[first] + count;
 }
 
-void pcf_pack(const pcf_set *s, size_t first, size_t count, int single, void *out,
-              size_t *offsets)
+void pcf_pack(const pcf_set *s, size_t first, const int *order, size_t count, int single,
+              void *out, size_t *offsets, int threads)
 {
-  pcf_interval_d *d = (pcf_interval_d *) out;
-  pcf_interval_f *fl = (pcf_interval_f *) out;
-  size_t k = 0;
   offsets[0] = 0;
-  for (size_t f = first; f < first + count; f++) {
+  for (size_t k = 0; k < count; k++) {
+    size_t f = first + (order ? (size_t) order[k] : k);
+    offsets[k + 1] = offsets[k] + s->offset[f + 1] - s->offset[f] + 1;
+  }
+  /* Large sets on several threads: each function's place is known. */
+  int team = offsets[count] < ((size_t) 1 << 18) ? 1 : gk_omp_threads(threads);
+  (void) team;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(dynamic, 64)
+#endif
+  for (size_t k = 0; k < count; k++) {
+    size_t f = first + (order ? (size_t) order[k] : k), at = offsets[k];
     const double *t = s->t + s->offset[f], *v = s->v + s->offset[f];
     size_t n = s->offset[f + 1] - s->offset[f];
-    for (size_t i = 0; i <= n; i++, k++) {
+    for (size_t i = 0; i <= n; i++) {
       double value = i == 0 ? 0.0 : v[i - 1], end = i == n ? INFINITY : t[i];
       if (single) {
-        fl[k].v = (float) value;
-        fl[k].t = (float) end;
+        pcf_interval_f *fl = (pcf_interval_f *) out + at + i;
+        fl->v = (float) value;
+        fl->t = (float) end;
       } else {
-        d[k].v = value;
-        d[k].t = end;
+        pcf_interval_d *d = (pcf_interval_d *) out + at + i;
+        d->v = value;
+        d->t = end;
       }
     }
-    offsets[f - first + 1] = k;
   }
 }
 

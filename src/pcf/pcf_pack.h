@@ -22,10 +22,11 @@ typedef struct __attribute__((aligned(8))) { float v, t; } pcf_interval_f;
 /* Intervals of functions [first, first + count) of s. */
 size_t pcf_packed_size(const pcf_set *s, size_t first, size_t count);
 
-/* Packs functions [first, first + count) into `out` (float or double intervals)
- * with offsets[0..count] counted from 0. */
-void pcf_pack(const pcf_set *s, size_t first, size_t count, int single, void *out,
-              size_t *offsets);
+/* Packs functions first + order[k], k < count (order NULL: first + k) into
+ * `out` (float or double intervals), with offsets[0..count] counted from 0;
+ * a large set on `threads` OpenMP threads (<= 0: all). */
+void pcf_pack(const pcf_set *s, size_t first, const int *order, size_t count, int single,
+              void *out, size_t *offsets, int threads);
 
 #ifdef __cplusplus
 }

@@ -152,3 +152,16 @@ test_that("a result R cannot allocate is an R error, also while the GPUs start",
     expect_identical(do.call(pcf_pdist, c(list(small), args)), ref)
   }
 })
+
+test_that("large sets, packed on several threads, give the reference's distances", {
+  set.seed(63)
+  X <- random_pcfs(140, sizes = 1900:2000, shared = FALSE)   # 2.7e5 intervals: above 2^18
+  pick <- c(1, 2, 70, 139, 140)
+  ref <- pcf_ref_matrix(X[pick], X, 1)
+  for (backend in c("cpu", if (gk_has_gpu()) "gpu")) {
+    D <- as.matrix(pcf_pdist(X, backend = backend, workers = 1))
+    expect_equal(unname(D[pick, ]), ref, tolerance = 1e-10, info = backend)
+    expect_equal(unname(pcf_cdist(X[pick], X, backend = backend, workers = 1)), ref,
+                 tolerance = 1e-10, info = backend)
+  }
+})
