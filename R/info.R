@@ -51,7 +51,7 @@
 #'     mapping faults it in, one page at a time.}
 #'   \item{`GK_PCF_BAND_SLOTS`}{bands of PCFs (the functions of a block's
 #'     rows or columns, packed) that one GPU keeps between blocks; 0, the
-#'     default, keeps every band of the call where the memory budget allows,
+#'     default, keeps every band of the call within half the memory budget,
 #'     so that each goes to each GPU once; smaller values (at least 4) upload
 #'     bands again when a later block needs them.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine

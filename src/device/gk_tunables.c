@@ -59,7 +59,7 @@ static const tunable table[GK_TUNE_COUNT] = {
    "write (up to a tenth of memory); 0: each first write to a page faults it in."},
   {"GK_PCF_BAND_SLOTS", 0, 0, 1e9, 0,
    "Bands of PCFs one GPU keeps at once (4 at least; 0 chooses: every band of the call, within "
-   "the memory budget). Tests set 4 so that small calls evict bands and upload them again."},
+   "half the memory budget). Tests set 4 so that small calls evict bands and upload them again."},
 };
 
 static int valid(const tunable *t, double v)

@@ -355,9 +355,11 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
   *storage = s;
   if (!s) return gk_fail(err, GK_ERR_NOMEM, "out of memory for PCF storage");
   // Four slots at least: the two bands of the block computing and the two of
-  // the next one, uploaded meanwhile.
+  // the next one, uploaded meanwhile. At most half the memory budget, so that
+  // a set larger than that leaves room for other calls on the GPU (future
+  // workers sharing it).
   GK_TRY(gk_device_memory_budget(&budget, err));
-  most = std::max((size_t) 4, budget / ctx->slot_bytes);
+  most = std::max((size_t) 4, budget / 2 / ctx->slot_bytes);
   if (gk_tunable(GK_TUNE_PCF_BAND_SLOTS) > 0)
     most = std::max((size_t) 4, (size_t) gk_tunable(GK_TUNE_PCF_BAND_SLOTS));
   s->n_slots = (int) std::min(ctx->n_bands, most);
