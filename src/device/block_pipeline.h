@@ -19,9 +19,10 @@
  * threads (all threads / GPUs), so that the teams do not oversubscribe the
  * cores.
  *
- * The calling (R) thread only waits: it checks for a user interrupt and prints
- * progress between blocks; an interrupt stops the GPUs after their current
- * block and returns GK_ERR_INTERRUPTED.
+ * The calling (R) thread makes the writer's output as the GPUs start when the
+ * writer asks for that (make_out, block_writer.h), then waits: it checks for
+ * a user interrupt and prints progress between blocks; an interrupt stops the
+ * GPUs after their current block and returns GK_ERR_INTERRUPTED.
  */
 #ifndef GK_BLOCK_PIPELINE_H
 #define GK_BLOCK_PIPELINE_H
