@@ -1,0 +1,35 @@
+/* Glue shared by the PCF .Call files: r_pcf.c (matrices, knn) and
+ * r_pcf_workers.c (future workers' bands in shared memory). */
+#ifndef GK_R_PCF_H
+#define GK_R_PCF_H
+
+#include "r_util.h"
+#include "r_pcf_flat.h"
+#include "pcf/pcf.h"
+
+/* Warns when float cannot keep a set's breakpoints apart: intervals vanish
+ * and the results are not those of the functions given. */
+void gk_pcf_warn_float_grid(const gk_pcf_flat *fs, const char *arg);
+
+/* The engines' options from the R arguments. */
+pcf_options gk_pcf_options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP devices,
+                                  SEXP progress);
+
+/* The engines' checks of x and y (fy NULL: none), from the verdicts of the
+ * flattening copy. */
+gk_status gk_pcf_check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
+                            const gk_pcf_flat *fy, gk_error *err);
+
+/* Flattens and checks x (and y unless NULL), running `during` meanwhile (see
+ * gk_pcf_flatten; its value is returned); *yp is x's set when y is NULL. */
+SEXP gk_pcf_sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, gk_pcf_flat *fx,
+                        gk_pcf_flat *fy, const pcf_set **yp, SEXP (*during)(void *), void *data);
+
+/* The CPU or GPU engine, as `backend` says. */
+void gk_pcf_run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const pcf_set *yp,
+                       const gk_block_writer *writer, const pcf_options *opt, gk_error *err);
+
+/* The operation of an R `kind` ("pdist", "cdist", "kernel", "kernel_sym") and `p`. */
+pcf_op gk_pcf_op_of(SEXP kind, SEXP p);
+
+#endif
