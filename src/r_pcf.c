@@ -8,15 +8,13 @@
 #include <string.h>
 #include "r_util.h"
 #include "r_pcf_flat.h"
-#include "r_pcf.h"
+#include "r_pcf.h"   /* the helpers shared with r_pcf_workers.c, documented there */
 #include "pcf/pcf.h"
 #include "pcf/pcf_pack.h"
 #include "pcf/pcf_knn.h"
 #include "r_shared.h"
 #include "device/gk_hooks.h"
 
-/* Warns when float cannot keep a set's breakpoints apart: intervals vanish
- * and the results are not those of the functions given. */
 void gk_pcf_warn_float_grid(const gk_pcf_flat *fs, const char *arg)
 {
   const pcf_set *s = &fs->set;
@@ -55,7 +53,6 @@ SEXP gk_r_pcf_validate(SEXP x)
   return R_NilValue;
 }
 
-/* The engine options from the R arguments shared by every PCF entry point. */
 pcf_options gk_pcf_options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP devices,
                                   SEXP progress)
 {
@@ -70,8 +67,6 @@ pcf_options gk_pcf_options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   return opt;
 }
 
-/* The engines' checks of x and y (fy NULL: none), from the verdicts of the
- * flattening copy. */
 gk_status gk_pcf_check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
                             const gk_pcf_flat *fy, gk_error *err)
 {
@@ -81,8 +76,6 @@ gk_status gk_pcf_check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
   return pcf_check_tails(op, &fx->set, "x", fy ? &fy->set : &fx->set, "y", err);
 }
 
-/* Flattens and checks x (and y unless NULL), running `during` meanwhile (see
- * gk_pcf_flatten; its value is returned); *yp is x's set when y is NULL. */
 SEXP gk_pcf_sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, gk_pcf_flat *fx,
                         gk_pcf_flat *fy, const pcf_set **yp, SEXP (*during)(void *), void *data)
 {
@@ -104,7 +97,6 @@ void gk_pcf_run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const 
     pcf_matrix_cpu(op, xs, yp, writer, opt, err);
 }
 
-/* The operation of an R `kind` ("pdist", "cdist", "kernel", "kernel_sym") and `p`. */
 pcf_op gk_pcf_op_of(SEXP kind, SEXP p)
 {
   return strncmp(CHAR(STRING_ELT(kind, 0)), "kernel", 6) == 0 ? pcf_op_inner()
@@ -137,13 +129,22 @@ typedef struct {
   double seconds;   /* spent making the result */
 } result_prep;
 
+/* An uninitialised double vector of `length` (no zero fill: the writers fill
+ * every entry), as a matrix when `rows` > 0: the result of an engine, or of
+ * future workers (gk_r_alloc_result). */
+static SEXP new_result(double length, int rows)
+{
+  if (rows > 0) return Rf_allocMatrix(REALSXP, rows, (int) (length / rows));
+  return Rf_allocVector(REALSXP, (R_xlen_t) length);
+}
+
 static SEXP alloc_result(void *arg)
 {
   result_prep *r = (result_prep *) arg;
   double started = gk_seconds_now();
   size_t n = r->fx->set.n, m = r->symmetric ? n : r->fy->set.n;
-  SEXP out = r->dist ? Rf_allocVector(REALSXP, (R_xlen_t) (n * (n - 1) / 2))
-                     : Rf_allocMatrix(REALSXP, (int) n, (int) m);
+  SEXP out = r->dist ? new_result((double) (n * (n - 1) / 2), 0)
+                     : new_result((double) n * (double) m, (int) n);
   /* The GPU pipeline's scatter threads fault in the result's pages as they
    * write it (measured there; the CPU engine's are left as they were). */
   if (gk_backend_is_gpu(r->backend))
@@ -237,7 +238,6 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
 {
   const char *what = CHAR(STRING_ELT(kind, 0));
   int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
-  int inner = strncmp(what, "kernel", 6) == 0;
   gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
                              : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
                                                                : GK_WRITE_DENSE;
@@ -248,7 +248,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   gk_error_clear(&err);
   double started = gk_seconds_now();
   pcf_options opt = gk_pcf_options_from_r(single, threads, budget, devices, progress);
-  pcf_op op = inner ? pcf_op_inner() : pcf_op_for_p(gk_as_double(p));
+  pcf_op op = gk_pcf_op_of(kind, p);
   // The result is made while the inputs are copied, or by the GPU pipeline
   // as its GPUs start (prep.defer); an error in the checks leaves it to R's
   // collector.
@@ -397,11 +397,7 @@ SEXP gk_r_block_write(SEXP out, SEXP kind, SEXP n_rows, SEXP row0, SEXP col0, SE
   return R_NilValue;
 }
 
-/* An uninitialised double vector of `length` (no zero fill: the writers fill
- * every entry), as a matrix when `rows` > 0. */
 SEXP gk_r_alloc_result(SEXP length, SEXP rows)
 {
-  int r = gk_as_int(rows);
-  if (r > 0) return Rf_allocMatrix(REALSXP, r, (int) (gk_as_double(length) / r));
-  return Rf_allocVector(REALSXP, (R_xlen_t) gk_as_double(length));
+  return new_result(gk_as_double(length), gk_as_int(rows));
 }
