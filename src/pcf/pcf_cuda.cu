@@ -292,8 +292,8 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
 
 void pack_band(const pcf_ctx *ctx, packed_band *band)
 {
-  size_t count = band->count, isize = interval_bytes(ctx);
-  band->data.resize((pcf_packed_size(band->set, band->first, count) + 1) * isize);
+  size_t count = band->count;
+  band->data.resize(layout_of(ctx, band->set, band->first, count).data_bytes);
   band->offsets.resize(count + 1);
   band->orig.resize(count);
   std::vector<int> &orig = band->orig;
