@@ -46,13 +46,26 @@ static void band(const band_cuts *c, size_t b, size_t *first, size_t *len)
   *len = c->n - *first < c->side ? c->n - *first : c->side;
 }
 
+/* A block's work: its entries, half of them (and the diagonal) for a block on
+ * the diagonal of a lower-triangle plan, where only pairs i >= j are computed
+ * (block_scheduler.h). */
+typedef struct {
+  size_t work;
+  gk_block block;
+} weighted_block;
+
+static size_t block_work(const gk_block *b, gk_block_mode mode)
+{
+  if (mode == GK_BLOCKS_LOWER && b->row0 == b->col0) return b->rows * (b->rows + 1) / 2;
+  return b->rows * b->cols;
+}
+
 static int by_work_descending(const void *pa, const void *pb)
 {
-  const gk_block *a = (const gk_block *) pa, *b = (const gk_block *) pb;
-  size_t wa = a->rows * a->cols, wb = b->rows * b->cols;
-  if (wa != wb) return wa > wb ? -1 : 1;
-  if (a->row0 != b->row0) return a->row0 < b->row0 ? -1 : 1;
-  if (a->col0 != b->col0) return a->col0 < b->col0 ? -1 : 1;
+  const weighted_block *a = (const weighted_block *) pa, *b = (const weighted_block *) pb;
+  if (a->work != b->work) return a->work > b->work ? -1 : 1;
+  if (a->block.row0 != b->block.row0) return a->block.row0 < b->block.row0 ? -1 : 1;
+  if (a->block.col0 != b->block.col0) return a->block.col0 < b->block.col0 ? -1 : 1;
   return 0;
 }
 
@@ -73,7 +86,7 @@ gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size
             cc = cuts_of(0, cfg->n_cols, side, origin);
   size_t row_bands = band_count(&rc), col_bands = band_count(&cc);
   if (!row_bands) return GK_OK;
-  gk_block *list = (gk_block *) malloc(row_bands * col_bands * sizeof(gk_block));
+  weighted_block *list = (weighted_block *) malloc(row_bands * col_bands * sizeof(weighted_block));
   if (!list) return gk_fail(err, GK_ERR_NOMEM, "could not allocate the block list");
   size_t k = 0;
   for (size_t rb = 0; rb < row_bands; rb++) {
@@ -82,11 +95,19 @@ gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size
       band(&rc, rb, &b.row0, &b.rows);
       band(&cc, cb, &b.col0, &b.cols);
       if (cfg->mode == GK_BLOCKS_LOWER && b.col0 > b.row0 + b.rows - 1) continue;
-      list[k++] = b;
+      list[k].work = block_work(&b, cfg->mode);
+      list[k++].block = b;
     }
   }
-  qsort(list, k, sizeof(gk_block), by_work_descending);
-  *blocks = list;
+  qsort(list, k, sizeof(weighted_block), by_work_descending);
+  /* The blocks alone, in place (a gk_block is the smaller; each is read
+   * before its place is written). */
+  gk_block *out = (gk_block *) list;
+  for (size_t q = 0; q < k; q++) {
+    gk_block b = list[q].block;
+    out[q] = b;
+  }
+  *blocks = out;
   *count = k;
   return GK_OK;
 }

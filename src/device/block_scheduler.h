@@ -11,8 +11,10 @@
  *   remainder, possibly shorter); every (row band, column band) pair is a block, except in
  *   GK_BLOCKS_LOWER mode (symmetric results) where blocks lying entirely above
  *   the diagonal (first column > last row) are dropped;
- *   blocks are sorted by rows x cols, descending (ties: by position), so that
- *   several devices pulling from the list finish at about the same time.
+ *   blocks are sorted by their work, descending (ties: by position), so that
+ *   several devices pulling from the list finish at about the same time: rows
+ *   x cols, or rows (rows + 1) / 2 for a diagonal block of GK_BLOCKS_LOWER
+ *   mode, of which the engines compute only the lower triangle.
  *
  * With row_start > 0 only rows [row_start, n_rows) are planned: a future
  * worker's band of a symmetric result (rows a..b against every column up to

@@ -26,7 +26,19 @@ test_that("lower-triangle plans skip blocks above the diagonal and cover the res
     hits <- coverage(plan, n, n)
     expect_true(all(hits[lower.tri(hits, diag = TRUE)] == 1L))
     expect_true(all(plan[, "col0"] <= plan[, "row0"] + plan[, "rows"] - 1L))
+    # largest work first, a diagonal block counting its lower triangle only
+    on_diagonal <- plan[, "row0"] == plan[, "col0"]
+    work <- ifelse(on_diagonal, plan[, "rows"] * (plan[, "rows"] + 1) / 2,
+                   plan[, "rows"] * plan[, "cols"])
+    expect_false(is.unsorted(rev(work)), info = n)
   }
+  # n = 40 in bands of 9 (the last one 4): the 6 full blocks below the
+  # diagonal (81 pairs each), the 4 full diagonal ones (45), the last band's
+  # 4 x 9 blocks (36), its diagonal block (10)
+  plan <- gpukernels:::gk_block_plan(40, 40, TRUE, 81)
+  on_diagonal <- plan[, "row0"] == plan[, "col0"]
+  expect_equal(unname(on_diagonal), rep(c(FALSE, TRUE, FALSE, TRUE), c(6, 4, 4, 1)))
+  expect_equal(unname(plan[, "rows"] * plan[, "cols"]), rep(c(81, 81, 36, 16), c(6, 4, 4, 1)))
   expect_error(gpukernels:::gk_block_plan(3, 4, TRUE, 4), "non-square")
   expect_equal(nrow(gpukernels:::gk_block_plan(0, 5, FALSE, 4)), 0L)
 })
