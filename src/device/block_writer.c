@@ -136,10 +136,11 @@ void gk_block_write(const gk_block_writer *writer, const gk_block *block, const 
   }
   long long cols = (long long) block->cols;
   int threads = gk_omp_threads(writer->threads);
-  /* Small blocks are not worth waking a thread team for. */
+  /* Small blocks are not worth waking a thread team for. Columns in small
+   * dynamic chunks: on a diagonal block they shorten along the diagonal. */
   if (block->rows * block->cols < 65536) threads = 1;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
 #endif
   for (long long c = 0; c < cols; c++) write_column(writer, block, src, single, (size_t) c);
   if (writer->layout == GK_WRITE_SYMMETRIC) mirror_tiles(writer, block, src, single, threads);
