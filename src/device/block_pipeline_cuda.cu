@@ -27,11 +27,13 @@ struct shared_state {
   std::chrono::steady_clock::time_point start;   // of the run, for the GPUs' timelines
 };
 
-// For the closing progress lines: where each GPU's time went, and when it
-// started its first block and finished its last one (from the run's start:
-// GPUs that end apart show the list's end imbalance).
+// For the closing progress lines: where each GPU's time went, when it
+// queued its first block and finished its last one (from the run's start:
+// GPUs that end apart show the list's end imbalance), how long it waited for
+// the host between blocks, and the host's work after its last kernel.
 struct worker {
   double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0, first_s = 0, end_s = 0;
+  double idle_s = 0, drain_s = 0;
   size_t blocks = 0;
 };
 
@@ -51,6 +53,18 @@ int await_output(shared_state *s)
   return 0;
 }
 
+// Scatters the block downloaded into `host` once its download is done.
+gk_status scatter_block(shared_state *s, worker *w, const gk_block *b, const char *host,
+                        gk_stream download, int single, gk_error *err)
+{
+  auto clock = std::chrono::steady_clock::now();
+  if (gk_stream_sync(download, "the download of a block", err)) return err->status;
+  gk_block_write(&s->writer, b, host, single);
+  w->scatter_s += seconds_since(clock);
+  s->done.fetch_add(1);
+  return GK_OK;
+}
+
 // One GPU (a thread of the device pool, bound to it): takes blocks until the
 // list is empty or the pool stops, scattering each on the host while the next
 // one computes.
@@ -65,9 +79,11 @@ void run_worker(void *ctx, int d, gk_error *err)
   void *staging = NULL;
   void *storage = NULL;
   size_t max_rows, max_cols, max_elements, iteration = 0, k = 0;
-  const gk_block *previous = NULL;
+  const gk_block *previous = NULL;   // downloaded into host[the other slot], not scattered
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
-  cudaEvent_t started = NULL, finished = NULL;
+  // Per slot: around the block's kernels (the time between one block's end
+  // and the next one's start is the GPU waiting for this thread).
+  cudaEvent_t started[2] = {NULL, NULL}, finished[2] = {NULL, NULL};
   auto clock = std::chrono::steady_clock::now();
 
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
@@ -82,10 +98,11 @@ void run_worker(void *ctx, int d, gk_error *err)
   host[0] = (char *) staging;
   host[1] = host[0] + max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
-  GK_CUDA_TRY(cudaEventCreate(&started), "cudaEventCreate", err);
-  GK_CUDA_TRY(cudaEventCreate(&finished), "cudaEventCreate", err);
+  for (int b = 0; b < 2; b++) {
+    GK_CUDA_TRY(cudaEventCreate(&started[b]), "cudaEventCreate", err);
+    GK_CUDA_TRY(cudaEventCreate(&finished[b]), "cudaEventCreate", err);
+  }
   w->setup_s = seconds_since(clock);
-  w->first_s = seconds_since(s->start);
 
   k = s->next.fetch_add(1);
   for (;; iteration++) {
@@ -94,10 +111,11 @@ void run_worker(void *ctx, int d, gk_error *err)
     const gk_block *block = &s->blocks[k];
     int slot = (int) (iteration % 2);
     // 1. start block k (asynchronous)
-    GK_CUDA_TRY(cudaEventRecord(started, (cudaStream_t) compute), "cudaEventRecord", err);
+    GK_CUDA_TRY(cudaEventRecord(started[slot], (cudaStream_t) compute), "cudaEventRecord", err);
     GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
     GK_TRY(gk_cuda_check_launch("the block computation", err));
-    GK_CUDA_TRY(cudaEventRecord(finished, (cudaStream_t) compute), "cudaEventRecord", err);
+    GK_CUDA_TRY(cudaEventRecord(finished[slot], (cudaStream_t) compute), "cudaEventRecord", err);
+    if (iteration == 0) w->first_s = seconds_since(s->start);
     // 2. meanwhile, the host work of this GPU's next block, and the scatter
     // of the previous one (its download done)
     size_t next = s->next.fetch_add(1);
@@ -106,19 +124,22 @@ void run_worker(void *ctx, int d, gk_error *err)
       policy->prepare(policy->ctx, storage, &s->blocks[next]);
     w->prepare_s += seconds_since(clock);
     if (previous) {
-      GK_TRY(gk_stream_sync(download, "the download of a block", err));
       if (await_output(s)) break;
-      clock = std::chrono::steady_clock::now();
-      gk_block_write(&s->writer, previous, host[1 - slot], policy->single);
-      w->scatter_s += seconds_since(clock);
-      s->done.fetch_add(1);
+      GK_TRY(scatter_block(s, w, previous, host[1 - slot], download, policy->single, err));
+      previous = NULL;
     }
     // 3. wait for block k, then start its download on the other stream
     GK_TRY(gk_stream_sync(compute, "the block computation", err));
     {
       float ms = 0;
-      GK_CUDA_TRY(cudaEventElapsedTime(&ms, started, finished), "cudaEventElapsedTime", err);
+      GK_CUDA_TRY(cudaEventElapsedTime(&ms, started[slot], finished[slot]),
+                  "cudaEventElapsedTime", err);
       w->gpu_s += ms / 1000.0;
+      if (iteration > 0) {
+        GK_CUDA_TRY(cudaEventElapsedTime(&ms, finished[1 - slot], started[slot]),
+                    "cudaEventElapsedTime", err);
+        w->idle_s += ms / 1000.0;
+      }
     }
     GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
                               download, err));
@@ -127,18 +148,19 @@ void run_worker(void *ctx, int d, gk_error *err)
     k = next;
   }
   if (previous && err->status == GK_OK && !await_output(s)) {
-    GK_TRY(gk_stream_sync(download, "the download of a block", err));
     clock = std::chrono::steady_clock::now();
-    gk_block_write(&s->writer, previous, host[iteration % 2 == 0 ? 1 : 0], policy->single);
-    w->scatter_s += seconds_since(clock);
-    s->done.fetch_add(1);
+    GK_TRY(scatter_block(s, w, previous, host[iteration % 2 == 0 ? 1 : 0], download,
+                         policy->single, err));
+    w->drain_s = seconds_since(clock);
   }
   w->end_s = seconds_since(s->start);
 fail:
   if (compute) cudaStreamSynchronize((cudaStream_t) compute);
   if (download) cudaStreamSynchronize((cudaStream_t) download);
-  if (started) cudaEventDestroy(started);
-  if (finished) cudaEventDestroy(finished);
+  for (int b = 0; b < 2; b++) {
+    if (started[b]) cudaEventDestroy(started[b]);
+    if (finished[b]) cudaEventDestroy(finished[b]);
+  }
   if (storage) policy->storage_destroy(policy->ctx, storage);
   for (int b = 0; b < 2; b++) gk_buffer_free(&out[b]);
   gk_stream_destroy(&compute);
@@ -188,10 +210,13 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   if (options->progress) {
     for (int d = 0; d < options->n_devices; d++)
       gk_progress("%s: GPU %d: setup %.3f s, upload + kernels %.2f s, host prepare %.2f s, "
-                  "host scatter %.2f s (%d threads); %zu blocks from %.3f s to %.3f s of %.3f",
+                  "host scatter %.2f s (%d threads); %zu blocks, the first queued at %.3f s, "
+                  "the GPU waiting for the host %.3f s between them, the last scattered "
+                  "%.3f s after its kernel, done at %.3f s of %.3f",
                   options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
                   workers[d].prepare_s, workers[d].scatter_s, s.writer.threads, workers[d].blocks,
-                  workers[d].first_s, workers[d].end_s, total_s);
+                  workers[d].first_s, workers[d].idle_s, workers[d].drain_s, workers[d].end_s,
+                  total_s);
   }
   if (s.output_failed.load()) gk_fail(err, s.output_err.status, "%s", s.output_err.message);
   for (const gk_error &e : errors)
