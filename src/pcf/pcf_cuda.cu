@@ -33,6 +33,7 @@
 // a >= b when the diagonal is wanted), and written below the diagonal; whole
 // tiles above the slot diagonal are skipped.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -208,12 +209,14 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
 
 // A band of the block list: functions [first, first + count) of a set,
 // packed by decreasing length (the slots), with offsets and the map back to
-// the original order. Packed once per call, on the host, by the first GPU
-// thread that needs it; every GPU uploads it from there.
+// the original order. Packed once per call, on the host: before the GPUs
+// start for their first blocks, else by the first GPU thread that needs it;
+// every GPU uploads it from there.
 struct packed_band {
   const pcf_set *set = nullptr;
   size_t first = 0, count = 0;
-  std::vector<unsigned char> data;   // intervals, plus one of padding (walk_merged)
+  std::unique_ptr<unsigned char[]> data;   // intervals, plus one of padding (walk_merged)
+  size_t data_bytes = 0;
   std::vector<size_t> offsets;       // count + 1
   std::vector<int> orig;             // count
   std::once_flag packed;
@@ -290,10 +293,14 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
   }
 }
 
-void pack_band(const pcf_ctx *ctx, packed_band *band)
+// Packs a band on `threads` host threads. Its intervals' memory is not
+// zeroed first: the packing writes it, on all those threads at once.
+void pack_band(const pcf_ctx *ctx, packed_band *band, int threads)
 {
-  size_t count = band->count;
-  band->data.resize(layout_of(ctx, band->set, band->first, count).data_bytes);
+  size_t count = band->count, size = interval_bytes(ctx);
+  band->data_bytes = layout_of(ctx, band->set, band->first, count).data_bytes;
+  band->data.reset(new unsigned char[band->data_bytes]);
+  memset(band->data.get() + band->data_bytes - size, 0, size);   // the padding interval
   band->offsets.resize(count + 1);
   band->orig.resize(count);
   std::vector<int> &orig = band->orig;
@@ -302,8 +309,8 @@ void pack_band(const pcf_ctx *ctx, packed_band *band)
   std::stable_sort(orig.begin(), orig.end(), [off](int a, int b) {
     return off[a + 1] - off[a] > off[b + 1] - off[b];
   });
-  pcf_pack(band->set, band->first, orig.data(), count, ctx->single, band->data.data(),
-           band->offsets.data(), ctx->pack_threads);
+  pcf_pack(band->set, band->first, orig.data(), count, ctx->single, band->data.get(),
+           band->offsets.data(), threads);
 }
 
 // The packed band, packing it first if no thread has (others wait for it).
@@ -311,7 +318,7 @@ void pack_band(const pcf_ctx *ctx, packed_band *band)
 const packed_band &packed(const pcf_ctx *ctx, int b)
 {
   packed_band *band = &ctx->bands[b];
-  std::call_once(band->packed, pack_band, ctx, band);
+  std::call_once(band->packed, pack_band, ctx, band, ctx->pack_threads);
   return *band;
 }
 
@@ -406,7 +413,7 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
       char *base = (char *) s->slots.ptr + (size_t) at * ctx->slot_bytes;
       gk_device_buffer data = {base, l.data_bytes}, offsets = {base + l.offsets_at, l.orig_at - l.offsets_at},
                        orig = {base + l.orig_at, l.bytes - l.orig_at};
-      if (gk_buffer_upload(&data, band.data.data(), band.data.size(), s->upload, err) ||
+      if (gk_buffer_upload(&data, band.data.get(), band.data_bytes, s->upload, err) ||
           gk_buffer_upload(&offsets, band.offsets.data(), band.offsets.size() * sizeof(size_t),
                            s->upload, err) ||
           gk_buffer_upload(&orig, band.orig.data(), band.orig.size() * sizeof(int), s->upload, err))
@@ -543,6 +550,14 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
     find_bands(&ctx, blocks, count);
+    // The bands of each GPU's first block, packed before the GPUs start, on
+    // every host thread: a GPU thread packs with its share of them, and the
+    // GPUs' first blocks share bands, so that they would wait for each other.
+    int all_threads = gk_block_writer_share(writer, 1).threads;
+    for (size_t k = 0; k < std::min(count, (size_t) options->n_devices); k++)
+      for (int b : {ctx.row_band[k], ctx.col_band[k]})
+        std::call_once(ctx.bands[(size_t) b].packed, pack_band, &ctx, &ctx.bands[(size_t) b],
+                       all_threads);
   } catch (const std::bad_alloc &) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory planning PCF bands");
     goto fail;
