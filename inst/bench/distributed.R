@@ -9,8 +9,8 @@
 #     goes to GK_BENCH_DIR, by default tempdir());
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
 #     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
-# GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4"): the in-process GPU counts and
-# worker counts to run (default: 1, 2, 4, ... up to all GPUs); GK_BENCH_BASE
+# GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4", or "none"): the in-process GPU
+# counts and worker counts to run (default: 1, 2, 4, ... up to all GPUs); GK_BENCH_BASE
 # (seconds): the 1 GPU time to compare against instead of measuring it;
 # GK_BENCH_X (a file): the drawn PCFs, read from it or saved there.
 # Workers are started (plan(multisession)) and warmed before any timing:
@@ -50,6 +50,7 @@ reps <- as.integer(Sys.getenv("GK_BENCH_REPS", if (quick) 1 else 3))
 counts <- if (ngpu >= 2) unique(c(2L ^ seq_len(floor(log2(ngpu))), ngpu)) else 2L
 listed <- function(name, default) {
   v <- Sys.getenv(name)
+  if (identical(v, "none")) return(integer(0))
   if (nzchar(v)) as.integer(strsplit(v, "[ ,]+")[[1]]) else default
 }
 gpu_counts <- setdiff(listed("GK_BENCH_GPUS", c(1L, if (ngpu >= 2) counts)), 1L)
