@@ -103,6 +103,14 @@ pcf_op gk_pcf_op_of(SEXP kind, SEXP p)
                                                               : pcf_op_for_p(gk_as_double(p));
 }
 
+gk_write_kind gk_pcf_write_kind_of(SEXP kind)
+{
+  const char *what = CHAR(STRING_ELT(kind, 0));
+  return strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
+         : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
+                                           : GK_WRITE_DENSE;
+}
+
 /* The checks gk_r_pcf_matrix makes, without computing (before a call is split
  * over workers, so that errors name the user's functions). */
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
@@ -236,11 +244,8 @@ static double *make_result(void *arg, gk_error *err)
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
                      SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP file)
 {
-  const char *what = CHAR(STRING_ELT(kind, 0));
-  int symmetric = strcmp(what, "pdist") == 0 || strcmp(what, "kernel_sym") == 0;
-  gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
-                             : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
-                                                               : GK_WRITE_DENSE;
+  gk_write_kind write_kind = gk_pcf_write_kind_of(kind);
+  int symmetric = write_kind != GK_WRITE_DENSE;
   gk_pcf_flat fx, fy;
   const pcf_set *yp;
   gk_block_writer writer;
@@ -252,7 +257,7 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   // The result is made while the inputs are copied, or by the GPU pipeline
   // as its GPUs start (prep.defer); an error in the checks leaves it to R's
   // collector.
-  result_prep prep = {backend, &opt, symmetric, strcmp(what, "pdist") == 0, !Rf_isNull(file),
+  result_prep prep = {backend, &opt, symmetric, write_kind == GK_WRITE_DIST, !Rf_isNull(file),
                       gk_backend_is_gpu(backend) && Rf_isNull(file), &fx, &fy, R_NilValue, 0, 0};
   SEXP out = PROTECT(gk_pcf_sets_from_r(x, symmetric ? R_NilValue : y, &op, opt.single, &fx, &fy, &yp,
                                  prepare_result, &prep));

@@ -32,4 +32,8 @@ void gk_pcf_run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const 
 /* The operation of an R `kind` ("pdist", "cdist", "kernel", "kernel_sym") and `p`. */
 pcf_op gk_pcf_op_of(SEXP kind, SEXP p);
 
+/* The entries an R `kind` computes: a `dist` ("pdist"), a symmetric matrix
+ * ("kernel_sym") or a dense one ("cdist", "kernel"). */
+gk_write_kind gk_pcf_write_kind_of(SEXP kind);
+
 #endif

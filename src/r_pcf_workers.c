@@ -188,10 +188,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target)
 {
-  const char *what = CHAR(STRING_ELT(kind, 0));
-  gk_write_kind write_kind = strcmp(what, "pdist") == 0        ? GK_WRITE_DIST
-                             : strcmp(what, "kernel_sym") == 0 ? GK_WRITE_SYMMETRIC
-                                                               : GK_WRITE_DENSE;
+  gk_write_kind write_kind = gk_pcf_write_kind_of(kind);
   pcf_options opt = gk_pcf_options_from_r(single, threads, budget, devices, progress);
   pcf_op op = gk_pcf_op_of(kind, p);
   int which = gk_as_int(y_set);
