@@ -216,7 +216,6 @@ struct packed_band {
   const pcf_set *set = nullptr;
   size_t first = 0, count = 0;
   std::unique_ptr<unsigned char[]> data;   // intervals, plus one of padding (walk_merged)
-  size_t data_bytes = 0;
   std::vector<size_t> offsets;       // count + 1
   std::vector<int> orig;             // count
   std::once_flag packed;
@@ -297,10 +296,10 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
 // zeroed first: the packing writes it, on all those threads at once.
 void pack_band(const pcf_ctx *ctx, packed_band *band, int threads)
 {
-  size_t count = band->count, size = interval_bytes(ctx);
-  band->data_bytes = layout_of(ctx, band->set, band->first, count).data_bytes;
-  band->data.reset(new unsigned char[band->data_bytes]);
-  memset(band->data.get() + band->data_bytes - size, 0, size);   // the padding interval
+  size_t count = band->count, size = interval_bytes(ctx),
+         bytes = layout_of(ctx, band->set, band->first, count).data_bytes;
+  band->data.reset(new unsigned char[bytes]);
+  memset(band->data.get() + bytes - size, 0, size);   // the padding interval
   band->offsets.resize(count + 1);
   band->orig.resize(count);
   std::vector<int> &orig = band->orig;
@@ -313,12 +312,13 @@ void pack_band(const pcf_ctx *ctx, packed_band *band, int threads)
            band->offsets.data(), threads);
 }
 
-// The packed band, packing it first if no thread has (others wait for it).
-// Throws std::bad_alloc when the host is out of memory.
-const packed_band &packed(const pcf_ctx *ctx, int b)
+// The packed band, packing it first on `threads` host threads if no thread
+// has (others wait for it). Throws std::bad_alloc when the host is out of
+// memory.
+const packed_band &packed(const pcf_ctx *ctx, int b, int threads)
 {
   packed_band *band = &ctx->bands[b];
-  std::call_once(band->packed, pack_band, ctx, band, ctx->pack_threads);
+  std::call_once(band->packed, pack_band, ctx, band, threads);
   return *band;
 }
 
@@ -406,14 +406,14 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
     }
     if (at < 0) return gk_fail(err, GK_ERR_INTERNAL, "no free slot for a PCF band");
     try {
-      const packed_band &band = packed(ctx, b);
+      const packed_band &band = packed(ctx, b, ctx->pack_threads);
       if (s->band_in_slot[(size_t) at] >= 0) s->slot_of_band[(size_t) s->band_in_slot[(size_t) at]] = -1;
       s->band_in_slot[(size_t) at] = -1;
       slot_layout l = layout_of(ctx, band.set, band.first, band.count);
       char *base = (char *) s->slots.ptr + (size_t) at * ctx->slot_bytes;
       gk_device_buffer data = {base, l.data_bytes}, offsets = {base + l.offsets_at, l.orig_at - l.offsets_at},
                        orig = {base + l.orig_at, l.bytes - l.orig_at};
-      if (gk_buffer_upload(&data, band.data.get(), band.data_bytes, s->upload, err) ||
+      if (gk_buffer_upload(&data, band.data.get(), l.data_bytes, s->upload, err) ||
           gk_buffer_upload(&offsets, band.offsets.data(), band.offsets.size() * sizeof(size_t),
                            s->upload, err) ||
           gk_buffer_upload(&orig, band.orig.data(), band.orig.size() * sizeof(int), s->upload, err))
@@ -555,9 +555,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     // GPUs' first blocks share bands, so that they would wait for each other.
     int all_threads = gk_block_writer_share(writer, 1).threads;
     for (size_t k = 0; k < std::min(count, (size_t) options->n_devices); k++)
-      for (int b : {ctx.row_band[k], ctx.col_band[k]})
-        std::call_once(ctx.bands[(size_t) b].packed, pack_band, &ctx, &ctx.bands[(size_t) b],
-                       all_threads);
+      for (int b : {ctx.row_band[k], ctx.col_band[k]}) packed(&ctx, b, all_threads);
   } catch (const std::bad_alloc &) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory planning PCF bands");
     goto fail;
