@@ -94,7 +94,8 @@ void run_worker(void *ctx, int d, gk_error *err)
   // Page-locked memory is slow to get (the driver allocates and pins every
   // page; GPUs getting theirs at once wait on each other): the device layer
   // keeps it between calls.
-  GK_TRY(gk_pinned_scratch(2 * max_elements * elem, "blocks of results", &staging, err));
+  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, 2 * max_elements * elem, "blocks of results",
+                           &staging, err));
   host[0] = (char *) staging;
   host[1] = host[0] + max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));

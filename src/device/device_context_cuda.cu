@@ -24,7 +24,7 @@ struct device_context {
   cublasHandle_t cublas[GK_BLAS_LANES] = {};
   cusolverDnHandle_t cusolver = NULL;
   gk_device_buffer scratch[GK_SCRATCH_SLOTS] = {};
-  gk_pinned_buffer staging = {NULL, 0};
+  gk_pinned_buffer pinned[GK_PINNED_SLOTS] = {};
   int sm_count = 0;                       // 0: not asked yet
   int arch = 0;                           // 10 major + minor; 0: not asked yet
   int shared_optin = 0;                   // bytes; 0: not asked yet
@@ -186,17 +186,21 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
   return GK_OK;
 }
 
-gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err)
+gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err)
 {
   *ptr = NULL;
   device_context *ctx = context_of_device_in_use(err);
   if (!ctx) return err->status;
   std::lock_guard<std::mutex> guard(ctx->lock);
-  if (!ctx->staging.ptr || ctx->staging.bytes < bytes) {
-    gk_pinned_free(&ctx->staging);
-    if (gk_pinned_alloc(&ctx->staging, bytes + bytes / 4 + 1, what, err)) return err->status;
+  if (slot < 0 || slot >= GK_PINNED_SLOTS)
+    return gk_fail(err, GK_ERR_INTERNAL, "no pinned scratch slot %d", (int) slot);
+  gk_pinned_buffer *buf = &ctx->pinned[slot];
+  if (!buf->ptr || buf->bytes < bytes) {
+    gk_pinned_free(buf);
+    if (gk_pinned_alloc(buf, bytes + bytes / 4 + 1, what, err)) return err->status;
   }
-  *ptr = ctx->staging.ptr;
+  *ptr = buf->ptr;
   return GK_OK;
 }
 
@@ -217,7 +221,8 @@ static gk_status staged_copy(void *dst, const void *src, size_t bytes, int uploa
   char *host = NULL;
   void *staging = NULL;
   if (bytes == 0) return GK_OK;
-  GK_TRY(gk_pinned_scratch(pieces > 1 ? 2 * half : half, "staging host copies", &staging, err));
+  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, pieces > 1 ? 2 * half : half, "staging host copies",
+                           &staging, err));
   host = (char *) staging;
   for (int h = 0; pieces > 1 && h < 2; h++)
     GK_CUDA_TRY(cudaEventCreateWithFlags(&done[h], cudaEventDisableTiming), "staging events", err);
@@ -284,7 +289,8 @@ void gk_device_release_all(void)
   for (int d = 0; d < GK_MAX_DEVICES; d++) {
     device_context *ctx = &contexts[d];
     std::lock_guard<std::mutex> guard(ctx->lock);
-    bool holds = ctx->cusolver || ctx->staging.ptr;
+    bool holds = ctx->cusolver != NULL;
+    for (int p = 0; p < GK_PINNED_SLOTS; p++) holds = holds || ctx->pinned[p].ptr;
     for (int l = 0; l < GK_BLAS_LANES; l++) holds = holds || ctx->cublas[l];
     for (int s = 0; s < GK_SCRATCH_SLOTS; s++) holds = holds || ctx->scratch[s].ptr;
     if (!holds) continue;
@@ -298,7 +304,7 @@ void gk_device_release_all(void)
     if (ctx->cusolver) cusolverDnDestroy(ctx->cusolver);
     ctx->cusolver = NULL;
     for (int s = 0; s < GK_SCRATCH_SLOTS; s++) gk_buffer_free(&ctx->scratch[s]);
-    gk_pinned_free(&ctx->staging);
+    for (int p = 0; p < GK_PINNED_SLOTS; p++) gk_pinned_free(&ctx->pinned[p]);
   }
   cudaGetLastError();
   if (previous >= 0) cudaSetDevice(previous);

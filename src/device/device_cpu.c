@@ -67,9 +67,10 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
   return gk_fail_no_cuda(err);
 }
 
-gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err)
+gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err)
 {
-  (void) bytes; (void) what;
+  (void) slot; (void) bytes; (void) what;
   *ptr = NULL;
   return gk_fail_no_cuda(err);
 }

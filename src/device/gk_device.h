@@ -104,11 +104,14 @@ int gk_device_sm_count(void);
 size_t gk_device_shared_optin(void);
 
 /* Scratch kept between calls, per device (small calls then allocate
- * nothing): device memory by slot, and one page-locked host staging buffer.
+ * nothing): device memory by slot, and page-locked host memory by slot.
  * A request that needs more frees the old buffer (its contents are lost) and
  * allocates the size asked for plus a quarter, within the memory budget.
- * Owned by the layer, freed by gk_device_release_all(). Scratch is for calls
- * made from the R thread (one at a time), not for the pipeline's workers. */
+ * Owned by the layer, freed by gk_device_release_all(). Device scratch is for
+ * calls made from the R thread (one at a time); each of the pipeline's
+ * workers takes the staging of its own GPU. Page-locked memory is slow to get
+ * (the driver allocates and pins every page) and, under unified addressing,
+ * every GPU copies from it. */
 typedef enum {
   GK_SCRATCH_WORKSPACE = 0,   /* a call's operands and results            */
   GK_SCRATCH_PARTIALS = 1,    /* partial results combined by a second pass */
@@ -117,7 +120,14 @@ typedef enum {
 
 gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what, void **ptr,
                             gk_error *err);
-gk_status gk_pinned_scratch(size_t bytes, const char *what, void **ptr, gk_error *err);
+typedef enum {
+  GK_PINNED_STAGING = 0,   /* copies staged through it; blocks of results */
+  GK_PINNED_INPUTS = 1,    /* a call's inputs packed for upload (PCF bands) */
+  GK_PINNED_SLOTS = 2
+} gk_pinned_slot;
+
+gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err);
 
 /* The host ends of downloads into R memory (host_copy.c). gk_host_prefault
  * writes one byte per page of memory that a download will fill, such as a

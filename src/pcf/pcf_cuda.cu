@@ -45,6 +45,7 @@
 #include "pcf/pcf_integrate.h"
 #include "device/block_pipeline.h"
 #include "device/gk_cuda.h"
+#include "device/gk_hooks.h"
 #include "device/gk_tunables.h"
 
 namespace {
@@ -60,6 +61,12 @@ template <> struct columns_of<pcf_interval_d> { static const int value = 3; };
 // Largest block: bounds the pinned host buffers (allocating them costs time)
 // and keeps blocks many enough (45 at n = 5e4) for four GPUs to end together.
 const size_t kMaxBlockElements = (size_t) 1 << 25;
+// The packed bands of a call up to this size go to page-locked memory that
+// the device layer keeps between calls: the packing then writes pages that
+// exist (first writes to fresh pages, one fault each, cost most of it) and
+// the uploads are asynchronous. Larger sets take memory of their own per
+// call, so as not to keep that much of the host's memory locked.
+const size_t kMostPinnedBandBytes = (size_t) 1 << 30;
 
 // Overloads so that the templates below pick the shared finish by interval
 // type. All arithmetic and every result is double (pcf_integrate.h).
@@ -207,23 +214,23 @@ pcf_tile_kernel(const I *rows, const size_t *row_off, const int *row_orig, int n
   }
 }
 
+// Where a band's arrays lie in a GPU's band slot, and in its packed image on
+// the host: its intervals, plus one of padding (walk_merged), the offsets of
+// its functions (count + 1) and the map back to the original order (count).
+struct slot_layout {
+  size_t data_bytes, offsets_at, orig_at, bytes;
+};
+
 // A band of the block list: functions [first, first + count) of a set,
-// packed by decreasing length (the slots), with offsets and the map back to
-// the original order. Packed once per call, on the host: before the GPUs
-// start for their first blocks, else by the first GPU thread that needs it;
-// every GPU uploads it from there.
+// packed by decreasing length (the slots), as the image of a GPU's slot, so
+// that one copy uploads it. Packed once per call, on the host: before the
+// GPUs start for their first blocks, else by the first GPU thread that needs
+// it; every GPU uploads it from there.
 struct packed_band {
   const pcf_set *set = nullptr;
   size_t first = 0, count = 0;
-  std::unique_ptr<unsigned char[]> data;   // intervals, plus one of padding (walk_merged)
-  std::vector<size_t> offsets;       // count + 1
-  std::vector<int> orig;             // count
+  unsigned char *image = nullptr;    // in the call's band memory (place_bands)
   std::once_flag packed;
-};
-
-// Where a band's arrays lie in a GPU's band slot.
-struct slot_layout {
-  size_t data_bytes, offsets_at, orig_at, bytes;
 };
 
 struct pcf_ctx {
@@ -236,6 +243,7 @@ struct pcf_ctx {
   std::unique_ptr<packed_band[]> bands;
   size_t n_bands;
   size_t slot_bytes;                     // the largest band's slot_layout
+  std::unique_ptr<unsigned char[]> own_band_memory;   // when not page-locked
   int pack_threads;                      // a GPU thread's share of the host threads
 };
 
@@ -292,29 +300,52 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
   }
 }
 
-// Packs a band on `threads` host threads. Its intervals' memory is not
-// zeroed first: the packing writes it, on all those threads at once.
+// The host memory of every band's image, one after the other: the device
+// layer's page-locked scratch where the call's bands fit kMostPinnedBandBytes
+// and the driver grants it, else memory of the call's own. Throws
+// std::bad_alloc when the host is out of memory.
+void place_bands(pcf_ctx *ctx)
+{
+  size_t total = 0;
+  for (size_t b = 0; b < ctx->n_bands; b++) {
+    const packed_band &band = ctx->bands[b];
+    total += layout_of(ctx, band.set, band.first, band.count).bytes;
+  }
+  void *memory = NULL;
+  gk_error ignored;
+  gk_error_clear(&ignored);
+  if (total > kMostPinnedBandBytes ||
+      gk_pinned_scratch(GK_PINNED_INPUTS, total, "packed PCFs", &memory, &ignored)) {
+    ctx->own_band_memory.reset(new unsigned char[total]);
+    memory = ctx->own_band_memory.get();
+  }
+  size_t at = 0;
+  for (size_t b = 0; b < ctx->n_bands; b++) {
+    packed_band &band = ctx->bands[b];
+    band.image = (unsigned char *) memory + at;
+    at += layout_of(ctx, band.set, band.first, band.count).bytes;
+  }
+}
+
+// Packs a band into its image on `threads` host threads. Its intervals are
+// not zeroed first: the packing writes them, on all those threads at once.
 void pack_band(const pcf_ctx *ctx, packed_band *band, int threads)
 {
-  size_t count = band->count, size = interval_bytes(ctx),
-         bytes = layout_of(ctx, band->set, band->first, count).data_bytes;
-  band->data.reset(new unsigned char[bytes]);
-  memset(band->data.get() + bytes - size, 0, size);   // the padding interval
-  band->offsets.resize(count + 1);
-  band->orig.resize(count);
-  std::vector<int> &orig = band->orig;
-  std::iota(orig.begin(), orig.end(), 0);
+  size_t count = band->count, size = interval_bytes(ctx);
+  slot_layout l = layout_of(ctx, band->set, band->first, count);
+  size_t *offsets = (size_t *) (band->image + l.offsets_at);
+  int *orig = (int *) (band->image + l.orig_at);
+  memset(band->image + l.data_bytes - size, 0, size);   // the padding interval
+  std::iota(orig, orig + count, 0);
   const size_t *off = band->set->offset + band->first;
-  std::stable_sort(orig.begin(), orig.end(), [off](int a, int b) {
+  std::stable_sort(orig, orig + count, [off](int a, int b) {
     return off[a + 1] - off[a] > off[b + 1] - off[b];
   });
-  pcf_pack(band->set, band->first, orig.data(), count, ctx->single, band->data.get(),
-           band->offsets.data(), threads);
+  pcf_pack(band->set, band->first, orig, count, ctx->single, band->image, offsets, threads);
 }
 
 // The packed band, packing it first on `threads` host threads if no thread
-// has (others wait for it). Throws std::bad_alloc when the host is out of
-// memory.
+// has (others wait for it).
 const packed_band &packed(const pcf_ctx *ctx, int b, int threads)
 {
   packed_band *band = &ctx->bands[b];
@@ -405,22 +436,13 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
       if (at < 0 || s->used_at[(size_t) k] < s->used_at[(size_t) at]) at = k;
     }
     if (at < 0) return gk_fail(err, GK_ERR_INTERNAL, "no free slot for a PCF band");
-    try {
-      const packed_band &band = packed(ctx, b, ctx->pack_threads);
-      if (s->band_in_slot[(size_t) at] >= 0) s->slot_of_band[(size_t) s->band_in_slot[(size_t) at]] = -1;
-      s->band_in_slot[(size_t) at] = -1;
-      slot_layout l = layout_of(ctx, band.set, band.first, band.count);
-      char *base = (char *) s->slots.ptr + (size_t) at * ctx->slot_bytes;
-      gk_device_buffer data = {base, l.data_bytes}, offsets = {base + l.offsets_at, l.orig_at - l.offsets_at},
-                       orig = {base + l.orig_at, l.bytes - l.orig_at};
-      if (gk_buffer_upload(&data, band.data.get(), l.data_bytes, s->upload, err) ||
-          gk_buffer_upload(&offsets, band.offsets.data(), band.offsets.size() * sizeof(size_t),
-                           s->upload, err) ||
-          gk_buffer_upload(&orig, band.orig.data(), band.orig.size() * sizeof(int), s->upload, err))
-        return err->status;
-    } catch (const std::bad_alloc &) {
-      return gk_fail(err, GK_ERR_NOMEM, "out of host memory packing PCFs");
-    }
+    const packed_band &band = packed(ctx, b, ctx->pack_threads);
+    if (s->band_in_slot[(size_t) at] >= 0) s->slot_of_band[(size_t) s->band_in_slot[(size_t) at]] = -1;
+    s->band_in_slot[(size_t) at] = -1;
+    gk_device_buffer slot_buffer = {(char *) s->slots.ptr + (size_t) at * ctx->slot_bytes,
+                                    ctx->slot_bytes};
+    size_t bytes = layout_of(ctx, band.set, band.first, band.count).bytes;
+    if (gk_buffer_upload(&slot_buffer, band.image, bytes, s->upload, err)) return err->status;
     if (gk_cuda_status(cudaEventRecord(s->uploaded[(size_t) at], (cudaStream_t) s->upload),
                        "cudaEventRecord", err))
       return err->status;
@@ -530,6 +552,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                               options->first_row};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch, prepare};
   gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
+  double start = gk_seconds_now();
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
   // shared by the two output buffers each GPU holds at once, split 32 ways per
@@ -550,6 +573,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
     find_bands(&ctx, blocks, count);
+    place_bands(&ctx);
     // The bands of each GPU's first block, packed before the GPUs start, on
     // every host thread: a GPU thread packs with its share of them, and the
     // GPUs' first blocks share bands, so that they would wait for each other.
@@ -560,6 +584,10 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     gk_fail(err, GK_ERR_NOMEM, "out of host memory planning PCF bands");
     goto fail;
   }
+  if (options->progress)
+    gk_progress("pcf (GPU): %zu blocks over %zu bands, planned and the first bands packed in "
+                "%.3f s (their host memory made first if it was not there)", count, ctx.n_bands,
+                gk_seconds_now() - start);
   GK_TRY(gk_block_pipeline_run(&policy, blocks, count, writer, &popt, err));
 fail:
   free(blocks);

@@ -241,8 +241,8 @@ gk_status reduce_cuda_typed(const gk_reduce_spec *spec, const gk_reduce_operand 
   void *workspace = NULL, *staging = NULL;
   if (gk_device_scratch(GK_SCRATCH_WORKSPACE, lay.used, "the reduction workspace", &workspace,
                         err) ||
-      gk_pinned_scratch(up_bytes + vbytes + ibytes, "the reduction's staging buffer", &staging,
-                        err))
+      gk_pinned_scratch(GK_PINNED_STAGING, up_bytes + vbytes + ibytes,
+                        "the reduction's staging buffer", &staging, err))
     return err->status;
   char *base = (char *) workspace, *host = (char *) staging;
 
