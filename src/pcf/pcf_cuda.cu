@@ -39,6 +39,8 @@
 #include <mutex>
 #include <new>
 #include <numeric>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 #include "pcf/pcf.h"
@@ -574,21 +576,34 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   try {
     find_bands(&ctx, blocks, count);
     place_bands(&ctx);
-    // The bands of each GPU's first block, packed before the GPUs start, on
-    // every host thread: a GPU thread packs with its share of them, and the
-    // GPUs' first blocks share bands, so that they would wait for each other.
-    int all_threads = gk_block_writer_share(writer, 1).threads;
-    for (size_t k = 0; k < std::min(count, (size_t) options->n_devices); k++)
-      for (int b : {ctx.row_band[k], ctx.col_band[k]}) packed(&ctx, b, all_threads);
   } catch (const std::bad_alloc &) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory planning PCF bands");
     goto fail;
   }
   if (options->progress)
-    gk_progress("pcf (GPU): %zu blocks over %zu bands, planned and the first bands packed in "
-                "%.3f s (their host memory made first if it was not there)", count, ctx.n_bands,
-                gk_seconds_now() - start);
-  GK_TRY(gk_block_pipeline_run(&policy, blocks, count, writer, &popt, err));
+    gk_progress("pcf (GPU): %zu blocks over %zu bands, planned and the bands' host memory "
+                "ready in %.3f s", count, ctx.n_bands, gk_seconds_now() - start);
+  {
+    // The bands of each GPU's first block, packed on every host thread by a
+    // thread of their own while this one starts the GPUs and makes the
+    // result: a GPU thread packs with its share of the threads, and the GPUs'
+    // first blocks share bands, so that they would wait for each other. A
+    // GPU thread waits for a band being packed and packs one not begun.
+    int all_threads = gk_block_writer_share(writer, 1).threads;
+    size_t firsts = std::min(count, (size_t) options->n_devices);
+    auto pack_firsts = [&ctx, firsts, all_threads] {
+      for (size_t k = 0; k < firsts; k++)
+        for (int b : {ctx.row_band[k], ctx.col_band[k]}) packed(&ctx, b, all_threads);
+    };
+    std::thread early;
+    try {
+      early = std::thread(pack_firsts);
+    } catch (const std::system_error &) {
+      pack_firsts();
+    }
+    gk_block_pipeline_run(&policy, blocks, count, writer, &popt, err);
+    if (early.joinable()) early.join();
+  }
 fail:
   free(blocks);
   return err->status;
