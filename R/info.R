@@ -62,11 +62,10 @@
 #'     and the blocks through shared slots, which threads of the calling
 #'     session (`GK_CHANNEL_WRITERS`, 1 to 8, 0 chooses 2) write into the
 #'     result.}
-#'   \item{`GK_RESULT_HUGE_PAGES`}{1: a PCF result of 64 MB or more filled in
-#'     this process (by the GPU engine or the channel's writer threads) asks
-#'     the system for 2 MiB pages, 512 times fewer page faults than 4 KiB
-#'     pages; 2: never; 0, the default, chooses (1, except where the workers
-#'     write the result themselves).}
+#'   \item{`GK_RESULT_HUGE_PAGES`}{1, the default (or 0): a PCF result of
+#'     64 MB or more, filled by this process's engines or by future workers,
+#'     asks the system for 2 MiB pages, 512 times fewer page faults than
+#'     4 KiB pages; 2: never.}
 #' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),

@@ -156,7 +156,7 @@ static SEXP alloc_result(void *arg)
   /* The GPU pipeline's scatter threads fault in the result's pages as they
    * write it (measured there; the CPU engine's are left as they were). */
   if (gk_backend_is_gpu(r->backend))
-    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double), 1);
+    gk_result_huge_pages(REAL(out), (size_t) Rf_xlength(out) * sizeof(double));
   r->seconds = gk_seconds_now() - started;
   return out;
 }

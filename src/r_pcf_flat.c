@@ -121,8 +121,8 @@ static void plan_set(SEXP list, const char *arg, gk_pcf_plan *plan, gk_pcf_flat 
   out->bad = out->collapse = out->set.n;
   // As for results: 2 MiB pages cut the copy's page faults (most of its time
   // on fresh memory) by 512.
-  gk_result_huge_pages((void *) out->set.t, total * sizeof(double), 1);
-  gk_result_huge_pages((void *) out->set.v, total * sizeof(double), 1);
+  gk_result_huge_pages((void *) out->set.t, total * sizeof(double));
+  gk_result_huge_pages((void *) out->set.v, total * sizeof(double));
 }
 
 SEXP gk_pcf_flatten(SEXP x, SEXP y, int single, gk_pcf_flat *fx, gk_pcf_flat *fy,

@@ -229,9 +229,7 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
   if ((size_t) writers > count) writers = (int) count;
   c->writers = writers;
   c->threads = all / writers > 0 ? all / writers : 1;
-  /* 2 MiB pages for the result, unless the workers write it themselves:
-   * with 4 KiB pages they were as fast or faster (4 H100 host). */
-  gk_result_huge_pages(out, result_bytes, h->direct_out ? 2 : 1);
+  gk_result_huge_pages(out, result_bytes);
   for (int k = 0; k < writers; k++) {
     c->writer[k].c = c;
     c->writer[k].index = k;
@@ -406,7 +404,12 @@ static int send_direct(gk_channel_port *p, const gk_block *block, const double *
   size_t total = h->direct_values;
   pid_t caller = (pid_t) h->caller;
   long long batches = (long long) ((block->cols + DIRECT_BATCH - 1) / DIRECT_BATCH);
-  int threads = block->rows * block->cols < 65536 ? 1 : gk_omp_threads(p->threads), bad = 0;
+  /* Half the worker's threads: each copy pins (and first faults) pages of
+   * the caller's memory under locks of its memory map, which every
+   * worker's copies share; with more, the copies wait on each other longer
+   * than they gain (inst/bench/RESULTS.md). */
+  int threads = block->rows * block->cols < 65536 ? 1 : (gk_omp_threads(p->threads) + 1) / 2;
+  int bad = 0;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: bad)
 #endif

@@ -5,8 +5,8 @@
  * Direct writes (GK_CHANNEL_DIRECT = 1, the default, Linux): a worker
  * writes each block of results straight into the caller's result, an
  * ordinary R vector, with process_vm_writev: one copy, by the kernel, on
- * the worker's threads, the result's pages faulted in the caller's memory
- * as by its own writes. Before the first it reads the segment's token back
+ * half the worker's threads, the result's pages faulted in the caller's
+ * memory as by its own writes. Before the first it reads the segment's token back
  * from the caller's memory, so it never writes into another process of the
  * same number (another pid namespace). The slots' route below makes the
  * caller's threads scatter every block, which the workers wait for; here
@@ -33,8 +33,9 @@
  * a worker fills into the result with the block writer, then free the slot.
  * A worker attaches its chunk's ring and runs its engine with
  * gk_channel_writer: each block of results (float or double) is copied into
- * a free slot, piece by piece of whole columns. The result then asks for
- * 2 MiB pages (gk_result_huge_pages).
+ * a free slot, piece by piece of whole columns.
+ *
+ * On both routes the result asks for 2 MiB pages (gk_result_huge_pages).
  *
  * Why not a result in shared memory that workers write: shared memory
  * (memfd) gets no huge pages on most systems, and its first writes fault in

@@ -99,7 +99,7 @@ gk_status gk_shared_private(size_t bytes, gk_shared *s, gk_error *err)
                    strerror(errno));
   s->map = map;
   s->values = (double *) ((char *) map + GK_SHARED_HEADER);
-  gk_result_huge_pages(map, s->map_bytes, 1);
+  gk_result_huge_pages(map, s->map_bytes);
   s->token = new_token(s);
   return GK_OK;
 }
@@ -135,11 +135,9 @@ void gk_shared_populate(void *at, size_t len, int threads)
   (void) team;
 }
 
-void gk_result_huge_pages(void *at, size_t len, int fallback)
+void gk_result_huge_pages(void *at, size_t len)
 {
-  int mode = (int) gk_tunable(GK_TUNE_RESULT_HUGE_PAGES);
-  if (mode == 0) mode = fallback;
-  if (mode != 1 || len < ((size_t) 64 << 20)) return;
+  if (gk_tunable(GK_TUNE_RESULT_HUGE_PAGES) == 2 || len < ((size_t) 64 << 20)) return;
 #ifdef MADV_HUGEPAGE
   const size_t huge = (size_t) 1 << 21;
   uintptr_t from = ((uintptr_t) at + huge - 1) / huge * huge,

@@ -62,12 +62,12 @@ void gk_shared_populate(void *at, size_t len, int threads);
 
 /* Asks for 2 MiB pages (madvise MADV_HUGEPAGE) on the whole 2 MiB pages of
  * a large result of this process (64 MB or more) that its engines or the
- * writes of future workers fill, as GK_RESULT_HUGE_PAGES says (1 yes, 2 no,
- * 0: `fallback`, 1 or 2): where the system grants them, the first writes
- * make 512 times fewer page faults (a 10 GB result has 2.5 million at
- * 4 KiB), and the faults, not the copies, bound how fast a fresh result is
- * first written (inst/bench/pages.c compares the page sizes). */
-void gk_result_huge_pages(void *at, size_t len, int fallback);
+ * writes of future workers fill, unless GK_RESULT_HUGE_PAGES is 2: where the
+ * system grants them, the first writes make 512 times fewer page faults (a
+ * 10 GB result has 2.5 million at 4 KiB), and the faults, not the copies,
+ * bound how fast a fresh result is first written (inst/bench/pages.c
+ * compares the page sizes). */
+void gk_result_huge_pages(void *at, size_t len);
 
 /* Opens and maps the segment at `path` if it is the one with `token` and
  * `bytes` of values; returns GK_ERR_INPUT (with a message) when it cannot. */

@@ -48,9 +48,9 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_FILE_ALLOCATE", 1, 0, 1, 0,
    "1: pcf_dist_file() allocates its file's disk blocks before writing (fallocate; not on "
    "tmpfs); 0: the file stays sparse and each first write to a page allocates its block."},
-  {"GK_RESULT_HUGE_PAGES", 0, 0, 2, 0,
-   "1: a PCF result of 64 MB or more filled in this process asks for 2 MiB pages (fewer page "
-   "faults); 2: never; 0 chooses (1, but 2 where future workers write it themselves)."},
+  {"GK_RESULT_HUGE_PAGES", 1, 0, 2, 0,
+   "1 (or 0): a PCF result of 64 MB or more, filled by this process or by future workers, asks "
+   "for 2 MiB pages (fewer page faults); 2: never."},
   {"GK_CHANNEL_DIRECT", 1, 0, 1, 0,
    "1: future workers on this machine write their blocks of a PCF matrix straight into the "
    "caller's result (Linux process_vm_writev) where they may; 0: through shared slots."},
