@@ -225,9 +225,9 @@ struct slot_layout {
 
 // A band of the block list: functions [first, first + count) of a set,
 // packed by decreasing length (the slots), as the image of a GPU's slot, so
-// that one copy uploads it. Packed once per call, on the host: before the
-// GPUs start for their first blocks, else by the first GPU thread that needs
-// it; every GPU uploads it from there.
+// that one copy uploads it. Packed once per call, on the host: by a thread of
+// its own as the GPUs start, for their first blocks, else by the first GPU
+// thread that needs it; every GPU uploads it from there.
 struct packed_band {
   const pcf_set *set = nullptr;
   size_t first = 0, count = 0;
