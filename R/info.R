@@ -54,6 +54,11 @@
 #'     default, keeps every band of the call within half the memory budget,
 #'     so that each goes to each GPU once; smaller values (at least 4) upload
 #'     bands again when a later block needs them.}
+#'   \item{`GK_PIPELINE_DEPTH`}{blocks of a PCF matrix each GPU has in
+#'     flight (2 to 4; 3, the default): while the host writes one into the
+#'     result, the GPU computes the others, so that it does not wait for a
+#'     slow write or for the result's allocation; each holds a block of
+#'     results on the GPU and in page-locked host memory.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
 #'     read the functions of a PCF matrix from the calling session's memory
 #'     and write their blocks straight into its result (see

@@ -19,8 +19,9 @@
 #' distance is never returned as `Inf` or 0.
 #'
 #' The work is cut into blocks by the package's block scheduler. On the GPU,
-#' blocks run through a double-buffered pipeline (the CPU writes block k into
-#' the result while the GPU computes block k + 1) on every GPU in `devices`, one
+#' blocks run through a pipeline (the CPU writes block k into the result while
+#' the GPU computes blocks k + 1 and k + 2, see `GK_PIPELINE_DEPTH` in
+#' [gk_info()]) on every GPU in `devices`, one
 #' host thread each; only the functions a block needs are on a GPU at a time, so
 #' sets larger than GPU memory work. On the CPU, blocks are computed with
 #' OpenMP threads (`options(gpukernels.threads =)`). Both check for a user
@@ -28,7 +29,8 @@
 #' `options(gpukernels.progress = TRUE)` (the default in interactive sessions);
 #' the closing lines of a GPU run say how long the GPUs computed and how long
 #' the host spent writing results. `options(gpukernels.pcf_budget_bytes = b)`
-#' replaces the memory budget per device, half of which holds results (by
+#' replaces the memory budget per device, which holds the blocks of results in
+#' flight (by
 #' default 80% of the free memory of the emptiest GPU; cache-sized blocks on
 #' the CPU): a small value forces many small blocks, to test or to limit memory.
 #'

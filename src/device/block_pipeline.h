@@ -1,10 +1,11 @@
 /*
  * The GPU block pipeline of the device layer (CUDA builds only): runs a block
  * list from the scheduler on one or more GPUs, one host thread per GPU (the
- * device layer's pool, gk_pool.h), each with two device output buffers, two
- * pinned host buffers, a compute stream and a download stream, so that the CPU
- * scatters block k (through a gk_block_writer) while the GPU computes block
- * k + 1. Threads take the next block from the shared list (largest first), so
+ * device layer's pool, gk_pool.h), each with gk_pipeline_depth() blocks in
+ * flight (a device output buffer and a part of pinned host staging each), a
+ * compute stream and a download stream, so that the CPU scatters block k
+ * (through a gk_block_writer) while the GPU computes blocks k + 1, k + 2, ...
+ * Threads take the next block from the shared list (largest first), so
  * GPUs finish together.
  *
  * The pipeline knows nothing of what is computed: a gk_block_policy supplies
@@ -44,7 +45,10 @@ typedef struct {
   gk_status (*storage_create)(void *ctx, const gk_block *blocks, size_t count, void **storage,
                               gk_error *err);
   void (*storage_destroy)(void *ctx, void *storage);
-  /* Uploads the block's data and launches its computation into `out`. */
+  /* Uploads the block's data and launches its computation into `out`. The
+   * GPU's earlier blocks, up to gk_pipeline_depth() - 1 of them, may still
+   * be queued or computing on `stream`: what they read must not be
+   * overwritten before they finish (order uploads after them by events). */
   gk_status (*launch)(void *ctx, void *storage, const gk_block *block, void *out,
                       gk_stream stream, gk_error *err);
   /* NULL, or host work for the GPU's next block, done while the current one
@@ -58,6 +62,10 @@ typedef struct {
   int progress;         /* print progress lines */
   const char *label;    /* names the job in progress lines */
 } gk_pipeline_options;
+
+/* Blocks one GPU has in flight (GK_PIPELINE_DEPTH): each holds a device
+ * output buffer and as much page-locked host memory. */
+int gk_pipeline_depth(void);
 
 gk_status gk_block_pipeline_run(const gk_block_policy *policy, const gk_block *blocks,
                                 size_t count, const gk_block_writer *writer,

@@ -1,4 +1,5 @@
-// The double-buffered, multi-GPU block pipeline (see block_pipeline.h).
+// The multi-GPU block pipeline, several blocks in flight per GPU (see
+// block_pipeline.h).
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -8,6 +9,7 @@
 #include "device/gk_cuda.h"
 #include "device/gk_hooks.h"
 #include "device/gk_pool.h"
+#include "device/gk_tunables.h"
 
 namespace {
 
@@ -16,6 +18,7 @@ struct shared_state {
   const gk_block *blocks;
   size_t count;
   gk_block_writer writer;           // each GPU's share of the scatter threads
+  int depth;                        // blocks in flight per GPU (gk_pipeline_depth)
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
   // The writer's output: there from the start, or made by the calling thread
@@ -53,117 +56,142 @@ int await_output(shared_state *s)
   return 0;
 }
 
-// Scatters the block downloaded into `host` once its download is done.
+// Scatters a block once its download (event `downloaded`) is done.
 gk_status scatter_block(shared_state *s, worker *w, const gk_block *b, const char *host,
-                        gk_stream download, int single, gk_error *err)
+                        cudaEvent_t downloaded, int single, gk_error *err)
 {
-  auto clock = std::chrono::steady_clock::now();
-  if (gk_stream_sync(download, "the download of a block", err)) return err->status;
-  gk_block_write(&s->writer, b, host, single);
-  w->scatter_s += seconds_since(clock);
+  GK_CUDA_TRY(cudaEventSynchronize(downloaded), "the download of a block", err);
+  {
+    auto clock = std::chrono::steady_clock::now();
+    gk_block_write(&s->writer, b, host, single);
+    w->scatter_s += seconds_since(clock);
+  }
   s->done.fetch_add(1);
-  return GK_OK;
+fail:
+  return err->status;
+}
+
+// Milliseconds from `origin` to `event` (both recorded on the GPU, and done).
+double ms_since(cudaEvent_t origin, cudaEvent_t event, gk_error *err)
+{
+  float ms = 0;
+  gk_cuda_status(cudaEventElapsedTime(&ms, origin, event), "cudaEventElapsedTime", err);
+  return ms;
 }
 
 // One GPU (a thread of the device pool, bound to it): takes blocks until the
-// list is empty or the pool stops, scattering each on the host while the next
-// one computes.
+// list is empty or the pool stops. Up to depth blocks are in flight, each in
+// a slot of its own (a device output buffer, a part of the page-locked
+// staging, its events): the compute stream runs their kernels one after
+// the other, the download stream brings each down once its kernel is done,
+// and this thread scatters the oldest while the GPU computes the others, so
+// that the GPU does not wait when one scatter is slow, or when the result
+// is not made yet.
 void run_worker(void *ctx, int d, gk_error *err)
 {
   shared_state *s = (shared_state *) ctx;
   worker *w = &s->workers[d];
   const gk_block_policy *policy = s->policy;
+  const int depth = s->depth;
   gk_stream compute = NULL, download = NULL;
-  gk_device_buffer out[2] = {GK_DEVICE_BUFFER_EMPTY, GK_DEVICE_BUFFER_EMPTY};
-  char *host[2] = {NULL, NULL};   // halves of the GPU's cached pinned staging
+  std::vector<gk_device_buffer> out((size_t) depth, GK_DEVICE_BUFFER_EMPTY);
+  std::vector<char *> host((size_t) depth, nullptr);   // parts of the GPU's cached staging
+  std::vector<const gk_block *> block_in((size_t) depth, nullptr);
+  // Per slot: around its block's kernels, and after its download; `origin`
+  // dates them all, so that the time between one block's end and the next
+  // one's start (the GPU waiting for this thread) can be summed.
+  std::vector<cudaEvent_t> started((size_t) depth, nullptr), finished((size_t) depth, nullptr),
+      downloaded((size_t) depth, nullptr);
+  cudaEvent_t origin = NULL;
   void *staging = NULL;
   void *storage = NULL;
-  size_t max_rows, max_cols, max_elements, iteration = 0, k = 0;
-  const gk_block *previous = NULL;   // downloaded into host[the other slot], not scattered
+  size_t max_rows, max_cols, max_elements, launched = 0, retired = 0, k = 0;
+  double last_end_ms = 0;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
-  // Per slot: around the block's kernels (the time between one block's end
-  // and the next one's start is the GPU waiting for this thread).
-  cudaEvent_t started[2] = {NULL, NULL}, finished[2] = {NULL, NULL};
   auto clock = std::chrono::steady_clock::now();
 
   gk_block_extents(s->blocks, s->count, &max_rows, &max_cols, &max_elements);
   GK_TRY(gk_stream_create(&compute, 1, err));
   GK_TRY(gk_stream_create(&download, 0, err));
-  for (int b = 0; b < 2; b++)
-    GK_TRY(gk_buffer_alloc(&out[b], max_elements * elem, "a block of results", err));
+  for (int b = 0; b < depth; b++)
+    GK_TRY(gk_buffer_alloc(&out[(size_t) b], max_elements * elem, "a block of results", err));
   // Page-locked memory is slow to get (the driver allocates and pins every
   // page; GPUs getting theirs at once wait on each other): the device layer
   // keeps it between calls.
-  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, 2 * max_elements * elem, "blocks of results",
-                           &staging, err));
-  host[0] = (char *) staging;
-  host[1] = host[0] + max_elements * elem;
+  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, (size_t) depth * max_elements * elem,
+                           "blocks of results", &staging, err));
+  for (int b = 0; b < depth; b++) host[(size_t) b] = (char *) staging + (size_t) b * max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
-  for (int b = 0; b < 2; b++) {
-    GK_CUDA_TRY(cudaEventCreate(&started[b]), "cudaEventCreate", err);
-    GK_CUDA_TRY(cudaEventCreate(&finished[b]), "cudaEventCreate", err);
+  GK_CUDA_TRY(cudaEventCreate(&origin), "cudaEventCreate", err);
+  for (int b = 0; b < depth; b++) {
+    GK_CUDA_TRY(cudaEventCreate(&started[(size_t) b]), "cudaEventCreate", err);
+    GK_CUDA_TRY(cudaEventCreate(&finished[(size_t) b]), "cudaEventCreate", err);
+    GK_CUDA_TRY(cudaEventCreateWithFlags(&downloaded[(size_t) b], cudaEventDisableTiming),
+                "cudaEventCreate", err);
   }
+  GK_CUDA_TRY(cudaEventRecord(origin, (cudaStream_t) compute), "cudaEventRecord", err);
   w->setup_s = seconds_since(clock);
 
   k = s->next.fetch_add(1);
-  for (;; iteration++) {
+  for (;;) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
-    if (k >= s->count) break;
-    const gk_block *block = &s->blocks[k];
-    int slot = (int) (iteration % 2);
-    // 1. start block k (asynchronous)
-    GK_CUDA_TRY(cudaEventRecord(started[slot], (cudaStream_t) compute), "cudaEventRecord", err);
-    GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
-    GK_TRY(gk_cuda_check_launch("the block computation", err));
-    GK_CUDA_TRY(cudaEventRecord(finished[slot], (cudaStream_t) compute), "cudaEventRecord", err);
-    if (iteration == 0) w->first_s = seconds_since(s->start);
-    // 2. meanwhile, the host work of this GPU's next block, and the scatter
-    // of the previous one (its download done)
-    size_t next = s->next.fetch_add(1);
-    clock = std::chrono::steady_clock::now();
-    if (next < s->count && policy->prepare)
-      policy->prepare(policy->ctx, storage, &s->blocks[next]);
-    w->prepare_s += seconds_since(clock);
-    if (previous) {
-      if (await_output(s)) break;
-      GK_TRY(scatter_block(s, w, previous, host[1 - slot], download, policy->single, err));
-      previous = NULL;
+    if (k < s->count && launched - retired < (size_t) depth) {
+      // Start block k in a free slot, its download queued after its kernel,
+      // then the host work of the GPU's next block.
+      size_t slot = launched % (size_t) depth;
+      const gk_block *block = &s->blocks[k];
+      GK_CUDA_TRY(cudaEventRecord(started[slot], (cudaStream_t) compute), "cudaEventRecord", err);
+      GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
+      GK_TRY(gk_cuda_check_launch("the block computation", err));
+      GK_CUDA_TRY(cudaEventRecord(finished[slot], (cudaStream_t) compute), "cudaEventRecord", err);
+      GK_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t) download, finished[slot], 0),
+                  "cudaStreamWaitEvent", err);
+      GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
+                                download, err));
+      GK_CUDA_TRY(cudaEventRecord(downloaded[slot], (cudaStream_t) download), "cudaEventRecord",
+                  err);
+      if (launched == 0) w->first_s = seconds_since(s->start);
+      block_in[slot] = block;
+      launched++;
+      k = s->next.fetch_add(1);
+      clock = std::chrono::steady_clock::now();
+      if (k < s->count && policy->prepare) policy->prepare(policy->ctx, storage, &s->blocks[k]);
+      w->prepare_s += seconds_since(clock);
+      continue;
     }
-    // 3. wait for block k, then start its download on the other stream
-    GK_TRY(gk_stream_sync(compute, "the block computation", err));
+    if (launched == retired) break;
+    // Every slot busy, or no block left: the oldest block, once downloaded,
+    // into the result.
+    size_t slot = retired % (size_t) depth;
+    bool last = k >= s->count && launched - retired == 1;
+    if (last) {   // the GPU's last block: the host's tail after its kernel
+      GK_CUDA_TRY(cudaEventSynchronize(finished[slot]), "the block computation", err);
+      clock = std::chrono::steady_clock::now();
+    }
+    if (await_output(s)) break;
+    GK_TRY(scatter_block(s, w, block_in[slot], host[slot], downloaded[slot], policy->single, err));
+    if (last) w->drain_s = seconds_since(clock);
     {
-      float ms = 0;
-      GK_CUDA_TRY(cudaEventElapsedTime(&ms, started[slot], finished[slot]),
-                  "cudaEventElapsedTime", err);
-      w->gpu_s += ms / 1000.0;
-      if (iteration > 0) {
-        GK_CUDA_TRY(cudaEventElapsedTime(&ms, finished[1 - slot], started[slot]),
-                    "cudaEventElapsedTime", err);
-        w->idle_s += ms / 1000.0;
-      }
+      double begin_ms = ms_since(origin, started[slot], err);
+      double end_ms = ms_since(origin, finished[slot], err);
+      if (err->status) goto fail;
+      w->gpu_s += (end_ms - begin_ms) / 1000.0;
+      if (retired > 0 && begin_ms > last_end_ms) w->idle_s += (begin_ms - last_end_ms) / 1000.0;
+      last_end_ms = end_ms;
     }
-    GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
-                              download, err));
-    previous = block;
     w->blocks++;
-    k = next;
-  }
-  if (previous && err->status == GK_OK && !await_output(s)) {
-    clock = std::chrono::steady_clock::now();
-    GK_TRY(scatter_block(s, w, previous, host[iteration % 2 == 0 ? 1 : 0], download,
-                         policy->single, err));
-    w->drain_s = seconds_since(clock);
+    retired++;
   }
   w->end_s = seconds_since(s->start);
 fail:
   if (compute) cudaStreamSynchronize((cudaStream_t) compute);
   if (download) cudaStreamSynchronize((cudaStream_t) download);
-  for (int b = 0; b < 2; b++) {
-    if (started[b]) cudaEventDestroy(started[b]);
-    if (finished[b]) cudaEventDestroy(finished[b]);
-  }
+  if (origin) cudaEventDestroy(origin);
+  for (int b = 0; b < depth; b++)
+    for (cudaEvent_t e : {started[(size_t) b], finished[(size_t) b], downloaded[(size_t) b]})
+      if (e) cudaEventDestroy(e);
   if (storage) policy->storage_destroy(policy->ctx, storage);
-  for (int b = 0; b < 2; b++) gk_buffer_free(&out[b]);
+  for (gk_device_buffer &b : out) gk_buffer_free(&b);
   gk_stream_destroy(&compute);
   gk_stream_destroy(&download);
 }
@@ -185,6 +213,11 @@ void show_progress(void *ctx)
 
 }  // namespace
 
+extern "C" int gk_pipeline_depth(void)
+{
+  return (int) gk_tunable(GK_TUNE_PIPELINE_DEPTH);
+}
+
 extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const gk_block *blocks,
                                            size_t count, const gk_block_writer *writer,
                                            const gk_pipeline_options *options, gk_error *err)
@@ -196,6 +229,7 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.blocks = blocks;
   s.count = count;
   s.writer = gk_block_writer_share(writer, options->n_devices);
+  s.depth = gk_pipeline_depth();
   gk_error_clear(&s.output_err);
   if (writer->make_out) s.output_ready.store(0);
   std::vector<worker> workers((size_t) options->n_devices);

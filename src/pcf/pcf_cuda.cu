@@ -359,17 +359,19 @@ const packed_band &packed(const pcf_ctx *ctx, int b, int threads)
 // as the memory budget allows up to every band of the list, so that a band
 // goes up once per GPU where memory allows (and sets larger than GPU memory
 // still work). Uploads run on a stream of their own, queued while the GPU
-// computes the block before; an event per slot orders the kernel after them.
+// computes the blocks before: an event per slot orders the kernels after its
+// upload, and another, recorded after each kernel that reads the slot, orders
+// a later upload into it after them (the pipeline keeps several blocks in
+// flight).
 struct pcf_storage {
   gk_device_buffer slots = GK_DEVICE_BUFFER_EMPTY;
   int n_slots = 0;
   std::vector<int> band_in_slot;     // -1: empty
   std::vector<int> slot_of_band;     // -1: not on this GPU
   std::vector<size_t> used_at;       // when a block last needed the slot
-  std::vector<cudaEvent_t> uploaded;
+  std::vector<cudaEvent_t> uploaded, read;
   gk_stream upload = NULL;
   size_t clock = 0;
-  int computing[2] = {-1, -1};       // the slots of the block the GPU computes
 };
 
 void storage_destroy(void *ctx, void *storage)
@@ -377,8 +379,9 @@ void storage_destroy(void *ctx, void *storage)
   (void) ctx;
   pcf_storage *s = (pcf_storage *) storage;
   if (s->upload) cudaStreamSynchronize((cudaStream_t) s->upload);
-  for (cudaEvent_t e : s->uploaded)
-    if (e) cudaEventDestroy(e);
+  for (const auto *events : {&s->uploaded, &s->read})
+    for (cudaEvent_t e : *events)
+      if (e) cudaEventDestroy(e);
   gk_stream_destroy(&s->upload);
   gk_buffer_free(&s->slots);
   delete s;
@@ -408,21 +411,23 @@ gk_status storage_create(void *ctx_, const gk_block *blocks, size_t count, void 
     s->slot_of_band.assign(ctx->n_bands, -1);
     s->used_at.assign((size_t) s->n_slots, 0);
     s->uploaded.assign((size_t) s->n_slots, NULL);
+    s->read.assign((size_t) s->n_slots, NULL);
   } catch (const std::bad_alloc &) {
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory for PCF storage");
   }
   GK_TRY(gk_buffer_alloc(&s->slots, (size_t) s->n_slots * ctx->slot_bytes, "the PCFs of a block",
                          err));
   GK_TRY(gk_stream_create(&s->upload, 0, err));
-  for (cudaEvent_t &e : s->uploaded)
-    GK_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", err);
+  for (auto *events : {&s->uploaded, &s->read})
+    for (cudaEvent_t &e : *events)
+      GK_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", err);
 fail:
   return err->status;
 }
 
 // Band b on this GPU: its slot, uploading it there (on the upload stream) if
 // it is not there yet, into an empty slot or the one least recently needed
-// that neither the computing block nor `keep` uses.
+// other than `keep`, once the kernels that read it are done.
 gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *slot,
                     gk_error *err)
 {
@@ -430,7 +435,7 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
   int at = s->slot_of_band[(size_t) b];
   if (at < 0) {
     for (int k = 0; k < s->n_slots; k++) {
-      if (k == keep || k == s->computing[0] || k == s->computing[1]) continue;
+      if (k == keep) continue;
       if (s->band_in_slot[(size_t) k] < 0) {
         at = k;
         break;
@@ -444,7 +449,11 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
     gk_device_buffer slot_buffer = {(char *) s->slots.ptr + (size_t) at * ctx->slot_bytes,
                                     ctx->slot_bytes};
     size_t bytes = layout_of(ctx, band.set, band.first, band.count).bytes;
-    if (gk_buffer_upload(&slot_buffer, band.image, bytes, s->upload, err)) return err->status;
+    // (an event never recorded, a slot no kernel read yet, waits for nothing)
+    if (gk_cuda_status(cudaStreamWaitEvent((cudaStream_t) s->upload, s->read[(size_t) at], 0),
+                       "cudaStreamWaitEvent", err) ||
+        gk_buffer_upload(&slot_buffer, band.image, bytes, s->upload, err))
+      return err->status;
     if (gk_cuda_status(cudaEventRecord(s->uploaded[(size_t) at], (cudaStream_t) s->upload),
                        "cudaEventRecord", err))
       return err->status;
@@ -511,19 +520,19 @@ gk_status launch(void *ctx_, void *storage, const gk_block *b, void *out, gk_str
     return gk_fail(err, GK_ERR_INTERNAL, "PCF block straddles the diagonal off its bands");
   if ((b->cols + kTileCols - 1) / kTileCols > 65535 || b->rows > (size_t) 1 << 30)
     return gk_fail(err, GK_ERR_INTERNAL, "PCF block too large for one launch");
-  // The block before is done (the pipeline waited for it): its slots are free.
-  s->computing[0] = s->computing[1] = -1;
   if (block_slots(ctx, s, b, slot, err)) return err->status;
   for (int k = 0; k < 2; k++)
     if (gk_cuda_status(cudaStreamWaitEvent(st, s->uploaded[(size_t) slot[k]], 0),
                        "cudaStreamWaitEvent", err))
       return err->status;
-  s->computing[0] = slot[0];
-  s->computing[1] = slot[1];
   int tri = diagonal ? ctx->tri : 0;
   if (ctx->single) launch_typed<pcf_interval_f>(ctx, s, b, slot, tri, out, st);
   else launch_typed<pcf_interval_d>(ctx, s, b, slot, tri, out, st);
-  return gk_cuda_check_launch("the PCF integration kernel", err);
+  if (gk_cuda_check_launch("the PCF integration kernel", err)) return err->status;
+  for (int k = 0; k < 2; k++)
+    if (gk_cuda_status(cudaEventRecord(s->read[(size_t) slot[k]], st), "cudaEventRecord", err))
+      return err->status;
+  return GK_OK;
 }
 
 // The pipeline's prepare, while the GPU computes: packs and uploads the next
@@ -546,6 +555,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
                  (size_t) gk_tunable(GK_TUNE_PCF_SHARED_BYTES)};
   size_t elem = sizeof(double);   // results are double in both precisions
+  size_t in_flight = (size_t) gk_pipeline_depth();
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
@@ -557,7 +567,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   double start = gk_seconds_now();
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
-  // shared by the two output buffers each GPU holds at once, split 32 ways per
+  // shared by the output buffers of the blocks each GPU has in flight, split 32 ways per
   // GPU, no block over kMaxBlockElements. Occupancy floor: each thread
   // computes kTileCols pairs, so a block side of sqrt(2048 threads x SMs x
   // kTileCols) fills every SM of the smallest GPU.
@@ -567,8 +577,9 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     free_bytes = std::min(free_bytes, info.free_memory);
     sm = std::min(sm, info.sm_count);
   }
-  cfg.max_elements = gk_memory_budget_of(free_bytes) / 2 / elem;
-  if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
+  cfg.max_elements = gk_memory_budget_of(free_bytes) / in_flight / elem;
+  if (options->budget_bytes > 0)
+    cfg.max_elements = (size_t) (options->budget_bytes / (double) in_flight / elem);
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));

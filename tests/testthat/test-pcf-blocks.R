@@ -122,17 +122,21 @@ test_that("GPU results in many blocks, on one GPU or two, equal one block's, bit
     }
     options(old)
   }
-  # Bands of 200 functions (8 of X, 4 of Y) and a GPU that keeps 4 of them:
+  # Bands of 200 to 280 functions (the budget is shared by the blocks in
+  # flight: 4 to 2; at least 6 of X, 3 of Y) and a GPU that keeps 4 of them:
   # bands are evicted and uploaded again between blocks.
-  old <- options(gpukernels.pcf_budget_bytes = 200^2 * 16)
+  old <- options(gpukernels.pcf_budget_bytes = 200^2 * 8 * 4)
   on.exit(options(old))
-  with_tunables(list(GK_PCF_BAND_SLOTS = 4), {
+  # With 2 to 4 blocks in flight per GPU, an evicted band's slot is uploaded
+  # into only after the kernels of the blocks before that read it.
+  for (depth in 2:4) with_tunables(list(GK_PCF_BAND_SLOTS = 4, GK_PIPELINE_DEPTH = depth), {
     for (devices in list(1, if (nrow(gk_info()$devices) >= 2) 1:2)) {
       if (is.null(devices)) next
+      why <- paste(length(devices), "GPU(s), depth", depth)
       d <- pcf_pdist(X, precision = "single", backend = "gpu", devices = devices, workers = 1)
-      expect_identical(as.vector(d), as.vector(one), info = length(devices))
+      expect_identical(as.vector(d), as.vector(one), info = why)
       expect_identical(pcf_cdist(Y, X, backend = "gpu", devices = devices, workers = 1), ref,
-                       info = length(devices))
+                       info = why)
     }
   })
 })
