@@ -58,7 +58,7 @@ test_that("the streamed path with a tiny budget equals the one-block path", {
   for (backend in test_backends()) {
     one <- list(pcf_pdist(X, backend = backend), pcf_cdist(X, Y, p = 3.5, backend = backend),
                 pcf_kernel(X, backend = backend))
-    withr_budget <- options(gpukernels.pcf_budget_bytes = 2 * 8 * 7^2)  # 7 x 7 blocks
+    withr_budget <- options(gpukernels.pcf_budget_bytes = 2 * 8 * 7^2)  # blocks of side 7 or less
     streamed <- list(pcf_pdist(X, backend = backend), pcf_cdist(X, Y, p = 3.5, backend = backend),
                      pcf_kernel(X, backend = backend))
     options(withr_budget)
