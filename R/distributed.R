@@ -139,13 +139,9 @@ gk_chunk_count <- function(workers, n) {
 
 # Row ranges (start, end; 1-based, inclusive) cutting n rows into `count`
 # bands: of equal size, or of equal lower-triangle work (band k ends at
-# n * sqrt(k / count)). With `column_cost` > 0 (a triangle's bands), a band
-# also pays for its columns (the functions 1..e it reads) at that many pairs
-# each: the ends solve (e_k^2 - e_(k-1)^2) / 2 + column_cost e_k = T for one
-# T, so later bands, which read more, get fewer rows.
-gk_row_bands <- function(n, count, triangle = FALSE, column_cost = 0) {
-  ends <- if (triangle && column_cost > 0) round(gk_balanced_ends(n, count, column_cost)) else
-    if (triangle) round(n * sqrt(seq_len(count) / count)) else
+# n * sqrt(k / count)).
+gk_row_bands <- function(n, count, triangle = FALSE) {
+  ends <- if (triangle) round(n * sqrt(seq_len(count) / count)) else
     round(n * seq_len(count) / count)
   ends <- unique(pmin(pmax(ends, 1L), n))
   ends[length(ends)] <- n
@@ -153,33 +149,6 @@ gk_row_bands <- function(n, count, triangle = FALSE, column_cost = 0) {
   keep <- starts <= ends
   cbind(start = starts[keep], end = ends[keep])
 }
-
-# The ends of gk_row_bands' balanced triangle bands, T found by bisection:
-# the last end grows with T, and reaches n at T = n^2 / 2 + cost n count.
-gk_balanced_ends <- function(n, count, column_cost) {
-  ends_for <- function(total) {
-    ends <- numeric(count)
-    end <- 0
-    for (k in seq_len(count)) {
-      end <- sqrt(column_cost^2 + 2 * total + end^2) - column_cost
-      ends[k] <- end
-    }
-    ends
-  }
-  lo <- 0
-  hi <- n^2 / 2 + column_cost * n * count
-  for (i in 1:100) {
-    mid <- (lo + hi) / 2
-    if (ends_for(mid)[count] < n) lo <- mid else hi <- mid
-  }
-  ends_for(hi)
-}
-
-# What a future worker's GPU band pays per function it reads, in pairs: the
-# copy of the functions (about 1 us each at masspcf's sizes) against about
-# 1.6 ns per pair of the L1 kernel (H100), and the later start of the
-# futures launched last.
-gk_band_column_pairs <- 750
 
 # The options a chunk runs under on its worker.
 gk_chunk_options <- function() {
@@ -385,11 +354,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   if (symmetric) Y <- NULL
   single <- gk_check_precision(precision) == "single"
   size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
-  # On GPUs a band's columns weigh against its pairs; on the CPU the pairs
-  # dominate. (An error: "gpu" asked of workers from a session without one.)
-  on_gpus <- tryCatch(gk_backend(backend) == "gpu", error = function(e) TRUE)
-  column_cost <- if (symmetric && on_gpus) gk_band_column_pairs else 0
-  bands <- gk_row_bands(n, count, triangle = symmetric, column_cost = column_cost)
+  bands <- gk_row_bands(n, count, triangle = symmetric)
   begun <- gk_now()
   channel <- .Call(gk_r_channel_create, size, n, nrow(bands))
   handle <- if (is.list(channel)) channel$handle else channel

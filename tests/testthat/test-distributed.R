@@ -211,8 +211,7 @@ band_cases <- function(backend, sizes, reference) {
     Y <- draw_pcfs(5)
     for (workers in c(2, 3, 5)) {
       # Internal: the bands the call is cut into.
-      cost <- if (backend == "gpu") gpukernels:::gk_band_column_pairs else 0
-      bands <- if (n >= 2) gpukernels:::gk_row_bands(n, min(workers, n), TRUE, cost) else
+      bands <- if (n >= 2) gpukernels:::gk_row_bands(n, min(workers, n), TRUE) else
         matrix(0, 0, 2)
       for (direct in c(0, NA)) with_tunables(list(GK_CHANNEL_DIRECT = direct), {
         info <- paste(backend, n, workers, direct)
@@ -236,36 +235,6 @@ band_cases <- function(backend, sizes, reference) {
     }
   }
 }
-
-test_that("triangle bands that weigh columns against pairs cost the same", {
-  bands <- gpukernels:::gk_row_bands
-  set.seed(71)
-  for (n in c(2, 3, 17, 1000, sample(2e4:6e4, 2))) for (count in 2:5) {
-    for (column_cost in c(0, 7, 750, runif(1, 1, 3000))) {
-      info <- paste(n, count, column_cost)
-      b <- bands(n, count, TRUE, column_cost)
-      # Consecutive ranges covering 1..n, at most `count` of them.
-      expect_true(nrow(b) >= 1 && nrow(b) <= count, info = info)
-      expect_identical(as.numeric(b[1, "start"]), 1, info = info)
-      expect_identical(as.numeric(b[nrow(b), "end"]), as.numeric(n), info = info)
-      expect_true(all(b[, "start"] <= b[, "end"]), info = info)
-      expect_identical(as.numeric(b[-1, "start"]), as.numeric(b[-nrow(b), "end"] + 1), info = info)
-      if (column_cost == 0) {
-        expect_identical(b, bands(n, count, TRUE), info = info)
-        next
-      }
-      if (n < 1000) next   # bands of a few rows: rounding decides
-      # Each band's pairs plus column_cost per function read, equal to the
-      # rounding of its ends (a row moves at most its columns plus the cost).
-      e <- as.numeric(b[, "end"])
-      cost <- diff(c(0, e^2 / 2)) + column_cost * e
-      expect_lte(max(cost) - min(cost), 2 * (n + column_cost), label = info)
-      # Later bands read more, so they get fewer pairs than equal ones.
-      equal <- as.numeric(bands(n, count, TRUE)[, "end"])
-      expect_true(all(e[-count] >= equal[-count]), info = info)
-    }
-  }
-})
 
 test_that("a band of a symmetric result is one engine call: results equal one process", {
   set.seed(64)
