@@ -2,15 +2,41 @@
 # "N passed, N failed, N skipped"; exits non-zero if any test failed.
 #
 # GK_TEST_JOBS=n (default 1) runs the test files in n R processes at once (for
-# the 16-core GPU machine, where device time is scarce), each with cores / n
-# host threads. Files that measure free
-# memory or time a signal (GK_TEST_ALONE) then run one at a time, after the rest,
-# so that no other process disturbs what they measure. Each file's report is
+# the GPU machine, where device time is scarce), each with cores / n host
+# threads (the cores this process may use: taskset narrows them). Files that
+# measure free memory or time a signal (GK_TEST_ALONE) then run one at a time,
+# after the rest, so that no other process disturbs what they measure. With 4
+# GPUs or more (GK_TEST_LANES=auto, the default; 1 forces it, 0 never) they
+# run instead beside the rest, in a lane of their own: the first half of the
+# GPUs and a quarter of the cores, the others on the rest (each file's
+# process pinned with taskset), so that no process starves another and
+# each lane still sees two GPUs or more. Each file's report is
 # written to GK_TEST_LOGS (a folder) when set. GK_TEST_FILES (comma-separated
 # file names) runs only those files, in that order. GK_TEST_GPU_ONLY=1 runs
 # the tests that loop over backends on the GPU only (tests/testthat/helper-gpu.R).
 jobs <- max(1L, as.integer(Sys.getenv("GK_TEST_JOBS", "1")))
-cores <- max(1L, parallel::detectCores(), na.rm = TRUE)
+# The CPUs this process may run on (Cpus_allowed_list), else all of them.
+allowed_cpus <- function() {
+  line <- tryCatch(grep("^Cpus_allowed_list:", readLines("/proc/self/status"), value = TRUE),
+                   error = function(e) character())
+  if (length(line) != 1L) return(seq_len(max(1L, parallel::detectCores(), na.rm = TRUE)) - 1L)
+  ranges <- strsplit(strsplit(trimws(sub("^Cpus_allowed_list:", "", line)), ",")[[1]], "-")
+  unlist(lapply(ranges, function(r) seq(as.integer(r[1L]), as.integer(r[length(r)]))))
+}
+# The GPUs the tests may use: CUDA_VISIBLE_DEVICES where set, else nvidia-smi's.
+visible_gpus <- function() {
+  set <- Sys.getenv("CUDA_VISIBLE_DEVICES", NA)
+  if (!is.na(set)) return(if (nzchar(set)) strsplit(set, ",")[[1]] else character())
+  listed <- tryCatch(suppressWarnings(system2("nvidia-smi", "-L", stdout = TRUE, stderr = FALSE)),
+                     error = function(e) character())
+  as.character(seq_along(grep("^GPU ", listed, value = TRUE)) - 1L)
+}
+cpus <- allowed_cpus()
+cores <- length(cpus)
+gpus <- visible_gpus()
+lanes <- Sys.getenv("GK_TEST_LANES", "auto")
+use_lanes <- jobs > 1L && cores >= 4L &&
+  (lanes == "1" || (lanes == "auto" && length(gpus) >= 4L))
 log_dir <- Sys.getenv("GK_TEST_LOGS", tempfile("gk-tests"))
 dir.create(log_dir, showWarnings = FALSE, recursive = TRUE)
 alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
@@ -18,21 +44,46 @@ alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
                                     "test-kernel.R,test-h2.R,test-h2-compress.R,",
                                     "test-h2-compress-gpu.R,test-h2-otf-gpu.R,test-reduce.R")), ",")[[1]]
 
-run_in_process <- function(file) {
+# Where a file runs: its GPUs and CPUs (NULL: those of this process) and its
+# host threads. Files running together share the cores: each process's host
+# threads (the engines' OpenMP loops) are cores / jobs, not all of them,
+# which would put jobs x cores threads on the cores. Files that run alone
+# keep every core of their lane.
+lane_of <- function(gpus, cpus, together) {
+  list(gpus = gpus, cpus = cpus,
+       threads = if (together) max(1L, length(if (is.null(cpus)) allowed_cpus() else cpus) %/% jobs)
+                 else if (is.null(cpus)) 0L else length(cpus))
+}
+lane_alone <- lane_together <- NULL
+if (use_lanes) {
+  half <- length(gpus) %/% 2L
+  quarter <- max(1L, cores %/% 4L)
+  lane_alone <- lane_of(gpus[seq_len(half)], cpus[seq_len(quarter)], FALSE)
+  lane_together <- lane_of(gpus[-seq_len(half)], cpus[-seq_len(quarter)], TRUE)
+} else {
+  lane_alone <- lane_of(NULL, NULL, FALSE)
+  lane_together <- lane_of(NULL, NULL, TRUE)
+}
+
+run_in_process <- function(file, lane) {
   stem <- sub("\\.R$", "", basename(file))
   log <- file.path(log_dir, paste0(stem, ".log"))
   rds <- file.path(log_dir, paste0(stem, ".rds"))
-  # Files running together share the cores: each process's host threads (the
-  # engines' OpenMP loops) are cores / jobs, not all of them, which would put
-  # jobs x cores threads on the cores. Files that run alone keep every core.
-  threads <- if (basename(file) %in% alone) 0L else max(1L, cores %/% jobs)
+  threads <- lane$threads
   code <- sprintf(paste0(
     "options(gpukernels.threads = %dL); ",
     "r <- as.data.frame(testthat::test_file(%s, package = 'gpukernels', load_package = 'installed',",
     " reporter = testthat::SummaryReporter$new(), stop_on_failure = FALSE)); saveRDS(r, %s)"),
     threads, deparse(file), deparse(rds))
   started <- Sys.time()
-  system2(file.path(R.home("bin"), "Rscript"), c("-e", shQuote(code)), stdout = log, stderr = log)
+  command <- file.path(R.home("bin"), "Rscript")
+  args <- c("-e", shQuote(code))
+  if (!is.null(lane$cpus) && nzchar(Sys.which("taskset"))) {
+    args <- c("-c", paste(lane$cpus, collapse = ","), command, args)
+    command <- "taskset"
+  }
+  env <- if (!is.null(lane$gpus)) paste0("CUDA_VISIBLE_DEVICES=", paste(lane$gpus, collapse = ","))
+  system2(command, args, stdout = log, stderr = log, env = env)
   seconds <- as.numeric(difftime(Sys.time(), started, units = "secs"))
   res <- if (file.exists(rds)) readRDS(rds) else NULL
   out <- if (is.null(res)) {  # the process died: count it as one failure and show its output
@@ -62,9 +113,12 @@ if (jobs == 1L && !nzchar(Sys.getenv("GK_TEST_FILES"))) {
   # In the order given, so that a caller can start the longest files first.
   if (nzchar(only)) files <- file.path("tests/testthat", intersect(strsplit(only, ",")[[1]], basename(files)))
   together <- files[!basename(files) %in% alone]
-  by_file <- c(parallel::mclapply(together, run_in_process, mc.cores = jobs,
-                                  mc.preschedule = FALSE),
-               lapply(files[basename(files) %in% alone], run_in_process))
+  by_itself <- files[basename(files) %in% alone]
+  run_alone <- function() lapply(by_itself, run_in_process, lane = lane_alone)
+  beside <- if (use_lanes && length(by_itself)) parallel::mcparallel(run_alone())
+  by_file <- parallel::mclapply(together, run_in_process, lane = lane_together, mc.cores = jobs,
+                                mc.preschedule = FALSE)
+  by_file <- c(by_file, if (is.null(beside)) run_alone() else parallel::mccollect(beside)[[1L]])
   for (r in by_file) {
     cat(sprintf("%-28s %5d tests %3d failed %3d skipped %7.1f s\n", r$file, as.integer(r$nb),
                 as.integer(r$failed), as.integer(r$skipped), r$seconds))
