@@ -132,16 +132,23 @@ if (ngpu >= 2) {
   }
 }
 
-# 2. G future workers, one GPU each, writing into the shared result
+# 2. G future workers, one GPU each, writing into the shared result. The
+# connections to the workers are made with R's socket options at plan()
+# time: with options(socketOptions = "no-delay") this session's end sends
+# each future at once instead of waiting on the worker's delayed ACK (Linux:
+# 40 ms). GK_BENCH_NODELAY: "both" (default), "0" (R's default) or "1".
 with_file <- with_file && exists("one_file")
-for (g in worker_counts) {
+socket_modes <- switch(Sys.getenv("GK_BENCH_NODELAY", "both"), "0" = FALSE, "1" = TRUE, c(FALSE, TRUE))
+for (g in worker_counts) for (no_delay in socket_modes) {
+  sockets <- options(socketOptions = if (no_delay) "no-delay")
+  label <- paste0(g, " workers x 1 GPU", if (no_delay) ", no-delay")
   started <- system.time(future::plan(future::multisession, workers = g))[["elapsed"]]
   # Warm the workers: package, CUDA context (one GPU each); the first call
   # pays them, the second shows what a warm call of the same size costs.
   warm <- vapply(1:2, function(w) system.time(invisible(suppressWarnings(
     pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend))))[["elapsed"]], 0)
-  cat(sprintf("%d workers: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
-              g, started, warm[1], warm[2]))
+  cat(sprintf("%s: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
+              label, started, warm[1], warm[2]))
   # The future package's own cost on running workers: g empty futures
   # launched (as gk_run_tasks launches them), then resolved (median of 5).
   empty <- function() {
@@ -153,25 +160,26 @@ for (g in worker_counts) {
     c(t1 - t0, proc.time()[["elapsed"]] - t0)
   }
   cost <- apply(vapply(1:5, function(i) empty(), numeric(2)), 1, median)
-  cat(sprintf("%d workers: future's own cost: %d empty futures launched in %.3f s, resolved after %.3f s\n",
-              g, g, cost[1], cost[2]))
+  cat(sprintf("%s: future's own cost: %d empty futures launched in %.3f s, resolved after %.3f s\n",
+              label, g, cost[1], cost[2]))
   t <- median_time(function() pdist(), reps)
-  report(paste(g, "workers x 1 GPU, shared memory"), t, one,
+  report(paste0(label, ", shared memory"), t, one,
          if (identical(Sys.getenv("GK_CHANNEL_DIRECT"), "0")) "blocks through shared slots" else
            "blocks written straight into the result")
   phases(function() pdist(), workers = TRUE)
   if (flag("GK_BENCH_SOCKETS")) {
     options(gpukernels.future_shared = FALSE)
     t <- median_time(function() pdist(), 1)
-    report(paste(g, "workers x 1 GPU, through futures"), t, one, "data and results by socket")
+    report(paste0(label, ", through futures"), t, one, "data and results by socket")
     options(gpukernels.future_shared = TRUE)
   }
   if (with_file) {
     t <- median_time(function() to_file(), 1)
-    report(paste(g, "workers x 1 GPU, file (float)"), t, one,
+    report(paste0(label, ", file (float)"), t, one,
            sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
   }
   future::plan(future::sequential)
+  options(sockets)
 }
 
 # 3. pcf_knn (optional)
