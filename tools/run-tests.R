@@ -54,15 +54,13 @@ lane_of <- function(gpus, cpus, together) {
        threads = if (together) max(1L, length(if (is.null(cpus)) allowed_cpus() else cpus) %/% jobs)
                  else if (is.null(cpus)) 0L else length(cpus))
 }
-lane_alone <- lane_together <- NULL
-if (use_lanes) {
+lane_alone <- lane_of(NULL, NULL, FALSE)
+lane_together <- lane_of(NULL, NULL, TRUE)
+split_lanes <- function() {
   half <- length(gpus) %/% 2L
   quarter <- max(1L, cores %/% 4L)
-  lane_alone <- lane_of(gpus[seq_len(half)], cpus[seq_len(quarter)], FALSE)
-  lane_together <- lane_of(gpus[-seq_len(half)], cpus[-seq_len(quarter)], TRUE)
-} else {
-  lane_alone <- lane_of(NULL, NULL, FALSE)
-  lane_together <- lane_of(NULL, NULL, TRUE)
+  lane_alone <<- lane_of(gpus[seq_len(half)], cpus[seq_len(quarter)], FALSE)
+  lane_together <<- lane_of(gpus[-seq_len(half)], cpus[-seq_len(quarter)], TRUE)
 }
 
 run_in_process <- function(file, lane) {
@@ -114,8 +112,11 @@ if (jobs == 1L && !nzchar(Sys.getenv("GK_TEST_FILES"))) {
   if (nzchar(only)) files <- file.path("tests/testthat", intersect(strsplit(only, ",")[[1]], basename(files)))
   together <- files[!basename(files) %in% alone]
   by_itself <- files[basename(files) %in% alone]
+  # Lanes only where some files run alone: else the others get every GPU.
+  use_lanes <- use_lanes && length(by_itself) > 0L
+  if (use_lanes) split_lanes()
   run_alone <- function() lapply(by_itself, run_in_process, lane = lane_alone)
-  beside <- if (use_lanes && length(by_itself)) parallel::mcparallel(run_alone())
+  beside <- if (use_lanes) parallel::mcparallel(run_alone())
   by_file <- parallel::mclapply(together, run_in_process, lane = lane_together, mc.cores = jobs,
                                 mc.preschedule = FALSE)
   by_file <- c(by_file, if (is.null(beside)) run_alone() else parallel::mccollect(beside)[[1L]])
