@@ -119,7 +119,16 @@ if (jobs == 1L && !nzchar(Sys.getenv("GK_TEST_FILES"))) {
   beside <- if (use_lanes) parallel::mcparallel(run_alone())
   by_file <- parallel::mclapply(together, run_in_process, lane = lane_together, mc.cores = jobs,
                                 mc.preschedule = FALSE)
-  by_file <- c(by_file, if (is.null(beside)) run_alone() else parallel::mccollect(beside)[[1L]])
+  alone_results <- if (is.null(beside)) run_alone() else parallel::mccollect(beside)[[1L]]
+  if (!is.list(alone_results) || inherits(alone_results, "try-error")) {   # the lane died
+    why <- paste("the lane of files that run alone failed:", as.character(alone_results))
+    cat(why, "\n")
+    log <- file.path(log_dir, "lane-alone.log")
+    writeLines(why, log)
+    alone_results <- list(list(file = "(files that run alone)", nb = 0, failed = 1, skipped = 0,
+                               seconds = NA_real_, log = log))
+  }
+  by_file <- c(by_file, alone_results)
   for (r in by_file) {
     cat(sprintf("%-28s %5d tests %3d failed %3d skipped %7.1f s\n", r$file, as.integer(r$nb),
                 as.integer(r$failed), as.integer(r$skipped), r$seconds))
