@@ -56,11 +56,11 @@ lane_of <- function(gpus, cpus, together) {
 }
 lane_alone <- lane_of(NULL, NULL, FALSE)
 lane_together <- lane_of(NULL, NULL, TRUE)
-split_lanes <- function() {
+split_lanes <- function() {   # (fewer than 2 GPUs, forced: both lanes share them)
   half <- length(gpus) %/% 2L
   quarter <- max(1L, cores %/% 4L)
-  lane_alone <<- lane_of(gpus[seq_len(half)], cpus[seq_len(quarter)], FALSE)
-  lane_together <<- lane_of(gpus[-seq_len(half)], cpus[-seq_len(quarter)], TRUE)
+  lane_alone <<- lane_of(if (half) gpus[seq_len(half)], cpus[seq_len(quarter)], FALSE)
+  lane_together <<- lane_of(if (half) gpus[-seq_len(half)], cpus[-seq_len(quarter)], TRUE)
 }
 
 run_in_process <- function(file, lane) {
