@@ -49,10 +49,11 @@ alone <- strsplit(Sys.getenv("GK_TEST_ALONE",
 # threads (the engines' OpenMP loops) are cores / jobs, not all of them,
 # which would put jobs x cores threads on the cores. Files that run alone
 # keep every core of their lane.
-lane_of <- function(gpus, cpus, together) {
-  list(gpus = gpus, cpus = cpus,
-       threads = if (together) max(1L, length(if (is.null(cpus)) allowed_cpus() else cpus) %/% jobs)
-                 else if (is.null(cpus)) 0L else length(cpus))
+lane_of <- function(lane_gpus, lane_cpus, together) {
+  lane_cores <- if (is.null(lane_cpus)) cores else length(lane_cpus)
+  list(gpus = lane_gpus, cpus = lane_cpus,
+       threads = if (together) max(1L, lane_cores %/% jobs)
+                 else if (is.null(lane_cpus)) 0L else lane_cores)
 }
 lane_alone <- lane_of(NULL, NULL, FALSE)
 lane_together <- lane_of(NULL, NULL, TRUE)
