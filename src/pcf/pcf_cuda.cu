@@ -231,6 +231,7 @@ struct slot_layout {
 struct packed_band {
   const pcf_set *set = nullptr;
   size_t first = 0, count = 0;
+  slot_layout layout = {};           // where its parts lie in its image and slot
   unsigned char *image = nullptr;    // in the call's band memory (place_bands)
   std::once_flag packed;
 };
@@ -298,7 +299,8 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
     b.set = std::get<0>(entry.first);
     b.first = std::get<1>(entry.first);
     b.count = std::get<2>(entry.first);
-    ctx->slot_bytes = std::max(ctx->slot_bytes, layout_of(ctx, b.set, b.first, b.count).bytes);
+    b.layout = layout_of(ctx, b.set, b.first, b.count);
+    ctx->slot_bytes = std::max(ctx->slot_bytes, b.layout.bytes);
   }
 }
 
@@ -309,10 +311,7 @@ void find_bands(pcf_ctx *ctx, const gk_block *blocks, size_t count)
 void place_bands(pcf_ctx *ctx)
 {
   size_t total = 0;
-  for (size_t b = 0; b < ctx->n_bands; b++) {
-    const packed_band &band = ctx->bands[b];
-    total += layout_of(ctx, band.set, band.first, band.count).bytes;
-  }
+  for (size_t b = 0; b < ctx->n_bands; b++) total += ctx->bands[b].layout.bytes;
   void *memory = NULL;
   gk_error ignored;
   gk_error_clear(&ignored);
@@ -325,7 +324,7 @@ void place_bands(pcf_ctx *ctx)
   for (size_t b = 0; b < ctx->n_bands; b++) {
     packed_band &band = ctx->bands[b];
     band.image = (unsigned char *) memory + at;
-    at += layout_of(ctx, band.set, band.first, band.count).bytes;
+    at += band.layout.bytes;
   }
 }
 
@@ -334,7 +333,7 @@ void place_bands(pcf_ctx *ctx)
 void pack_band(const pcf_ctx *ctx, packed_band *band, int threads)
 {
   size_t count = band->count, size = interval_bytes(ctx);
-  slot_layout l = layout_of(ctx, band->set, band->first, count);
+  const slot_layout &l = band->layout;
   size_t *offsets = (size_t *) (band->image + l.offsets_at);
   int *orig = (int *) (band->image + l.orig_at);
   memset(band->image + l.data_bytes - size, 0, size);   // the padding interval
@@ -448,7 +447,7 @@ gk_status band_slot(const pcf_ctx *ctx, pcf_storage *s, int b, int keep, int *sl
     s->band_in_slot[(size_t) at] = -1;
     gk_device_buffer slot_buffer = {(char *) s->slots.ptr + (size_t) at * ctx->slot_bytes,
                                     ctx->slot_bytes};
-    size_t bytes = layout_of(ctx, band.set, band.first, band.count).bytes;
+    size_t bytes = band.layout.bytes;
     // (an event never recorded, a slot no kernel read yet, waits for nothing)
     if (gk_cuda_status(cudaStreamWaitEvent((cudaStream_t) s->upload, s->read[(size_t) at], 0),
                        "cudaStreamWaitEvent", err) ||
@@ -484,7 +483,7 @@ void launch_typed(const pcf_ctx *ctx, pcf_storage *s, const gk_block *b, const i
             (unsigned) ((b->cols + kTileCols - 1) / kTileCols));
   size_t k = (size_t) (b - ctx->blocks);
   const packed_band &rb = ctx->bands[(size_t) ctx->row_band[k]], &cb = ctx->bands[(size_t) ctx->col_band[k]];
-  slot_layout rl = layout_of(ctx, rb.set, rb.first, rb.count), cl = layout_of(ctx, cb.set, cb.first, cb.count);
+  const slot_layout &rl = rb.layout, &cl = cb.layout;
   const char *rbase = (const char *) s->slots.ptr + (size_t) slot[0] * ctx->slot_bytes;
   const char *cbase = (const char *) s->slots.ptr + (size_t) slot[1] * ctx->slot_bytes;
   const I *rows = (const I *) rbase, *cols = (const I *) cbase;
@@ -555,7 +554,8 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
                  (size_t) gk_tunable(GK_TUNE_PCF_SHARED_BYTES)};
   size_t elem = sizeof(double);   // results are double in both precisions
-  size_t in_flight = (size_t) gk_pipeline_depth();
+  int depth = gk_pipeline_depth();
+  size_t in_flight = (size_t) depth;
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
@@ -563,7 +563,8 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                               (size_t) 32 * (size_t) options->n_devices, 0,
                               options->first_row};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch, prepare};
-  gk_pipeline_options popt = {options->devices, options->n_devices, options->progress, "pcf (GPU)"};
+  gk_pipeline_options popt = {options->devices, options->n_devices, depth, options->progress,
+                              "pcf (GPU)"};
   double start = gk_seconds_now();
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
