@@ -1,7 +1,7 @@
 /*
  * The GPU block pipeline of the device layer (CUDA builds only): runs a block
  * list from the scheduler on one or more GPUs, one host thread per GPU (the
- * device layer's pool, gk_pool.h), each with gk_pipeline_depth() blocks in
+ * device layer's pool, gk_pool.h), each with options->depth blocks in
  * flight (a device output buffer and a part of pinned host staging each), a
  * compute stream and a download stream, so that the CPU scatters block k
  * (through a gk_block_writer) while the GPU computes blocks k + 1, k + 2, ...
@@ -46,7 +46,7 @@ typedef struct {
                               gk_error *err);
   void (*storage_destroy)(void *ctx, void *storage);
   /* Uploads the block's data and launches its computation into `out`. The
-   * GPU's earlier blocks, up to gk_pipeline_depth() - 1 of them, may still
+   * GPU's earlier blocks, up to options->depth - 1 of them, may still
    * be queued or computing on `stream`: what they read must not be
    * overwritten before they finish (order uploads after them by events). */
   gk_status (*launch)(void *ctx, void *storage, const gk_block *block, void *out,
@@ -59,6 +59,8 @@ typedef struct {
 typedef struct {
   const int *devices;   /* 0-based GPU numbers */
   int n_devices;
+  int depth;            /* blocks in flight per GPU: gk_pipeline_depth(), read
+                         * once by the engine, whose output budget counts them */
   int progress;         /* print progress lines */
   const char *label;    /* names the job in progress lines */
 } gk_pipeline_options;

@@ -18,7 +18,7 @@ struct shared_state {
   const gk_block *blocks;
   size_t count;
   gk_block_writer writer;           // each GPU's share of the scatter threads
-  int depth;                        // blocks in flight per GPU (gk_pipeline_depth)
+  int depth;                        // blocks in flight per GPU (options->depth)
   std::atomic<size_t> next{0};      // next block to take
   std::atomic<size_t> done{0};      // blocks scattered
   // The writer's output: there from the start, or made by the calling thread
@@ -224,12 +224,13 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
 {
   if (count == 0) return GK_OK;
   if (options->n_devices < 1) return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without GPUs");
+  if (options->depth < 1) return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without blocks in flight");
   shared_state s;
   s.policy = policy;
   s.blocks = blocks;
   s.count = count;
   s.writer = gk_block_writer_share(writer, options->n_devices);
-  s.depth = gk_pipeline_depth();
+  s.depth = options->depth;
   gk_error_clear(&s.output_err);
   if (writer->make_out) s.output_ready.store(0);
   std::vector<worker> workers((size_t) options->n_devices);
