@@ -72,3 +72,15 @@ extern "C" gk_status gk_pool_run(const int *devices, int n, gk_pool_work work,
   for (auto &t : threads) t.join();
   return err->status;
 }
+
+extern "C" gk_status gk_pool_outcome(const int *devices, int n, const gk_error *errors,
+                                     int interrupted, const char *what, gk_error *err)
+{
+  for (int d = 0; d < n; d++)
+    if (errors[d].status != GK_OK && errors[d].status != GK_ERR_INTERRUPTED)
+      return gk_fail(err, errors[d].status, "GPU %d: %s", devices[d] + 1, errors[d].message);
+  if (interrupted) return gk_fail(err, GK_ERR_INTERRUPTED, "%s was interrupted", what);
+  for (int d = 0; d < n; d++)
+    if (errors[d].status != GK_OK) return gk_fail(err, errors[d].status, "%s", errors[d].message);
+  return GK_OK;
+}

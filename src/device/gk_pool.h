@@ -29,6 +29,12 @@ typedef void (*gk_pool_work)(void *ctx, int d, gk_error *err);
 gk_status gk_pool_run(const int *devices, int n, gk_pool_work work, void (*tick)(void *ctx),
                       void *ctx, int poll_ms, gk_error *errors, int *interrupted, gk_error *err);
 
+/* The outcome of a pool run for its caller: the first worker's failure
+ * other than an interrupt, as "GPU d: message"; else GK_ERR_INTERRUPTED
+ * ("<what> was interrupted") when the user stopped it; else GK_OK. */
+gk_status gk_pool_outcome(const int *devices, int n, const gk_error *errors, int interrupted,
+                          const char *what, gk_error *err);
+
 #ifdef __cplusplus
 }
 #endif

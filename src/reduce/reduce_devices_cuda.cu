@@ -74,11 +74,5 @@ extern "C" gk_status reduce_cuda_devices(const gk_reduce_spec *spec, const gk_re
   int interrupted = 0;
   gk_pool_run(devices, n_devices, run_worker, NULL, &j, 5, errors.data(), &interrupted, err);
   if (err->status != GK_OK) return err->status;
-  for (int d = 0; d < n_devices; d++)
-    if (errors[d].status != GK_OK && errors[d].status != GK_ERR_INTERRUPTED)
-      return gk_fail(err, errors[d].status, "GPU %d: %s", devices[d] + 1, errors[d].message);
-  if (interrupted) return gk_fail(err, GK_ERR_INTERRUPTED, "the reduction was interrupted");
-  for (const gk_error &e : errors)
-    if (e.status != GK_OK) return gk_fail(err, e.status, "%s", e.message);
-  return GK_OK;
+  return gk_pool_outcome(devices, n_devices, errors.data(), interrupted, "the reduction", err);
 }
