@@ -224,7 +224,8 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
 {
   if (count == 0) return GK_OK;
   if (options->n_devices < 1) return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without GPUs");
-  if (options->depth < 1) return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without blocks in flight");
+  if (options->depth < 1)
+    return gk_fail(err, GK_ERR_INTERNAL, "block pipeline without blocks in flight");
   shared_state s;
   s.policy = policy;
   s.blocks = blocks;
