@@ -554,8 +554,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
                  writer->kind == GK_WRITE_DIST ? 1 : writer->kind == GK_WRITE_SYMMETRIC ? 2 : 0,
                  (size_t) gk_tunable(GK_TUNE_PCF_SHARED_BYTES)};
   size_t elem = sizeof(double);   // results are double in both precisions
-  int depth = gk_pipeline_depth();
-  size_t in_flight = (size_t) depth;
+  int depth = gk_pipeline_depth();   // blocks in flight per GPU
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
@@ -578,9 +577,9 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     free_bytes = std::min(free_bytes, info.free_memory);
     sm = std::min(sm, info.sm_count);
   }
-  cfg.max_elements = gk_memory_budget_of(free_bytes) / in_flight / elem;
+  cfg.max_elements = gk_memory_budget_of(free_bytes) / (size_t) depth / elem;
   if (options->budget_bytes > 0)
-    cfg.max_elements = (size_t) (options->budget_bytes / (double) in_flight / elem);
+    cfg.max_elements = (size_t) (options->budget_bytes / (double) depth / elem);
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
