@@ -56,6 +56,17 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   [kernel_matrix()], the smaller and faster path there.
 #' @param precision `"double"` or `"single"` (the matrix data and products).
 #' @param backend `"auto"`, `"gpu"` or `"cpu"`; see [gk_backend()].
+#' @param devices GPUs to hold the matrix (numbers from 1, see [gk_info()]);
+#'   `NULL` (the default): the GPU in use ([gk_set_device()]). With several,
+#'   the matrix is split over them by rows: each GPU holds every basis and
+#'   transfer, and the coupling and dense blocks of a range of leaf clusters
+#'   with about an equal share of the stored entries, so that a product runs
+#'   on all of them at once and a matrix larger than one GPU's memory fits
+#'   their sum. Such a matrix is stored (`storage = "on_the_fly"` is an
+#'   error) and multiplies (`%*%`, [as.matrix()], [summary()] with its
+#'   measured error, [h2_error()]); compression, `tol` and the
+#'   Gaussian-process functions need it on one GPU. Ignored with
+#'   `backend = "cpu"`.
 #' @param tol `NULL`, or the relative error wanted instead of `eta` / `order`:
 #'   the order is raised (at the given `eta`, else 3) until the error of
 #'   products with N(0, 1) vectors (the largest of 4), measured on 2000
@@ -131,7 +142,8 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @export
 h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
                       precision = "double", tol = NULL,
-                      storage = c("auto", "stored", "on_the_fly"), backend = NULL, locs) {
+                      storage = c("auto", "stored", "on_the_fly"), backend = NULL,
+                      devices = NULL, locs) {
   gk_use_new_names("h2_matrix", c(locs = "x"))
   storage <- h2_check_storage(storage)
   if (!is.null(tol) && storage == "stored_if_fits") storage <- "auto"
@@ -162,23 +174,42 @@ h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order =
   if (leaf_size > 4096) stop("`leaf_size` must be at most 4096", call. = FALSE)
   precision <- gk_check_precision(precision)
   if (!is.null(order)) h2_check_size(nrow(locs), d, leaf_size, order, precision)
+  requested <- backend
   backend <- gk_backend(backend)
+  devices <- gk_devices_for(devices, backend, requested, all = FALSE)
+  if (length(devices) > 1L) {
+    if (!is.null(tol)) {
+      stop("`tol` searches on one GPU: leave `devices` out, or give `order` and `eta` ",
+           "to split the matrix over several GPUs", call. = FALSE)
+    }
+    if (storage == "on_the_fly") {
+      stop("a matrix split over several GPUs stores its blocks: use storage = \"stored\" ",
+           "(or \"auto\") with several `devices`", call. = FALSE)
+    }
+    storage <- "stored"
+  }
   if (!is.null(tol)) {
+    if (length(devices)) {   # the search runs on the GPU in use: that one
+      old <- .Call(gk_r_current_device)
+      gk_set_device(devices + 1L)
+      on.exit(gk_set_device(old), add = TRUE)
+    }
     return(h2_matrix_to_tol(locs, kernel, nugget, leaf_size, eta, order, precision, backend, tol,
                             storage, etas = if (eta_given) eta else h2_tol_etas))
   }
-  h2_matrix_new(locs, kernel, nugget, leaf_size, order, eta, precision, backend, storage)
+  h2_matrix_new(locs, kernel, nugget, leaf_size, order, eta, precision, backend, storage,
+                devices = if (length(devices)) devices + 1L)
 }
 
 # The h2matrix of checked arguments (h2_matrix(), h2_matrix(tol = )'s
 # search); `tree`: NULL, or the points' tree at eta from gk_r_h2_tree, which
 # the build copies instead of clustering again (the search's orders).
 h2_matrix_new <- function(locs, kernel, nugget, leaf_size, order, eta, precision, backend,
-                          storage, tree = NULL) {
+                          storage, tree = NULL, devices = NULL) {
   settings <- list(locs = locs, kernel = kernel, nugget = as.double(nugget),
                    leaf_size = as.integer(leaf_size), order = as.integer(order),
                    eta = as.double(eta), precision = precision, backend = backend,
-                   storage = storage)
+                   storage = storage, devices = devices)
   # The S4 bit lets `%*%` (an S4-dispatching primitive before R 4.3) reach the
   # method below; the object is otherwise an ordinary S3 list. Its native data
   # live in `native` (R/native.R) and are rebuilt from the settings when needed.
@@ -193,9 +224,18 @@ h2_matrix_new <- function(locs, kernel, nugget, leaf_size, order, eta, precision
 # `tree` (h2_matrix_new), its copy at A's order.
 h2_build <- function(A, tree = NULL) {
   backend <- if (A$backend == "gpu" && !gk_has_gpu()) "cpu" else A$backend
+  # On the GPUs it was built on (`devices`, 1-based) where they are all here,
+  # else on the GPU in use (a matrix reloaded on another machine).
+  devices <- .subset2(A, "devices")
+  if (backend != "gpu" || any(devices > gk_build_info()$device_count)) devices <- NULL
+  if (length(devices) == 1L) {
+    old <- .Call(gk_r_current_device)
+    gk_set_device(devices)
+    on.exit(gk_set_device(old), add = TRUE)
+  }
   ptr <- .Call(gk_r_h2_build, A$locs, A$kernel, A$nugget, A$leaf_size, A$order, A$eta,
                A$precision == "single", backend, h2_storage_code(.subset2(A, "storage")),
-               gk_threads(), tree)
+               gk_threads(), tree, if (length(devices) > 1L) as.integer(devices) - 1L)
   for (tol in .subset2(A, "transforms")) {
     ptr <- .Call(gk_r_h2_compress, ptr, tol, gk_threads(), h2_compress_on_gpu())[[1L]]
   }
@@ -321,6 +361,7 @@ summary.h2matrix <- function(object, accuracy = FALSE, ...) {
                  precision = object$precision, backend = if (info$gpu) "gpu" else "cpu",
                  level_ranks = h2_level_ranks(object), compression = object$compression,
                  tol_choice = object$tol_choice,
+                 devices = if (info$parts > 1L) .subset2(object, "devices"),
                  accuracy = if (isTRUE(accuracy)) h2_error(object) else object$accuracy),
             class = "summary.h2matrix")
 }
@@ -339,6 +380,10 @@ print.summary.h2matrix <- function(x, ...) {
   cat(sprintf("  memory: low rank %s, dense %s (a dense matrix: %s)\n", mb(x$low_rank_bytes),
               mb(x$dense_bytes), mb(as.double(x$n)^2 * 8)))
   h2_print_storage(x$storage)
+  if (length(x$devices) > 1L) {
+    cat("  split over GPUs ", paste(x$devices, collapse = ", "),
+        " (each: every basis, the blocks of its share of the rows)\n", sep = "")
+  }
   # a compressed or orthogonalized matrix was made by that step, not built
   what <- if (is.null(x$compression)) "build time" else if (is.na(x$compression$tol))
     "orthogonalization time" else "compression time"

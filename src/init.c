@@ -100,7 +100,8 @@ SEXP gk_r_gp_block_cg_tiled(SEXP points, SEXP spec, SEXP nugget, SEXP nbr, SEXP 
 
 /* H2 matrices (r_h2.c) */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP storage, SEXP threads, SEXP tree);
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads, SEXP tree,
+                   SEXP devices);
 SEXP gk_r_h2_tree(SEXP locs, SEXP spec, SEXP leaf_size, SEXP eta, SEXP threads);
 SEXP gk_r_h2_tree_free(SEXP ptr);
 SEXP gk_r_h2_matmul(SEXP ptr, SEXP x);
@@ -191,7 +192,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_gp_col_dots", (DL_FUNC) &gk_r_gp_col_dots, 5},
   {"gk_r_gp_block_cg_h2", (DL_FUNC) &gk_r_gp_block_cg_h2, 7},
   {"gk_r_gp_block_cg_tiled", (DL_FUNC) &gk_r_gp_block_cg_tiled, 9},
-  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 11},
+  {"gk_r_h2_build", (DL_FUNC) &gk_r_h2_build, 12},
   {"gk_r_h2_tree", (DL_FUNC) &gk_r_h2_tree, 5},
   {"gk_r_h2_tree_free", (DL_FUNC) &gk_r_h2_tree_free, 1},
   {"gk_r_h2_matmul", (DL_FUNC) &gk_r_h2_matmul, 2},

@@ -26,9 +26,20 @@ static h2_matrix *handle_of(SEXP ptr)
       "h2_matrix()");
 }
 
-void gk_r_h2_parts(SEXP ptr, const h2_tree **tree, h2_gpu **gpu)
+/* The matrix behind ptr for operations on a matrix held whole (one backend),
+ * else an error that names `what`. */
+static h2_matrix *whole_of(SEXP ptr, const char *what)
 {
   h2_matrix *h = handle_of(ptr);
+  if (h->n_parts > 0)
+    gk_stop("%s is not available for an h2matrix split over several GPUs: build it with "
+            "`devices` naming one GPU", what);
+  return h;
+}
+
+void gk_r_h2_parts(SEXP ptr, const h2_tree **tree, h2_gpu **gpu)
+{
+  h2_matrix *h = whole_of(ptr, "this model");
   *tree = &h->tree;
   *gpu = h->gpu;
 }
@@ -105,8 +116,11 @@ static const h2_tree *tree_for(SEXP tree, int n, int dim, int leaf_size, double 
   return t;
 }
 
+/* devices: NULL, or two or more 0-based GPUs to split a stored matrix over
+ * (h2_matrix_build_split; backend "gpu", no `tree`). */
 SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order, SEXP eta,
-                   SEXP single, SEXP backend, SEXP storage, SEXP threads, SEXP tree)
+                   SEXP single, SEXP backend, SEXP storage, SEXP threads, SEXP tree,
+                   SEXP devices)
 {
   int n = Rf_nrows(locs), dim = Rf_ncols(locs);
   if (dim < 2 || dim > 3) gk_stop("an h2matrix needs points in 2 or 3 dimensions, not %d", dim);
@@ -125,7 +139,19 @@ SEXP gk_r_h2_build(SEXP locs, SEXP spec, SEXP nugget, SEXP leaf_size, SEXP order
   gk_error err;
   gk_error_clear(&err);
   h2_matrix *h = NULL;
-  if (h2_matrix_build(xs, n, dim, gk_as_int(leaf_size), gk_as_int(order), gk_as_double(eta),
+  int n_devices = Rf_isNull(devices) ? 0 : Rf_length(devices);
+  if (n_devices > 1) {
+    if (!Rf_isInteger(devices) || from || storage_code != H2_STORE_BLOCKS ||
+        !gk_backend_is_gpu(backend))
+      gk_stop("internal: a split H2 matrix is stored, on GPUs, built from its points");
+    if (h2_matrix_build_split(xs, n, dim, gk_as_int(leaf_size), gk_as_int(order),
+                              gk_as_double(eta), &kernel, gk_as_double(nugget),
+                              gk_as_flag(single), INTEGER(devices), n_devices, gk_as_int(threads),
+                              gk_r_make_room, &h, &err)) {
+      UNPROTECT(1);
+      gk_raise(&err);
+    }
+  } else if (h2_matrix_build(xs, n, dim, gk_as_int(leaf_size), gk_as_int(order), gk_as_double(eta),
                       &kernel, gk_as_double(nugget), gk_as_flag(single),
                       gk_backend_is_gpu(backend), (h2_storage_request) storage_code,
                       gk_as_int(threads), gk_r_make_room, from, &h, &err)) {
@@ -159,7 +185,7 @@ static void check_finite(SEXP x)
  * be a device matrix (gk_r_rhs_block), copied on the device. */
 SEXP gk_r_h2_matmul_rows(SEXP ptr, SEXP blocks, SEXP rows)
 {
-  h2_matrix *h = handle_of(ptr);
+  h2_matrix *h = whole_of(ptr, "this product");
   if (TYPEOF(blocks) != VECSXP || !(Rf_isNull(rows) || Rf_isInteger(rows)))
     gk_stop("internal: bad row product");
   int all = Rf_isNull(rows), n = h->tree.n;
@@ -222,7 +248,8 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   gk_error err;
   gk_error_clear(&err);
   if (nrhs > 0) {
-    if (h->gpu) h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
+    if (h->n_parts > 0) h2_matrix_matmul_split(h, REAL(x), nrhs, REAL(out), &err);
+    else if (h->gpu) h2_gpu_matmul(&h->tree, h->gpu, REAL(x), nrhs, REAL(out), &err);
     else h2_cpu_matmul(&h->tree, h->cpu, REAL(x), nrhs, REAL(out), &err);
     h2_matrix_recount(h);
   }
@@ -231,13 +258,30 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   return out;
 }
 
-/* Median device time (ms) of the HMV with resident vectors (benchmarks). */
+/* Median device time (ms) of the HMV with resident vectors (benchmarks); of
+ * a split matrix, each part's. */
 SEXP gk_r_h2_time(SEXP ptr, SEXP nrhs, SEXP reps, SEXP cublas_only)
 {
   h2_matrix *h = handle_of(ptr);
   gk_error err;
   gk_error_clear(&err);
   double ms = NA_REAL;
+  if (h->n_parts > 0) {   // each part's, one after the other: a vector
+    SEXP out = PROTECT(Rf_allocVector(REALSXP, h->n_parts));
+    int previous = gk_device_in_use();
+    for (int p = 0; p < h->n_parts && err.status == GK_OK; p++) {
+      h2_matrix *part = h->parts[p];
+      REAL(out)[p] = NA_REAL;
+      h2_gpu_time_hmv(&part->tree, part->gpu, gk_as_int(nrhs), gk_as_int(reps),
+                      gk_as_flag(cublas_only), &REAL(out)[p], &err);
+      h2_matrix_recount(part);
+    }
+    gk_error ignored;
+    if (previous >= 0) gk_device_enter(previous, &ignored);
+    UNPROTECT(1);
+    if (err.status) gk_raise(&err);
+    return out;
+  }
   if (!h->gpu) gk_fail(&err, GK_ERR_INPUT, "device timing needs an h2matrix built on the GPU");
   else h2_gpu_time_hmv(&h->tree, h->gpu, gk_as_int(nrhs), gk_as_int(reps),
                        gk_as_flag(cublas_only), &ms, &err);
@@ -266,7 +310,7 @@ SEXP gk_r_h2_info(SEXP ptr)
                          "max_dense_per_row", "on_the_fly", "couplings_on_the_fly",
                          "storage_reason", "ms_stored",
                          "ms_on_the_fly", "kernel_pairs", "on_the_fly_bytes",
-                         "level_coupling_blocks", ""};
+                         "level_coupling_blocks", "parts", ""};
   SEXP out = PROTECT(Rf_mkNamed(VECSXP, names));
   int e = 0;
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n));
@@ -290,7 +334,7 @@ SEXP gk_r_h2_info(SEXP ptr)
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->build_seconds));
   SET_VECTOR_ELT(out, e++, Rf_ScalarReal(h->tree_seconds));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->top_level));
-  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL));
+  SET_VECTOR_ELT(out, e++, Rf_ScalarLogical(h->gpu != NULL || h->n_parts > 0));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->n_nodes));
   SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(t->dense.n_slots));
   // on_the_fly: the dense blocks (both on-the-fly forms); the couplings too in one
@@ -304,6 +348,7 @@ SEXP gk_r_h2_info(SEXP ptr)
   SEXP per_level = Rf_allocVector(INTSXP, t->depth + 1);
   SET_VECTOR_ELT(out, e++, per_level);
   for (int l = 0; l <= t->depth; l++) INTEGER(per_level)[l] = t->coupling[l].n_blocks;
+  SET_VECTOR_ELT(out, e++, Rf_ScalarInteger(h->n_parts > 0 ? h->n_parts : 1));
   UNPROTECT(1);
   return out;
 }
@@ -315,7 +360,7 @@ SEXP gk_r_h2_info(SEXP ptr)
  * Returns list(ptr, stats). */
 SEXP gk_r_h2_compress(SEXP ptr, SEXP tol, SEXP threads, SEXP on_gpu)
 {
-  h2_matrix *h = handle_of(ptr), *nh = NULL;
+  h2_matrix *h = whole_of(ptr, "compression"), *nh = NULL;
   double tolerance = gk_as_double(tol);
   gk_error err;
   gk_error_clear(&err);
@@ -362,7 +407,7 @@ SEXP gk_r_h2_ranks(SEXP ptr)
  * used inner node: how orthonormal the basis tree is (tests). */
 SEXP gk_r_h2_orthogonality(SEXP ptr)
 {
-  h2_matrix *h = handle_of(ptr);
+  h2_matrix *h = whole_of(ptr, "this check");
   const h2_tree *t = &h->tree;
   gk_error err;
   gk_error_clear(&err);

@@ -105,6 +105,18 @@ gk_status h2_tree_copy(h2_tree *dst, const h2_tree *src, gk_error *err);
  * a search over orders clusters and traverses once (h2_tree_copy.c). */
 gk_status h2_tree_for_order(h2_tree *dst, const h2_tree *src, int order, double nugget,
                             gk_error *err);
+/* A copy of src with only the coupling and dense blocks whose row node's
+ * first leaf is in [first_leaf, end_leaf) (bases, transfers, nodes and ranks
+ * unchanged): the part of the matrix whose products that range of leaves
+ * owns. Summed over a partition of the leaves, the parts' products are the
+ * matrix's (a matrix split over GPUs, h2_matrix.h). */
+gk_status h2_tree_restrict(h2_tree *dst, const h2_tree *src, int first_leaf, int end_leaf,
+                           gk_error *err);
+/* Cuts t's leaves into `parts` consecutive ranges (bounds[p] .. bounds[p + 1],
+ * parts + 1 values) holding about equal shares of the stored block entries,
+ * each block counted for the first leaf of its row node as h2_tree_restrict
+ * assigns it. */
+void h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds);
 /* Fails (GK_ERR_INPUT) when t's depth, leaf_size and rank are too large for
  * the int indices of the padded vectors and the xhat / yhat trees. */
 gk_status h2_tree_check_size(const h2_tree *t, gk_error *err);
@@ -253,6 +265,18 @@ int h2_gpu_device(const h2_gpu *g);
 gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int cublas_only,
                           double *ms, gk_error *err);
 void h2_gpu_free(h2_gpu *g);
+/* The parts of a matrix split over GPUs (h2_matrix.h): builds part p of
+ * trees[p] on GPU devices[p], all at once (gpus[p]: NULL on failure, the
+ * others freed); and y = the sum of the parts' products (x, y: host n x nrhs
+ * doubles, x finite), each on its GPU at once, with device vectors kept in
+ * *work between calls (NULL at first; h2_split_work_free frees them). */
+typedef struct h2_split_work h2_split_work;
+gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, int single,
+                             const int *devices, h2_gpu **gpus, gk_error *err);
+gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *const *gpus, int parts,
+                              const double *x, int nrhs, double *y, h2_split_work **work,
+                              gk_error *err);
+void h2_split_work_free(h2_split_work *work);
 gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, int threads, h2_host_data *d, gk_error *err);
 gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d,
                         struct h2_otf_s *dense_otf, h2_gpu **out, gk_error *err);

@@ -139,6 +139,18 @@ fail:
   return err->status;
 }
 
+gk_status h2_gpu_matmul_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
+                              gk_error *err)
+{
+  if (gk_resident_enter(&g->res, err)) return err->status;
+  GK_TRY(ensure_workspace(t, g, nrhs, 0, err));
+  GK_TRY(matmul_on_stream(t, g, x, nrhs, y, (const int *) g->slot_of_point.ptr, NULL, err));
+  return GK_OK;
+fail:
+  cudaDeviceSynchronize();
+  return err->status;
+}
+
 extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x,
                                           int nrhs, double *y, int tree_order, gk_error *err)
 {

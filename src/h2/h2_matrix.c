@@ -20,6 +20,9 @@ void h2_matrix_free(h2_matrix *h)
 {
   if (!h) return;
   gk_memory_unregister(&h->mem);
+  for (int p = 0; p < h->n_parts; p++) h2_matrix_free(h->parts[p]);
+  free(h->parts);
+  h2_split_work_free(h->split_work);
   h2_cpu_free(h->cpu);
   h2_gpu_free(h->gpu);
   h2_tree_free(&h->tree);
@@ -129,6 +132,80 @@ gk_status h2_matrix_build(const double *xs, int n, int dim, int leaf_size, int o
   }
   *out = h;
   return GK_OK;
+}
+
+gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size, int order,
+                                double eta, const gk_kernel *kernel, double nugget, int single,
+                                const int *devices, int n_devices, int threads,
+                                h2_make_room_fn fn, h2_matrix **out, gk_error *err)
+{
+  *out = NULL;
+  h2_matrix *h = matrix_new(single, err);
+  if (!h) return err->status;
+  double start = h2_seconds_now();
+  int *bounds = NULL;
+  const h2_tree **trees = NULL;
+  h2_gpu **gpus = NULL;
+  if (h2_tree_build(&h->tree, xs, n, dim, leaf_size, order, eta, kernel, nugget, threads, err))
+    goto fail;
+  h->tree_seconds = h2_seconds_now() - start;
+  gk_memory_register(&h->mem, GK_MEMORY_HOST, h2_tree_bytes(&h->tree), 0);
+  int parts = n_devices < h->tree.n_leaves ? n_devices : h->tree.n_leaves;
+  bounds = (int *) malloc(((size_t) parts + 1) * sizeof(int));
+  trees = (const h2_tree **) calloc((size_t) parts, sizeof *trees);
+  gpus = (h2_gpu **) calloc((size_t) parts, sizeof *gpus);
+  h->parts = (h2_matrix **) calloc((size_t) parts, sizeof *h->parts);
+  if (!bounds || !trees || !gpus || !h->parts) {
+    gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix's parts");
+    goto fail;
+  }
+  h2_tree_split_leaves(&h->tree, parts, bounds);
+  for (int p = 0; p < parts; p++) {
+    h2_matrix *part = matrix_new(single, err);
+    if (!part) goto fail;
+    h->parts[h->n_parts++] = part;
+    if (h2_tree_restrict(&part->tree, &h->tree, bounds[p], bounds[p + 1], err)) goto fail;
+    trees[p] = &part->tree;
+    size_t data = h2_data_bytes(&part->tree, single), host = h2_tree_bytes(&part->tree);
+    make_room(fn, GK_MEMORY_HOST, host, 1);
+    make_room(fn, devices[p], data, 1);
+    gk_memory_register(&part->mem, devices[p], host, data);
+  }
+  if (h2_gpu_build_split(trees, parts, single, devices, gpus, err)) goto fail;
+  for (int p = 0; p < parts; p++) h->parts[p]->gpu = gpus[p];
+  h->build_seconds = h2_seconds_now() - start;
+  free(bounds);
+  free(trees);
+  free(gpus);
+  *out = h;
+  return GK_OK;
+fail:
+  free(bounds);
+  free(trees);
+  free(gpus);
+  h2_matrix_free(h);
+  return err->status;
+}
+
+gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double *y,
+                                 gk_error *err)
+{
+  int parts = h->n_parts;
+  const h2_tree **trees = (const h2_tree **) calloc((size_t) parts, sizeof *trees);
+  h2_gpu **gpus = (h2_gpu **) calloc((size_t) parts, sizeof *gpus);
+  if (!trees || !gpus) {
+    gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 product's parts");
+  } else {
+    for (int p = 0; p < parts; p++) {
+      trees[p] = &h->parts[p]->tree;
+      gpus[p] = h->parts[p]->gpu;
+    }
+    h2_gpu_matmul_split(trees, gpus, parts, x, nrhs, y, &h->split_work, err);
+  }
+  free(trees);
+  free(gpus);
+  for (int p = 0; p < parts; p++) h2_matrix_recount(h->parts[p]);
+  return err->status;
 }
 
 void h2_matrix_recount(h2_matrix *h)

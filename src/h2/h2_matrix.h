@@ -42,12 +42,18 @@ typedef enum {
  * says so; persistent: bytes that outlive the call. NULL: nothing to ask. */
 typedef void (*h2_make_room_fn)(int where, size_t bytes, int persistent);
 
-typedef struct {
+typedef struct h2_matrix {
   h2_tree tree;
   int single;
   double build_seconds, tree_seconds;
-  h2_cpu *cpu;            /* exactly one of cpu / gpu is set                 */
+  h2_cpu *cpu;            /* exactly one of cpu / gpu / parts is set         */
   h2_gpu *gpu;
+  /* A matrix split over GPUs (h2_matrix_build_split): part p holds the
+   * blocks of a range of leaves' rows (h2_tree_restrict) on GPU devices[p],
+   * every basis and transfer on each; a product is the sum of the parts'. */
+  int n_parts;
+  struct h2_matrix **parts;
+  h2_split_work *split_work;  /* the parts' product vectors on their GPUs        */
   gk_memory_hold mem;     /* the bytes registered with device/gk_memory.h    */
   h2_form form;
   int storage_reason;     /* why the form (H2_STORAGE_*, h2_otf.h)           */
@@ -64,6 +70,22 @@ gk_status h2_matrix_build(const double *xs, int n, int dim, int leaf_size, int o
                           const gk_kernel *kernel, double nugget, int single, int gpu,
                           h2_storage_request storage, int threads, h2_make_room_fn make_room,
                           const h2_tree *from, h2_matrix **out, gk_error *err);
+
+/* The matrix of h2_matrix_build, every block stored, split over the GPUs
+ * devices[0 .. n_devices - 1] (0-based; at most one part per leaf): each
+ * holds the blocks of about an equal share of the entries, so that products
+ * run on all of them at once and a matrix larger than one GPU's memory fits
+ * their sum. */
+gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size, int order,
+                                double eta, const gk_kernel *kernel, double nugget, int single,
+                                const int *devices, int n_devices, int threads,
+                                h2_make_room_fn make_room, h2_matrix **out, gk_error *err);
+
+/* y = A x (host n x nrhs doubles) for a matrix split over GPUs: the parts'
+ * products at once, summed. Fails with GK_ERR_INPUT when x holds NA, NaN or
+ * infinite values. */
+gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double *y,
+                                 gk_error *err);
 
 /* A new matrix from h: orthogonalized (orthogonalize set) or compressed to
  * tol, on h's backend (on the host when on_gpu is 0: a GPU matrix goes there

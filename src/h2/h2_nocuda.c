@@ -62,6 +62,27 @@ gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d,
   return gk_fail_no_cuda(err);
 }
 
+gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, int single,
+                             const int *devices, h2_gpu **gpus, gk_error *err)
+{
+  (void) trees; (void) single; (void) devices;
+  for (int p = 0; p < parts; p++) gpus[p] = NULL;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *const *gpus, int parts,
+                              const double *x, int nrhs, double *y, h2_split_work **work,
+                              gk_error *err)
+{
+  (void) trees; (void) gpus; (void) parts; (void) x; (void) nrhs; (void) y; (void) work;
+  return gk_fail_no_cuda(err);
+}
+
+void h2_split_work_free(h2_split_work *work)
+{
+  (void) work;
+}
+
 size_t h2_gpu_otf_host_bytes(const h2_gpu *g)
 {
   (void) g;

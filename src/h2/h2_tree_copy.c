@@ -99,3 +99,90 @@ gk_status h2_tree_for_order(h2_tree *d, const h2_tree *s, int order, double nugg
   h2_tree_set_ranks(d, d->level_rank);
   return GK_OK;
 }
+
+/* Keeps the blocks of b whose row is in [row_lo, row_hi): whole rows, so that
+ * slot t still holds the t-th block of every row kept, and the storage
+ * order is b's with the other rows' blocks left out. */
+static gk_status bsr_keep_rows(h2_bsr *b, int row_lo, int row_hi, gk_error *err)
+{
+  int *index = (int *) malloc(((size_t) b->n_blocks + 1) * sizeof(int));
+  if (!index) return gk_fail(err, GK_ERR_NOMEM, "out of host memory splitting the H2 tree");
+  int kept = 0, slots = 0;
+  for (int t = 0; t < b->n_slots; t++) {
+    int first = kept;
+    for (int s = b->slot_ptr[t]; s < b->slot_ptr[t + 1]; s++) {
+      int keep = b->row[s] >= row_lo && b->row[s] < row_hi;
+      index[s] = keep ? kept : -1;
+      if (keep) {
+        b->row[kept] = b->row[s];
+        b->col[kept] = b->col[s];
+        kept++;
+      }
+    }
+    b->slot_ptr[t] = first;
+    if (kept > first) slots = t + 1;
+  }
+  b->slot_ptr[slots] = kept;
+  int at = 0;
+  for (int r = 0; r < b->n_rows; r++) {
+    int from = b->row_ptr[r], to = b->row_ptr[r + 1];
+    b->row_ptr[r] = at;
+    if (r >= row_lo && r < row_hi)
+      for (int e = from; e < to; e++) b->row_blocks[at++] = index[b->row_blocks[e]];
+  }
+  b->row_ptr[b->n_rows] = at;
+  b->n_blocks = kept;
+  b->n_slots = slots;
+  free(index);
+  return GK_OK;
+}
+
+gk_status h2_tree_restrict(h2_tree *d, const h2_tree *s, int first_leaf, int end_leaf,
+                           gk_error *err)
+{
+  if (h2_tree_copy(d, s, err)) return err->status;
+  int q = d->depth;
+  for (int l = 0; l <= q; l++) {
+    // the nodes of level l whose first leaf is in the range
+    int shift = q - l, lo = (first_leaf + (1 << shift) - 1) >> shift;
+    int hi = (end_leaf + (1 << shift) - 1) >> shift;
+    if (bsr_keep_rows(&d->coupling[l], lo, hi, err)) goto fail;
+    d->coupling_offset[l + 1] = d->coupling_offset[l] + (size_t) d->coupling[l].n_blocks;
+  }
+  if (bsr_keep_rows(&d->dense, first_leaf, end_leaf, err)) goto fail;
+  h2_tree_set_ranks(d, d->level_rank);
+  return GK_OK;
+fail:
+  h2_tree_free(d);
+  return err->status;
+}
+
+void h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds)
+{
+  int q = t->depth, leaves = t->n_leaves;
+  double total = 0.0, *work = (double *) calloc((size_t) leaves, sizeof(double));
+  bounds[0] = 0;
+  bounds[parts] = leaves;
+  if (!work) {   // out of memory for the weights: equal leaf counts
+    for (int p = 1; p < parts; p++) bounds[p] = (int) ((long long) leaves * p / parts);
+    return;
+  }
+  // A block's entries count for the first leaf of its row node (as
+  // h2_tree_restrict assigns it).
+  double m = t->leaf_size;
+  for (int e = 0; e < t->dense.n_blocks; e++) work[t->dense.row[e]] += m * m;
+  for (int l = 0; l <= q; l++) {
+    double k = t->level_rank[l];
+    for (int e = 0; e < t->coupling[l].n_blocks; e++)
+      work[t->coupling[l].row[e] << (q - l)] += k * k;
+  }
+  for (int i = 0; i < leaves; i++) total += work[i];
+  double sum = 0.0;
+  int p = 1;
+  for (int i = 0; i < leaves && p < parts; i++) {
+    sum += work[i];
+    while (p < parts && sum >= total * p / parts) bounds[p++] = i + 1;
+  }
+  while (p < parts) bounds[p++] = leaves;
+  free(work);
+}
