@@ -59,9 +59,11 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @param devices GPUs to hold the matrix (numbers from 1, see [gk_info()]);
 #'   `NULL` (the default): the GPU in use ([gk_set_device()]). With several,
 #'   the matrix is split over them by rows: each GPU holds every basis and
-#'   transfer, and the coupling and dense blocks of a range of leaf clusters
-#'   with about an equal share of the stored entries, so that a product runs
-#'   on all of them at once and a matrix larger than one GPU's memory fits
+#'   transfer, and the coupling and dense blocks of a range of clusters of
+#'   the top level with coupling blocks (so that no block spans two GPUs'
+#'   rows; fewer GPUs are used when that level has fewer clusters), with
+#'   about an equal share of the stored entries, so that a product runs on
+#'   all of them at once and a matrix larger than one GPU's memory fits
 #'   their sum. Such a matrix is stored (`storage = "on_the_fly"` is an
 #'   error) and multiplies (`%*%`, [as.matrix()], [summary()] with its
 #'   measured error, [h2_error()]); compression, `tol` and the
@@ -142,8 +144,8 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #' @export
 h2_matrix <- function(x, kernel, nugget = 0, leaf_size = 64, eta = NULL, order = NULL,
                       precision = "double", tol = NULL,
-                      storage = c("auto", "stored", "on_the_fly"), backend = NULL,
-                      devices = NULL, locs) {
+                      storage = c("auto", "stored", "on_the_fly"), devices = NULL,
+                      backend = NULL, locs) {
   gk_use_new_names("h2_matrix", c(locs = "x"))
   storage <- h2_check_storage(storage)
   if (!is.null(tol) && storage == "stored_if_fits") storage <- "auto"
@@ -361,7 +363,7 @@ summary.h2matrix <- function(object, accuracy = FALSE, ...) {
                  precision = object$precision, backend = if (info$gpu) "gpu" else "cpu",
                  level_ranks = h2_level_ranks(object), compression = object$compression,
                  tol_choice = object$tol_choice,
-                 devices = if (info$parts > 1L) .subset2(object, "devices"),
+                 devices = if (info$parts > 1L) .subset2(object, "devices")[seq_len(info$parts)],
                  accuracy = if (isTRUE(accuracy)) h2_error(object) else object$accuracy),
             class = "summary.h2matrix")
 }

@@ -2,8 +2,9 @@
 # issue 37): the exponential kernel on a perturbed 3D grid (range 0.2, order
 # 4, leaves of 64, eta 3; as h2.R), stored, for 1, 2, ... up to all GPUs.
 # Each row: the build time, the median of 10 products A %*% x of a host
-# vector after two warm-up products (wall clock: uploads, the parts' products
-# at once, downloads and the host sum), the speed-up over one GPU, the
+# vector after two warm-up products (wall clock: x into the tree's order,
+# its uploads, the parts' products at once, their rows back), the speed-up
+# over one GPU, the
 # device time of each GPU's HMV alone (CUDA events, median of 10, vectors on
 # the GPU: one after the other, not at once), the largest part's GPU memory,
 # the matrix bytes read per second over the GPUs'

@@ -112,11 +112,12 @@ gk_status h2_tree_for_order(h2_tree *dst, const h2_tree *src, int order, double 
  * matrix's (a matrix split over GPUs, h2_matrix.h). */
 gk_status h2_tree_restrict(h2_tree *dst, const h2_tree *src, int first_leaf, int end_leaf,
                            gk_error *err);
-/* Cuts t's leaves into `parts` consecutive ranges (bounds[p] .. bounds[p + 1],
- * parts + 1 values) holding about equal shares of the stored block entries,
- * each block counted for the first leaf of its row node as h2_tree_restrict
- * assigns it. */
-void h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds);
+/* Cuts t's leaves into at most `parts` consecutive ranges (bounds[p] ..
+ * bounds[p + 1]; returns their count) of whole nodes of the top coupling
+ * level, with about equal shares of the stored block entries: every block's
+ * rows then lie in one range, so each part's product is zero outside its
+ * own rows (contiguous in h2_tree_point_order). */
+int h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds);
 /* Fails (GK_ERR_INPUT) when t's depth, leaf_size and rank are too large for
  * the int indices of the padded vectors and the xhat / yhat trees. */
 gk_status h2_tree_check_size(const h2_tree *t, gk_error *err);
@@ -267,15 +268,18 @@ gk_status h2_gpu_time_hmv(const h2_tree *t, h2_gpu *g, int nrhs, int reps, int c
 void h2_gpu_free(h2_gpu *g);
 /* The parts of a matrix split over GPUs (h2_matrix.h): builds part p of
  * trees[p] on GPU devices[p], all at once (gpus[p]: NULL on failure, the
- * others freed); and y = the sum of the parts' products (x, y: host n x nrhs
- * doubles, x finite), each on its GPU at once, with device vectors kept in
- * *work between calls (NULL at first; h2_split_work_free frees them). */
+ * others freed). A product: h2_gpu_split_host gives page-locked x and y of
+ * `entries` doubles (kept in *work, NULL at first, between calls), the
+ * caller writes x in the tree's order (h2_tree_point_order, n x nrhs), and
+ * h2_gpu_matmul_split fills rows rows[p] .. rows[p + 1] - 1 of y (the same
+ * order) from part p, each on its GPU at once. h2_split_work_free frees *work. */
 typedef struct h2_split_work h2_split_work;
 gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, int single,
                              const int *devices, h2_gpu **gpus, gk_error *err);
+gk_status h2_gpu_split_host(h2_split_work **work, size_t entries, double **x, double **y,
+                            gk_error *err);
 gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *const *gpus, int parts,
-                              const double *x, int nrhs, double *y, h2_split_work **work,
-                              gk_error *err);
+                              const int *rows, int nrhs, h2_split_work **work, gk_error *err);
 void h2_split_work_free(h2_split_work *work);
 gk_status h2_gpu_export(const h2_tree *t, h2_gpu *g, int threads, h2_host_data *d, gk_error *err);
 gk_status h2_gpu_import(const h2_tree *t, int single, const h2_host_data *d,

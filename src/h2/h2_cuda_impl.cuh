@@ -81,11 +81,11 @@ size_t h2_gpu_bytes_held(const h2_gpu *g);
  * h2_hmv.c over the GPU's operations) on g's streams. */
 gk_status h2_gpu_run_hmv(const h2_tree *t, h2_gpu *g, int nrhs, gk_error *err);
 
-/* The product of h2_gpu_matmul_device in the points' order, queued on g's
- * low-rank stream and not waited for (the split products of several GPUs,
- * h2_split_cuda.cu, queue them all from one thread). */
+/* The product of h2_gpu_matmul_device queued on g's low-rank stream and not
+ * waited for (the split products of several GPUs, h2_split_cuda.cu, queue
+ * them all from one thread). */
 gk_status h2_gpu_matmul_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
-                              gk_error *err);
+                              int tree_order, gk_error *err);
 
 /* Blocks of 256 threads for a grid-stride loop over `total` entries: enough
  * to fill an H100 (132 SMs) 64 deep, never more. */

@@ -140,19 +140,7 @@ fail:
 }
 
 gk_status h2_gpu_matmul_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
-                              gk_error *err)
-{
-  if (gk_resident_enter(&g->res, err)) return err->status;
-  GK_TRY(ensure_workspace(t, g, nrhs, 0, err));
-  GK_TRY(matmul_on_stream(t, g, x, nrhs, y, (const int *) g->slot_of_point.ptr, NULL, err));
-  return GK_OK;
-fail:
-  cudaDeviceSynchronize();
-  return err->status;
-}
-
-extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x,
-                                          int nrhs, double *y, int tree_order, gk_error *err)
+                              int tree_order, gk_error *err)
 {
   if (gk_resident_enter(&g->res, err)) return err->status;
   GK_TRY(ensure_workspace(t, g, nrhs, 0, err));
@@ -176,11 +164,19 @@ extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const dou
   GK_TRY(matmul_on_stream(t, g, x, nrhs, y,
                           (const int *) (tree_order ? g->tree_slots.ptr : g->slot_of_point.ptr),
                           NULL, err));
-  GK_TRY(gk_stream_sync(g->low_rank, "the H2 product", err));
   return GK_OK;
 fail:
   cudaDeviceSynchronize();
   return err->status;
+}
+
+extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x,
+                                          int nrhs, double *y, int tree_order, gk_error *err)
+{
+  if (h2_gpu_matmul_queue(t, g, x, nrhs, y, tree_order, err) ||
+      gk_stream_sync(g->low_rank, "the H2 product", err))
+    return err->status;
+  return GK_OK;
 }
 
 /* out[r + nrows c] = y[rows[r] + n c] */

@@ -10,6 +10,7 @@
 #include "h2/h2_otf.h"
 #include "device/gk_device.h"
 #include "device/gk_resident.h"
+#include "device/gk_omp.h"
 
 static void make_room(h2_make_room_fn fn, int where, size_t bytes, int persistent)
 {
@@ -23,6 +24,8 @@ void h2_matrix_free(h2_matrix *h)
   for (int p = 0; p < h->n_parts; p++) h2_matrix_free(h->parts[p]);
   free(h->parts);
   h2_split_work_free(h->split_work);
+  free(h->part_rows);
+  free(h->tree_order);
   h2_cpu_free(h->cpu);
   h2_gpu_free(h->gpu);
   h2_tree_free(&h->tree);
@@ -150,16 +153,24 @@ gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size,
     goto fail;
   h->tree_seconds = h2_seconds_now() - start;
   gk_memory_register(&h->mem, GK_MEMORY_HOST, h2_tree_bytes(&h->tree), 0);
-  int parts = n_devices < h->tree.n_leaves ? n_devices : h->tree.n_leaves;
-  bounds = (int *) malloc(((size_t) parts + 1) * sizeof(int));
-  trees = (const h2_tree **) calloc((size_t) parts, sizeof *trees);
-  gpus = (h2_gpu **) calloc((size_t) parts, sizeof *gpus);
-  h->parts = (h2_matrix **) calloc((size_t) parts, sizeof *h->parts);
-  if (!bounds || !trees || !gpus || !h->parts) {
+  bounds = (int *) malloc(((size_t) n_devices + 1) * sizeof(int));
+  trees = (const h2_tree **) calloc((size_t) n_devices, sizeof *trees);
+  gpus = (h2_gpu **) calloc((size_t) n_devices, sizeof *gpus);
+  h->parts = (h2_matrix **) calloc((size_t) n_devices, sizeof *h->parts);
+  h->part_rows = (int *) malloc(((size_t) n_devices + 1) * sizeof(int));
+  h->tree_order = (int *) malloc((size_t) n * sizeof(int) + 1);
+  if (!bounds || !trees || !gpus || !h->parts || !h->part_rows || !h->tree_order ||
+      h2_tree_point_order(&h->tree, h->tree_order)) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix's parts");
     goto fail;
   }
-  h2_tree_split_leaves(&h->tree, parts, bounds);
+  int parts = h2_tree_split_leaves(&h->tree, n_devices, bounds);
+  {   // each part's rows in the tree's order: its leaves' points
+    const h2_tree *t = &h->tree;
+    int leaf0 = t->level_ptr[t->depth];
+    for (int p = 0; p < parts; p++) h->part_rows[p] = t->node_start[leaf0 + bounds[p]];
+    h->part_rows[parts] = t->n;
+  }
   for (int p = 0; p < parts; p++) {
     h2_matrix *part = matrix_new(single, err);
     if (!part) goto fail;
@@ -191,16 +202,26 @@ gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double
                                  gk_error *err)
 {
   int parts = h->n_parts;
+  size_t n = (size_t) h->tree.n, entries = n * (size_t) nrhs;
+  const int *order = h->tree_order;
+  double *tx = NULL, *ty = NULL;
   const h2_tree **trees = (const h2_tree **) calloc((size_t) parts, sizeof *trees);
   h2_gpu **gpus = (h2_gpu **) calloc((size_t) parts, sizeof *gpus);
   if (!trees || !gpus) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 product's parts");
-  } else {
+  } else if (h2_gpu_split_host(&h->split_work, entries, &tx, &ty, err) == GK_OK) {
     for (int p = 0; p < parts; p++) {
       trees[p] = &h->parts[p]->tree;
       gpus[p] = h->parts[p]->gpu;
     }
-    h2_gpu_matmul_split(trees, gpus, parts, x, nrhs, y, &h->split_work, err);
+    // x into the tree's order, where each part's rows are contiguous
+#pragma omp parallel for schedule(static) num_threads(gk_omp_pass_threads(entries))
+    for (size_t e = 0; e < entries; e++) tx[e] = x[(size_t) order[e % n] + n * (e / n)];
+    if (h2_gpu_matmul_split(trees, gpus, parts, h->part_rows, nrhs, &h->split_work, err) ==
+        GK_OK) {
+#pragma omp parallel for schedule(static) num_threads(gk_omp_pass_threads(entries))
+      for (size_t e = 0; e < entries; e++) y[(size_t) order[e % n] + n * (e / n)] = ty[e];
+    }
   }
   free(trees);
   free(gpus);

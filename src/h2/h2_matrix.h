@@ -50,10 +50,12 @@ typedef struct h2_matrix {
   h2_gpu *gpu;
   /* A matrix split over GPUs (h2_matrix_build_split): part p holds the
    * blocks of a range of leaves' rows (h2_tree_restrict) on GPU devices[p],
-   * every basis and transfer on each; a product is the sum of the parts'. */
+   * every basis and transfer on each, and computes those rows of a product. */
   int n_parts;
   struct h2_matrix **parts;
-  h2_split_work *split_work;  /* the parts' product vectors on their GPUs        */
+  int *part_rows;             /* n_parts + 1: each part's rows in tree_order     */
+  int *tree_order;            /* n: the point at each row (h2_tree_point_order)  */
+  h2_split_work *split_work;  /* the products' vectors, kept between calls       */
   gk_memory_hold mem;     /* the bytes registered with device/gk_memory.h    */
   h2_form form;
   int storage_reason;     /* why the form (H2_STORAGE_*, h2_otf.h)           */
@@ -72,18 +74,18 @@ gk_status h2_matrix_build(const double *xs, int n, int dim, int leaf_size, int o
                           const h2_tree *from, h2_matrix **out, gk_error *err);
 
 /* The matrix of h2_matrix_build, every block stored, split over the GPUs
- * devices[0 .. n_devices - 1] (0-based; at most one part per leaf): each
- * holds the blocks of about an equal share of the entries, so that products
- * run on all of them at once and a matrix larger than one GPU's memory fits
- * their sum. */
+ * devices[0 .. n_devices - 1] (0-based; fewer parts when the top coupling
+ * level has fewer nodes, h2_tree_split_leaves): each holds the blocks of
+ * about an equal share of the entries, so that products run on all of them
+ * at once and a matrix larger than one GPU's memory fits their sum. */
 gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size, int order,
                                 double eta, const gk_kernel *kernel, double nugget, int single,
                                 const int *devices, int n_devices, int threads,
                                 h2_make_room_fn make_room, h2_matrix **out, gk_error *err);
 
-/* y = A x (host n x nrhs doubles) for a matrix split over GPUs: the parts'
- * products at once, summed. Fails with GK_ERR_INPUT when x holds NA, NaN or
- * infinite values. */
+/* y = A x (host n x nrhs doubles, x finite) for a matrix split over GPUs:
+ * x in the tree's order on host threads, every part's rows at once on its
+ * GPU, then back to the points' order. */
 gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double *y,
                                  gk_error *err);
 

@@ -70,11 +70,18 @@ gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, int single,
   return gk_fail_no_cuda(err);
 }
 
-gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *const *gpus, int parts,
-                              const double *x, int nrhs, double *y, h2_split_work **work,
-                              gk_error *err)
+gk_status h2_gpu_split_host(h2_split_work **work, size_t entries, double **x, double **y,
+                            gk_error *err)
 {
-  (void) trees; (void) gpus; (void) parts; (void) x; (void) nrhs; (void) y; (void) work;
+  (void) work; (void) entries;
+  *x = *y = NULL;
+  return gk_fail_no_cuda(err);
+}
+
+gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *const *gpus, int parts,
+                              const int *rows, int nrhs, h2_split_work **work, gk_error *err)
+{
+  (void) trees; (void) gpus; (void) parts; (void) rows; (void) nrhs; (void) work;
   return gk_fail_no_cuda(err);
 }
 

@@ -157,32 +157,38 @@ fail:
   return err->status;
 }
 
-void h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds)
+int h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds)
 {
-  int q = t->depth, leaves = t->n_leaves;
-  double total = 0.0, *work = (double *) calloc((size_t) leaves, sizeof(double));
+  // The cut level: the top coupling level (the leaves when there is none).
+  // Its nodes and those below lie within one part, and the nodes above have
+  // no coupling blocks, so every block's rows are in one part.
+  int q = t->depth, level = t->top_level <= q ? t->top_level : q;
+  int nodes = 1 << level, shift = q - level;
+  if (parts > nodes) parts = nodes;
+  double total = 0.0, *work = (double *) calloc((size_t) nodes, sizeof(double));
   bounds[0] = 0;
-  bounds[parts] = leaves;
-  if (!work) {   // out of memory for the weights: equal leaf counts
-    for (int p = 1; p < parts; p++) bounds[p] = (int) ((long long) leaves * p / parts);
-    return;
+  bounds[parts] = t->n_leaves;
+  if (!work) {   // out of memory for the weights: equal node counts
+    for (int p = 1; p < parts; p++) bounds[p] = (int) ((long long) nodes * p / parts) << shift;
+    return parts;
   }
-  // A block's entries count for the first leaf of its row node (as
-  // h2_tree_restrict assigns it).
+  // A block's stored entries count for its row node's cut-level ancestor.
   double m = t->leaf_size;
-  for (int e = 0; e < t->dense.n_blocks; e++) work[t->dense.row[e]] += m * m;
-  for (int l = 0; l <= q; l++) {
+  for (int e = 0; e < t->dense.n_blocks; e++) work[t->dense.row[e] >> shift] += m * m;
+  for (int l = level; l <= q; l++) {
     double k = t->level_rank[l];
     for (int e = 0; e < t->coupling[l].n_blocks; e++)
-      work[t->coupling[l].row[e] << (q - l)] += k * k;
+      work[t->coupling[l].row[e] >> (l - level)] += k * k;
   }
-  for (int i = 0; i < leaves; i++) total += work[i];
+  for (int i = 0; i < nodes; i++) total += work[i];
+  // A cut after node i once the running sum reaches the next part's share,
+  // or where the parts still to come need every node left.
   double sum = 0.0;
   int p = 1;
-  for (int i = 0; i < leaves && p < parts; i++) {
+  for (int i = 0; i + 1 < nodes && p < parts; i++) {
     sum += work[i];
-    while (p < parts && sum >= total * p / parts) bounds[p++] = i + 1;
+    if (sum >= total * p / parts || nodes - (i + 1) == parts - p) bounds[p++] = (i + 1) << shift;
   }
-  while (p < parts) bounds[p++] = leaves;
   free(work);
+  return parts;
 }

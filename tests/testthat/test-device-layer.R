@@ -152,7 +152,8 @@ test_that("the H2 entry code refuses kernels an H2 matrix cannot represent", {
   set.seed(7)
   locs <- matrix(runif(200), ncol = 2)
   build <- function(kernel, points = locs) {
-    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 0L, 1L, NULL)
+    .Call(gpukernels:::gk_r_h2_build, points, kernel, 0, 16L, 8L, 3, FALSE, "cpu", 0L, 1L, NULL,
+          NULL)
   }
   expect_error(build(gk_kernel("linear")), "not \"linear\"")
   expect_error(build(gk_kernel("squared_distance")), "not \"squared_distance\"")
