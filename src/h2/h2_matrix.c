@@ -165,11 +165,13 @@ gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size,
     goto fail;
   }
   int parts = h2_tree_split_leaves(&h->tree, n_devices, bounds);
-  {   // each part's rows in the tree's order: its leaves' points
-    const h2_tree *t = &h->tree;
-    int leaf0 = t->level_ptr[t->depth];
-    for (int p = 0; p < parts; p++) h->part_rows[p] = t->node_start[leaf0 + bounds[p]];
-    h->part_rows[parts] = t->n;
+  {   // each part's rows in the tree's order (by leaf, h2_tree_point_order): its leaves' points
+    int row = 0, leaf = 0;
+    for (int p = 0; p < parts; p++) {
+      for (; leaf < bounds[p]; leaf++) row += h->tree.leaf_count[leaf];
+      h->part_rows[p] = row;
+    }
+    h->part_rows[parts] = h->tree.n;
   }
   for (int p = 0; p < parts; p++) {
     h2_matrix *part = matrix_new(single, err);
