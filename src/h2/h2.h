@@ -72,6 +72,10 @@ typedef struct {
   size_t *transfer_ptr; /* depth + 2: first entry of level l's transfers in E   */
   size_t *coupling_ptr; /* depth + 2: first entry of level l's couplings in S   */
   size_t *hat_ptr;      /* depth + 2: first row of level l in the xhat/yhat trees */
+  /* A part of a split matrix (h2_tree_restrict) has blocks only in the rows
+   * of leaves part_first_leaf .. part_end_leaf - 1, and its product only
+   * expands those; part_end_leaf 0 (a whole tree): every leaf. */
+  int part_first_leaf, part_end_leaf;
 } h2_tree;
 
 /* The kernels an H2 matrix can represent: covariances that are smooth

@@ -23,6 +23,17 @@ static gk_status dense_product(const h2_tree *t, const h2_ops *ops, const h2_dat
                   ldp, nrhs, err);
 }
 
+/* The nodes of level l above the leaves whose rows the product expands:
+ * first .. end - 1 (every node of a whole tree). */
+static void expanded_nodes(const h2_tree *t, int l, int *first, int *end)
+{
+  int shift = t->depth - l;
+  int first_leaf = t->part_end_leaf ? t->part_first_leaf : 0;
+  int end_leaf = t->part_end_leaf ? t->part_end_leaf : t->n_leaves;
+  *first = first_leaf >> shift;
+  *end = (end_leaf + (1 << shift) - 1) >> shift;
+}
+
 gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const h2_work *w,
                  int nrhs, gk_error *err)
 {
@@ -66,21 +77,31 @@ gk_status h2_hmv(const h2_tree *t, const h2_ops *ops, const h2_data *data, const
           return err->status;
       }
     }
-    // Downsweep: push each level's partial sums to its children.
+    // Downsweep: push each level's partial sums to its children (of the
+    // nodes the product expands: a split matrix's part has no others).
     for (int l = top + 1; l <= q; l++) {
-      if (ops->transfer(ctx, S, 0, k[l], k[l - 1], nrhs, AT(data->E, t->transfer_ptr[l]),
-                        AT(w->yhat, t->hat_ptr[l - 1]), AT(w->yhat, t->hat_ptr[l]), ldh,
-                        lp[l] - lp[l - 1], err))
+      int first, end;
+      expanded_nodes(t, l - 1, &first, &end);
+      size_t kc = (size_t) k[l], kp = (size_t) k[l - 1];
+      if (ops->transfer(ctx, S, 0, k[l], k[l - 1], nrhs,
+                        AT(data->E, t->transfer_ptr[l] + 2 * (size_t) first * kc * kp),
+                        AT(w->yhat, t->hat_ptr[l - 1] + first * kp),
+                        AT(w->yhat, t->hat_ptr[l] + 2 * (size_t) first * kc), ldh, end - first,
+                        err))
         return err->status;
     }
   }
   if (ops->dense_last && dense_product(t, ops, data, w, nrhs, err)) return err->status;
   if (ops->join(ctx, err)) return err->status;
   // Leaf expansion into the dense result.
-  if (top <= q &&
-      ops->gemm_strided(ctx, H2_STREAM_LOWRANK, 0, m, nrhs, k[q], data->U, m,
-                        (size_t) m * k[q], AT(w->yhat, t->hat_ptr[q]), ldh, (size_t) k[q], 1.0,
-                        w->yp, ldp, (size_t) m, t->n_leaves, err))
+  int first, end;
+  expanded_nodes(t, q, &first, &end);
+  size_t kq = (size_t) k[q];
+  if (top <= q && end > first &&
+      ops->gemm_strided(ctx, H2_STREAM_LOWRANK, 0, m, nrhs, k[q],
+                        AT(data->U, (size_t) first * m * kq), m, (size_t) m * kq,
+                        AT(w->yhat, t->hat_ptr[q] + first * kq), ldh, kq, 1.0,
+                        AT(w->yp, (size_t) first * m), ldp, (size_t) m, end - first, err))
     return err->status;
   return GK_OK;
 }

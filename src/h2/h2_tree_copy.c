@@ -4,6 +4,7 @@
  * Chebyshev order, for h2_matrix(tol = )'s search, which builds one set of
  * points at several orders (h2_tree_for_order).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "h2/h2.h"
@@ -150,6 +151,8 @@ gk_status h2_tree_restrict(h2_tree *d, const h2_tree *s, int first_leaf, int end
     d->coupling_offset[l + 1] = d->coupling_offset[l] + (size_t) d->coupling[l].n_blocks;
   }
   if (bsr_keep_rows(&d->dense, first_leaf, end_leaf, err)) goto fail;
+  d->part_first_leaf = first_leaf;
+  d->part_end_leaf = end_leaf;
   h2_tree_set_ranks(d, d->level_rank);
   return GK_OK;
 fail:
@@ -165,30 +168,34 @@ int h2_tree_split_leaves(const h2_tree *t, int parts, int *bounds)
   int q = t->depth, level = t->top_level <= q ? t->top_level : q;
   int nodes = 1 << level, shift = q - level;
   if (parts > nodes) parts = nodes;
-  double total = 0.0, *work = (double *) calloc((size_t) nodes, sizeof(double));
+  // before[i]: the work of the nodes before node i
+  double *before = (double *) calloc((size_t) nodes + 1, sizeof(double));
   bounds[0] = 0;
   bounds[parts] = t->n_leaves;
-  if (!work) {   // out of memory for the weights: equal node counts
+  if (!before) {   // out of memory for the weights: equal node counts
     for (int p = 1; p < parts; p++) bounds[p] = (int) ((long long) nodes * p / parts) << shift;
     return parts;
   }
   // A block's stored entries count for its row node's cut-level ancestor.
   double m = t->leaf_size;
-  for (int e = 0; e < t->dense.n_blocks; e++) work[t->dense.row[e] >> shift] += m * m;
+  for (int e = 0; e < t->dense.n_blocks; e++) before[(t->dense.row[e] >> shift) + 1] += m * m;
   for (int l = level; l <= q; l++) {
     double k = t->level_rank[l];
     for (int e = 0; e < t->coupling[l].n_blocks; e++)
-      work[t->coupling[l].row[e] >> (l - level)] += k * k;
+      before[(t->coupling[l].row[e] >> (l - level)) + 1] += k * k;
   }
-  for (int i = 0; i < nodes; i++) total += work[i];
-  // A cut after node i once the running sum reaches the next part's share,
-  // or where the parts still to come need every node left.
-  double sum = 0.0;
-  int p = 1;
-  for (int i = 0; i + 1 < nodes && p < parts; i++) {
-    sum += work[i];
-    if (sum >= total * p / parts || nodes - (i + 1) == parts - p) bounds[p++] = (i + 1) << shift;
+  for (int i = 0; i < nodes; i++) before[i + 1] += before[i];
+  // Each cut at the node boundary nearest its share of the work, leaving
+  // every part at least one node.
+  int cut = 0;
+  for (int p = 1; p < parts; p++) {
+    double share = before[nodes] * p / parts;
+    int best = cut + 1;
+    for (int b = best + 1; b <= nodes - (parts - p); b++)
+      if (fabs(before[b] - share) < fabs(before[best] - share)) best = b;
+    bounds[p] = best << shift;
+    cut = best;
   }
-  free(work);
+  free(before);
   return parts;
 }
