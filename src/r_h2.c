@@ -241,9 +241,9 @@ SEXP gk_r_h2_matmul(SEXP ptr, SEXP x)
   int n = is_matrix ? Rf_nrows(x) : Rf_length(x), nrhs = is_matrix ? Rf_ncols(x) : 1;
   if (n != h->tree.n) gk_stop("non-conformable: the h2matrix has %d columns, x has %d rows",
                                h->tree.n, n);
-  // on the GPU the input's permutation checks it (h2_gpu_matmul), with no
-  // pass over x here
-  if (!h->gpu) check_finite(x);
+  // on GPUs the input's permutation checks it (h2_gpu_matmul,
+  // h2_matrix_matmul_split), with no pass over x here
+  if (!h->gpu && h->n_parts == 0) check_finite(x);
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, n, nrhs));
   gk_error err;
   gk_error_clear(&err);

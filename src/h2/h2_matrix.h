@@ -83,9 +83,9 @@ gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size,
                                 const int *devices, int n_devices, int threads,
                                 h2_make_room_fn make_room, h2_matrix **out, gk_error *err);
 
-/* y = A x (host n x nrhs doubles, x finite) for a matrix split over GPUs:
- * x in the tree's order on host threads, every part's rows at once on its
- * GPU, then back to the points' order. */
+/* y = A x (host n x nrhs doubles) for a matrix split over GPUs: x in the
+ * tree's order on host threads (GK_ERR_INPUT when it holds NA, NaN or Inf),
+ * every part's rows at once on its GPU, then back to the points' order. */
 gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double *y,
                                  gk_error *err);
 

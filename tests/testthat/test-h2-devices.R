@@ -95,6 +95,11 @@ test_that("what a split matrix cannot do is a clear error", {
   x <- rnorm(3000)
   x[17] <- NA
   expect_error(A %*% x, "NA, NaN or infinite")
+  X <- matrix(rnorm(3000 * 2), 3000)
+  X[2999, 2] <- -Inf
+  expect_error(A %*% X, "NA, NaN or infinite")
+  X[2999, 2] <- NaN
+  expect_error(X[, 2] %*% A, "NA, NaN or infinite")
   expect_error(A %*% rnorm(10), "non-conformable")
 })
 
