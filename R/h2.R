@@ -64,7 +64,9 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   rows; fewer GPUs are used when that level has fewer clusters), with
 #'   about an equal share of the stored entries, so that a product runs on
 #'   all of them at once and a matrix larger than one GPU's memory fits
-#'   their sum. Such a matrix is stored (`storage = "on_the_fly"` is an
+#'   their sum. Every GPU still runs the product's whole upsweep, and `x`
+#'   and the result pass through host memory, so two GPUs do not halve a
+#'   product's time. Such a matrix is stored (`storage = "on_the_fly"` is an
 #'   error) and multiplies (`%*%`, [as.matrix()], [summary()] with its
 #'   measured error, [h2_error()]); compression, `tol` and the
 #'   Gaussian-process functions need it on one GPU. Ignored with
