@@ -66,7 +66,8 @@ h2_families <- c("gaussian", "exponential", "matern", "cauchy", "inverse_multiqu
 #'   all of them at once and a matrix larger than one GPU's memory fits
 #'   their sum. Every GPU still runs the product's whole upsweep, and `x`
 #'   and the result pass through host memory, so two GPUs do not halve a
-#'   product's time. Such a matrix is stored (`storage = "on_the_fly"` is an
+#'   product's time, and with several columns of `x` a product can take
+#'   longer than on one GPU. Such a matrix is stored (`storage = "on_the_fly"` is an
 #'   error) and multiplies (`%*%`, [as.matrix()], [summary()] with its
 #'   measured error, [h2_error()]); compression, `tol` and the
 #'   Gaussian-process functions need it on one GPU. Ignored with

@@ -9,8 +9,10 @@
 # the GPU: one after the other, not at once), the largest part's GPU memory,
 # the matrix bytes read per second over the GPUs'
 # copy ceiling (frac_peak; the products also move the vectors), and the
-# relative difference from one GPU's product. GK_BENCH_SIZES: log2 of the sizes (default "18 20"); GK_BENCH_BIG=1
-# adds 2^21 in double, whose 80 GB fit no single H100: only the split rows.
+# relative difference from one GPU's product. GK_BENCH_SIZES: log2 of the
+# sizes (default "18 20"); GK_BENCH_COLS: columns of x (default 1);
+# GK_BENCH_BIG=1 adds 2^21 in double, whose 80 GB fit no single H100: only
+# the split rows.
 #   Rscript inst/bench/h2_devices.R
 library(gpukernels)
 stopifnot(gk_has_gpu())
@@ -18,6 +20,7 @@ gpus <- nrow(gk_info()$devices)
 counts <- unique(c(1L, 2L ^ seq_len(floor(log2(gpus))), gpus))
 counts <- counts[counts <= gpus]
 sizes <- as.integer(strsplit(Sys.getenv("GK_BENCH_SIZES", "18 20"), "[ ,]+")[[1]])
+cols <- as.integer(Sys.getenv("GK_BENCH_COLS", "1"))
 cat("devices:", gpus, "x", gk_info()$devices$name[1], "; date",
     format(Sys.time(), "%Y-%m-%d %H:%M"), "\n")
 
@@ -49,7 +52,7 @@ for (k in seq_len(nrow(cases))) {
   precision <- cases$precision[k]
   set.seed(1)
   locs <- grid_points(n)
-  x <- rnorm(n)
+  x <- if (cols == 1L) rnorm(n) else matrix(rnorm(n * cols), n)
   base_ms <- NA
   y_one <- NULL
   for (g in counts) {
@@ -61,13 +64,13 @@ for (k in seq_len(nrow(cases))) {
     on_gpus <- (gk_memory() - held)[-1]
     per_gpu <- max(on_gpus) / 1e9
     ms <- product_ms(A, x)
-    hmv <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), 1L, 10L, FALSE)
+    hmv <- .Call(gpukernels:::gk_r_h2_time, gpukernels:::h2_ptr(A), cols, 10L, FALSE)
     y <- as.vector(A %*% x)
     if (g == 1L) {
       base_ms <- ms
       y_one <- y
     }
-    row <- data.frame(d = 3, precision = precision, n = n, gpus = g, build_s = round(built, 2),
+    row <- data.frame(d = 3, precision = precision, n = n, cols = cols, gpus = g, build_s = round(built, 2),
                       product_ms = round(ms, 2), hmv_ms_parts = paste(round(hmv, 2), collapse = "/"),
                       speedup = if (is.na(base_ms)) NA else round(base_ms / ms, 2),
                       gb_per_gpu = round(per_gpu, 1),

@@ -217,21 +217,31 @@ gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double
       gpus[p] = h->parts[p]->gpu;
     }
     // x into the tree's order, where each part's rows are contiguous; the
-    // pass also checks that x is finite (x * 0 is 0 exactly then)
+    // pass also checks that x is finite (x * 0 is 0 exactly then). Column
+    // by column: the random reads stay within one column's pages.
     double poison = 0.0;
-#pragma omp parallel for schedule(static) num_threads(gk_omp_pass_threads(entries)) \
-  reduction(+ : poison)
-    for (size_t e = 0; e < entries; e++) {
-      double v = x[(size_t) order[e % n] + n * (e / n)];
-      tx[e] = v;
-      poison += v * 0.0;
+    int threads = gk_omp_pass_threads(entries);
+#pragma omp parallel num_threads(threads) reduction(+ : poison)
+    for (int c = 0; c < nrhs; c++) {
+      const double *from = x + n * (size_t) c;
+      double *to = tx + n * (size_t) c;
+#pragma omp for schedule(static)
+      for (size_t e = 0; e < n; e++) {
+        to[e] = from[order[e]];
+        poison += to[e] * 0.0;
+      }
     }
     if (!(poison == 0.0)) {
       gk_fail(err, GK_ERR_INPUT, "x contains NA, NaN or infinite values");
     } else if (h2_gpu_matmul_split(trees, gpus, parts, h->part_rows, nrhs, &h->split_work,
                                    err) == GK_OK) {
-#pragma omp parallel for schedule(static) num_threads(gk_omp_pass_threads(entries))
-      for (size_t e = 0; e < entries; e++) y[(size_t) order[e % n] + n * (e / n)] = ty[e];
+#pragma omp parallel num_threads(threads)
+      for (int c = 0; c < nrhs; c++) {
+        const double *from = ty + n * (size_t) c;
+        double *to = y + n * (size_t) c;
+#pragma omp for schedule(static)
+        for (size_t e = 0; e < n; e++) to[order[e]] = from[e];
+      }
     }
   }
   free(trees);
