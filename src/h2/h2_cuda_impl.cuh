@@ -87,6 +87,13 @@ gk_status h2_gpu_run_hmv(const h2_tree *t, h2_gpu *g, int nrhs, gk_error *err);
 gk_status h2_gpu_matmul_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs, double *y,
                               int tree_order, gk_error *err);
 
+/* Queues on g's low-rank stream, not waited for: x (n x nrhs, the tree's
+ * order, page-locked host memory) up into g's staging copy (xio), the
+ * product there in place, and rows first .. first + count - 1 of every
+ * column back into y (host, the same layout). */
+gk_status h2_gpu_matmul_rows_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
+                                   double *y, size_t first, size_t count, gk_error *err);
+
 /* Blocks of 256 threads for a grid-stride loop over `total` entries: enough
  * to fill an H100 (132 SMs) 64 deep, never more. */
 static inline unsigned h2_grid_for(size_t total)

@@ -170,6 +170,28 @@ fail:
   return err->status;
 }
 
+gk_status h2_gpu_matmul_rows_queue(const h2_tree *t, h2_gpu *g, const double *x, int nrhs,
+                                   double *y, size_t first, size_t count, gk_error *err)
+{
+  cudaStream_t s = (cudaStream_t) g->low_rank;
+  size_t n = (size_t) t->n;
+  if (gk_resident_enter(&g->res, err)) return err->status;
+  GK_TRY(ensure_workspace(t, g, nrhs, 1, err));
+  GK_CUDA_TRY(cudaMemcpyAsync(g->xio.ptr, x, n * nrhs * sizeof(double), cudaMemcpyHostToDevice,
+                              s), "copying the H2 product's input to a GPU", err);
+  GK_TRY(h2_gpu_matmul_queue(t, g, (const double *) g->xio.ptr, nrhs, (double *) g->xio.ptr, 1,
+                             err));
+  if (count > 0)
+    GK_CUDA_TRY(cudaMemcpy2DAsync(y + first, n * sizeof(double), (double *) g->xio.ptr + first,
+                                  n * sizeof(double), count * sizeof(double), (size_t) nrhs,
+                                  cudaMemcpyDeviceToHost, s),
+                "copying the H2 product from a GPU", err);
+  return GK_OK;
+fail:
+  cudaDeviceSynchronize();
+  return err->status;
+}
+
 extern "C" gk_status h2_gpu_matmul_device(const h2_tree *t, h2_gpu *g, const double *x,
                                           int nrhs, double *y, int tree_order, gk_error *err)
 {
