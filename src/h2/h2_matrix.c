@@ -26,6 +26,7 @@ void h2_matrix_free(h2_matrix *h)
   h2_split_work_free(h->split_work);
   free(h->part_rows);
   free(h->tree_order);
+  free(h->tree_row);
   h2_cpu_free(h->cpu);
   h2_gpu_free(h->gpu);
   h2_tree_free(&h->tree);
@@ -159,11 +160,13 @@ gk_status h2_matrix_build_split(const double *xs, int n, int dim, int leaf_size,
   h->parts = (h2_matrix **) calloc((size_t) n_devices, sizeof *h->parts);
   h->part_rows = (int *) malloc(((size_t) n_devices + 1) * sizeof(int));
   h->tree_order = (int *) malloc((size_t) n * sizeof(int) + 1);
+  h->tree_row = (int *) malloc((size_t) n * sizeof(int) + 1);
   if (!bounds || !trees || !gpus || !h->parts || !h->part_rows || !h->tree_order ||
-      h2_tree_point_order(&h->tree, h->tree_order)) {
+      !h->tree_row || h2_tree_point_order(&h->tree, h->tree_order)) {
     gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 matrix's parts");
     goto fail;
   }
+  for (int e = 0; e < n; e++) h->tree_row[h->tree_order[e]] = e;
   int parts = h2_tree_split_leaves(&h->tree, n_devices, bounds);
   {   // each part's rows in the tree's order (by leaf, h2_tree_point_order): its leaves' points
     int row = 0, leaf = 0;
@@ -235,12 +238,15 @@ gk_status h2_matrix_matmul_split(h2_matrix *h, const double *x, int nrhs, double
       gk_fail(err, GK_ERR_INPUT, "x contains NA, NaN or infinite values");
     } else if (h2_gpu_matmul_split(trees, gpus, parts, h->part_rows, nrhs, &h->split_work,
                                    err) == GK_OK) {
+      // back to the points' order, as a gather too: writes in order, which
+      // random writes (each a read of its line first) are not
+      const int *row = h->tree_row;
 #pragma omp parallel num_threads(threads)
       for (int c = 0; c < nrhs; c++) {
         const double *from = ty + n * (size_t) c;
         double *to = y + n * (size_t) c;
 #pragma omp for schedule(static)
-        for (size_t e = 0; e < n; e++) to[order[e]] = from[e];
+        for (size_t i = 0; i < n; i++) to[i] = from[row[i]];
       }
     }
   }

@@ -55,6 +55,7 @@ typedef struct h2_matrix {
   struct h2_matrix **parts;
   int *part_rows;             /* n_parts + 1: each part's rows in tree_order     */
   int *tree_order;            /* n: the point at each row (h2_tree_point_order)  */
+  int *tree_row;              /* n: each point's row (tree_order's inverse)      */
   h2_split_work *split_work;  /* the products' vectors, kept between calls       */
   gk_memory_hold mem;     /* the bytes registered with device/gk_memory.h    */
   h2_form form;
