@@ -288,7 +288,8 @@ gk_pcf_chunk <- function(task) {
 # symmetric results the band's rows against the functions 1..b, lower
 # triangle, as one engine call (the band's own triangle and the rectangle
 # left of it as two calls paid the set-up, and the GPU pipeline's fill and
-# drain, twice), or its rows of a cdist / kernel matrix. The inputs
+# drain, twice), or its rows of a cdist / kernel matrix; with `shared$file`
+# (pcf_dist_file()), into that file's matrix instead. The inputs
 # are copied out of the caller's memory (`input$direct`: the functions up to
 # row b, and y) or read from its input segment. `written` is FALSE when this
 # worker cannot attach the segments (another machine): the caller then sends
@@ -324,8 +325,10 @@ gk_pcf_chunk_shared <- function(task) {
   waited <- 0
   direct <- TRUE   # every part's blocks went straight into the result
   part <- function(y_set, y_range, row0) {
+    at <- list(row0 = row0, col0 = 0)
     band <- list(input = input, x_range = c(a, b), y_set = y_set, y_range = y_range,
-                 target = c(task$shared$target, list(row0 = row0, col0 = 0)))
+                 target = c(task$shared$target, at),
+                 file = if (!is.null(task$shared$file)) utils::modifyList(task$shared$file, at))
     sent <- pcf_matrix_call(NULL, NULL, task$kind, task$p, task$precision, task$backend,
                             task$devices, band = band)
     if (isFALSE(sent)) return(FALSE)
@@ -359,16 +362,21 @@ gk_pcf_chunk_shared <- function(task) {
 # reading and first blocks, which wait for it. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
-gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count) {
+# With `file` (pcf_dist_file(): list(target, bands, data_task)) the workers
+# write their bands (the rows of `bands`) into the file's matrix `target`
+# (a file target without row0, col0) instead: the channel only offers them the
+# inputs, and there is no result; a worker on another machine runs
+# `data_task(k)` with the data instead. Returns NULL.
+gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count, file = NULL) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
   m <- if (symmetric) n else length(Y)
   if (symmetric) Y <- NULL
   single <- gk_check_precision(precision) == "single"
-  size <- if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m
-  bands <- gk_row_bands(n, count, triangle = symmetric)
+  size <- if (is.null(file)) (if (kind == "pdist") n * (n - 1) / 2 else as.double(n) * m) else 0
+  bands <- if (is.null(file)) gk_row_bands(n, count, triangle = symmetric) else file$bands
   begun <- gk_now()
-  channel <- .Call(gk_r_channel_create, size, n, nrow(bands))
+  channel <- .Call(gk_r_channel_create, size, if (is.null(file)) n else 0, nrow(bands))
   handle <- if (is.list(channel)) channel$handle else channel
   input <- staged <- NULL
   on.exit({   # now, not when R collects them; the channel first (workers stop)
@@ -382,12 +390,14 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     if (is.list(input)) input[-1L]
   }
   shared_of <- function(offered) if (!is.null(offered)) list(input = offered, n_cols = m,
-    target = list(path = channel$path, token = channel$token, bytes = channel$bytes))
+    target = list(path = channel$path, token = channel$token, bytes = channel$bytes),
+    file = file$target)
   use_shared <- is.list(channel) && isTRUE(getOption("gpukernels.future_shared", TRUE))
   direct <- use_shared && isTRUE(channel$direct)
-  open <- function() .Call(gk_r_channel_open, handle, size,
-                           if (kind == "pdist") 0L else as.integer(n),
-                           gk_pcf_write_kind(kind), n, gk_threads())
+  open <- function() if (is.null(file)) {
+    .Call(gk_r_channel_open, handle, size, if (kind == "pdist") 0L else as.integer(n),
+          gk_pcf_write_kind(kind), n, gk_threads())
+  }
   # The inputs checked and offered to the workers (or shared through a
   # segment, or only checked) and the result: the value for the tasks'
   # `shared`. Where the workers copy the inputs out of this process, the
@@ -408,7 +418,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   early <- if (direct) gk_early_launches(nrow(bands)) else 0L
   phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle,
                          if (early) shared_of(list(direct = TRUE)), prepare, early, begun,
-                         share)
+                         share, file$data_task)
   start <- proc.time()[["elapsed"]]
   on.exit(if (gk_progress_lines()) {
     stats <- .Call(gk_r_channel_stats, handle)
@@ -418,7 +428,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
       as.integer(stats[3L]), proc.time()[["elapsed"]] - start)
     message(paste(phases, collapse = "\n"))
   }, add = TRUE, after = FALSE)
-  .Call(gk_r_channel_finish, handle)
+  if (is.null(file)) .Call(gk_r_channel_finish, handle)
 }
 
 gk_pcf_write_kind <- function(kind) {
@@ -434,10 +444,11 @@ gk_pcf_write_kind <- function(kind) {
 # were offered, where that came before the result): with `early` > 0
 # (`shared` then given) after that many futures are launched, else first.
 # A worker that may not read this process's memory runs again on inputs in
-# a segment (`share()`). Returns the progress lines: the phases and their
-# timeline, then the workers' engine lines.
+# a segment (`share()`); one on another machine gets the data (or runs
+# `data_task(k)`, which writes its band itself). Returns the progress lines:
+# the phases and their timeline, then the workers' engine lines.
 gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out, shared, prepare,
-                         early, begun, share) {
+                         early, begun, share, data_task = NULL) {
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
@@ -466,6 +477,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
       shared$target$ring <- k - 1
       return(c(task, list(shared = shared)))
     }
+    if (!is.null(data_task)) return(data_task(k))
     c(task, list(X = X[rows[1L]:rows[2L]], Y = Y,
                  left = if (symmetric && rows[1L] > 1L) X[seq_len(rows[1L] - 1L)]))
   }
@@ -518,7 +530,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
   at <- function(x) paste(sprintf("%.2f", x), collapse = "/")
   c(sprintf("pcf (%d futures, %s): result and inputs ready in %.2f s, workers %.2f s (each: %s s%s)",
-            nrow(bands), if (is.null(shared)) "results through the futures" else
+            nrow(bands), if (is.null(shared)) {
+              if (is.null(data_task)) "results through the futures" else "data through the futures"
+            } else
               paste0(if (isTRUE(shared$input$direct) && !length(reshare))
                        "inputs read from this process" else "shared memory",
                      if (length(direct)) sprintf(

@@ -125,7 +125,8 @@ pcf_dimnames <- function(X, Y) {
 # The one place that resolves backend, devices and internal options, then calls
 # C, or splits the call over future workers (R/distributed.R). `band`: a
 # worker's band of a distributed call, computed from and into shared memory
-# (list(input, x_range, y_set, y_range, target); gk_pcf_chunk_shared).
+# (list(input, x_range, y_set, y_range, target, file); gk_pcf_chunk_shared;
+# with `file`, into that file's matrix).
 # `file`: the results go into a file's matrix instead (pcf_file_chunk).
 pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE,
                             band = NULL, file = NULL) {
@@ -142,7 +143,7 @@ pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, w
     return(gk_with_engine_progress(
       .Call(gk_r_pcf_band, band$input, as.double(band$x_range), as.integer(band$y_set),
             as.double(band$y_range), kind, p, single, backend, gk_threads(), as.double(budget),
-            devices, gk_progress_lines(), band$target)))
+            devices, gk_progress_lines(), band$target, band$file)))
   }
   gk_with_engine_progress(
     .Call(gk_r_pcf_matrix, unclass(X), if (is.null(Y)) NULL else unclass(Y), kind, p, single,

@@ -7,7 +7,10 @@
 #' in float). The slabs are computed in this process, or by \pkg{future}
 #' workers (see [gk_distributed]; the workers must see the same file system,
 #' e.g. a cluster's shared disk); either way the engine writes its blocks
-#' straight into the file, mapped, with no copy of a slab in R. The values
+#' straight into the file, mapped, with no copy of a slab in R. Workers on
+#' this machine read the functions from this process's memory, as those of
+#' [pcf_pdist()] do, rather than receive them with their futures; workers
+#' on other machines receive them. The values
 #' are in the file system's cache when the call returns, visible to every
 #' process of this machine (workers on other machines sync theirs to the
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.
@@ -108,24 +111,35 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   count <- gk_chunk_count(workers, nrow(slabs))
   groups <- if (count > 0L) gk_slab_groups(slabs, count, symmetric) else
     list(seq_len(nrow(slabs)))
-  opts <- gk_chunk_options()
-  tasks <- lapply(seq_along(groups), function(g) {
+  by_slab <- isTRUE(getOption("gpukernels.file_progress_slabs", FALSE))
+  # The task of the slabs of group g that runs pcf_file_chunk (with the data).
+  task_of <- function(g) {
     these <- slabs[groups[[g]], , drop = FALSE]
     last <- max(these[, 2L])
     list(fun = "pcf_file_chunk", rows = c(min(these[, 1L]), last), slabs = these,
          X = if (symmetric) X[seq_len(last)] else X[min(these[, 1L]):last],
          offset = if (symmetric) 0L else min(these[, 1L]) - 1L, Y = Y, p = p,
          precision = precision, backend = backend, devices = devices, chunk = g,
-         desc = desc, dir = dir, host = Sys.info()[["nodename"]], options = opts,
-         by_slab = isTRUE(getOption("gpukernels.file_progress_slabs", FALSE)))
-  })
-  p_steps <- gk_progressor(nrow(slabs))
+         desc = desc, dir = dir, host = Sys.info()[["nodename"]], options = gk_chunk_options(),
+         by_slab = by_slab)
+  }
   if (count > 0L) {
-    for (t in seq_along(tasks)) tasks[[t]]$progress <- p_steps
-    gk_run_tasks(tasks, function(i, value) NULL)
+    # Workers on this machine read the functions from this process's memory
+    # (as pcf_pdist()'s workers do) and each writes its rows' bands (slab by
+    # slab with the option); workers elsewhere get the data (task_of).
+    if (by_slab) groups <- as.list(seq_len(nrow(slabs)))
+    bands <- t(vapply(groups, function(g) c(min(slabs[g, 1L]), max(slabs[g, 2L])), numeric(2)))
+    target <- list(path = partial[1L], float = type == "float",
+                   layout = gk_write_kinds[[if (symmetric) "symmetric" else "dense"]],
+                   n_rows = n, bytes = as.double(n) * m * value_bytes, sync = FALSE,
+                   populate = TRUE)
+    gk_pcf_distributed(X, Y, if (symmetric) "pdist" else "cdist", p, precision, backend,
+                       devices, nrow(bands),
+                       file = list(target = target, bands = bands, data_task = task_of))
   } else {
-    tasks[[1L]]$progress <- p_steps
-    pcf_file_chunk(tasks[[1L]])   # in this process, on all its GPUs
+    task <- task_of(1L)
+    task$progress <- gk_progressor(nrow(slabs))
+    pcf_file_chunk(task)   # in this process, on all its GPUs
   }
   rm(bm)   # nothing written through it: the chunks wrote the file
   gc(FALSE)

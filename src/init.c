@@ -66,7 +66,7 @@ SEXP gk_r_channel_offer(SEXP handle, SEXP input);
 SEXP gk_r_file_allocate(SEXP path, SEXP bytes);
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
-                   SEXP progress, SEXP target);
+                   SEXP progress, SEXP target, SEXP file);
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
 SEXP gk_r_pcf_frames(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
@@ -169,7 +169,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_fetch", (DL_FUNC) &gk_r_pcf_fetch, 3},
   {"gk_r_channel_offer", (DL_FUNC) &gk_r_channel_offer, 2},
   {"gk_r_file_allocate", (DL_FUNC) &gk_r_file_allocate, 2},
-  {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 13},
+  {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 14},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
   {"gk_r_pcf_frames", (DL_FUNC) &gk_r_pcf_frames, 1},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 7},

@@ -233,6 +233,46 @@ static double *make_result(void *arg, gk_error *err)
   return NULL;
 }
 
+gk_pcf_file_target gk_pcf_file_target_of(SEXP file)
+{
+  SEXP path = gk_list_get(file, "path");
+  if (!Rf_isString(path) || Rf_length(path) != 1) gk_stop("invalid file target");
+  gk_pcf_file_target t;
+  t.path = CHAR(STRING_ELT(path, 0));
+  t.is_float = gk_as_flag(gk_list_get(file, "float"));
+  t.layout = (gk_write_kind) gk_as_int(gk_list_get(file, "layout"));
+  t.n_rows = (size_t) gk_as_double(gk_list_get(file, "n_rows"));
+  t.bytes = (size_t) gk_as_double(gk_list_get(file, "bytes"));
+  t.row0 = (size_t) gk_as_double(gk_list_get(file, "row0"));
+  t.col0 = (size_t) gk_as_double(gk_list_get(file, "col0"));
+  t.sync = gk_as_flag(gk_list_get(file, "sync"));
+  t.populate = gk_as_flag(gk_list_get(file, "populate"));
+  return t;
+}
+
+void gk_pcf_run_into_file(const gk_pcf_file_target *t, gk_write_kind write_kind, SEXP backend,
+                          const pcf_op *op, const pcf_set *xs, const pcf_set *ys,
+                          const pcf_options *opt, gk_error *err)
+{
+  gk_block_writer writer = gk_block_writer_band(write_kind, t->layout, NULL, t->n_rows, t->row0,
+                                                t->col0, opt->threads);
+  void *map = NULL;
+  if (gk_file_map(t->path, t->bytes, &map, err) != GK_OK) return;
+  /* The rows the engine computes: from its first_row on (a band of a
+   * symmetric matrix), mirrored into the columns of the same numbers. */
+  if (t->populate)
+    gk_file_populate(map, t->is_float ? sizeof(float) : sizeof(double),
+                     writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows,
+                     writer.row0 + opt->first_row, xs->n - opt->first_row, writer.col0, ys->n,
+                     opt->threads);
+  if (t->is_float) writer.out_float = (float *) map;
+  else writer.out = (double *) map;
+  gk_pcf_run_engine(backend, op, xs, ys, &writer, opt, err);
+  gk_error unmap;
+  gk_error_clear(&unmap);
+  if (gk_file_unmap(map, t->bytes, t->sync, &unmap) && err->status == GK_OK) *err = unmap;
+}
+
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). With
  * a `file` (not NULL: list(path, float, layout, n_rows, bytes, row0, col0,
@@ -268,29 +308,8 @@ SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backen
   }
   double ready = gk_seconds_now();
   if (!Rf_isNull(file)) {
-    SEXP path = gk_list_get(file, "path");
-    if (!Rf_isString(path)) gk_stop("invalid file target");
-    int is_float = gk_as_flag(gk_list_get(file, "float"));
-    size_t bytes = (size_t) gk_as_double(gk_list_get(file, "bytes"));
-    void *map = NULL;
-    writer = gk_block_writer_band(write_kind, (gk_write_kind) gk_as_int(gk_list_get(file, "layout")),
-                                  NULL, (size_t) gk_as_double(gk_list_get(file, "n_rows")),
-                                  (size_t) gk_as_double(gk_list_get(file, "row0")),
-                                  (size_t) gk_as_double(gk_list_get(file, "col0")), opt.threads);
-    if (gk_file_map(CHAR(STRING_ELT(path, 0)), bytes, &map, &err) == GK_OK) {
-      if (gk_as_flag(gk_list_get(file, "populate")))
-        gk_file_populate(map, is_float ? sizeof(float) : sizeof(double),
-                         writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows, writer.row0, xs->n,
-                         writer.col0, symmetric ? xs->n : yp->n, opt.threads);
-      if (is_float) writer.out_float = (float *) map;
-      else writer.out = (double *) map;
-      gk_pcf_run_engine(backend, &op, xs, yp, &writer, &opt, &err);
-      gk_error unmap;
-      gk_error_clear(&unmap);
-      if (gk_file_unmap(map, bytes, gk_as_flag(gk_list_get(file, "sync")), &unmap) &&
-          err.status == GK_OK)
-        err = unmap;
-    }
+    gk_pcf_file_target target = gk_pcf_file_target_of(file);
+    gk_pcf_run_into_file(&target, write_kind, backend, &op, xs, yp, &opt, &err);
     UNPROTECT(1);
     if (err.status) gk_raise(&err);
     return Rf_ScalarLogical(TRUE);

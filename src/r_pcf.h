@@ -36,4 +36,25 @@ pcf_op gk_pcf_op_of(SEXP kind, SEXP p);
  * ("kernel_sym") or a dense one ("cdist", "kernel"). */
 gk_write_kind gk_pcf_write_kind_of(SEXP kind);
 
+/* Where a call's results go in a file's matrix (pcf_dist_file(); the R
+ * list(path, float, layout, n_rows, bytes, row0, col0, sync, populate)): at
+ * (row0, col0) of an n_rows-row column-major matrix of float or double of
+ * `layout` (a symmetric one mirrored too), in the first `bytes` of the file;
+ * `populate`: the pages the call fills are made first (gk_file_populate);
+ * `sync`: written to disk before the call returns (another machine's file). */
+typedef struct {
+  const char *path;   /* R's string: valid while the list is */
+  int is_float, sync, populate;
+  gk_write_kind layout;
+  size_t n_rows, bytes, row0, col0;
+} gk_pcf_file_target;
+
+/* Reads the R list; an R error when it is not one. Before anything is held. */
+gk_pcf_file_target gk_pcf_file_target_of(SEXP file);
+
+/* The engine run with its blocks written straight into the file, mapped. */
+void gk_pcf_run_into_file(const gk_pcf_file_target *t, gk_write_kind write_kind, SEXP backend,
+                          const pcf_op *op, const pcf_set *xs, const pcf_set *ys,
+                          const pcf_options *opt, gk_error *err);
+
 #endif

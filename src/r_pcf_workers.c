@@ -181,19 +181,25 @@ static int share_range(pcf_set *s, double from, double to)
  * in one engine call: the engine's first_row), computed as `kind` from the
  * input segment `input` and sent through ring `ring` of the caller's result
  * channel `target` (list(path, token, bytes, ring, row0, col0): where the
- * band's (0, 0) is in the result; (0, 0) for y_set 0). c(seconds spent
- * waiting for a free slot, 1 when the blocks went straight into the result,
- * else 0), or FALSE when this process cannot attach them (another machine). */
+ * band's (0, 0) is in the result; (0, 0) for y_set 0), or with a `file`
+ * (not NULL: a file target as gk_r_pcf_matrix takes it, pcf_dist_file())
+ * written into that file's matrix instead (`target` is then not used).
+ * c(seconds spent waiting for a free slot, 1 when the blocks went straight
+ * into the result, else 0), or FALSE when this process cannot attach them
+ * (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
-                   SEXP progress, SEXP target)
+                   SEXP progress, SEXP target, SEXP file)
 {
   gk_write_kind write_kind = gk_pcf_write_kind_of(kind);
   pcf_options opt = gk_pcf_options_from_r(single, threads, budget, devices, progress);
   pcf_op op = gk_pcf_op_of(kind, p);
   int which = gk_as_int(y_set);
+  int to_file = !Rf_isNull(file);
+  gk_pcf_file_target into = {0};
+  if (to_file) into = gk_pcf_file_target_of(file);   /* its R errors before anything is held */
   gk_shared in;
-  gk_channel_port port;
+  gk_channel_port port = {0};
   gk_error err;
   gk_error_clear(&err);
   int fetched = TYPEOF(input) == EXTPTRSXP;   /* a copy made by gk_r_pcf_fetch */
@@ -204,7 +210,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   } else if (gk_r_shared_attach(input, &in, &err) != GK_OK) {
     return Rf_ScalarLogical(FALSE);
   }
-  if (gk_r_channel_attach(target, &port, &err) != GK_OK) {
+  if (!to_file && gk_r_channel_attach(target, &port, &err) != GK_OK) {
     gk_shared_release(&in);
     return Rf_ScalarLogical(FALSE);
   }
@@ -216,15 +222,20 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
       (which > 0 && !share_range(&ys, REAL(y_range)[0], REAL(y_range)[1])) ||
       opt.first_row > xs.n)
     gk_fail(&err, GK_ERR_INTERNAL, "a band outside its set of PCFs");
-  gk_block_writer writer = gk_channel_writer(
-      &port, write_kind, (size_t) gk_as_double(gk_list_get(target, "row0")),
-      (size_t) gk_as_double(gk_list_get(target, "col0")), opt.threads);
-  if (err.status == GK_OK) gk_pcf_run_engine(backend, &op, &xs, which > 0 ? &ys : &xs, &writer, &opt, &err);
-  if (err.status == GK_OK && port.failed)
-    gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
-  double waited = port.wait_s, direct = port.direct == 1;
+  const pcf_set *yp = which > 0 ? &ys : &xs;
+  if (to_file) {
+    if (err.status == GK_OK) gk_pcf_run_into_file(&into, write_kind, backend, &op, &xs, yp, &opt, &err);
+  } else {
+    gk_block_writer writer = gk_channel_writer(
+        &port, write_kind, (size_t) gk_as_double(gk_list_get(target, "row0")),
+        (size_t) gk_as_double(gk_list_get(target, "col0")), opt.threads);
+    if (err.status == GK_OK) gk_pcf_run_engine(backend, &op, &xs, yp, &writer, &opt, &err);
+    if (err.status == GK_OK && port.failed)
+      gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
+  }
+  double waited = port.wait_s, direct = to_file || port.direct == 1;
   gk_shared_release(&in);
-  gk_channel_detach(&port);
+  if (!to_file) gk_channel_detach(&port);
   if (err.status) gk_raise(&err);
   SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
   REAL(out)[0] = waited;

@@ -1,0 +1,91 @@
+# pcf_dist_file() on future workers: each worker writes its band of rows
+# into the file itself, reading the functions from the caller's memory, from
+# a shared segment (workers that may not read the caller), or from the
+# future's data (workers elsewhere, gpukernels.future_shared = FALSE).
+
+# The route a call took, from its progress line.
+file_route <- function(expr) {
+  old <- options(gpukernels.progress = TRUE)
+  on.exit(options(old))
+  lines <- capture.output(value <- force(expr), type = "message")
+  line <- grep("^pcf \\([0-9]+ futures", lines, value = TRUE)
+  list(value = value, line = if (length(line)) line[1L] else "")
+}
+
+file_cases <- function(X, Y, backend, want_route) {
+  D <- unname(as.matrix(pcf_pdist(X, backend = backend, workers = 1)))
+  C <- unname(pcf_cdist(X, Y, backend = backend, workers = 1))
+  for (type in c("double", "float")) {
+    info <- paste(backend, type, want_route)
+    # Bands of several slabs and bands ending inside a page of the file.
+    got <- file_route(pcf_dist_file(X, file = tempfile("fw"), file_type = type,
+                                    backend = backend, slab_bytes = 8 * length(X) * 7))
+    expect_match(got$line, want_route, info = info)
+    B <- got$value[, ]
+    expect_identical(B, t(B), info = info)
+    expect_true(all(diag(B) == 0), info = info)
+    Bc <- pcf_dist_file(X, Y, file = tempfile("fw"), file_type = type, backend = backend,
+                        slab_bytes = 8 * length(Y) * 5)[, ]
+    if (type == "double" && backend == "cpu") {
+      expect_identical(B, D, info = info)
+      expect_identical(Bc, C, info = info)
+    } else {   # float files: the values rounded once; GPU pairs round as their blocks do
+      expect_equal(B, D, tolerance = 1e-6, info = info)
+      expect_equal(Bc, C, tolerance = 1e-6, info = info)
+    }
+  }
+}
+
+test_that("workers write their bands of a file from each input route, as one process", {
+  skip_if_not_installed("bigmemory")
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(71)
+  X <- draw_pcfs(157)   # not a multiple of the slabs' rows
+  Y <- draw_pcfs(23)
+  for (backend in test_backends()) {
+    # Workers that may not read the caller: the inputs through a segment.
+    with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+      with_tunables(list(GK_CHANNEL_DIRECT = 1), file_cases(X, Y, backend, "shared memory"))
+    }))
+    # Workers on other machines: the data travel with the futures.
+    old <- options(gpukernels.future_shared = FALSE)
+    with_plan(future::multisession, file_cases(X, Y, backend, "data through the futures"))
+    options(old)
+  }
+  # The default: read from this process's memory where the system lets
+  # workers (Yama's ptrace rule).
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    probe <- file_route(pcf_dist_file(X[1:30], file = tempfile("fw"), backend = "cpu",
+                                      slab_bytes = 8 * 30 * 10))
+    skip_if_not(grepl("inputs read from this process", probe$line),
+                "workers may not read this process's memory here")
+    for (backend in test_backends()) file_cases(X, Y, backend, "inputs read from this process")
+  }))
+})
+
+test_that("workers' files slab by slab, tiny sets and a failing band", {
+  skip_if_not_installed("bigmemory")
+  set.seed(72)
+  X <- draw_pcfs(41)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
+  with_plan(future::multisession, {
+    old <- options(gpukernels.file_progress_slabs = TRUE)
+    got <- file_route(pcf_dist_file(X, file = tempfile("fw"), backend = "cpu",
+                                    slab_bytes = 8 * 41 * 6))
+    options(old)
+    expect_match(got$line, "^pcf \\(7 futures")   # a future per slab
+    expect_identical(got$value[, ], D)
+    # One function, two functions: bands of nothing but the zero diagonal.
+    expect_identical(as.vector(pcf_dist_file(X[1], file = tempfile("fw"), backend = "cpu",
+                                             workers = 2)[, ]), 0)
+    expect_identical(pcf_dist_file(X[1:2], file = tempfile("fw"), backend = "cpu",
+                                   slab_bytes = 8, workers = 2)[, ], D[1:2, 1:2])
+    # A worker's error fails the call and leaves no file behind.
+    f <- tempfile("fw")
+    old <- options(gpukernels.pcf_budget_bytes = -1)
+    expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 41 * 6),
+                 "worker failed.*pcf_budget_bytes must be")
+    options(old)
+    expect_length(list.files(dirname(f), pattern = basename(f)), 0)
+  })
+})
