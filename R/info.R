@@ -47,8 +47,10 @@
 #'     [pcf_dist_file()] makes the file's pages that each call fills (the
 #'     whole file in one process; a worker's columns of a symmetric file) in
 #'     one system call per 2 MiB, on all its threads, up to a tenth of the
-#'     machine's memory; 0: each first write to a page through the file's
-#'     mapping faults it in, one page at a time.}
+#'     machine's memory, unless the file is in memory (tmpfs, e.g.
+#'     `/dev/shm`), where the faults of the engines' writes overlap the GPUs'
+#'     work and cost less; 2: on tmpfs too; 0: each first write to a page
+#'     through the file's mapping faults it in, one page at a time.}
 #'   \item{`GK_PCF_BAND_SLOTS`}{bands of PCFs (the functions of a block's
 #'     rows or columns, packed) that one GPU keeps between blocks; 0, the
 #'     default, keeps every band of the call within half the memory budget,

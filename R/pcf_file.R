@@ -17,7 +17,8 @@
 #' The file's disk blocks are allocated when it is made, before any value is
 #' written, so that its writers do not take them page by page
 #' (`GK_FILE_ALLOCATE` in [gk_info()]), and its pages are made in the page
-#' cache before the engines write them (`GK_FILE_POPULATE`).
+#' cache before the engines write them (`GK_FILE_POPULATE`), except on tmpfs
+#' (e.g. `/dev/shm`), where the engines' first writes make them faster.
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,

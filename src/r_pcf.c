@@ -261,7 +261,8 @@ void gk_pcf_run_into_file(const gk_pcf_file_target *t, gk_write_kind write_kind,
   /* The rows the engine computes: from its first_row on (a band of a
    * symmetric matrix), mirrored into the columns of the same numbers. */
   if (t->populate)
-    gk_file_populate(map, t->is_float ? sizeof(float) : sizeof(double),
+    gk_file_populate(map, gk_file_in_memory(t->path),
+                     t->is_float ? sizeof(float) : sizeof(double),
                      writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows,
                      writer.row0 + opt->first_row, xs->n - opt->first_row, writer.col0, ys->n,
                      opt->threads);

@@ -218,16 +218,24 @@ gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err)
   return GK_OK;
 }
 
+int gk_file_in_memory(const char *path)
+{
+#if defined(__linux__)
+  struct statfs fs;
+  return statfs(path, &fs) == 0 && (unsigned long) fs.f_type == 0x01021994UL /* TMPFS_MAGIC */;
+#else
+  (void) path;
+  return 0;
+#endif
+}
+
 int gk_file_allocate(const char *path, size_t bytes)
 {
 #if defined(__linux__)
-  if (!bytes) return 0;
+  if (!bytes || gk_file_in_memory(path)) return 0;
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return 0;
-  struct statfs fs;
-  int done = 0;
-  if (fstatfs(fd, &fs) == 0 && (unsigned long) fs.f_type != 0x01021994UL /* TMPFS_MAGIC */)
-    done = fallocate(fd, 0, 0, (off_t) bytes) == 0;
+  int done = fallocate(fd, 0, 0, (off_t) bytes) == 0;
   close(fd);
   return done;
 #else
@@ -237,10 +245,11 @@ int gk_file_allocate(const char *path, size_t bytes)
 #endif
 }
 
-void gk_file_populate(void *map, size_t elem, int symmetric, size_t n_rows, size_t row0,
-                      size_t rows, size_t col0, size_t cols, int threads)
+void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
+                      size_t row0, size_t rows, size_t col0, size_t cols, int threads)
 {
-  if (gk_tunable(GK_TUNE_FILE_POPULATE) != 1) return;
+  int mode = gk_tunable(GK_TUNE_FILE_POPULATE);
+  if (mode == 0 || (mode == 1 && in_memory)) return;
   size_t from, len;
   if (symmetric) {
     from = row0 * n_rows * elem;

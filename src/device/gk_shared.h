@@ -95,9 +95,16 @@ gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
  * each column) fault in as written, and so do ranges over a tenth of the
  * machine's memory (dirty pages the kernel would write back before they are
  * filled). First writes through a file mapping take a page fault per page;
- * one populate call per 2 MiB is faster (GK_FILE_POPULATE, 0 turns it off). */
-void gk_file_populate(void *map, size_t elem, int symmetric, size_t n_rows, size_t row0,
-                      size_t rows, size_t col0, size_t cols, int threads);
+ * on a disk's file system one populate call per 2 MiB is faster. Not for a
+ * file `in_memory` (gk_file_in_memory): there the faults of the engines'
+ * writes cost less than making the pages first, which the GPUs would wait
+ * for (GK_FILE_POPULATE: 0 never, 1 not in memory, 2 always). */
+void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
+                      size_t row0, size_t rows, size_t col0, size_t cols, int threads);
+
+/* 1 when the file at `path` lives in memory (tmpfs, e.g. /dev/shm): no disk
+ * blocks to allocate, no writeback. */
+int gk_file_in_memory(const char *path);
 
 /* Allocates the disk blocks of the first `bytes` of the file at `path`
  * (fallocate), so that writes through a mapping find them: on a sparse file

@@ -363,16 +363,20 @@ test_that("files written with their pages made first hold the same values", {
     D <- unname(as.matrix(pcf_pdist(X, backend = backend)))
     C <- unname(pcf_cdist(X, Y, backend = backend))
     for (type in c("double", "float")) {
-      for (workers in 1:2) {
-        files <- lapply(c(0, 1, NA), function(populate) with_tunables(
+      # On disk and in memory (tmpfs: pages made first only with 2).
+      dirs <- c(tempdir(), if (file.access("/dev/shm", 2) == 0) "/dev/shm")
+      for (workers in 1:2) for (dir in dirs) {
+        files <- lapply(c(0, 1, 2, NA), function(populate) with_tunables(
           list(GK_FILE_POPULATE = populate),
-          list(pcf_dist_file(X, file = tempfile("pop"), file_type = type, backend = backend,
-                             slab_bytes = 8 * 203 * 50, workers = workers)[, ],
-               pcf_dist_file(X, Y, file = tempfile("pop"), file_type = type, backend = backend,
-                             slab_bytes = 8 * 131 * 50, workers = workers)[, ])))
-        info <- paste(backend, type, workers)
+          list(pcf_dist_file(X, file = tempfile("pop", dir), file_type = type,
+                             backend = backend, slab_bytes = 8 * 203 * 50, workers = workers)[, ],
+               pcf_dist_file(X, Y, file = tempfile("pop", dir), file_type = type,
+                             backend = backend, slab_bytes = 8 * 131 * 50,
+                             workers = workers)[, ])))
+        info <- paste(backend, type, workers, dir)
         expect_identical(files[[2]], files[[1]], info = info)   # pages made first or not
         expect_identical(files[[3]], files[[1]], info = info)
+        expect_identical(files[[4]], files[[1]], info = info)
         # Against the results in memory (on a GPU a pair's rounding follows its block).
         exact <- backend == "cpu" && type == "double"
         want <- if (type == "float") list(to_float(D), to_float(C)) else list(D, C)
