@@ -74,6 +74,9 @@
 #' and gives up when that one stops (an error, an interrupt). Elsewhere,
 #' and with `options(gpukernels.future_shared = FALSE)`, every worker gets
 #' its data and returns its results through its future.
+#' [pcf_dist_file()] takes the same routes for the functions (read from the
+#' calling process, from shared memory, or sent with the future) and has no
+#' result to return: each worker writes its band of rows into the file.
 #' Results are identical to those of one process. Reductions
 #' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
 #' results through the futures.
