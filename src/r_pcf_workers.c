@@ -224,7 +224,8 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
     gk_fail(&err, GK_ERR_INTERNAL, "a band outside its set of PCFs");
   const pcf_set *yp = which > 0 ? &ys : &xs;
   if (to_file) {
-    if (err.status == GK_OK) gk_pcf_run_into_file(&into, write_kind, backend, &op, &xs, yp, &opt, &err);
+    if (err.status == GK_OK)
+      gk_pcf_run_into_file(&into, write_kind, backend, &op, &xs, yp, &opt, &err);
   } else {
     gk_block_writer writer = gk_channel_writer(
         &port, write_kind, (size_t) gk_as_double(gk_list_get(target, "row0")),
