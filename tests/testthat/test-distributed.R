@@ -359,12 +359,14 @@ test_that("files written with their pages made first hold the same values", {
   on.exit(options(old))
   to_float <- function(x) readBin(writeBin(as.vector(x), raw(), size = 4), "double", size = 4,
                                   n = length(x))
+  shm <- file.path("/dev/shm", basename(tempfile("gk-test-")))   # R does not clean /dev/shm
+  dirs <- c(tempdir(), if (dir.create(shm, showWarnings = FALSE)) shm)
+  on.exit(unlink(shm, recursive = TRUE), add = TRUE)
   for (backend in test_backends()) {
     D <- unname(as.matrix(pcf_pdist(X, backend = backend)))
     C <- unname(pcf_cdist(X, Y, backend = backend))
     for (type in c("double", "float")) {
       # On disk and in memory (tmpfs: pages made first only with 2).
-      dirs <- c(tempdir(), if (file.access("/dev/shm", 2) == 0) "/dev/shm")
       for (workers in 1:2) for (dir in dirs) {
         files <- lapply(c(0, 1, 2, NA), function(populate) with_tunables(
           list(GK_FILE_POPULATE = populate),
