@@ -6,7 +6,8 @@
 #     GK_CHANNEL_DIRECT=0: through shared slots that this process scatters);
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one GPU
 #     in-process and by G workers (GK_BENCH_FILE=0 leaves it out; the file
-#     goes to GK_BENCH_DIR, by default tempdir());
+#     goes to GK_BENCH_DIR, by default tempdir(); medians of the same reps:
+#     a call's first writes of fresh memory can be slower by a second);
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
 #     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
 # GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4", or "none"): the in-process GPU
@@ -120,7 +121,7 @@ to_file <- function(...) {
   invisible()
 }
 if (with_file && is.na(base_given)) {
-  one_file <- median_time(function() to_file(devices = one_dev, workers = 1), 1)
+  one_file <- median_time(function() to_file(devices = one_dev, workers = 1), reps)
   report(paste(if (ngpu) "1 GPU" else "CPU", "in-process, file (float)"), one_file,
          note = "full symmetric matrix")
 }
@@ -174,7 +175,7 @@ for (g in worker_counts) for (no_delay in socket_modes) {
     options(gpukernels.future_shared = TRUE)
   }
   if (with_file) {
-    t <- median_time(function() to_file(), 1)
+    t <- median_time(function() to_file(), reps)
     report(paste0(label, ", file (float)"), t, one,
            sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
   }
