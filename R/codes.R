@@ -12,6 +12,8 @@ gk_kernel_families <- NULL
 gk_kernel_dlogrange_families <- NULL
 # How gk_r_block_write() places a block (block_writer.h).
 gk_write_kinds <- NULL
+# Which pages of its file a PCF file call makes first (r_pcf.h).
+gk_file_pages <- NULL
 # The share of a GPU's free memory an engine may use (GK_MEMORY_BUDGET_FRACTION).
 gk_memory_budget_fraction <- NULL
 
@@ -25,5 +27,6 @@ gk_codes_setup <- function(ns = environment(gk_codes_setup)) {
   assign("gk_kernel_dlogrange_families", codes$kernel_dlogrange_families, envir = ns)
   assign("gk_write_kinds", codes$write_kinds, envir = ns)
   assign("gk_memory_budget_fraction", codes$memory_budget_fraction, envir = ns)
+  assign("gk_file_pages", codes$file_pages, envir = ns)
   invisible(codes)
 }

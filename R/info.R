@@ -44,10 +44,11 @@
 #'     where the file system has it; not on tmpfs); 0: the file stays sparse
 #'     and the first write to each page allocates its block.}
 #'   \item{`GK_FILE_POPULATE`}{1 (the default): before its engines write,
-#'     [pcf_dist_file()] makes the file's pages that each call fills (the
-#'     whole file in one process; a worker's columns of a symmetric file) in
-#'     one system call per 2 MiB, on all its threads, up to a tenth of the
-#'     machine's memory, unless the file is in memory (tmpfs, e.g.
+#'     [pcf_dist_file()] makes the file's pages (the whole file in one
+#'     process; workers of this machine a share each, in proportion to their
+#'     bands' work; a worker elsewhere the columns it fills) in one system
+#'     call per 2 MiB, on all its threads, when the file is at most a tenth
+#'     of the machine's memory, unless the file is in memory (tmpfs, e.g.
 #'     `/dev/shm`), where the faults of the engines' writes overlap the GPUs'
 #'     work and cost less; 2: on tmpfs too; 0: each first write to a page
 #'     through the file's mapping faults it in, one page at a time.}

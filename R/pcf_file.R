@@ -133,7 +133,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     target <- list(path = partial[1L], float = type == "float",
                    layout = gk_write_kinds[[if (symmetric) "symmetric" else "dense"]],
                    n_rows = n, bytes = as.double(n) * m * value_bytes, sync = FALSE,
-                   populate = TRUE)
+                   populate = gk_file_pages[["share"]])
     gk_pcf_distributed(X, Y, if (symmetric) "pdist" else "cdist", p, precision, backend,
                        devices, nrow(bands),
                        file = list(target = target, bands = bands, data_task = task_of))
@@ -181,7 +181,8 @@ pcf_file_chunk <- function(task) {
   call <- function(A, B, kind, layout, row0, col0, populate = TRUE) {
     file <- list(path = path, float = float, layout = layout, n_rows = n_rows,
                  bytes = n_rows * info$totalCols * if (float) 4 else 8, row0 = row0,
-                 col0 = col0, sync = sync, populate = populate)
+                 col0 = col0, sync = sync,
+                 populate = gk_file_pages[[if (populate) "written" else "none"]])
     pcf_matrix_call(A, B, kind, task$p, task$precision, task$backend, task$devices,
                     workers = FALSE, file = file)
   }

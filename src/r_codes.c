@@ -1,11 +1,13 @@
-/* The integer codes of the C engines, named, and the constants R needs (the
- * device memory budget's share of free memory): R makes its tables
+/* The integer codes of the C engines (and of a PCF file target's pages made
+ * first), named, and the constants R needs (the device memory budget's share
+ * of free memory): R makes its tables
  * (gk_reductions, gk_reduce_methods, gk_kernel_families, ...) from
  * gk_r_codes() when the package loads, so that each is written once, in C. */
 #include "r_util.h"
 #include "reduce/reduce.h"
 #include "device/block_writer.h"
 #include "device/gk_device.h"
+#include "r_pcf.h"
 
 typedef struct {
   const char *name;
@@ -23,6 +25,9 @@ static const named_code reduce_methods[] = {
 
 static const named_code write_kinds[] = {
   {"dense", GK_WRITE_DENSE}, {"dist", GK_WRITE_DIST}, {"symmetric", GK_WRITE_SYMMETRIC}};
+
+static const named_code file_pages[] = {
+  {"none", GK_FILE_PAGES_NONE}, {"written", GK_FILE_PAGES_WRITTEN}, {"share", GK_FILE_PAGES_SHARE}};
 
 #define COUNT(a) ((int) (sizeof(a) / sizeof((a)[0])))
 
@@ -55,7 +60,8 @@ static SEXP kernel_families(int offset)
 SEXP gk_r_codes(void)
 {
   const char *names[] = {"reductions", "reduce_methods", "kernel_families",
-                         "kernel_dlogrange_families", "write_kinds", "memory_budget_fraction"};
+                         "kernel_dlogrange_families", "write_kinds", "memory_budget_fraction",
+                         "file_pages"};
   const int n = COUNT(names);
   SEXP out = PROTECT(Rf_allocVector(VECSXP, n)), nm = PROTECT(Rf_allocVector(STRSXP, n));
   SET_VECTOR_ELT(out, 0, named_ints(reductions, COUNT(reductions)));
@@ -64,6 +70,7 @@ SEXP gk_r_codes(void)
   SET_VECTOR_ELT(out, 3, kernel_families(GK_KERNEL_DLOGRANGE));
   SET_VECTOR_ELT(out, 4, named_ints(write_kinds, COUNT(write_kinds)));
   SET_VECTOR_ELT(out, 5, Rf_ScalarReal(GK_MEMORY_BUDGET_FRACTION));
+  SET_VECTOR_ELT(out, 6, named_ints(file_pages, COUNT(file_pages)));
   for (int i = 0; i < n; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
   Rf_setAttrib(out, R_NamesSymbol, nm);
   UNPROTECT(2);

@@ -246,7 +246,9 @@ gk_pcf_file_target gk_pcf_file_target_of(SEXP file)
   t.row0 = (size_t) gk_as_double(gk_list_get(file, "row0"));
   t.col0 = (size_t) gk_as_double(gk_list_get(file, "col0"));
   t.sync = gk_as_flag(gk_list_get(file, "sync"));
-  t.populate = gk_as_flag(gk_list_get(file, "populate"));
+  t.populate = gk_as_int(gk_list_get(file, "populate"));
+  if (t.populate < GK_FILE_PAGES_NONE || t.populate > GK_FILE_PAGES_SHARE)
+    Rf_error("a file target's `populate` is %d, not 0, 1 or 2", t.populate);
   return t;
 }
 
@@ -260,12 +262,15 @@ void gk_pcf_run_into_file(const gk_pcf_file_target *t, gk_write_kind write_kind,
   if (gk_file_map(t->path, t->bytes, &map, err) != GK_OK) return;
   /* The rows the engine computes: from its first_row on (a band of a
    * symmetric matrix), mirrored into the columns of the same numbers. */
-  if (t->populate)
-    gk_file_populate(map, gk_file_in_memory(t->path),
-                     t->is_float ? sizeof(float) : sizeof(double),
-                     writer.layout == GK_WRITE_SYMMETRIC, writer.n_rows,
-                     writer.row0 + opt->first_row, xs->n - opt->first_row, writer.col0, ys->n,
+  size_t first_row = writer.row0 + opt->first_row, end_row = writer.row0 + xs->n;
+  int symmetric = writer.layout == GK_WRITE_SYMMETRIC, in_memory = gk_file_in_memory(t->path);
+  if (t->populate == GK_FILE_PAGES_WRITTEN)
+    gk_file_populate(map, in_memory, t->is_float ? sizeof(float) : sizeof(double), symmetric,
+                     writer.n_rows, first_row, end_row - first_row, writer.col0, ys->n,
                      opt->threads);
+  else if (t->populate == GK_FILE_PAGES_SHARE)
+    gk_file_populate_share(map, in_memory, t->bytes, symmetric, writer.n_rows, first_row, end_row,
+                           opt->threads);
   if (t->is_float) writer.out_float = (float *) map;
   else writer.out = (double *) map;
   gk_pcf_run_engine(backend, op, xs, ys, &writer, opt, err);
@@ -276,12 +281,8 @@ void gk_pcf_run_into_file(const gk_pcf_file_target *t, gk_write_kind write_kind,
 
 /* kind: "pdist" (dist vector), "cdist" (matrix), "kernel" (matrix of inner
  * products between x and y) or "kernel_sym" (symmetric matrix of x). With
- * a `file` (not NULL: list(path, float, layout, n_rows, bytes, row0, col0,
- * sync, populate)), the results go into that file's matrix instead
- * (pcf_file.R): at (row0, col0) of an n_rows-row column-major matrix of
- * float or double of `layout` (0 dense, 2 symmetric: mirrored too), whose
- * pages the call makes first with `populate` (gk_file_populate); returns
- * TRUE. */
+ * a `file` (not NULL: a file target, r_pcf.h), the results go into that
+ * file's matrix instead (pcf_file.R); returns TRUE. */
 SEXP gk_r_pcf_matrix(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP backend,
                      SEXP threads, SEXP budget, SEXP devices, SEXP progress, SEXP file)
 {

@@ -36,12 +36,17 @@ pcf_op gk_pcf_op_of(SEXP kind, SEXP p);
  * ("kernel_sym") or a dense one ("cdist", "kernel"). */
 gk_write_kind gk_pcf_write_kind_of(SEXP kind);
 
+/* Which pages of its file a call makes before its engine writes: none, the
+ * pages it fills (gk_file_populate), or its band's share of the whole file
+ * (gk_file_populate_share: for workers of one machine writing at once). */
+enum { GK_FILE_PAGES_NONE = 0, GK_FILE_PAGES_WRITTEN = 1, GK_FILE_PAGES_SHARE = 2 };
+
 /* Where a call's results go in a file's matrix (pcf_dist_file(); the R
  * list(path, float, layout, n_rows, bytes, row0, col0, sync, populate)): at
  * (row0, col0) of an n_rows-row column-major matrix of float or double of
  * `layout` (a symmetric one mirrored too), in the first `bytes` of the file;
- * `populate`: the pages the call fills are made first (gk_file_populate);
- * `sync`: written to disk before the call returns (another machine's file). */
+ * `populate`: the pages made first (GK_FILE_PAGES_*); `sync`: written to
+ * disk before the call returns (another machine's file). */
 typedef struct {
   const char *path;   /* R's string: valid while the list is */
   int is_float, sync, populate;

@@ -245,11 +245,24 @@ int gk_file_allocate(const char *path, size_t bytes)
 #endif
 }
 
+/* Makes [from, from + len) of a mapped file of `total` bytes, where
+ * GK_FILE_POPULATE asks for it. Made pages are dirty: when the whole file is
+ * beyond the kernel's background writeback threshold (10% of memory by
+ * default) they would be written to disk before the engines fill them, and
+ * then again. */
+static void populate_file_range(void *map, int in_memory, size_t total, size_t from, size_t len,
+                                int threads)
+{
+  int mode = gk_tunable(GK_TUNE_FILE_POPULATE);
+  if (mode == 0 || (mode == 1 && in_memory) || !len) return;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (double) total > 0.1 * (double) pages * (double) page) return;
+  gk_shared_populate((char *) map + from, len, threads);
+}
+
 void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
                       size_t row0, size_t rows, size_t col0, size_t cols, int threads)
 {
-  int mode = gk_tunable(GK_TUNE_FILE_POPULATE);
-  if (mode == 0 || (mode == 1 && in_memory)) return;
   size_t from, len;
   if (symmetric) {
     from = row0 * n_rows * elem;
@@ -260,12 +273,22 @@ void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size
   } else {
     return;
   }
-  /* Made pages are dirty: beyond the kernel's background writeback threshold
-   * (10% of memory by default) they would be written to disk before the
-   * engines fill them, and then again. */
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0 && (double) len > 0.1 * (double) pages * (double) page) return;
-  gk_shared_populate((char *) map + from, len, threads);
+  populate_file_range(map, in_memory, len, from, len, threads);
+}
+
+void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetric, size_t n_rows,
+                            size_t first_row, size_t end_row, int threads)
+{
+  if (!n_rows || end_row <= first_row) return;
+  /* The fraction of the file's work done before a row: rows against the
+   * rows before them for a symmetric file, a row at a time for a dense one. */
+  double a = (double) first_row / (double) n_rows, b = (double) end_row / (double) n_rows;
+  if (symmetric) {
+    a *= a;
+    b *= b;
+  }
+  size_t from = (size_t) (a * (double) bytes), to = end_row == n_rows ? bytes : (size_t) (b * (double) bytes);
+  populate_file_range(map, in_memory, bytes, from, to - from, threads);
 }
 
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err)

@@ -92,15 +92,27 @@ gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
  * row0 and `cols` columns from col0 fills, where they are whole columns: a
  * symmetric matrix's mirror (columns row0 .. row0 + rows - 1), or every
  * column when the call has every row. Other calls' runs (a band's rows of
- * each column) fault in as written, and so do ranges over a tenth of the
- * machine's memory (dirty pages the kernel would write back before they are
- * filled). First writes through a file mapping take a page fault per page;
- * on a disk's file system one populate call per 2 MiB is faster. Not for a
- * file `in_memory` (gk_file_in_memory): there the faults of the engines'
- * writes cost less than making the pages first, which the GPUs would wait
- * for (GK_FILE_POPULATE: 0 never, 1 not in memory, 2 always). */
+ * each column) fault in as written. First writes through a file mapping
+ * take a page fault per page; on a disk's file system one populate call per
+ * 2 MiB is faster. Not for a file `in_memory` (gk_file_in_memory): there the
+ * faults of the engines' writes cost less than making the pages first,
+ * which the GPUs would wait for (GK_FILE_POPULATE: 0 never, 1 not in
+ * memory, 2 always), nor for a file over a tenth of the machine's memory
+ * (dirty pages the kernel would write back before they are filled). */
 void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
                       size_t row0, size_t rows, size_t col0, size_t cols, int threads);
+
+/* The same for one of several processes of this machine that write a file
+ * of `bytes` bytes at once, each a band of rows [first_row, end_row) of
+ * n_rows (against the rows before them, for a `symmetric` file): makes the
+ * band's share of the whole file, one range in proportion to its work. The
+ * kernel makes one file's pages at one rate however many processes ask, so
+ * equal shares are made together in the time of the whole file; the pages
+ * a symmetric band fills (gk_file_populate: the first of two bands' mirror
+ * columns are 71% of the file) would leave one process making most of them
+ * while the other computes. */
+void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetric, size_t n_rows,
+                            size_t first_row, size_t end_row, int threads);
 
 /* 1 when the file at `path` lives in memory (tmpfs, e.g. /dev/shm): no disk
  * blocks to allocate, no writeback. */

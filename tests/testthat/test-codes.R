@@ -6,6 +6,7 @@ test_that("the code tables are the C glue's, and the exported functions use them
   expect_identical(gpukernels:::gk_reduce_methods, codes$reduce_methods)
   expect_identical(gpukernels:::gk_kernel_families, codes$kernel_families)
   expect_identical(gpukernels:::gk_memory_budget_fraction, codes$memory_budget_fraction)
+  expect_identical(gpukernels:::gk_file_pages, codes$file_pages)
   expect_true(codes$memory_budget_fraction > 0 && codes$memory_budget_fraction < 1)
   for (table in codes[names(codes) != "memory_budget_fraction"]) {
     expect_type(table, "integer")
