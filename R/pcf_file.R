@@ -127,7 +127,9 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   if (count > 0L) {
     # Workers on this machine read the functions from this process's memory
     # (as pcf_pdist()'s workers do) and each writes its rows' bands (slab by
-    # slab with the option); workers elsewhere get the data (task_of).
+    # slab with the option); workers elsewhere get the data (task_of). On
+    # this machine the workers write at once: each band makes its share of
+    # the file's pages, in proportion to its work, not the pages it fills.
     if (by_slab) groups <- as.list(seq_len(nrow(slabs)))
     bands <- t(vapply(groups, function(g) c(min(slabs[g, 1L]), max(slabs[g, 2L])), numeric(2)))
     target <- list(path = partial[1L], float = type == "float",
