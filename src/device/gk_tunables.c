@@ -55,9 +55,9 @@ static const tunable table[GK_TUNE_COUNT] = {
    "1: future workers on this machine write their blocks of a PCF matrix straight into the "
    "caller's result (Linux process_vm_writev) where they may; 0: through shared slots."},
   {"GK_FILE_POPULATE", 1, 0, 2, 0,
-   "1: pcf_dist_file() makes the pages of the file that each call fills before its engines "
-   "write (up to a tenth of memory), unless the file is in memory (tmpfs); 2: there too; 0: "
-   "each first write to a page faults it in."},
+   "1: pcf_dist_file() makes its file's pages before its engines write (those a call fills; "
+   "workers of this machine an equal share each), when the file is at most a tenth of memory, "
+   "unless it is in memory (tmpfs); 2: there too; 0: each first write to a page faults it in."},
   {"GK_PCF_BAND_SLOTS", 0, 0, 1e9, 0,
    "Bands of PCFs one GPU keeps at once (4 at least; 0 chooses: every band of the call, within "
    "half the memory budget). Tests set 4 so that small calls evict bands and upload them again."},
