@@ -365,11 +365,13 @@ gk_pcf_chunk_shared <- function(task) {
 # reading and first blocks, which wait for it. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
-# With `file` (pcf_dist_file(): list(target, bands, data_task)) the workers
-# write their bands (the rows of `bands`) into the file's matrix `target`
-# (a file target without row0, col0) instead: the channel only offers them the
-# inputs, and there is no result; a worker on another machine runs
-# `data_task(k)` with the data instead. Returns NULL.
+# With `file` (pcf_dist_file(): list(target, bands, data_task, make)) the
+# workers write their bands (the rows of `bands`) into the file's matrix
+# `target` (a file target without row0, col0) instead: the channel only
+# offers them the inputs, and there is no result; a worker on another machine
+# runs `data_task(k)` with the data instead. `make()` makes the file once
+# the inputs are checked (the staging checks them), before they are
+# offered. Returns NULL.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count, file = NULL) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
@@ -405,17 +407,24 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   # segment, or only checked) and the result: the value for the tasks'
   # `shared`. Where the workers copy the inputs out of this process, the
   # offer comes first.
+  make_file <- function() if (!is.null(file)) file$make()
   prepare <- function() {
     if (direct) {
       staged <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
+      make_file()
       .Call(gk_r_channel_offer, handle, staged)
       offered <- gk_now()
       open()
       return(structure(shared_of(list(direct = TRUE)), offered = offered))
     }
     open()
-    if (use_shared) return(shared_of(share()))
+    if (use_shared) {
+      shared <- shared_of(share())
+      make_file()
+      return(shared)
+    }
     .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single)
+    make_file()
     NULL
   }
   early <- if (direct) gk_early_launches(nrow(bands)) else 0L

@@ -83,8 +83,6 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   }
   gk_check_scalar(slab_bytes, "slab_bytes", lower = 1)
   symmetric <- is.null(Y)
-  .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y),
-        if (symmetric) "pdist" else "cdist", p, precision == "single")
   dir <- normalizePath(dirname(file), mustWork = TRUE)
   base <- basename(file)
   final <- file.path(dir, paste0(base, c(".bin", ".desc")))
@@ -93,18 +91,25 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   }
   n <- length(X)
   m <- if (symmetric) n else length(Y)
+  value_bytes <- if (type == "double") 8 else 4
   tag <- paste0(".partial-", Sys.getpid(), "-", as.integer(stats::runif(1, 0, 1e9)))
   partial <- paste0(final, tag)
   on.exit(unlink(partial), add = TRUE)   # a failed call leaves nothing behind
-  bm <- bigmemory::filebacked.big.matrix(n, m, type = type, backingfile = basename(partial[1L]),
-                                         backingpath = dir,
-                                         descriptorfile = basename(partial[2L]))
-  desc <- bigmemory::describe(bm)
-  value_bytes <- if (type == "double") 8 else 4
-  # Its disk blocks now, in one call: the engines' first writes to the pages
-  # of a sparse file would take them one page at a time, under a lock of the
-  # file that serializes every writer (GK_FILE_ALLOCATE, gk_info()).
-  .Call(gk_r_file_allocate, partial[1L], as.double(n) * m * value_bytes)
+  # The file, made once the functions are checked (a bad input fails before
+  # the disk is taken): by this function, or by the workers' route while it
+  # stages them (which checks them), so that they are checked once.
+  bm <- desc <- NULL
+  make_file <- function() {
+    bm <<- bigmemory::filebacked.big.matrix(n, m, type = type,
+                                            backingfile = basename(partial[1L]),
+                                            backingpath = dir,
+                                            descriptorfile = basename(partial[2L]))
+    desc <<- bigmemory::describe(bm)
+    # Its disk blocks now, in one call: the engines' first writes to the
+    # pages of a sparse file would take them one page at a time, under a
+    # lock of the file that serializes every writer (GK_FILE_ALLOCATE).
+    .Call(gk_r_file_allocate, partial[1L], as.double(n) * m * value_bytes)
+  }
 
   # Slabs of rows of slab_bytes in the file.
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
@@ -138,8 +143,12 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
                    populate = gk_file_pages[["share"]])
     gk_pcf_distributed(X, Y, if (symmetric) "pdist" else "cdist", p, precision, backend,
                        devices, nrow(bands),
-                       file = list(target = target, bands = bands, data_task = task_of))
+                       file = list(target = target, bands = bands, data_task = task_of,
+                                   make = make_file))
   } else {
+    .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y),
+          if (symmetric) "pdist" else "cdist", p, precision == "single")
+    make_file()
     task <- task_of(1L)
     task$progress <- gk_progressor(nrow(slabs))
     pcf_file_chunk(task)   # in this process, on all its GPUs

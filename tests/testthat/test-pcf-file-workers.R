@@ -89,3 +89,36 @@ test_that("workers' files slab by slab, tiny sets and a failing band", {
     expect_length(list.files(dirname(f), pattern = basename(f)), 0)
   })
 })
+
+test_that("bad functions fail every route with pdist's error and make no file", {
+  skip_if_not_installed("bigmemory")
+  set.seed(31)
+  X <- draw_pcfs(23)
+  Y <- draw_pcfs(9)
+  unsorted <- X
+  unsorted[[6]][, "t"] <- rev(unsorted[[6]][, "t"])
+  with_na <- Y
+  with_na[[4]][2, "v"] <- NA
+  with_inf <- X
+  with_inf[[17]][3, "v"] <- -Inf
+  cases <- list(list(unsorted, NULL), list(X, with_na), list(with_inf, Y))
+  # In this process, on futures of this process, on workers (the file is
+  # made only after the staging of their inputs has checked them).
+  routes <- list(function(e) e(1), function(e) e(2),
+                 function(e) with_plan(future::multisession, e(NULL)))
+  for (k in seq_along(cases)) {
+    a <- cases[[k]][[1L]]
+    b <- cases[[k]][[2L]]
+    want <- tryCatch(if (is.null(b)) pcf_pdist(a, backend = "cpu", workers = 1) else
+      pcf_cdist(a, b, backend = "cpu", workers = 1), error = conditionMessage)
+    expect_match(want, "x\\[\\[|y\\[\\[", info = k)   # an error, naming the function
+    for (r in seq_along(routes)) {
+      f <- tempfile("bad")
+      got <- routes[[r]](function(workers) tryCatch(
+        pcf_dist_file(a, b, file = f, backend = "cpu", workers = workers),
+        error = conditionMessage))
+      expect_identical(got, want, info = paste(k, r))
+      expect_length(list.files(dirname(f), pattern = basename(f)), 0)
+    }
+  }
+})
