@@ -248,7 +248,7 @@ gk_pcf_file_target gk_pcf_file_target_of(SEXP file)
   t.sync = gk_as_flag(gk_list_get(file, "sync"));
   t.populate = gk_as_int(gk_list_get(file, "populate"));
   if (t.populate < GK_FILE_PAGES_NONE || t.populate > GK_FILE_PAGES_SHARE)
-    Rf_error("a file target's `populate` is %d, not 0, 1 or 2", t.populate);
+    gk_stop("a file target's `populate` is %d, not 0, 1 or 2", t.populate);
   return t;
 }
 

@@ -287,7 +287,8 @@ void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetri
     a *= a;
     b *= b;
   }
-  size_t from = (size_t) (a * (double) bytes), to = end_row == n_rows ? bytes : (size_t) (b * (double) bytes);
+  size_t from = (size_t) (a * (double) bytes),
+         to = end_row == n_rows ? bytes : (size_t) (b * (double) bytes);
   populate_file_range(map, in_memory, bytes, from, to - from, threads);
 }
 
