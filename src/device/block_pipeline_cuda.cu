@@ -115,9 +115,8 @@ void run_worker(void *ctx, int d, gk_error *err)
   GK_TRY(gk_stream_create(&download, 0, err));
   for (int b = 0; b < depth; b++)
     GK_TRY(gk_buffer_alloc(&out[(size_t) b], max_elements * elem, "a block of results", err));
-  // Page-locked memory is slow to get (the driver allocates and pins every
-  // page; GPUs getting theirs at once wait on each other): the device layer
-  // keeps it between calls.
+  // Page-locked memory costs time to get (every page made and pinned): the
+  // device layer keeps it between calls.
   GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, (size_t) depth * max_elements * elem,
                            "blocks of results", &staging, err));
   for (int b = 0; b < depth; b++) host[(size_t) b] = (char *) staging + (size_t) b * max_elements * elem;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "device/gk_shared.h"
+#include "device/gk_device.h"
 #include "device/gk_omp.h"
 #include "device/gk_tunables.h"
 
@@ -50,9 +51,7 @@ static gk_status map_fd(gk_shared *s, gk_error *err)
   if (map == MAP_FAILED)
     return gk_fail(err, GK_ERR_NOMEM, "could not map %zu bytes of shared result memory: %s",
                    s->map_bytes, strerror(errno));
-#ifdef MADV_HUGEPAGE
-  madvise(map, s->map_bytes, MADV_HUGEPAGE);   /* fewer faults where shmem allows it */
-#endif
+  gk_host_huge_pages(map, s->map_bytes);   /* fewer faults where shmem allows it */
   s->map = map;
   s->values = (double *) ((char *) map + GK_SHARED_HEADER);
   return GK_OK;
@@ -138,12 +137,7 @@ void gk_shared_populate(void *at, size_t len, int threads)
 void gk_result_huge_pages(void *at, size_t len)
 {
   if (gk_tunable(GK_TUNE_RESULT_HUGE_PAGES) == 2 || len < ((size_t) 64 << 20)) return;
-#ifdef MADV_HUGEPAGE
-  const size_t huge = (size_t) 1 << 21;
-  uintptr_t from = ((uintptr_t) at + huge - 1) / huge * huge,
-            to = ((uintptr_t) at + len) / huge * huge;
-  if (to > from) madvise((void *) from, to - from, MADV_HUGEPAGE);
-#endif
+  gk_host_huge_pages(at, len);
 }
 
 gk_status gk_shared_map_only(gk_shared *s, gk_error *err)

@@ -1,5 +1,7 @@
 /* The host ends of downloads into R memory (declared in gk_device.h). */
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "device/gk_device.h"
 #include "device/gk_omp.h"
 
@@ -26,6 +28,19 @@ void gk_host_prefault(void *p, size_t bytes)
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
 #endif
   for (long q = 0; q < pages; q++) ((volatile char *) p)[(size_t) q * HOST_PAGE] = 0;
+}
+
+void gk_host_huge_pages(void *at, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+  const size_t huge = (size_t) 1 << 21;
+  uintptr_t from = ((uintptr_t) at + huge - 1) / huge * huge,
+            to = ((uintptr_t) at + len) / huge * huge;
+  if (to > from) madvise((void *) from, to - from, MADV_HUGEPAGE);
+#else
+  (void) at;
+  (void) len;
+#endif
 }
 
 /* Pieces of 1 MiB on up to 8 threads: a copy out of page-locked staging is

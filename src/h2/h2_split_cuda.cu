@@ -51,7 +51,7 @@ extern "C" gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, 
  * between calls; each GPU copies x into its part's own staging copy (xio,
  * counted with the part) and its rows of y back. */
 struct h2_split_work {
-  double *host_x = nullptr, *host_y = nullptr;
+  gk_pinned_buffer host_x = {NULL, 0}, host_y = {NULL, 0};
   size_t host_entries = 0;
 };
 
@@ -59,9 +59,8 @@ namespace {
 
 void free_host_vectors(h2_split_work *w)
 {
-  if (w->host_x) cudaFreeHost(w->host_x);
-  if (w->host_y) cudaFreeHost(w->host_y);
-  w->host_x = w->host_y = nullptr;
+  gk_pinned_free(&w->host_x);
+  gk_pinned_free(&w->host_y);
   w->host_entries = 0;
 }
 
@@ -83,17 +82,15 @@ extern "C" gk_status h2_gpu_split_host(h2_split_work **work, size_t entries, dou
   if (w->host_entries < entries) {
     free_host_vectors(w);
     size_t bytes = entries * sizeof(double);
-    if (gk_cuda_status(cudaHostAlloc((void **) &w->host_x, bytes, cudaHostAllocPortable),
-                       "page-locked memory for the H2 product", err) ||
-        gk_cuda_status(cudaHostAlloc((void **) &w->host_y, bytes, cudaHostAllocPortable),
-                       "page-locked memory for the H2 product", err)) {
+    if (gk_pinned_alloc(&w->host_x, bytes, "the H2 product's x", err) ||
+        gk_pinned_alloc(&w->host_y, bytes, "the H2 product's y", err)) {
       free_host_vectors(w);
       return err->status;
     }
     w->host_entries = entries;
   }
-  *x = w->host_x;
-  *y = w->host_y;
+  *x = (double *) w->host_x.ptr;
+  *y = (double *) w->host_y.ptr;
   return GK_OK;
 }
 
@@ -109,7 +106,8 @@ extern "C" gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *co
   // Every part's product is queued before any is waited for: the GPUs work
   // at once, each on its own rows of host_y.
   for (int p = 0; p < parts; p++)
-    if (h2_gpu_matmul_rows_queue(trees[p], gpus[p], w->host_x, nrhs, w->host_y,
+    if (h2_gpu_matmul_rows_queue(trees[p], gpus[p], (const double *) w->host_x.ptr, nrhs,
+                                 (double *) w->host_y.ptr,
                                  (size_t) rows[p], (size_t) (rows[p + 1] - rows[p]), err))
       goto done;
   for (int p = 0; p < parts; p++)
