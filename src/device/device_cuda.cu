@@ -259,11 +259,11 @@ gk_status gk_buffer_download(void *dst, const gk_device_buffer *src, size_t byte
 // and the first large call of a process waits on it. Memory of our own, in
 // 2 MiB pages where the system grants them, faulted in on several threads,
 // then registered with the driver, is page-locked several times faster.
-// Large buffers start on a 2 MiB boundary so that all their pages can be
-// large; small ones take whole pages of their own.
+// Large buffers start on a large page's boundary so that all their pages can
+// be large; small ones take whole pages of their own.
 gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err)
 {
-  const size_t huge = (size_t) 2 << 20, page = 4096;
+  const size_t huge = GK_HOST_HUGE_PAGE, page = 4096;
   buf->ptr = NULL;
   buf->bytes = 0;
   if (bytes == 0) return GK_OK;

@@ -136,9 +136,11 @@ gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what,
  * gk_host_copy is memcpy on a few threads for large blocks: one core's copy
  * out of staging memory is slower than the transfer that filled it. */
 void gk_host_prefault(void *p, size_t bytes);
-/* Asks for 2 MiB pages (madvise MADV_HUGEPAGE) on the whole 2 MiB pages of
- * [at, at + len): where the system grants them, first writes fault 512 times
- * fewer pages, and page-locking has fewer pages to pin. A hint only. */
+/* Asks for large pages (madvise MADV_HUGEPAGE) on the whole
+ * GK_HOST_HUGE_PAGE pages of [at, at + len): where the system grants them,
+ * first writes fault 512 times fewer pages, and page-locking has fewer pages
+ * to pin. A hint only. */
+#define GK_HOST_HUGE_PAGE ((size_t) 2 << 20)
 void gk_host_huge_pages(void *at, size_t len);
 void gk_host_copy(void *dst, const void *src, size_t bytes);
 

@@ -33,7 +33,7 @@ void gk_host_prefault(void *p, size_t bytes)
 void gk_host_huge_pages(void *at, size_t len)
 {
 #ifdef MADV_HUGEPAGE
-  const size_t huge = (size_t) 1 << 21;
+  const size_t huge = GK_HOST_HUGE_PAGE;
   uintptr_t from = ((uintptr_t) at + huge - 1) / huge * huge,
             to = ((uintptr_t) at + len) / huge * huge;
   if (to > from) madvise((void *) from, to - from, MADV_HUGEPAGE);

@@ -51,8 +51,7 @@ extern "C" gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, 
  * between calls; each GPU copies x into its part's own staging copy (xio,
  * counted with the part) and its rows of y back. */
 struct h2_split_work {
-  gk_pinned_buffer host_x = {NULL, 0}, host_y = {NULL, 0};
-  size_t host_entries = 0;
+  gk_pinned_buffer host_x = {NULL, 0}, host_y = {NULL, 0};   // as many bytes each
 };
 
 namespace {
@@ -61,7 +60,11 @@ void free_host_vectors(h2_split_work *w)
 {
   gk_pinned_free(&w->host_x);
   gk_pinned_free(&w->host_y);
-  w->host_entries = 0;
+}
+
+size_t host_entries(const h2_split_work *w)
+{
+  return w->host_x.bytes / sizeof(double);
 }
 
 }  // namespace
@@ -79,7 +82,7 @@ extern "C" gk_status h2_gpu_split_host(h2_split_work **work, size_t entries, dou
   h2_split_work *w = *work;
   if (!w && !(w = *work = new (std::nothrow) h2_split_work))
     return gk_fail(err, GK_ERR_NOMEM, "out of host memory for the H2 product's parts");
-  if (w->host_entries < entries) {
+  if (host_entries(w) < entries) {
     free_host_vectors(w);
     size_t bytes = entries * sizeof(double);
     if (gk_pinned_alloc(&w->host_x, bytes, "the H2 product's x", err) ||
@@ -87,7 +90,6 @@ extern "C" gk_status h2_gpu_split_host(h2_split_work **work, size_t entries, dou
       free_host_vectors(w);
       return err->status;
     }
-    w->host_entries = entries;
   }
   *x = (double *) w->host_x.ptr;
   *y = (double *) w->host_y.ptr;
@@ -101,7 +103,7 @@ extern "C" gk_status h2_gpu_matmul_split(const h2_tree *const *trees, h2_gpu *co
   size_t n = (size_t) trees[0]->n;
   int previous = gk_device_in_use();
   h2_split_work *w = *work;
-  if (!w || w->host_entries < n * (size_t) nrhs)
+  if (!w || host_entries(w) < n * (size_t) nrhs)
     return gk_fail(err, GK_ERR_INTERNAL, "the H2 product's host vectors are missing");
   // Every part's product is queued before any is waited for: the GPUs work
   // at once, each on its own rows of host_y.
