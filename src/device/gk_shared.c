@@ -239,18 +239,20 @@ int gk_file_allocate(const char *path, size_t bytes)
 #endif
 }
 
-/* Makes [from, from + len) of a mapped file of `total` bytes, where
- * GK_FILE_POPULATE asks for it. Made pages are dirty: when the whole file is
- * beyond the kernel's background writeback threshold (10% of memory by
- * default) they would be written to disk before the engines fill them, and
- * then again. */
-static void populate_file_range(void *map, int in_memory, size_t total, size_t from, size_t len,
-                                int threads)
+/* Makes [from, from + len) of a mapped file, where GK_FILE_POPULATE asks
+ * for it. Made pages are dirty: when the `dirty_bytes` made at once (this
+ * range, or the whole file where several processes make their shares of it
+ * together) are beyond the kernel's background writeback threshold (10% of
+ * memory by default), they would be written to disk before the engines fill
+ * them, and then again. */
+static void populate_file_range(void *map, int in_memory, size_t dirty_bytes, size_t from,
+                                size_t len, int threads)
 {
   int mode = gk_tunable(GK_TUNE_FILE_POPULATE);
   if (mode == 0 || (mode == 1 && in_memory) || !len) return;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0 && (double) total > 0.1 * (double) pages * (double) page) return;
+  if (pages > 0 && page > 0 && (double) dirty_bytes > 0.1 * (double) pages * (double) page)
+    return;
   gk_shared_populate((char *) map + from, len, threads);
 }
 

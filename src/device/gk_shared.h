@@ -97,7 +97,7 @@ gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
  * 2 MiB is faster. Not for a file `in_memory` (gk_file_in_memory): there the
  * faults of the engines' writes cost less than making the pages first,
  * which the GPUs would wait for (GK_FILE_POPULATE: 0 never, 1 not in
- * memory, 2 always), nor for a file over a tenth of the machine's memory
+ * memory, 2 always), nor for a range over a tenth of the machine's memory
  * (dirty pages the kernel would write back before they are filled). */
 void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
                       size_t row0, size_t rows, size_t col0, size_t cols, int threads);
@@ -110,7 +110,8 @@ void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size
  * equal shares are made together in the time of the whole file; the pages
  * a symmetric band fills (gk_file_populate: the first of two bands' mirror
  * columns are 71% of the file) would leave one process making most of them
- * while the other computes. */
+ * while the other computes. Nothing is made for a file over a tenth of the
+ * machine's memory (all shares are dirty at once). */
 void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetric, size_t n_rows,
                             size_t first_row, size_t end_row, int threads);
 
