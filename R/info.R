@@ -49,9 +49,10 @@
 #'     bands' work; a worker elsewhere the columns it fills) in one system
 #'     call per 2 MiB, on all its threads, when the file is at most a tenth
 #'     of the machine's memory, unless the file is in memory (tmpfs, e.g.
-#'     `/dev/shm`), where the faults of the engines' writes overlap the GPUs'
-#'     work and cost less; 2: on tmpfs too; 0: each first write to a page
-#'     through the file's mapping faults it in, one page at a time.}
+#'     `/dev/shm`) or its file system makes its pages 2 MiB at a time (large
+#'     folios: ext4 from Linux 6.16, XFS), where the faults of the engines'
+#'     writes overlap the GPUs' work and cost less; 2: there too; 0: each
+#'     first write to a page through the file's mapping faults it in.}
 #'   \item{`GK_PCF_BAND_SLOTS`}{bands of PCFs (the functions of a block's
 #'     rows or columns, packed) that one GPU keeps between blocks; 0, the
 #'     default, keeps every band of the call within half the memory budget,
@@ -72,8 +73,8 @@
 #'     result.}
 #'   \item{`GK_RESULT_HUGE_PAGES`}{1, the default (or 0): a PCF result of
 #'     64 MB or more, filled by this process's engines or by future workers,
-#'     asks the system for 2 MiB pages, 512 times fewer page faults than
-#'     4 KiB pages; 2: never.}
+#'     in memory or in [pcf_dist_file()]'s file, asks the system for 2 MiB
+#'     pages, 512 times fewer page faults than 4 KiB pages; 2: never.}
 #' }
 #'
 #' @return An object of class `gk_info`: a list with `cuda` (logical),

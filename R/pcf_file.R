@@ -16,18 +16,21 @@
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.
 #' The file's disk blocks are allocated when it is made, before any value is
 #' written, so that its writers do not take them page by page
-#' (`GK_FILE_ALLOCATE` in [gk_info()]), and its pages are made in the page
-#' cache before the engines write them (`GK_FILE_POPULATE`), except on tmpfs
-#' (e.g. `/dev/shm`), where the engines' first writes make them faster.
+#' (`GK_FILE_ALLOCATE` in [gk_info()]). Its mapping asks for 2 MiB pages;
+#' where the file system makes them (large folios: ext4 from Linux 6.16,
+#' XFS) the engines' first writes make the pages, as on tmpfs (e.g.
+#' `/dev/shm`); elsewhere the pages are made in the page cache before the
+#' engines write them (`GK_FILE_POPULATE`).
 #'
 #' What to expect of its speed: the system makes a file's pages in its page
-#' cache at a rate of its own, which more processes or threads hardly raise,
-#' so a file takes about twice as long as the same matrix in memory, and
-#' workers of one machine shorten only the engines' part (two workers with a
-#' GPU each: the call by 15 to 25 percent, against nearly half for a
-#' result in memory). When the result fits in memory, [pcf_pdist()] or
-#' [pcf_cdist()] is faster; a file pays where it does not, or where workers
-#' on other machines share it.
+#' cache at a rate of its own, which more processes or threads hardly raise.
+#' In 2 MiB pages a file takes about 1.2 times as long as the same matrix in
+#' memory on one GPU, and two workers with a GPU each shorten the call by 30
+#' (5e4 functions, 10 GB) to 40 percent (6 GB); in 4 KiB pages a file
+#' takes about twice as long, and two workers shorten the call by 15 to 25
+#' percent. When the result fits in memory, [pcf_pdist()] or [pcf_cdist()]
+#' is faster; a file pays where it does not, or where workers on other
+#' machines share it.
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,

@@ -1,8 +1,11 @@
 /* Write rates of a file as pcf_dist_file() writes it (issue 37): fallocated
  * first (not on tmpfs), then its first writes in 2 MiB pieces by PROCS
- * processes (each its share of the file) of T threads each, three ways:
+ * processes (each its share of the file) of T threads each, four ways:
  *   mapped    memset through a shared mapping: a page fault per 4 KiB page
  *             (the engine's block writer without pages made first);
+ *   mapped2m  the same through a mapping that asks for 2 MiB pages
+ *             (MADV_HUGEPAGE, as gk_file_map): a fault per 2 MiB where the
+ *             file system has large folios (ext4 from Linux 6.16, XFS);
  *   populate  madvise(MADV_POPULATE_WRITE) per piece, then the memset (the
  *             pages made first, GK_FILE_POPULATE);
  *   pwrite    pwrite() from a private buffer (the file's lock lets one
@@ -26,8 +29,8 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-enum { MAPPED, POPULATE, PWRITE };
-static const char *mode_name[] = {"mapped", "populate", "pwrite"};
+enum { MAPPED, MAPPED_2M, POPULATE, PWRITE };
+static const char *mode_name[] = {"mapped", "mapped2m", "populate", "pwrite"};
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
@@ -63,6 +66,7 @@ static double run(const char *path, size_t len, int procs, int threads, int mode
     exit(1);
   }
   char *map = mode == PWRITE ? NULL : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mode == MAPPED_2M && madvise(map, len, MADV_HUGEPAGE) != 0) perror("madvise");
   long long n = (long long) (len / PIECE);
   double t0 = now();
   for (int p = 0; p < procs; p++) {

@@ -208,6 +208,9 @@ gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err)
   close(fd);   /* the mapping stays */
   if (m == MAP_FAILED)
     return gk_fail(err, GK_ERR_NOMEM, "could not map %s: %s", path, strerror(errno));
+  /* File systems with large folios (ext4 from Linux 6.16) then make a
+   * 2 MiB folio per fault: far fewer faults, made and freed faster. */
+  if (m) gk_result_huge_pages(m, bytes);
   *map = m;
   return GK_OK;
 }
@@ -239,8 +242,39 @@ int gk_file_allocate(const char *path, size_t bytes)
 #endif
 }
 
+/* The kB of file pages this process maps in 2 MiB pages (0 where the
+ * system does not say). */
+static long long file_pmd_mapped_kb(void)
+{
+  long long kb = 0;
+#if defined(__linux__)
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  char line[128];
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "FilePmdMapped: %lld", &kb) == 1) break;
+  if (f) fclose(f);
+#endif
+  return kb;
+}
+
+/* Makes the first whole 2 MiB page of [from, from + len) of a mapped file
+ * and says whether the kernel made and mapped it as one 2 MiB page: a file
+ * system with large folios (ext4 from Linux 6.16, XFS) where the mapping
+ * asked for them (gk_file_map). */
+static int file_makes_huge_pages(char *map, size_t from, size_t len)
+{
+  const size_t huge = GK_HOST_HUGE_PAGE;
+  uintptr_t first = ((uintptr_t) map + from + huge - 1) / huge * huge;
+  if (first + huge > (uintptr_t) map + from + len) return 0;
+  long long before = file_pmd_mapped_kb();
+  populate((char *) first, huge);
+  return file_pmd_mapped_kb() - before >= (long long) (huge >> 10);
+}
+
 /* Makes [from, from + len) of a mapped file, where GK_FILE_POPULATE asks
- * for it. Made pages are dirty: when the `dirty_bytes` made at once (this
+ * for it. With 2 MiB pages the engines' first writes make them faster than
+ * a pass before them: a fault per 2 MiB, spread over the engines' work.
+ * Made pages are dirty: when the `dirty_bytes` made at once (this
  * range, or the whole file where several processes make their shares of it
  * together) are beyond the kernel's background writeback threshold (10% of
  * memory by default), they would be written to disk before the engines fill
@@ -253,6 +287,7 @@ static void populate_file_range(void *map, int in_memory, size_t dirty_bytes, si
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0 && (double) dirty_bytes > 0.1 * (double) pages * (double) page)
     return;
+  if (mode == 1 && file_makes_huge_pages(map, from, len)) return;
   gk_shared_populate((char *) map + from, len, threads);
 }
 

@@ -83,7 +83,9 @@ void gk_shared_release(gk_shared *s);
 /* A file of at least `bytes` (a file-backed big.matrix's values, written by
  * pcf_dist_file()'s workers) mapped shared for writing. Writes through it are
  * in the file system's cache: visible at once to every process of this
- * machine; other machines see them after gk_file_unmap with `sync`. */
+ * machine; other machines see them after gk_file_unmap with `sync`. The
+ * mapping asks for 2 MiB pages (gk_result_huge_pages): file systems with
+ * large folios make a file's pages several times faster in them. */
 gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err);
 gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
 
@@ -94,10 +96,12 @@ gk_status gk_file_unmap(void *map, size_t bytes, int sync, gk_error *err);
  * column when the call has every row. Other calls' runs (a band's rows of
  * each column) fault in as written. First writes through a file mapping
  * take a page fault per page; on a disk's file system one populate call per
- * 2 MiB is faster. Not for a file `in_memory` (gk_file_in_memory): there the
- * faults of the engines' writes cost less than making the pages first,
- * which the GPUs would wait for (GK_FILE_POPULATE: 0 never, 1 not in
- * memory, 2 always), nor for a range over a tenth of the machine's memory
+ * 2 MiB is faster. Not for a file `in_memory` (gk_file_in_memory), nor where
+ * the file's first 2 MiB page of the range is made and mapped whole (a file
+ * system with large folios): there the faults of the engines' writes cost
+ * less than making the pages first, which the GPUs would wait for
+ * (GK_FILE_POPULATE: 0 never, 1 neither in memory nor in 2 MiB pages, 2
+ * always), nor for a range over a tenth of the machine's memory
  * (dirty pages the kernel would write back before they are filled). */
 void gk_file_populate(void *map, int in_memory, size_t elem, int symmetric, size_t n_rows,
                       size_t row0, size_t rows, size_t col0, size_t cols, int threads);

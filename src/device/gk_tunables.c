@@ -49,15 +49,16 @@ static const tunable table[GK_TUNE_COUNT] = {
    "1: pcf_dist_file() allocates its file's disk blocks before writing (fallocate; not on "
    "tmpfs); 0: the file stays sparse and each first write to a page allocates its block."},
   {"GK_RESULT_HUGE_PAGES", 1, 0, 2, 0,
-   "1 (or 0): a PCF result of 64 MB or more, filled by this process or by future workers, asks "
-   "for 2 MiB pages (fewer page faults); 2: never."},
+   "1 (or 0): a PCF result of 64 MB or more, filled by this process or by future workers, in "
+   "memory or in pcf_dist_file()'s file, asks for 2 MiB pages (fewer page faults); 2: never."},
   {"GK_CHANNEL_DIRECT", 1, 0, 1, 0,
    "1: future workers on this machine write their blocks of a PCF matrix straight into the "
    "caller's result (Linux process_vm_writev) where they may; 0: through shared slots."},
   {"GK_FILE_POPULATE", 1, 0, 2, 0,
    "1: pcf_dist_file() makes its file's pages before its engines write (those a call fills; "
    "workers of this machine an equal share each), when the file is at most a tenth of memory, "
-   "unless it is in memory (tmpfs); 2: there too; 0: each first write to a page faults it in."},
+   "unless it is in memory (tmpfs) or its file system makes 2 MiB pages (large folios); 2: "
+   "there too; 0: each first write to a page faults it in."},
   {"GK_PCF_BAND_SLOTS", 0, 0, 1e9, 0,
    "Bands of PCFs one GPU keeps at once (4 at least; 0 chooses: every band of the call, within "
    "half the memory budget). Tests set 4 so that small calls evict bands and upload them again."},

@@ -392,6 +392,27 @@ test_that("files written with their pages made first hold the same values", {
   }
 })
 
+test_that("a file in 2 MiB pages holds the same values, its pages made first or not", {
+  # 64 MB and more: the file's mapping asks for 2 MiB pages, and where the
+  # file system makes them the engines' writes make the pages (populate 1).
+  skip_if_no_gpu()
+  skip_if_not_installed("bigmemory")
+  set.seed(49)
+  X <- draw_pcfs(4150)   # 68.9 MB of floats, columns across page edges
+  to_float <- function(x) readBin(writeBin(as.vector(x), raw(), size = 4), "double", size = 4,
+                                  n = length(x))
+  want <- to_float(as.matrix(pcf_pdist(X, precision = "single", backend = "gpu", workers = 1)))
+  for (workers in 1:2) {
+    files <- lapply(c(1, 0, 2), function(populate) with_tunables(
+      list(GK_FILE_POPULATE = populate),
+      pcf_dist_file(X, file = tempfile("huge"), file_type = "float", precision = "single",
+                    backend = "gpu", workers = workers)[, ]))
+    expect_identical(files[[2]], files[[1]], info = workers)
+    expect_identical(files[[3]], files[[1]], info = workers)
+    expect_equal(as.vector(files[[1]]), want, tolerance = 1e-6, info = workers)
+  }
+})
+
 test_that("files with their blocks allocated first or left sparse hold the same values", {
   skip_if_not_installed("bigmemory")
   set.seed(47)
