@@ -208,7 +208,7 @@ gk_status gk_file_map(const char *path, size_t bytes, void **map, gk_error *err)
   close(fd);   /* the mapping stays */
   if (m == MAP_FAILED)
     return gk_fail(err, GK_ERR_NOMEM, "could not map %s: %s", path, strerror(errno));
-  /* File systems with large folios (ext4 from Linux 6.16) then make a
+  /* File systems with large folios (ext4 from Linux 6.16, XFS) make a
    * 2 MiB folio per fault: far fewer faults, made and freed faster. */
   if (m) gk_result_huge_pages(m, bytes);
   *map = m;
