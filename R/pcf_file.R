@@ -110,17 +110,13 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   # The file, made once the functions are checked (a bad input fails before
   # the disk is taken): by this function, or by the workers' route while it
   # stages them (which checks them), so that they are checked once.
-  bm <- desc <- NULL
+  desc <- NULL
   make_file <- function() {
-    bm <<- bigmemory::filebacked.big.matrix(n, m, type = type,
-                                            backingfile = basename(partial[1L]),
-                                            backingpath = dir,
-                                            descriptorfile = basename(partial[2L]))
-    desc <<- bigmemory::describe(bm)
     # Its disk blocks now, in one call: the engines' first writes to the
     # pages of a sparse file would take them one page at a time, under a
     # lock of the file that serializes every writer (GK_FILE_ALLOCATE).
-    .Call(gk_r_file_allocate, partial[1L], as.double(n) * m * value_bytes)
+    .Call(gk_r_file_make, partial[1L], as.double(n) * m * value_bytes)
+    desc <<- gk_file_descriptor(dir, basename(partial[1L]), n, m, type)
   }
 
   # Slabs of rows of slab_bytes in the file.
@@ -165,8 +161,6 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     task$progress <- gk_progressor(nrow(slabs))
     pcf_file_chunk(task)   # in this process, on all its GPUs
   }
-  rm(bm)   # nothing written through it: the chunks wrote the file
-  gc(FALSE)
   # Complete: the values under their final name, then the descriptor naming them.
   if (!file.rename(partial[1L], final[1L])) {
     stop("could not rename the finished values to `", final[1L], "`", call. = FALSE)
@@ -184,6 +178,20 @@ gk_slab_groups <- function(slabs, count, symmetric) {
   share <- cumsum(work) / sum(work)
   group <- pmin(count, floor(share * count - 1e-9) + 1L)
   unname(split(seq_len(nrow(slabs)), group))
+}
+
+# bigmemory's descriptor of the n x m file-backed matrix of `type` in
+# dir/filename, as bigmemory::describe() gives it (the .desc file format, the
+# one bigmemory::attach.big.matrix() reads), made without mapping the file:
+# a big.matrix of the caller would hold the file open until R collects it.
+gk_file_descriptor <- function(dir, filename, n, m, type) {
+  methods::new(methods::getClass("big.matrix.descriptor", where = asNamespace("bigmemory")),
+               description = list(sharedType = "FileBacked", filename = filename,
+                                  dirname = if (endsWith(dir, "/")) dir else paste0(dir, "/"),
+                                  totalRows = as.integer(n), totalCols = as.integer(m),
+                                  rowOffset = c(0, n), colOffset = c(0, m),
+                                  nrow = as.double(n), ncol = as.double(m), rowNames = NULL,
+                                  colNames = NULL, type = type, separated = FALSE))
 }
 
 # A worker's slabs: computes each and writes it straight into the file's

@@ -63,7 +63,7 @@ SEXP gk_r_shared_free(SEXP handle);
 SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged);
 SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads);
 SEXP gk_r_channel_offer(SEXP handle, SEXP input);
-SEXP gk_r_file_allocate(SEXP path, SEXP bytes);
+SEXP gk_r_file_make(SEXP path, SEXP bytes);
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target, SEXP file);
@@ -168,7 +168,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 6},
   {"gk_r_pcf_fetch", (DL_FUNC) &gk_r_pcf_fetch, 3},
   {"gk_r_channel_offer", (DL_FUNC) &gk_r_channel_offer, 2},
-  {"gk_r_file_allocate", (DL_FUNC) &gk_r_file_allocate, 2},
+  {"gk_r_file_make", (DL_FUNC) &gk_r_file_make, 2},
   {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 14},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
   {"gk_r_pcf_frames", (DL_FUNC) &gk_r_pcf_frames, 1},

@@ -222,14 +222,21 @@ SEXP gk_r_channel_finish(SEXP handle)
   return out;
 }
 
-/* gk_file_allocate on a pcf_dist_file() backing file (unless GK_FILE_ALLOCATE
- * is 0): TRUE when its blocks were allocated. */
-SEXP gk_r_file_allocate(SEXP path, SEXP bytes)
+/* Makes a pcf_dist_file() backing file of `bytes` (gk_file_make) and
+ * allocates its disk blocks unless GK_FILE_ALLOCATE is 0: TRUE when they
+ * were allocated. */
+SEXP gk_r_file_make(SEXP path, SEXP bytes)
 {
-  if (!Rf_isString(path) || Rf_length(path) != 1) gk_stop("invalid file path");
+  if (!Rf_isString(path) || Rf_length(path) != 1 || STRING_ELT(path, 0) == NA_STRING)
+    gk_stop("invalid file path");
+  double size = gk_as_double(bytes);
+  if (!(size >= 0) || size > 9.0e18) gk_stop("invalid file size");
+  const char *file = CHAR(STRING_ELT(path, 0));
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_file_make(file, (size_t) size, &err) != GK_OK) gk_raise(&err);
   if (gk_tunable(GK_TUNE_FILE_ALLOCATE) == 0) return Rf_ScalarLogical(FALSE);
-  return Rf_ScalarLogical(gk_file_allocate(CHAR(STRING_ELT(path, 0)),
-                                           (size_t) gk_as_double(bytes)));
+  return Rf_ScalarLogical(gk_file_allocate(file, (size_t) size));
 }
 
 /* Releases a segment or channel now rather than when R collects its handle. */

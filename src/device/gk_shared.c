@@ -226,6 +226,21 @@ int gk_file_in_memory(const char *path)
 #endif
 }
 
+gk_status gk_file_make(const char *path, size_t bytes, gk_error *err)
+{
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return gk_fail(err, GK_ERR_INPUT, "cannot create %s: %s", path, strerror(errno));
+  int sized = ftruncate(fd, (off_t) bytes) == 0;
+  int e = errno;
+  close(fd);
+  if (!sized) {
+    unlink(path);
+    return gk_fail(err, GK_ERR_INPUT, "cannot make %s %zu bytes long: %s", path, bytes,
+                   strerror(e));
+  }
+  return GK_OK;
+}
+
 int gk_file_allocate(const char *path, size_t bytes)
 {
 #if defined(__linux__)

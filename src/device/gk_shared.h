@@ -123,6 +123,10 @@ void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetri
  * blocks to allocate, no writeback. */
 int gk_file_in_memory(const char *path);
 
+/* Creates the file at `path` (or empties it) `bytes` long, with no blocks
+ * yet: a file-backed big.matrix's values before any is written. */
+gk_status gk_file_make(const char *path, size_t bytes, gk_error *err);
+
 /* Allocates the disk blocks of the first `bytes` of the file at `path`
  * (fallocate), so that writes through a mapping find them: on a sparse file
  * each first write to a page reserves its block under a lock of the file

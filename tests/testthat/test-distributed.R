@@ -424,8 +424,12 @@ test_that("files with their blocks allocated first or left sparse hold the same 
                                      slab_bytes = 8 * 70 * 9, workers = 2))
     expect_identical(B[, ], D, info = allocate)
   }
-  expect_false(.Call(gpukernels:::gk_r_file_allocate, tempfile("none"), 4096))
-  expect_error(.Call(gpukernels:::gk_r_file_allocate, 1, 4096), "path")
+  made <- tempfile("made")
+  expect_false(with_tunables(list(GK_FILE_ALLOCATE = 0),
+                             .Call(gpukernels:::gk_r_file_make, made, 4096)))
+  expect_equal(file.size(made), 4096)
+  unlink(made)
+  expect_error(.Call(gpukernels:::gk_r_file_make, 1, 4096), "path")
 })
 
 test_that("symmetric results mirrored in tiles equal the entries computed both ways", {

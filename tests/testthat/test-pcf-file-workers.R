@@ -122,3 +122,29 @@ test_that("bad functions fail every route with pdist's error and make no file", 
     }
   }
 })
+
+test_that("the file's descriptor is bigmemory's, and its file is made or fails clearly", {
+  skip_if_not_installed("bigmemory")
+  dir <- tempfile("desc")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  for (type in c("double", "float")) for (dims in list(c(1, 1), c(7, 3), c(130, 257))) {
+    bm <- bigmemory::filebacked.big.matrix(dims[1], dims[2], type = type, backingfile = "bm.bin",
+                                           backingpath = dir, descriptorfile = "bm.desc")
+    want <- bigmemory::describe(bm)
+    rm(bm)
+    got <- gpukernels:::gk_file_descriptor(dir, "bm.bin", dims[1], dims[2], type)
+    expect_identical(got, want, info = paste(type, dims[1], dims[2]))
+    unlink(file.path(dir, c("bm.bin", "bm.desc")))
+  }
+  make <- function(path, bytes) .Call(gpukernels:::gk_r_file_make, path, bytes)
+  path <- file.path(dir, "made.bin")
+  make(path, 4096 * 3 + 5)
+  expect_equal(file.size(path), 4096 * 3 + 5)
+  writeBin(as.raw(1:9), path)
+  make(path, 100)   # an earlier file of the name is emptied
+  expect_identical(readBin(path, "raw", 100), raw(100))
+  expect_error(make(file.path(dir, "no", "such.bin"), 10), "cannot create .*such.bin")
+  expect_error(make(path, -1), "invalid file size")
+  expect_error(make(NA_character_, 10), "invalid file path")
+})
