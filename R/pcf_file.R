@@ -112,9 +112,10 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   # stages them (which checks them), so that they are checked once.
   desc <- NULL
   make_file <- function() {
-    # Its disk blocks now, in one call: the engines' first writes to the
-    # pages of a sparse file would take them one page at a time, under a
-    # lock of the file that serializes every writer (GK_FILE_ALLOCATE).
+    # The file with its disk blocks, in one call: the engines' first writes
+    # to the pages of a sparse file would take them one page at a time,
+    # under a lock of the file that serializes every writer
+    # (GK_FILE_ALLOCATE). Nothing maps it here: the engines write it.
     .Call(gk_r_file_make, partial[1L], as.double(n) * m * value_bytes)
     desc <<- gk_file_descriptor(dir, basename(partial[1L]), n, m, type)
   }
