@@ -39,10 +39,10 @@
 #' `bigmemory::attach.big.matrix(paste0(file, ".desc"))`.
 #'
 #' Files: `<file>.bin` (the values, column-major, no header) and
-#' `<file>.desc` (bigmemory's descriptor). They are written under temporary
-#' names and renamed at the end: a call that fails (or a worker that fails:
-#' the call then fails with its error) removes them, so a `.desc` file exists
-#' only for a complete matrix.
+#' `<file>.desc` (bigmemory's descriptor). The values are written under a
+#' temporary name and renamed at the end, the descriptor after them: a call
+#' that fails (or a worker that fails: the call then fails with its error)
+#' removes the values, so a `.desc` file exists only for a complete matrix.
 #'
 #' Two precisions are involved: `precision` is how the distances are
 #' computed (as for [pcf_pdist()]), `file_type` how they are stored in the
@@ -105,7 +105,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   m <- if (symmetric) n else length(Y)
   value_bytes <- if (type == "double") 8 else 4
   tag <- paste0(".partial-", Sys.getpid(), "-", as.integer(stats::runif(1, 0, 1e9)))
-  partial <- paste0(final, tag)
+  partial <- paste0(final[1L], tag)   # the values until they are complete
   on.exit(unlink(partial), add = TRUE)   # a failed call leaves nothing behind
   # The file, made once the functions are checked (a bad input fails before
   # the disk is taken): by this function, or by the workers' route while it
@@ -116,8 +116,8 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     # to the pages of a sparse file would take them one page at a time,
     # under a lock of the file that serializes every writer
     # (GK_FILE_ALLOCATE). Nothing maps it here: the engines write it.
-    .Call(gk_r_file_make, partial[1L], as.double(n) * m * value_bytes)
-    desc <<- gk_file_descriptor(dir, basename(partial[1L]), n, m, type)
+    .Call(gk_r_file_make, partial, as.double(n) * m * value_bytes)
+    desc <<- gk_file_descriptor(dir, basename(partial), n, m, type)
   }
 
   # Slabs of rows of slab_bytes in the file.
@@ -146,7 +146,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     # the file's pages, in proportion to its work, not the pages it fills.
     if (by_slab) groups <- as.list(seq_len(nrow(slabs)))
     bands <- t(vapply(groups, function(g) c(min(slabs[g, 1L]), max(slabs[g, 2L])), numeric(2)))
-    target <- list(path = partial[1L], float = type == "float",
+    target <- list(path = partial, float = type == "float",
                    layout = gk_write_kinds[[if (symmetric) "symmetric" else "dense"]],
                    n_rows = n, bytes = as.double(n) * m * value_bytes, sync = FALSE,
                    populate = gk_file_pages[["share"]])
@@ -163,7 +163,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     pcf_file_chunk(task)   # in this process, on all its GPUs
   }
   # Complete: the values under their final name, then the descriptor naming them.
-  if (!file.rename(partial[1L], final[1L])) {
+  if (!file.rename(partial, final[1L])) {
     stop("could not rename the finished values to `", final[1L], "`", call. = FALSE)
   }
   desc_final <- desc
