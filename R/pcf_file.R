@@ -59,9 +59,10 @@
 #'   `"float"` (4); independent of `precision`, the compute precision.
 #' @param X,Y,type Deprecated names of `x`, `y` and `file_type`.
 #' @param overwrite Replace existing files.
-#' @param slab_bytes The size in the file of one slab of rows (the unit of
-#'   the split over workers); by default
-#'   `getOption("gpukernels.file_slab_bytes", 2^30)`. Each process computes
+#' @param slab_bytes The most a slab of rows takes in the file (the unit of
+#'   progress); by default `getOption("gpukernels.file_slab_bytes", 2^30)`.
+#'   Workers get a band of rows of equal work each, cut into slabs, and are
+#'   no more than the slabs a single band would have. Each process computes
 #'   its slabs in one go and reports their progress when done;
 #'   `options(gpukernels.file_progress_slabs = TRUE)` computes them slab by
 #'   slab instead, with progress per slab (slower: each slab is a call of its
@@ -120,12 +121,13 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     desc <<- gk_file_descriptor(dir, basename(partial), n, m, type)
   }
 
-  # Slabs of rows of slab_bytes in the file.
+  # A band of equal work per worker (one in this process), cut into slabs.
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
-  slabs <- gk_row_bands(n, ceiling(n / slab_rows))
-  count <- gk_chunk_count(workers, nrow(slabs))
-  groups <- if (count > 0L) gk_slab_groups(slabs, count, symmetric) else
-    list(seq_len(nrow(slabs)))
+  count <- gk_chunk_count(workers, ceiling(n / slab_rows))
+  cut <- gk_file_slabs(n, max(count, 1L), slab_rows, symmetric)
+  bands <- cut$bands
+  slabs <- cut$slabs
+  groups <- cut$groups
   by_slab <- isTRUE(getOption("gpukernels.file_progress_slabs", FALSE))
   # The task of the slabs of group g that runs pcf_file_chunk (with the data).
   task_of <- function(g) {
@@ -144,8 +146,10 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
     # slab with the option); workers elsewhere get the data (task_of). On
     # this machine the workers write at once: each band makes its share of
     # the file's pages, in proportion to its work, not the pages it fills.
-    if (by_slab) groups <- as.list(seq_len(nrow(slabs)))
-    bands <- t(vapply(groups, function(g) c(min(slabs[g, 1L]), max(slabs[g, 2L])), numeric(2)))
+    if (by_slab) {
+      groups <- as.list(seq_len(nrow(slabs)))
+      bands <- slabs
+    }
     target <- list(path = partial, float = type == "float",
                    layout = gk_write_kinds[[if (symmetric) "symmetric" else "dense"]],
                    n_rows = n, bytes = as.double(n) * m * value_bytes, sync = FALSE,
@@ -172,13 +176,20 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   bigmemory::attach.big.matrix(final[2L])
 }
 
-# Consecutive slabs grouped into `count` groups of about equal work.
-gk_slab_groups <- function(slabs, count, symmetric) {
-  work <- if (symmetric) as.numeric(slabs[, 2L])^2 - as.numeric(slabs[, 1L] - 1L)^2 else
-    as.numeric(slabs[, 2L] - slabs[, 1L] + 1L)
-  share <- cumsum(work) / sum(work)
-  group <- pmin(count, floor(share * count - 1e-9) + 1L)
-  unname(split(seq_len(nrow(slabs)), group))
+# The rows 1..n cut into `count` bands of equal work (a band of a symmetric
+# matrix: its rows against those before them), as pcf_pdist()'s workers
+# have them (the call lasts as long as its longest band), and each band
+# into slabs of at most slab_rows rows. Returns the bands and the slabs
+# (start, end) and the slabs of each band (`groups`).
+gk_file_slabs <- function(n, count, slab_rows, symmetric) {
+  bands <- gk_row_bands(n, count, triangle = symmetric)
+  band_slabs <- lapply(seq_len(nrow(bands)), function(k) {
+    rows <- bands[k, 2L] - bands[k, 1L] + 1L
+    gk_row_bands(rows, ceiling(rows / slab_rows)) + (bands[k, 1L] - 1L)
+  })
+  list(bands = bands, slabs = do.call(rbind, c(list(matrix(0, 0L, 2L)), band_slabs)),
+       groups = unname(split(seq_len(sum(vapply(band_slabs, nrow, 1L))),
+                             rep(seq_along(band_slabs), vapply(band_slabs, nrow, 1L)))))
 }
 
 # bigmemory's descriptor of the n x m file-backed matrix of `type` in

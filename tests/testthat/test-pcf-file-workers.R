@@ -148,3 +148,29 @@ test_that("the file's descriptor is bigmemory's, and its file is made or fails c
   expect_error(make(path, -1), "invalid file size")
   expect_error(make(NA_character_, 10), "invalid file path")
 })
+
+test_that("a file's workers get bands of equal work, cut into slabs", {
+  set.seed(126)
+  for (symmetric in c(TRUE, FALSE)) for (n in c(1, 2, 7, 41, sample(100:5000, 3))) {
+    for (count in unique(c(1, 2, 3, 4, sample(1:8, 1)))) {
+      slab_rows <- sample(c(1, 3, 7, 50, n, 2 * n), 1)
+      cut <- gpukernels:::gk_file_slabs(n, count, slab_rows, symmetric)
+      slabs <- unname(cut$slabs)
+      rows <- slabs[, 2L] - slabs[, 1L] + 1
+      # The slabs cover 1..n in order, none longer than slab_rows.
+      expect_equal(unlist(Map(seq, slabs[, 1L], slabs[, 2L])), seq_len(n))
+      expect_true(all(rows >= 1 & rows <= slab_rows))
+      # Each band is consecutive whole slabs; bands hold equal work within a row.
+      expect_equal(unlist(cut$groups), seq_len(nrow(slabs)))
+      expect_equal(unname(cut$bands), t(vapply(cut$groups, function(g) range(slabs[g, ]), c(0, 0))))
+      expect_lte(length(cut$groups), count)
+      ends <- vapply(cut$groups, function(g) max(slabs[g, 2L]), 0)
+      starts <- vapply(cut$groups, function(g) min(slabs[g, 1L]), 0)
+      work <- if (symmetric) ends^2 - (starts - 1)^2 else ends - starts + 1
+      total <- if (symmetric) n^2 else n
+      if (length(cut$groups) == count) {
+        expect_lt(max(abs(work - total / count)), if (symmetric) 2 * n + 1 else 1 + 1e-9)
+      }
+    }
+  }
+})
