@@ -61,8 +61,8 @@
 #' @param overwrite Replace existing files.
 #' @param slab_bytes The most a slab of rows takes in the file (the unit of
 #'   progress); by default `getOption("gpukernels.file_slab_bytes", 2^30)`.
-#'   Workers get a band of rows of equal work each, cut into slabs, and are
-#'   no more than the slabs a single band would have. Each process computes
+#'   Each worker gets a band of rows of equal work, cut into slabs; there are
+#'   no more workers than the matrix has slabs. Each process computes
 #'   its slabs in one go and reports their progress when done;
 #'   `options(gpukernels.file_progress_slabs = TRUE)` computes them slab by
 #'   slab instead, with progress per slab (slower: each slab is a call of its
@@ -180,7 +180,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
 # matrix: its rows against those before them), as pcf_pdist()'s workers
 # have them (the call lasts as long as its longest band), and each band
 # into slabs of at most slab_rows rows. Returns the bands and the slabs
-# (start, end) and the slabs of each band (`groups`).
+# (rows start, end) and, for each band, the indices of its slabs (`groups`).
 gk_file_slabs <- function(n, count, slab_rows, symmetric) {
   bands <- gk_row_bands(n, count, triangle = symmetric)
   band_slabs <- lapply(seq_len(nrow(bands)), function(k) {
