@@ -26,11 +26,12 @@
 #' cache at a rate of its own, which more processes or threads hardly raise.
 #' In 2 MiB pages a file takes about 1.2 times as long as the same matrix in
 #' memory on one GPU, and two workers with a GPU each shorten the call by 30
-#' (5e4 functions, 10 GB) to 40 percent (6 GB); in 4 KiB pages a file
-#' takes about twice as long, and two workers shorten the call by 15 to 25
-#' percent. When the result fits in memory, [pcf_pdist()] or [pcf_cdist()]
-#' is faster; a file pays where it does not, or where workers on other
-#' machines share it.
+#' (5e4 functions, 10 GB) to 40 percent (6 GB); two GPUs of this process
+#' (`devices`) by 35 percent at 10 GB, mapping the file once rather than
+#' once per worker. In 4 KiB pages a file takes about twice as long, and two
+#' workers shorten the call by 15 to 25 percent. When the result fits in
+#' memory, [pcf_pdist()] or [pcf_cdist()] is faster; a file pays where it
+#' does not, or where workers on other machines share it.
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,
