@@ -4,10 +4,11 @@
 #   - G future workers (plan(multisession)) with one GPU each, writing their
 #     blocks straight into this process's result (the default route;
 #     GK_CHANNEL_DIRECT=0: through shared slots that this process scatters);
-#   - the full symmetric matrix as a float file (pcf_dist_file()), on one GPU
-#     in-process and by G workers (GK_BENCH_FILE=0 leaves it out; the file
-#     goes to GK_BENCH_DIR, by default tempdir(); medians of the same reps:
-#     a call's first writes of fresh memory can be slower by a second);
+#   - the full symmetric matrix as a float file (pcf_dist_file()), on one
+#     and on G GPUs in-process and by G workers (GK_BENCH_FILE=0 leaves it
+#     out; the file goes to GK_BENCH_DIR, by default tempdir(); medians of
+#     the same reps: a call's first writes of fresh memory can be slower by
+#     a second);
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
 #     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
 # GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4", or "none"): the in-process GPU
@@ -130,6 +131,11 @@ if (ngpu >= 2) {
     t <- median_time(function() pdist(devices = seq_len(g), workers = 1), reps)
     report(paste(g, "GPUs in-process"), t, one)
     phases(function() pdist(devices = seq_len(g), workers = 1))
+    if (with_file && exists("one_file")) {   # one mapping of the file, for the workers' rows
+      t <- median_time(function() to_file(devices = seq_len(g), workers = 1), reps)
+      report(paste(g, "GPUs in-process, file (float)"), t, one,
+             sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
+    }
   }
 }
 
