@@ -222,9 +222,8 @@ SEXP gk_r_channel_finish(SEXP handle)
   return out;
 }
 
-/* Makes a pcf_dist_file() backing file of `bytes` (gk_file_make) and
- * allocates its disk blocks unless GK_FILE_ALLOCATE is 0: TRUE when they
- * were allocated. */
+/* Makes a pcf_dist_file() backing file of `bytes` (gk_file_make) with its
+ * disk blocks unless GK_FILE_ALLOCATE is 0: TRUE when they were allocated. */
 SEXP gk_r_file_make(SEXP path, SEXP bytes)
 {
   if (!Rf_isString(path) || Rf_length(path) != 1 || STRING_ELT(path, 0) == NA_STRING)
@@ -234,9 +233,11 @@ SEXP gk_r_file_make(SEXP path, SEXP bytes)
   const char *file = CHAR(STRING_ELT(path, 0));
   gk_error err;
   gk_error_clear(&err);
-  if (gk_file_make(file, (size_t) size, &err) != GK_OK) gk_raise(&err);
-  if (gk_tunable(GK_TUNE_FILE_ALLOCATE) == 0) return Rf_ScalarLogical(FALSE);
-  return Rf_ScalarLogical(gk_file_allocate(file, (size_t) size));
+  int allocated;
+  if (gk_file_make(file, (size_t) size, gk_tunable(GK_TUNE_FILE_ALLOCATE) != 0, &allocated,
+                   &err) != GK_OK)
+    gk_raise(&err);
+  return Rf_ScalarLogical(allocated);
 }
 
 /* Releases a segment or channel now rather than when R collects its handle. */

@@ -226,12 +226,29 @@ int gk_file_in_memory(const char *path)
 #endif
 }
 
-gk_status gk_file_make(const char *path, size_t bytes, gk_error *err)
+/* fallocate of the file's first `bytes` (see gk_file_make): 1 when done. */
+static int allocate_file_blocks(int fd, const char *path, size_t bytes)
 {
+#if defined(__linux__)
+  if (!bytes || gk_file_in_memory(path)) return 0;
+  return fallocate(fd, 0, 0, (off_t) bytes) == 0;
+#else
+  (void) fd;
+  (void) path;
+  (void) bytes;
+  return 0;
+#endif
+}
+
+gk_status gk_file_make(const char *path, size_t bytes, int allocate, int *allocated,
+                       gk_error *err)
+{
+  *allocated = 0;
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return gk_fail(err, GK_ERR_INPUT, "cannot create %s: %s", path, strerror(errno));
   int sized = ftruncate(fd, (off_t) bytes) == 0;
   int e = errno;
+  if (sized && allocate) *allocated = allocate_file_blocks(fd, path, bytes);
   close(fd);
   if (!sized) {
     unlink(path);
@@ -239,22 +256,6 @@ gk_status gk_file_make(const char *path, size_t bytes, gk_error *err)
                    strerror(e));
   }
   return GK_OK;
-}
-
-int gk_file_allocate(const char *path, size_t bytes)
-{
-#if defined(__linux__)
-  if (!bytes || gk_file_in_memory(path)) return 0;
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return 0;
-  int done = fallocate(fd, 0, 0, (off_t) bytes) == 0;
-  close(fd);
-  return done;
-#else
-  (void) path;
-  (void) bytes;
-  return 0;
-#endif
 }
 
 /* The kB of file pages this process maps in 2 MiB pages (0 where the

@@ -123,18 +123,16 @@ void gk_file_populate_share(void *map, int in_memory, size_t bytes, int symmetri
  * blocks to allocate, no writeback. */
 int gk_file_in_memory(const char *path);
 
-/* Creates the file at `path` (or empties it) `bytes` long, with no blocks
- * yet: a file-backed big.matrix's values before any is written. */
-gk_status gk_file_make(const char *path, size_t bytes, gk_error *err);
-
-/* Allocates the disk blocks of the first `bytes` of the file at `path`
- * (fallocate), so that writes through a mapping find them: on a sparse file
- * each first write to a page reserves its block under a lock of the file
- * (ext4's i_data_sem), one page at a time however many threads or processes
- * write. Not on tmpfs, where it would make every page now, on one thread.
- * 1 when allocated, 0 when skipped or not possible (the writes then
- * allocate as they go). */
-int gk_file_allocate(const char *path, size_t bytes);
+/* Creates the file at `path` (or empties it) `bytes` long: a file-backed
+ * big.matrix's values before any is written. With `allocate`, also its disk
+ * blocks (fallocate), so that writes through a mapping find them: on a
+ * sparse file each first write to a page reserves its block under a lock of
+ * the file (ext4's i_data_sem), one page at a time however many threads or
+ * processes write. Not on tmpfs, where it would make every page now, on one
+ * thread. `allocated`: 1 when allocated, 0 when not asked, skipped or not
+ * possible (the writes then allocate as they go). */
+gk_status gk_file_make(const char *path, size_t bytes, int allocate, int *allocated,
+                       gk_error *err);
 
 #ifdef __cplusplus
 }
