@@ -188,9 +188,9 @@ gk_file_slabs <- function(n, count, slab_rows, symmetric) {
     rows <- bands[k, 2L] - bands[k, 1L] + 1L
     gk_row_bands(rows, ceiling(rows / slab_rows)) + (bands[k, 1L] - 1L)
   })
+  per_band <- vapply(band_slabs, nrow, 1L)
   list(bands = bands, slabs = do.call(rbind, c(list(matrix(0, 0L, 2L)), band_slabs)),
-       groups = unname(split(seq_len(sum(vapply(band_slabs, nrow, 1L))),
-                             rep(seq_along(band_slabs), vapply(band_slabs, nrow, 1L)))))
+       groups = unname(split(seq_len(sum(per_band)), rep(seq_along(band_slabs), per_band))))
 }
 
 # bigmemory's descriptor of the n x m file-backed matrix of `type` in

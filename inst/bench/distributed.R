@@ -126,12 +126,13 @@ if (with_file && is.na(base_given)) {
   report(paste(if (ngpu) "1 GPU" else "CPU", "in-process, file (float)"), one_file,
          note = "full symmetric matrix")
 }
+with_file <- with_file && exists("one_file")   # the file rows compare with one_file
 if (ngpu >= 2) {
   for (g in gpu_counts) {
     t <- median_time(function() pdist(devices = seq_len(g), workers = 1), reps)
     report(paste(g, "GPUs in-process"), t, one)
     phases(function() pdist(devices = seq_len(g), workers = 1))
-    if (with_file && exists("one_file")) {   # one mapping of the file, for the workers' rows
+    if (with_file) {   # one mapping of the file, for the workers' rows
       t <- median_time(function() to_file(devices = seq_len(g), workers = 1), reps)
       report(paste(g, "GPUs in-process, file (float)"), t, one,
              sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
@@ -144,7 +145,6 @@ if (ngpu >= 2) {
 # time: with options(socketOptions = "no-delay") this session's end sends
 # each future at once instead of waiting on the worker's delayed ACK (Linux:
 # 40 ms). GK_BENCH_NODELAY: "both" (default), "0" (R's default) or "1".
-with_file <- with_file && exists("one_file")
 socket_modes <- switch(Sys.getenv("GK_BENCH_NODELAY", "both"), "0" = FALSE, "1" = TRUE, c(FALSE, TRUE))
 for (g in worker_counts) for (no_delay in socket_modes) {
   sockets <- options(socketOptions = if (no_delay) "no-delay")
