@@ -77,6 +77,10 @@
 #' [pcf_dist_file()] takes the same routes for the functions (read from the
 #' calling process, from shared memory, or sent with the future) and has no
 #' result to return: each worker writes its band of rows into the file.
+#' Under a plan of this machine alone (`plan(multisession)`,
+#' `plan(multicore)`, `plan(sequential)`, \pkg{future.callr}) it writes
+#' the file in the calling process instead, on all its GPUs: one mapping of
+#' the file is faster than one per worker (see its help).
 #' Results are identical to those of one process. Reductions
 #' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
 #' results through the futures.
@@ -264,6 +268,13 @@ gk_early_launches <- function(count) {
   if (!async) return(0L)
   free <- tryCatch(future::nbrOfFreeWorkers(), error = function(e) 0L)
   as.integer(max(0, min(count, free)))
+}
+
+# Whether every future of the current plan runs on this machine: in this
+# process, or in processes it starts here (future.callr's too); a cluster or
+# batchtools plan may reach other machines.
+gk_plan_is_local <- function() {
+  inherits(future::plan(), c("sequential", "multisession", "multicore", "callr"))
 }
 
 # Wall-clock seconds, comparable between the processes of one machine.

@@ -7,10 +7,15 @@
 #' in float). The slabs are computed in this process, or by \pkg{future}
 #' workers (see [gk_distributed]; the workers must see the same file system,
 #' e.g. a cluster's shared disk); either way the engine writes its blocks
-#' straight into the file, mapped, with no copy of a slab in R. Workers on
-#' this machine read the functions from this process's memory, as those of
-#' [pcf_pdist()] do, rather than receive them with their futures; workers
-#' on other machines receive them. The values
+#' straight into the file, mapped, with no copy of a slab in R. Under a plan
+#' whose workers all run on this machine (`plan(multisession)`,
+#' `plan(multicore)`, `plan(sequential)`, \pkg{future.callr}) this process
+#' computes the file on all its GPUs (`devices`) instead of its workers: it
+#' maps the file once, where each worker would map it again (see below).
+#' Workers of other plans (`plan(cluster)`, \pkg{future.batchtools}) each
+#' write their band: those on this machine read the functions from this
+#' process's memory, as those of [pcf_pdist()] do, and those on other
+#' machines receive them with their futures. The values
 #' are in the file system's cache when the call returns, visible to every
 #' process of this machine (workers on other machines sync theirs to the
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.
@@ -25,11 +30,12 @@
 #' What to expect of its speed: the system makes a file's pages in its page
 #' cache at a rate of its own, which more processes or threads hardly raise.
 #' In 2 MiB pages a file takes about 1.2 times as long as the same matrix in
-#' memory on one GPU, and two workers with a GPU each shorten the call by 30
-#' (5e4 functions, 10 GB) to 40 percent (6 GB); two GPUs of this process
-#' (`devices`) by 35 percent at 10 GB, mapping the file once rather than
-#' once per worker. In 4 KiB pages a file takes about twice as long, and two
-#' workers shorten the call by 15 to 25 percent. When the result fits in
+#' memory on one GPU. Two GPUs of this process shorten the call by 35 to 40
+#' percent (5e4 functions, 10 GB); two workers with a GPU each by 30 to 33
+#' percent at 10 GB (a band's mirrored writes reach every column, so both
+#' workers' mappings make, dirty and free most of the file's pages) and 40
+#' percent at 6 GB (`y` given). In 4 KiB pages a file takes about twice as
+#' long, and two workers shorten the call by 15 to 25 percent. When the result fits in
 #' memory, [pcf_pdist()] or [pcf_cdist()] is faster; a file pays where it
 #' does not, or where workers on other machines share it.
 #'
@@ -125,6 +131,11 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   # A band of equal work per worker (one in this process), cut into slabs.
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
   count <- gk_chunk_count(workers, ceiling(n / slab_rows))
+  # Workers of this machine leave the file to this process, on all its GPUs:
+  # one mapping makes and frees each page of the file once, where every
+  # worker's mapping touches most of them (a band's mirrored writes reach
+  # every column), and the file's pages are made at the file's one rate.
+  if (count > 0L && gk_plan_is_local()) count <- 0L
   cut <- gk_file_slabs(n, max(count, 1L), slab_rows, symmetric)
   bands <- cut$bands
   slabs <- cut$slabs

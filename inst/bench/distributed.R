@@ -5,8 +5,9 @@
 #     blocks straight into this process's result (the default route;
 #     GK_CHANNEL_DIRECT=0: through shared slots that this process scatters);
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one
-#     and on G GPUs in-process and by G workers (GK_BENCH_FILE=0 leaves it
-#     out; the file goes to GK_BENCH_DIR, by default tempdir(); medians of
+#     and on G GPUs in-process, under plan(multisession) (which leaves the
+#     file to this process) and by G workers of plan(cluster) on localhost
+#     (GK_BENCH_FILE=0 leaves it out; the file goes to GK_BENCH_DIR, by default tempdir(); medians of
 #     the same reps: a call's first writes of fresh memory can be slower by
 #     a second);
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
@@ -181,8 +182,15 @@ for (g in worker_counts) for (no_delay in socket_modes) {
     options(gpukernels.future_shared = TRUE)
   }
   if (with_file) {
+    # Under a plan of this machine alone the file is written by this process
+    # on all its GPUs; workers of a cluster plan (here on localhost) write it.
     t <- median_time(function() to_file(), reps)
-    report(paste0(label, ", file (float)"), t, one,
+    report(paste0(label, ", file (float), this process"), t, one,
+           sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
+    future::plan(future::cluster, workers = g)
+    invisible(suppressWarnings(pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend)))
+    t <- median_time(function() to_file(), reps)
+    report(paste0(label, ", file (float), cluster workers"), t, one,
            sprintf("full symmetric matrix; %.2fx vs 1 GPU to a file", one_file / t))
   }
   future::plan(future::sequential)

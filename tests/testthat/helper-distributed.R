@@ -24,3 +24,10 @@ with_plan <- function(strategy, code) {
   })
   code
 }
+
+# Runs `code` for calls with `workers` = 1 (this process) or 2: then under a
+# cluster plan on localhost, whose workers write their bands of a file
+# themselves (plans of this machine alone leave a file to the caller).
+with_file_workers <- function(workers, code) {
+  if (workers == 1) code else with_plan(future::cluster, code)
+}

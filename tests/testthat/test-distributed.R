@@ -367,7 +367,7 @@ test_that("files written with their pages made first hold the same values", {
     C <- unname(pcf_cdist(X, Y, backend = backend))
     for (type in c("double", "float")) {
       # On disk and in memory (tmpfs: pages made first only with 2).
-      for (workers in 1:2) for (dir in dirs) {
+      for (workers in 1:2) with_file_workers(workers, for (dir in dirs) {
         files <- lapply(c(0, 1, 2, NA), function(populate) with_tunables(
           list(GK_FILE_POPULATE = populate),
           list(pcf_dist_file(X, file = tempfile("pop", dir), file_type = type,
@@ -387,7 +387,7 @@ test_that("files written with their pages made first hold the same values", {
           if (exact) expect_identical(got, as.vector(want[[k]]), info = info)
           else expect_equal(got, as.vector(want[[k]]), tolerance = 1e-6, info = info)
         }
-      }
+      })
     }
   }
 })
@@ -402,7 +402,7 @@ test_that("a file in 2 MiB pages holds the same values, its pages made first or 
   to_float <- function(x) readBin(writeBin(as.vector(x), raw(), size = 4), "double", size = 4,
                                   n = length(x))
   want <- to_float(as.matrix(pcf_pdist(X, precision = "single", backend = "gpu", workers = 1)))
-  for (workers in 1:2) {
+  for (workers in 1:2) with_file_workers(workers, {
     files <- lapply(c(1, 0, 2), function(populate) with_tunables(
       list(GK_FILE_POPULATE = populate),
       pcf_dist_file(X, file = tempfile("huge"), file_type = "float", precision = "single",
@@ -410,7 +410,7 @@ test_that("a file in 2 MiB pages holds the same values, its pages made first or 
     expect_identical(files[[2]], files[[1]], info = workers)
     expect_identical(files[[3]], files[[1]], info = workers)
     expect_equal(as.vector(files[[1]]), want, tolerance = 1e-6, info = workers)
-  }
+  })
 })
 
 test_that("files with their blocks allocated first or left sparse hold the same values", {
@@ -418,12 +418,12 @@ test_that("files with their blocks allocated first or left sparse hold the same 
   set.seed(47)
   X <- draw_pcfs(70)
   D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
-  for (allocate in c(0, 1, NA)) {
+  with_file_workers(2, for (allocate in c(0, 1, NA)) {
     B <- with_tunables(list(GK_FILE_ALLOCATE = allocate),
                        pcf_dist_file(X, file = tempfile("alloc"), backend = "cpu",
                                      slab_bytes = 8 * 70 * 9, workers = 2))
     expect_identical(B[, ], D, info = allocate)
-  }
+  })
   made <- tempfile("made")
   expect_false(with_tunables(list(GK_FILE_ALLOCATE = 0),
                              .Call(gpukernels:::gk_r_file_make, made, 4096)))
@@ -531,7 +531,9 @@ test_that("file-backed output equals the in-memory result, in-process and on wor
   g <- tempfile("cdist")
   Bc <- pcf_dist_file(X, Y, file = g, backend = "cpu", slab_bytes = 8 * 6 * 5, workers = 2)
   expect_identical(Bc[, ], unname(pcf_cdist(X, Y, backend = "cpu")))
-  with_plan(future::multisession, {
+  # Workers of this machine's plan leave the file to this process; a cluster
+  # plan's write it.
+  for (plan in list(future::multisession, future::cluster)) with_plan(plan, {
     h <- tempfile("dist")
     Bw <- pcf_dist_file(X, file = h, backend = "cpu", slab_bytes = 8 * 29 * 2)
     expect_identical(Bw[, ], D)
@@ -551,6 +553,16 @@ test_that("a failing worker fails the call with its error and leaves no complete
     expect_error(pcf_pdist(X, backend = "cpu"), "worker failed.*pcf_budget_bytes must be")
     expect_error(with_tunables(list(GK_CHANNEL_DIRECT = 1), pcf_pdist(X, backend = "cpu")),
                  "worker failed.*pcf_budget_bytes must be")
+    # pcf_dist_file() runs in this process under this plan: the same error.
+    f <- tempfile("dist")
+    expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 25 * 3),
+                 "^option gpukernels.pcf_budget_bytes must be")
+    expect_length(list.files(dirname(f), pattern = basename(f)), 0)
+    options(old)
+  })
+  with_plan(future::cluster, {   # workers that write the file
+    old <- options(gpukernels.pcf_budget_bytes = -1)
+    on.exit(options(old), add = TRUE)
     f <- tempfile("dist")
     expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 25 * 3),
                  "worker failed.*pcf_budget_bytes must be")

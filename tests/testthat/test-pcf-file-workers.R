@@ -1,7 +1,9 @@
-# pcf_dist_file() on future workers: each worker writes its band of rows
-# into the file itself, reading the functions from the caller's memory, from
-# a shared segment (workers that may not read the caller), or from the
-# future's data (workers elsewhere, gpukernels.future_shared = FALSE).
+# pcf_dist_file() on future workers: each worker of a cluster plan writes
+# its band of rows into the file itself, reading the functions from the
+# caller's memory, from a shared segment (workers that may not read the
+# caller), or from the future's data (workers elsewhere,
+# gpukernels.future_shared = FALSE). Plans of this machine alone leave the
+# file to the calling process.
 
 # The route a call took, from its progress line.
 file_route <- function(expr) {
@@ -44,17 +46,17 @@ test_that("workers write their bands of a file from each input route, as one pro
   Y <- draw_pcfs(23)
   for (backend in test_backends()) {
     # Workers that may not read the caller: the inputs through a segment.
-    with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+    with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::cluster, {
       with_tunables(list(GK_CHANNEL_DIRECT = 1), file_cases(X, Y, backend, "shared memory"))
     }))
     # Workers on other machines: the data travel with the futures.
     old <- options(gpukernels.future_shared = FALSE)
-    with_plan(future::multisession, file_cases(X, Y, backend, "data through the futures"))
+    with_plan(future::cluster, file_cases(X, Y, backend, "data through the futures"))
     options(old)
   }
   # The default: read from this process's memory where the system lets
   # workers (Yama's ptrace rule).
-  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::cluster, {
     probe <- file_route(pcf_dist_file(X[1:30], file = tempfile("fw"), backend = "cpu",
                                       slab_bytes = 8 * 30 * 10))
     skip_if_not(grepl("inputs read from this process", probe$line),
@@ -63,12 +65,42 @@ test_that("workers write their bands of a file from each input route, as one pro
   }))
 })
 
+test_that("plans of this machine alone leave the file to this process", {
+  skip_if_not_installed("bigmemory")
+  set.seed(73)
+  X <- draw_pcfs(61)
+  Y <- draw_pcfs(17)
+  D <- unname(as.matrix(pcf_pdist(X, backend = "cpu", workers = 1)))
+  C <- unname(pcf_cdist(X, Y, backend = "cpu", workers = 1))
+  # Workers of plan(multisession); two futures asked of plan(sequential).
+  plans <- list(multisession = function(e) with_plan(future::multisession, e(NULL)),
+                sequential = function(e) e(2))
+  for (backend in test_backends()) for (p in names(plans)) {
+    info <- paste(backend, p)
+    got <- plans[[p]](function(workers) file_route(
+      pcf_dist_file(X, file = tempfile("fl"), backend = backend, workers = workers,
+                    slab_bytes = 8 * 61 * 9)))
+    expect_identical(got$line, "", info = info)   # no futures
+    gotc <- plans[[p]](function(workers) file_route(
+      pcf_dist_file(X, Y, file = tempfile("fl"), backend = backend, workers = workers,
+                    slab_bytes = 8 * 17 * 9)))
+    expect_identical(gotc$line, "", info = info)
+    if (backend == "cpu") {
+      expect_identical(got$value[, ], D, info = info)
+      expect_identical(gotc$value[, ], C, info = info)
+    } else {
+      expect_equal(got$value[, ], D, tolerance = 1e-12, info = info)
+      expect_equal(gotc$value[, ], C, tolerance = 1e-12, info = info)
+    }
+  }
+})
+
 test_that("workers' files slab by slab, tiny sets and a failing band", {
   skip_if_not_installed("bigmemory")
   set.seed(72)
   X <- draw_pcfs(41)
   D <- unname(as.matrix(pcf_pdist(X, backend = "cpu")))
-  with_plan(future::multisession, {
+  with_plan(future::cluster, {
     old <- options(gpukernels.file_progress_slabs = TRUE)
     got <- file_route(pcf_dist_file(X, file = tempfile("fw"), backend = "cpu",
                                     slab_bytes = 8 * 41 * 6))
@@ -102,10 +134,14 @@ test_that("bad functions fail every route with pdist's error and make no file", 
   with_inf <- X
   with_inf[[17]][3, "v"] <- -Inf
   cases <- list(list(unsorted, NULL), list(X, with_na), list(with_inf, Y))
-  # In this process, on futures of this process, on workers (the file is
-  # made only after the staging of their inputs has checked them).
-  routes <- list(function(e) e(1), function(e) e(2),
-                 function(e) with_plan(future::multisession, e(NULL)))
+  # In this process, on workers (the file is made only after the staging of
+  # their inputs has checked them, or by a worker that got the data).
+  routes <- list(function(e) e(1), function(e) with_plan(future::cluster, e(NULL)),
+                 function(e) with_plan(future::cluster, {
+                   old <- options(gpukernels.future_shared = FALSE)
+                   on.exit(options(old))
+                   e(NULL)
+                 }))
   for (k in seq_along(cases)) {
     a <- cases[[k]][[1L]]
     b <- cases[[k]][[2L]]
