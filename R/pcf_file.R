@@ -35,9 +35,9 @@
 #' percent at 10 GB (a band's mirrored writes reach every column, so both
 #' workers' mappings make, dirty and free most of the file's pages) and 40
 #' percent at 6 GB (`y` given). In 4 KiB pages a file takes about twice as
-#' long, and two workers shorten the call by 15 to 25 percent. When the result fits in
-#' memory, [pcf_pdist()] or [pcf_cdist()] is faster; a file pays where it
-#' does not, or where workers on other machines share it.
+#' long, and two workers shorten the call by 15 to 25 percent. When the
+#' result fits in memory, [pcf_pdist()] or [pcf_cdist()] is faster; a file
+#' pays where it does not, or where workers on other machines share it.
 #'
 #' The result is a full `length(x)` x `length(y)` matrix (for `y = NULL`,
 #' symmetric with a zero diagonal, so that column `i`, stored contiguously,

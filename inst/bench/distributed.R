@@ -7,9 +7,9 @@
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one
 #     and on G GPUs in-process, under plan(multisession) (which leaves the
 #     file to this process) and by G workers of plan(cluster) on localhost
-#     (GK_BENCH_FILE=0 leaves it out; the file goes to GK_BENCH_DIR, by default tempdir(); medians of
-#     the same reps: a call's first writes of fresh memory can be slower by
-#     a second);
+#     (GK_BENCH_FILE=0 leaves it out; the file goes to GK_BENCH_DIR, by
+#     default tempdir(); medians of the same reps: a call's first writes of
+#     fresh memory can be slower by a second);
 #   - optional: results through the futures' sockets (GK_BENCH_SOCKETS=1),
 #     pcf_knn k = 10 at n = 2e5 (GK_BENCH_KNN=1).
 # GK_BENCH_GPUS / GK_BENCH_WORKERS ("1 2 4", or "none"): the in-process GPU
