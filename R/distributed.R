@@ -18,11 +18,30 @@
 #'     many as [future::nbrOfWorkers()] says, or
 #'     `getOption("gpukernels.future_chunks", 8)` for a scheduler that reports
 #'     no limit); without a plan, or inside a worker, everything runs in this
-#'     process exactly as without \pkg{future}.}
+#'     process exactly as without \pkg{future}. PCF matrices, [pcf_knn()] and
+#'     [pcf_dist_file()] under a plan whose workers all run on this machine
+#'     (`plan(multisession)`, `plan(multicore)`, \pkg{future.callr}) run in
+#'     this process instead, on all its GPUs (or all its cores): workers there
+#'     would share the same GPUs and cores, and add their handshakes and
+#'     copies (see "Which route is faster").}
 #'   \item{a number `k >= 2`}{split into `k` chunks, run as futures of the
-#'     current plan (one after the other under `plan(sequential)`).}
+#'     current plan (one after the other under `plan(sequential)`), whatever
+#'     the plan.}
 #'   \item{`1` or `FALSE`}{never split.}
 #' }
+#'
+#' @section Which route is faster:
+#' On one machine, this process on all its GPUs computes a PCF matrix faster
+#' than workers with a GPU each: it flattens the functions once, makes one
+#' result and writes each block into it once, while workers start, read their
+#' band's functions and hand over their blocks (5e4 functions, a `dist` in
+#' memory, see `inst/bench/RESULTS.md`: 2 GPUs 1.84 to 1.97 times one GPU,
+#' 2 workers 1.62 to 1.81 times; 4 GPUs 2.7 to 3.6 times, 4 workers 2.3 to
+#' 3.1 times, by host). So the default `workers` keeps those calls here under
+#' plans of this machine alone; `workers = k` still runs `k` futures, and
+#' workers of `plan(cluster)` (which may run on other machines) and
+#' \pkg{future.batchtools} get the bands. Reductions ([kernel_reduce()] and
+#' its wrappers), whose results are small, go to the plan's workers.
 #'
 #' @section What a worker gets:
 #' One future per chunk. PCF distance matrices are cut into row bands of
@@ -77,10 +96,9 @@
 #' [pcf_dist_file()] takes the same routes for the functions (read from the
 #' calling process, from shared memory, or sent with the future) and has no
 #' result to return: each worker writes its band of rows into the file.
-#' Under a plan of this machine alone (`plan(multisession)`,
-#' `plan(multicore)`, `plan(sequential)`, \pkg{future.callr}) it writes
-#' the file in the calling process instead, on all its GPUs: one mapping of
-#' the file is faster than one per worker (see its help).
+#' Under a plan of this machine alone it writes the file in the calling
+#' process, on all its GPUs, unless `workers = k` asks for futures: one
+#' mapping of the file is faster than one per worker (see its help).
 #' Results are identical to those of one process. Reductions
 #' ([kernel_reduce()] and its wrappers) and [pcf_knn()] return their (small)
 #' results through the futures.
@@ -135,10 +153,15 @@ gk_in_process <- function(workers) {
 }
 
 # Number of chunks to split `n` output rows into: 0 means "run in this process".
-gk_chunk_count <- function(workers, n) {
+# With `local_here` (PCF matrices, files, pcf_knn), the default `workers` under
+# a plan of this machine alone also runs here, on all this process's GPUs: the
+# result is made and written once, in one process, where workers of this
+# machine share the same GPUs and cores and add their copies and handshakes.
+gk_chunk_count <- function(workers, n, local_here = FALSE) {
   if (gk_in_process(workers)) return(0L)
   if (is.null(workers)) {
     if (inherits(future::plan(), "sequential")) return(0L)
+    if (local_here && gk_plan_is_local()) return(0L)
     count <- future::nbrOfWorkers()
     if (!is.finite(count)) count <- getOption("gpukernels.future_chunks", 8)
   } else {

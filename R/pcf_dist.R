@@ -48,8 +48,10 @@
 #'   (on future workers: see [gk_distributed]). GPUs that do not exist are an
 #'   error unless `backend = "cpu"` (which ignores `devices`).
 #' @param workers Split the work over \pkg{future} workers: `NULL` (the
-#'   default) when a `future::plan()` other than sequential is set, a number of
-#'   chunks, or `FALSE`/`1` for this process only; see [gk_distributed].
+#'   default) when a `future::plan()` other than sequential is set whose
+#'   workers may run on other machines (a plan of this machine alone runs the
+#'   call here, on all GPUs), a number of chunks (futures of any plan), or
+#'   `FALSE`/`1` for this process only; see [gk_distributed].
 #' @return `pcf_pdist()`: a `dist` object (with `Labels` from `names(X)`,
 #'   `method` such as `"L1"`, and `call`). `pcf_cdist()`: a
 #'   `length(x)` x `length(y)` matrix. `pcf_kernel()`: a matrix of inner products.
@@ -131,7 +133,9 @@ pcf_dimnames <- function(X, Y) {
 pcf_matrix_call <- function(X, Y, kind, p, precision, backend, devices = NULL, workers = FALSE,
                             band = NULL, file = NULL) {
   single <- gk_check_precision(precision) == "single"
-  count <- if (is.null(band) && is.null(file)) gk_chunk_count(workers, length(X)) else 0L
+  count <- if (is.null(band) && is.null(file)) {
+    gk_chunk_count(workers, length(X), local_here = TRUE)
+  } else 0L
   if (count > 0L) {
     return(gk_pcf_distributed(X, Y, kind, p, precision, backend, devices, count))
   }

@@ -9,11 +9,11 @@
 #' e.g. a cluster's shared disk); either way the engine writes its blocks
 #' straight into the file, mapped, with no copy of a slab in R. Under a plan
 #' whose workers all run on this machine (`plan(multisession)`,
-#' `plan(multicore)`, `plan(sequential)`, \pkg{future.callr}) this process
-#' computes the file on all its GPUs (`devices`) instead of its workers: it
-#' maps the file once, where each worker would map it again (see below).
-#' Workers of other plans (`plan(cluster)`, \pkg{future.batchtools}) each
-#' write their band: those on this machine read the functions from this
+#' `plan(multicore)`, \pkg{future.callr}) this process computes the file on
+#' all its GPUs (`devices`) unless `workers = k` asks for futures: it maps
+#' the file once, where each worker would map it again (see below).
+#' Workers of other plans (`plan(cluster)`, \pkg{future.batchtools}), and
+#' those asked for by number, each write their band: those on this machine read the functions from this
 #' process's memory, as those of [pcf_pdist()] do, and those on other
 #' machines receive them with their futures. The values
 #' are in the file system's cache when the call returns, visible to every
@@ -130,12 +130,11 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
 
   # A band of equal work per worker (one in this process), cut into slabs.
   slab_rows <- max(1L, floor(slab_bytes / (value_bytes * max(m, 1))))
-  count <- gk_chunk_count(workers, ceiling(n / slab_rows))
-  # Workers of this machine leave the file to this process, on all its GPUs:
+  # Under a plan of this machine the file is this process's, on all its GPUs:
   # one mapping makes and frees each page of the file once, where every
   # worker's mapping touches most of them (a band's mirrored writes reach
   # every column), and the file's pages are made at the file's one rate.
-  if (count > 0L && gk_plan_is_local()) count <- 0L
+  count <- gk_chunk_count(workers, ceiling(n / slab_rows), local_here = TRUE)
   cut <- gk_file_slabs(n, max(count, 1L), slab_rows, symmetric)
   bands <- cut$bands
   slabs <- cut$slabs

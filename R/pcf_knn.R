@@ -19,8 +19,8 @@
 #' @param k Number of neighbours: at least 1, at most `length(x) - 1` (or
 #'   `length(y)`).
 #' @param X,Y Deprecated names of `x` and `y`.
-#' @param workers Split the rows of `x` over \pkg{future} workers; see
-#'   [gk_distributed]. Among `X`, each worker takes a band of rows against the
+#' @param workers Split the rows of `x` over \pkg{future} workers, as in
+#'   [pcf_pdist()]; see [gk_distributed]. Among `X`, each worker takes a band of rows against the
 #'   functions before it, so that each pair is computed once there too.
 #' @return A list with `index` (integer, `length(x)` x `k`, 1-based, nearest
 #'   first, ties to the smaller index) and `distance` (same shape), as from
@@ -68,7 +68,7 @@ pcf_knn <- function(x, y = NULL, k = 1L, p = 1, precision = "double", devices = 
          if (is.null(Y)) ": the other functions of `x`" else ": the functions of `y`", ")",
          call. = FALSE)
   }
-  count <- gk_chunk_count(workers, length(X))
+  count <- gk_chunk_count(workers, length(X), local_here = TRUE)
   if (count > 0L) {
     return(pcf_knn_distributed(X, as.integer(k), Y, p, precision, backend, devices, count))
   }

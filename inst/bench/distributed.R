@@ -1,9 +1,11 @@
 # Benchmark of the distributed paths (issues 15 and 37): pdist L1 float32 of
 # n = 5e4 PCFs (a 10 GB `dist`) on 1, 2, ... GPUs of this machine:
 #   - in-process: one GPU, then devices = 1:G for G = 2, 4, ... up to all;
-#   - G future workers (plan(multisession)) with one GPU each, writing their
-#     blocks straight into this process's result (the default route;
-#     GK_CHANNEL_DIRECT=0: through shared slots that this process scatters);
+#   - G future workers (plan(multisession), `workers = G`) with one GPU each,
+#     writing their blocks straight into this process's result (the workers'
+#     route; GK_CHANNEL_DIRECT=0: through shared slots that this process
+#     scatters); and the same plan with the default `workers`, which keeps
+#     the call in this process on all its GPUs;
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one
 #     and on G GPUs in-process, under plan(multisession) (which leaves the
 #     file to this process) and by G workers of plan(cluster) on localhost
@@ -154,7 +156,7 @@ for (g in worker_counts) for (no_delay in socket_modes) {
   # Warm the workers: package, CUDA context (one GPU each); the first call
   # pays them, the second shows what a warm call of the same size costs.
   warm <- vapply(1:2, function(w) system.time(invisible(suppressWarnings(
-    pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend))))[["elapsed"]], 0)
+    pcf_pdist(X[1:(200 * g)], precision = "single", backend = backend, workers = g))))[["elapsed"]], 0)
   cat(sprintf("%s: started %.2f s, first small call %.2f s (package, GPU context), second %.2f s\n",
               label, started, warm[1], warm[2]))
   # The future package's own cost on running workers: g empty futures
@@ -170,14 +172,17 @@ for (g in worker_counts) for (no_delay in socket_modes) {
   cost <- apply(vapply(1:5, function(i) empty(), numeric(2)), 1, median)
   cat(sprintf("%s: future's own cost: %d empty futures launched in %.3f s, resolved after %.3f s\n",
               label, g, cost[1], cost[2]))
-  t <- median_time(function() pdist(), reps)
+  t <- median_time(function() pdist(workers = g), reps)
   report(paste0(label, ", shared memory"), t, one,
          if (identical(Sys.getenv("GK_CHANNEL_DIRECT"), "0")) "blocks through shared slots" else
            "blocks written straight into the result")
-  phases(function() pdist(), workers = TRUE)
+  phases(function() pdist(workers = g), workers = TRUE)
+  t <- median_time(function() pdist(), reps)
+  report(paste0(label, ", default workers"), t, one,
+         sprintf("this process, all %d GPUs", max(ngpu, 1L)))
   if (flag("GK_BENCH_SOCKETS")) {
     options(gpukernels.future_shared = FALSE)
-    t <- median_time(function() pdist(), 1)
+    t <- median_time(function() pdist(workers = g), 1)
     report(paste0(label, ", through futures"), t, one, "data and results by socket")
     options(gpukernels.future_shared = TRUE)
   }
@@ -203,7 +208,8 @@ if (flag("GK_BENCH_KNN")) {
   t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
   cat("pcf_knn k = 10, n =", n_knn, "in-process, all GPUs:", round(t, 2), "s\n")
   future::plan(future::multisession, workers = max(counts))
-  t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend), 1)
+  t <- median_time(function() pcf_knn(Xk, k = 10, precision = "single", backend = backend,
+                                      workers = max(counts)), 1)
   cat("pcf_knn k = 10, n =", n_knn, max(counts), "workers:", round(t, 2), "s\n")
   future::plan(future::sequential)
 }

@@ -27,7 +27,20 @@ with_plan <- function(strategy, code) {
 
 # Runs `code` for calls with `workers` = 1 (this process) or 2: then under a
 # cluster plan on localhost, whose workers write their bands of a file
-# themselves (plans of this machine alone leave a file to the caller).
+# themselves (as do workers of any plan asked for by number).
 with_file_workers <- function(workers, code) {
   if (workers == 1) code else with_plan(future::cluster, code)
+}
+
+# The number of futures `code` launched (the tasks given to gk_run_tasks).
+futures_made <- function(code) {
+  counter <- new.env()
+  counter$n <- 0L
+  ns <- asNamespace("gpukernels")
+  suppressMessages(trace(
+    "gk_run_tasks", bquote(assign("n", get("n", .(counter)) + length(tasks), envir = .(counter))),
+    where = ns, print = FALSE))
+  on.exit(suppressMessages(untrace("gk_run_tasks", where = ns)))
+  force(code)
+  counter$n
 }

@@ -111,6 +111,37 @@ test_that("plan(multisession, workers = 2) gives the single-process results", {
   })
 })
 
+test_that("plans of this machine alone keep PCF results here unless workers are asked", {
+  set.seed(23)
+  X <- draw_pcfs(43)
+  Y <- draw_pcfs(11)
+  D <- pcf_pdist(X, backend = "cpu", workers = 1)
+  C <- pcf_cdist(X, Y, backend = "cpu", workers = 1)
+  K <- pcf_kernel(X, backend = "cpu", workers = 1)
+  nn <- pcf_knn(X, k = 3, backend = "cpu", workers = 1)
+  with_plan(future::multisession, {
+    expect_identical(gpukernels:::gk_chunk_count(NULL, 100, local_here = TRUE), 0L)
+    # The default: this process on all its GPUs, no futures.
+    none <- futures_made({
+      expect_true(same_dist(pcf_pdist(X, backend = "cpu"), D))
+      expect_identical(pcf_cdist(X, Y, backend = "cpu"), C)
+      expect_identical(pcf_kernel(X, backend = "cpu"), K)
+      expect_identical(pcf_knn(X, k = 3, backend = "cpu"), nn)
+    })
+    expect_identical(none, 0L)
+    # Workers asked for by number: as many futures, the same values.
+    two <- futures_made({
+      expect_true(same_dist(pcf_pdist(X, backend = "cpu", workers = 2), D))
+      expect_identical(pcf_knn(X, k = 3, backend = "cpu", workers = 2), nn)
+    })
+    expect_identical(two, 4L)
+  })
+  # A cluster plan may reach other machines: its workers get the bands.
+  with_plan(future::cluster, {
+    expect_identical(futures_made(expect_identical(pcf_cdist(X, Y, backend = "cpu"), C)), 2L)
+  })
+})
+
 test_that("plan(cluster) on localhost gives the single-process results", {
   with_plan(future::cluster, compare_all())
 })
@@ -283,7 +314,7 @@ test_that("workers read their inputs from the caller; those that may not get sha
   with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
     old <- options(gpukernels.progress = TRUE)
     on.exit(options(old))
-    lines <- capture.output(d <- pcf_pdist(X, backend = "cpu"), type = "message")
+    lines <- capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 2), type = "message")
     options(old)
     expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
     skip_if(grepl("ran again on shared", paste(lines, collapse = " ")),
@@ -550,10 +581,13 @@ test_that("a failing worker fails the call with its error and leaves no complete
     # The option travels to the workers, whose engine rejects it.
     old <- options(gpukernels.pcf_budget_bytes = -1)
     on.exit(options(old), add = TRUE)
-    expect_error(pcf_pdist(X, backend = "cpu"), "worker failed.*pcf_budget_bytes must be")
-    expect_error(with_tunables(list(GK_CHANNEL_DIRECT = 1), pcf_pdist(X, backend = "cpu")),
+    expect_error(pcf_pdist(X, backend = "cpu", workers = 2),
                  "worker failed.*pcf_budget_bytes must be")
-    # pcf_dist_file() runs in this process under this plan: the same error.
+    expect_error(with_tunables(list(GK_CHANNEL_DIRECT = 1),
+                               pcf_pdist(X, backend = "cpu", workers = 2)),
+                 "worker failed.*pcf_budget_bytes must be")
+    # The default runs in this process under this plan: the same error, its own.
+    expect_error(pcf_pdist(X, backend = "cpu"), "^option gpukernels.pcf_budget_bytes must be")
     f <- tempfile("dist")
     expect_error(pcf_dist_file(X, file = f, backend = "cpu", slab_bytes = 8 * 25 * 3),
                  "^option gpukernels.pcf_budget_bytes must be")

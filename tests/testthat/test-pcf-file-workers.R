@@ -3,7 +3,7 @@
 # caller's memory, from a shared segment (workers that may not read the
 # caller), or from the future's data (workers elsewhere,
 # gpukernels.future_shared = FALSE). Plans of this machine alone leave the
-# file to the calling process.
+# file to the calling process unless `workers` asks for futures.
 
 # The route a call took, from its progress line.
 file_route <- function(expr) {
@@ -72,18 +72,18 @@ test_that("plans of this machine alone leave the file to this process", {
   Y <- draw_pcfs(17)
   D <- unname(as.matrix(pcf_pdist(X, backend = "cpu", workers = 1)))
   C <- unname(pcf_cdist(X, Y, backend = "cpu", workers = 1))
-  # Workers of plan(multisession); two futures asked of plan(sequential).
-  plans <- list(multisession = function(e) with_plan(future::multisession, e(NULL)),
-                sequential = function(e) e(2))
+  # The default `workers` under plan(multisession) and plan(multicore).
+  plans <- list(multisession = function(e) with_plan(future::multisession, e))
+  if (future::supportsMulticore()) {
+    plans$multicore <- function(e) with_plan(future::multicore, e)
+  }
   for (backend in test_backends()) for (p in names(plans)) {
     info <- paste(backend, p)
-    got <- plans[[p]](function(workers) file_route(
-      pcf_dist_file(X, file = tempfile("fl"), backend = backend, workers = workers,
-                    slab_bytes = 8 * 61 * 9)))
+    got <- plans[[p]](file_route(
+      pcf_dist_file(X, file = tempfile("fl"), backend = backend, slab_bytes = 8 * 61 * 9)))
     expect_identical(got$line, "", info = info)   # no futures
-    gotc <- plans[[p]](function(workers) file_route(
-      pcf_dist_file(X, Y, file = tempfile("fl"), backend = backend, workers = workers,
-                    slab_bytes = 8 * 17 * 9)))
+    gotc <- plans[[p]](file_route(
+      pcf_dist_file(X, Y, file = tempfile("fl"), backend = backend, slab_bytes = 8 * 17 * 9)))
     expect_identical(gotc$line, "", info = info)
     if (backend == "cpu") {
       expect_identical(got$value[, ], D, info = info)
@@ -93,6 +93,11 @@ test_that("plans of this machine alone leave the file to this process", {
       expect_equal(gotc$value[, ], C, tolerance = 1e-12, info = info)
     }
   }
+  # Workers asked for by number write their bands.
+  got <- with_plan(future::multisession, file_route(
+    pcf_dist_file(X, file = tempfile("fl"), backend = "cpu", workers = 2, slab_bytes = 8 * 61 * 9)))
+  expect_match(got$line, "^pcf \\([0-9]+ futures")
+  expect_identical(got$value[, ], D)
 })
 
 test_that("workers' files slab by slab, tiny sets and a failing band", {
