@@ -59,7 +59,7 @@
 #'     so that each goes to each GPU once; smaller values (at least 4) upload
 #'     bands again when a later block needs them.}
 #'   \item{`GK_PIPELINE_DEPTH`}{blocks of a PCF matrix each GPU has in
-#'     flight (2 to 4; 3, the default): while the host writes one into the
+#'     flight (2 to 4; 4, the default): while the host writes one into the
 #'     result, the GPU computes the others, so that it does not wait for a
 #'     slow write or for the result's allocation; each holds a block of
 #'     results on the GPU and in page-locked host memory.}

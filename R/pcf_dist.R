@@ -20,7 +20,7 @@
 #'
 #' The work is cut into blocks by the package's block scheduler. On the GPU,
 #' blocks run through a pipeline (the CPU writes block k into the result while
-#' the GPU computes blocks k + 1 and k + 2, see `GK_PIPELINE_DEPTH` in
+#' the GPU computes blocks k + 1 to k + 3, see `GK_PIPELINE_DEPTH` in
 #' [gk_info()]) on every GPU in `devices`, one
 #' host thread each; only the functions a block needs are on a GPU at a time, so
 #' sets larger than GPU memory work. On the CPU, blocks are computed with

@@ -62,10 +62,11 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_PCF_BAND_SLOTS", 0, 0, 1e9, 0,
    "Bands of PCFs one GPU keeps at once (4 at least; 0 chooses: every band of the call, within "
    "half the memory budget). Tests set 4 so that small calls evict bands and upload them again."},
-  {"GK_PIPELINE_DEPTH", 3, 2, 4, 0,
+  {"GK_PIPELINE_DEPTH", 4, 2, 4, 0,
    "Blocks each GPU has in flight in the PCF block pipeline (2 to 4): while the host scatters "
    "one, the GPU computes the others; each holds a block of results on the GPU and in "
-   "page-locked host memory."},
+   "page-locked host memory. 4: on four GPUs, whose scatters share the host's memory, three "
+   "left the GPUs waiting longer."},
 };
 
 static int valid(const tunable *t, double v)
