@@ -1,5 +1,6 @@
 // The multi-GPU block pipeline, several blocks in flight per GPU (see
 // block_pipeline.h).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -24,6 +25,7 @@ struct shared_state {
   // The writer's output: there from the start, or made by the calling thread
   // as the GPUs start (writer.make_out); a failure to make it stops the run.
   std::atomic<int> output_ready{1}, output_failed{0};
+  double output_ready_s = 0;   // when it was made (from `start`); set before output_ready
   gk_error output_err;
   gk_block_progress progress;
   struct worker *workers;
@@ -33,10 +35,11 @@ struct shared_state {
 // For the closing progress lines: where each GPU's time went, when it
 // queued its first block and finished its last one (from the run's start:
 // GPUs that end apart show the list's end imbalance), how long it waited for
-// the host between blocks, and the host's work after its last kernel.
+// the host between blocks (the part of it before the output was made), and
+// the host's work after its last kernel.
 struct worker {
   double setup_s = 0, gpu_s = 0, prepare_s = 0, scatter_s = 0, first_s = 0, end_s = 0;
-  double idle_s = 0, drain_s = 0;
+  double idle_s = 0, idle_unmade_s = 0, drain_s = 0;
   size_t blocks = 0;
 };
 
@@ -106,7 +109,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   void *staging = NULL;
   void *storage = NULL;
   size_t max_rows, max_cols, max_elements, launched = 0, retired = 0, k = 0;
-  double last_end_ms = 0;
+  double last_end_ms = 0, origin_s = 0;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
   auto clock = std::chrono::steady_clock::now();
 
@@ -130,6 +133,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   }
   GK_CUDA_TRY(cudaEventRecord(origin, (cudaStream_t) compute), "cudaEventRecord", err);
   w->setup_s = seconds_since(clock);
+  origin_s = seconds_since(s->start);   // the idle stream records `origin` at once
 
   k = s->next.fetch_add(1);
   for (;;) {
@@ -175,7 +179,13 @@ void run_worker(void *ctx, int d, gk_error *err)
       double end_ms = ms_since(origin, finished[slot], err);
       if (err->status) goto fail;
       w->gpu_s += (end_ms - begin_ms) / 1000.0;
-      if (retired > 0 && begin_ms > last_end_ms) w->idle_s += (begin_ms - last_end_ms) / 1000.0;
+      if (retired > 0 && begin_ms > last_end_ms) {
+        w->idle_s += (begin_ms - last_end_ms) / 1000.0;
+        // The part of the gap before the output was made, on the run's clock.
+        double gap_start = origin_s + last_end_ms / 1000.0;
+        double gap_end = origin_s + begin_ms / 1000.0;
+        w->idle_unmade_s += std::max(0.0, std::min(gap_end, s->output_ready_s) - gap_start);
+      }
       last_end_ms = end_ms;
     }
     w->blocks++;
@@ -202,6 +212,7 @@ void show_progress(void *ctx)
     double *out = s->writer.make_out(s->writer.make_out_arg, &s->output_err);
     if (out) {
       s->writer.out = out;
+      s->output_ready_s = seconds_since(s->start);
       s->output_ready.store(1, std::memory_order_release);
     } else {
       s->output_failed.store(1);
@@ -247,11 +258,12 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
     for (int d = 0; d < options->n_devices; d++)
       gk_progress("%s: GPU %d: setup %.3f s, upload + kernels %.2f s, host prepare %.2f s, "
                   "host scatter %.2f s (%d threads); %zu blocks, the first queued at %.3f s, "
-                  "the GPU waiting for the host %.3f s between them, the last scattered "
-                  "%.3f s after its kernel, done at %.3f s of %.3f",
+                  "the GPU waiting for the host %.3f s between them (%.3f s before the result "
+                  "was made), the last scattered %.3f s after its kernel, done at %.3f s of %.3f",
                   options->label, options->devices[d] + 1, workers[d].setup_s, workers[d].gpu_s,
                   workers[d].prepare_s, workers[d].scatter_s, s.writer.threads, workers[d].blocks,
-                  workers[d].first_s, workers[d].idle_s, workers[d].drain_s, workers[d].end_s,
+                  workers[d].first_s, workers[d].idle_s, workers[d].idle_unmade_s,
+                  workers[d].drain_s, workers[d].end_s,
                   total_s);
   }
   if (s.output_failed.load()) gk_fail(err, s.output_err.status, "%s", s.output_err.message);
