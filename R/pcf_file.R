@@ -13,9 +13,9 @@
 #' all its GPUs (`devices`) unless `workers = k` asks for futures: it maps
 #' the file once, where each worker would map it again (see below).
 #' Workers of other plans (`plan(cluster)`, \pkg{future.batchtools}), and
-#' those asked for by number, each write their band: those on this machine read the functions from this
-#' process's memory, as those of [pcf_pdist()] do, and those on other
-#' machines receive them with their futures. The values
+#' those asked for by number, each write their band: those on this machine
+#' read the functions from this process's memory, as those of [pcf_pdist()]
+#' do, and those on other machines receive them with their futures. The values
 #' are in the file system's cache when the call returns, visible to every
 #' process of this machine (workers on other machines sync theirs to the
 #' shared disk before they finish); `bigmemory::flush()` writes them to disk.

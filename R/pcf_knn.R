@@ -20,8 +20,9 @@
 #'   `length(y)`).
 #' @param X,Y Deprecated names of `x` and `y`.
 #' @param workers Split the rows of `x` over \pkg{future} workers, as in
-#'   [pcf_pdist()]; see [gk_distributed]. Among `X`, each worker takes a band of rows against the
-#'   functions before it, so that each pair is computed once there too.
+#'   [pcf_pdist()]; see [gk_distributed]. Among `X`, each worker takes a band
+#'   of rows against the functions before it, so that each pair is computed
+#'   once there too.
 #' @return A list with `index` (integer, `length(x)` x `k`, 1-based, nearest
 #'   first, ties to the smaller index) and `distance` (same shape), as from
 #'   [knn()].
