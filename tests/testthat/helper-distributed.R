@@ -32,15 +32,20 @@ with_file_workers <- function(workers, code) {
   if (workers == 1) code else with_plan(future::cluster, code)
 }
 
-# The number of futures `code` launched (the tasks given to gk_run_tasks).
-futures_made <- function(code) {
+# Runs `code` with the package's function `fun` traced: each call adds
+# `amount` (an expression evaluated in that call's frame) to a count.
+# list(value = code's value, count).
+traced_count <- function(fun, amount, code) {
   counter <- new.env()
   counter$n <- 0L
   ns <- asNamespace("gpukernels")
   suppressMessages(trace(
-    "gk_run_tasks", bquote(assign("n", get("n", .(counter)) + length(tasks), envir = .(counter))),
+    fun, bquote(assign("n", get("n", .(counter)) + .(amount), envir = .(counter))),
     where = ns, print = FALSE))
-  on.exit(suppressMessages(untrace("gk_run_tasks", where = ns)))
-  force(code)
-  counter$n
+  on.exit(suppressMessages(untrace(fun, where = ns)))
+  value <- code
+  list(value = value, count = counter$n)
 }
+
+# The number of futures `code` launched (the tasks given to gk_run_tasks).
+futures_made <- function(code) traced_count("gk_run_tasks", quote(length(tasks)), code)$count

@@ -209,17 +209,9 @@ test_that("workers writing straight into the caller's result: results equal one 
 band_cases <- function(backend, sizes, reference) {
   # The workers' engine calls, counted where futures of the sequential plan
   # run them: in this process.
-  counter <- new.env()
-  ns <- asNamespace("gpukernels")
-  suppressMessages(trace(
-    "pcf_matrix_call",
-    bquote(if (!is.null(band)) assign("n", get("n", .(counter)) + 1L, envir = .(counter))),
-    where = ns, print = FALSE))
-  on.exit(suppressMessages(untrace("pcf_matrix_call", where = ns)))
   calls <- function(code) {
-    counter$n <- 0L
-    value <- code
-    list(value = value, calls = counter$n)
+    got <- traced_count("pcf_matrix_call", quote(if (is.null(band)) 0L else 1L), code)
+    list(value = got$value, calls = got$count)
   }
   # The GPU walks a tile's staged columns together over the union of their
   # breakpoints, and on a diagonal block each pair once in slot order: a
