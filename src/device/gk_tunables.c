@@ -66,7 +66,7 @@ static const tunable table[GK_TUNE_COUNT] = {
    "Blocks each GPU has in flight in the PCF block pipeline (2 to 4): while the host scatters "
    "one, the GPU computes the others; each holds a block of results on the GPU and in "
    "page-locked host memory. 4: on four GPUs, whose scatters share the host's memory, three "
-   "left the GPUs waiting longer."},
+   "left the GPUs waiting longer on some hosts, and 4 was never slower."},
 };
 
 static int valid(const tunable *t, double v)
