@@ -328,7 +328,8 @@ gk_pcf_chunk <- function(task) {
 # drain, twice), or its rows of a cdist / kernel matrix; with `shared$file`
 # (pcf_dist_file()), into that file's matrix instead. The inputs
 # are copied out of the caller's memory (`input$direct`: the functions up to
-# row b, and y) or read from its input segment. `written` is FALSE when this
+# row b of a symmetric result, rows a..b of another, and y) or read from its
+# input segment. `written` is FALSE when this
 # worker cannot attach the segments (another machine): the caller then sends
 # it the data; NA when it may not read the caller's memory: the caller then
 # shares the inputs through a segment.
@@ -351,19 +352,23 @@ gk_pcf_chunk_shared <- function(task) {
   }
   a <- task$rows[1L]
   b <- task$rows[2L]
+  symmetric <- task$kind %in% c("pdist", "kernel_sym")
+  x_rows <- c(a, b)   # in the functions of `input`
   input <- task$shared$input
   if (isTRUE(input$direct)) {
-    input <- .Call(gk_r_pcf_fetch, task$shared$target, as.double(b), gk_threads())
+    from <- if (symmetric) 1 else a
+    input <- .Call(gk_r_pcf_fetch, task$shared$target, as.double(c(from, b)), gk_threads())
     if (isFALSE(input)) return(list(written = FALSE))
     if (is.character(input)) return(list(written = NA))
     on.exit(.Call(gk_r_shared_free, input), add = TRUE)
+    x_rows <- x_rows - (from - 1)
   }
   read <- gk_now()
   waited <- 0
   direct <- TRUE   # every part's blocks went straight into the result
   part <- function(y_set, y_range, row0) {
     at <- list(row0 = row0, col0 = 0)
-    band <- list(input = input, x_range = c(a, b), y_set = y_set, y_range = y_range,
+    band <- list(input = input, x_range = x_rows, y_set = y_set, y_range = y_range,
                  target = c(task$shared$target, at),
                  file = if (!is.null(task$shared$file)) utils::modifyList(task$shared$file, at))
     sent <- pcf_matrix_call(NULL, NULL, task$kind, task$p, task$precision, task$backend,
@@ -375,7 +380,7 @@ gk_pcf_chunk_shared <- function(task) {
   }
   written <- if (task$kind == "pdist" && b < 2L) {
     TRUE   # row 1 of a dist holds nothing
-  } else if (task$kind %in% c("pdist", "kernel_sym")) {
+  } else if (symmetric) {
     part(0L, c(0, 0), 0)   # in the result's own indices
   } else {
     part(2L, c(1, task$shared$n_cols), a - 1)
@@ -394,9 +399,11 @@ gk_pcf_chunk_shared <- function(task) {
 # the results of others are written into it as they arrive. Where the
 # workers read their inputs from this process, the channel's small shared
 # part is made first and the futures launched at once: their dispatch and
-# start overlap the inputs' staging, and they wait for the inputs' offer;
-# the result's allocation (R's collector runs first) then overlaps their
-# reading and first blocks, which wait for it. The value is
+# start overlap the table of where the inputs are, and they wait for its
+# offer; they copy the functions out of R's matrices while this process
+# checks them, and compute once they passed. The result's allocation (R's
+# collector runs first) then overlaps their reading and first blocks, which
+# wait for it. The value is
 # returned straight from .Call, never bound in a frame that a closure keeps
 # alive: pcf_pdist()'s attr<- would then copy it.
 # With `file` (pcf_dist_file(): list(target, bands, data_task, make)) the
@@ -404,8 +411,7 @@ gk_pcf_chunk_shared <- function(task) {
 # `target` (a file target without row0, col0) instead: the channel only
 # offers them the inputs, and there is no result; a worker on another machine
 # runs `data_task(k)` with the data instead. `make()` makes the file once
-# the inputs are checked (the staging checks them), before they are
-# offered. Returns NULL.
+# the inputs are checked, before the workers are told so. Returns NULL.
 gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count, file = NULL) {
   symmetric <- kind %in% c("pdist", "kernel_sym")
   n <- length(X)
@@ -417,15 +423,15 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   begun <- gk_now()
   channel <- .Call(gk_r_channel_create, size, if (is.null(file)) n else 0, nrow(bands))
   handle <- if (is.list(channel)) channel$handle else channel
-  input <- staged <- NULL
+  input <- table <- NULL
   on.exit({   # now, not when R collects them; the channel first (workers stop)
     .Call(gk_r_shared_free, handle)
     if (is.list(input)) .Call(gk_r_shared_free, input$handle)
-    if (!is.null(staged)) .Call(gk_r_shared_free, staged)
+    if (!is.null(table)) .Call(gk_r_shared_free, table)
   })
   xy <- list(unclass(X), if (!is.null(Y)) unclass(Y))
   share <- function() {   # the inputs in a segment, or NULL (none here)
-    input <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, FALSE)
+    input <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single)
     if (is.list(input)) input[-1L]
   }
   shared_of <- function(offered) if (!is.null(offered)) list(input = offered, n_cols = m,
@@ -437,19 +443,23 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     .Call(gk_r_channel_open, handle, size, if (kind == "pdist") 0L else as.integer(n),
           gk_pcf_write_kind(kind), n, gk_threads())
   }
-  # The inputs checked and offered to the workers (or shared through a
+  # The inputs offered to the workers and checked (or shared through a
   # segment, or only checked) and the result: the value for the tasks'
   # `shared`. Where the workers copy the inputs out of this process, the
-  # offer comes first.
+  # offer comes first: they read while this process checks.
   make_file <- function() if (!is.null(file)) file$make()
+  check <- function(warn) .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single, warn, table)
   prepare <- function() {
     if (direct) {
-      staged <<- .Call(gk_r_pcf_share, xy[[1L]], xy[[2L]], kind, p, single, TRUE)
-      make_file()
-      .Call(gk_r_channel_offer, handle, staged)
+      table <<- .Call(gk_r_pcf_table, xy[[1L]], xy[[2L]])
+      .Call(gk_r_channel_offer, handle, table)
       offered <- gk_now()
+      check(TRUE)   # the workers' warnings would not be relayed
+      make_file()
+      .Call(gk_r_channel_checked, handle)
+      checked <- gk_now()
       open()
-      return(structure(shared_of(list(direct = TRUE)), offered = offered))
+      return(structure(shared_of(list(direct = TRUE)), offered = c(offered, checked)))
     }
     open()
     if (use_shared) {
@@ -457,7 +467,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
       make_file()
       return(shared)
     }
-    .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single)
+    check(FALSE)
     make_file()
     NULL
   }
@@ -486,8 +496,8 @@ gk_pcf_write_kind <- function(kind) {
 # process's memory; without, or for a worker that cannot attach it, they get
 # the data and send back results, written into `out` (a result channel's
 # handle) as they arrive. `prepare()` makes the result and readies the
-# inputs, returning `shared` (with attribute `offered`, the time the inputs
-# were offered, where that came before the result): with `early` > 0
+# inputs, returning `shared` (with attribute `offered`, the times the inputs
+# were offered and checked, where that came before the result): with `early` > 0
 # (`shared` then given) after that many futures are launched, else first.
 # A worker that may not read this process's memory runs again on inputs in
 # a segment (`share()`); one on another machine gets the data (or runs
@@ -498,7 +508,8 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   symmetric <- is.null(Y)
   n <- length(X)
   write_kind <- gk_pcf_write_kind(kind)
-  ready <- offered <- NA_real_
+  ready <- NA_real_
+  offered <- c(NA_real_, NA_real_)
   prepared <- function() {
     value <- prepare()
     ready <<- gk_now() - begun
@@ -591,8 +602,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     sprintf(paste("  timeline (s from the call's start): %s; workers started %s, inputs read %s,",
                   "done %s; collected %s"),
             paste(c(sprintf("futures launched %s", at(run$launched - begun)),
-                    if (is.na(offered)) sprintf("result and inputs ready %.2f", ready) else
-                      sprintf("inputs offered %.2f, result ready %.2f", offered, ready))[
+                    if (is.na(offered[1L])) sprintf("result and inputs ready %.2f", ready) else
+                      sprintf("inputs offered %.2f, checked %.2f, result ready %.2f",
+                              offered[1L], offered[2L], ready))[
                         if (early) 1:2 else 2:1],
                   collapse = "; "),
             at(times[, 1L]), at(times[, 2L]), at(times[, 3L]), at(run$collected - begun)),

@@ -116,8 +116,8 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
   partial <- paste0(final[1L], tag)   # the values until they are complete
   on.exit(unlink(partial), add = TRUE)   # a failed call leaves nothing behind
   # The file, made once the functions are checked (a bad input fails before
-  # the disk is taken): by this function, or by the workers' route while it
-  # stages them (which checks them), so that they are checked once.
+  # the disk is taken): by this function, or by the workers' route once it
+  # has checked them, so that they are checked once.
   desc <- NULL
   make_file <- function() {
     # The file with its disk blocks, in one call: the engines' first writes
@@ -171,7 +171,7 @@ pcf_dist_file <- function(x, y = NULL, file, p = 1, file_type = c("double", "flo
                                    make = make_file))
   } else {
     .Call(gk_r_pcf_check, unclass(X), if (symmetric) NULL else unclass(Y),
-          if (symmetric) "pdist" else "cdist", p, precision == "single")
+          if (symmetric) "pdist" else "cdist", p, precision == "single", FALSE, NULL)
     make_file()
     task <- task_of(1L)
     task$progress <- gk_progressor(nrow(slabs))

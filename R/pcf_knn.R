@@ -106,7 +106,7 @@ pcf_knn_chunk <- function(task) {
 
 pcf_knn_distributed <- function(X, k, Y, p, precision, backend, devices, count) {
   .Call(gk_r_pcf_check, unclass(X), if (is.null(Y)) NULL else unclass(Y), "cdist", p,
-        gk_check_precision(precision) == "single")
+        gk_check_precision(precision) == "single", FALSE, NULL)
   self <- is.null(Y)
   bands <- gk_row_bands(length(X), count, triangle = self)
   opts <- gk_chunk_options()

@@ -60,14 +60,16 @@ SEXP gk_r_channel_open(SEXP handle, SEXP length, SEXP rows, SEXP layout, SEXP n_
 SEXP gk_r_channel_finish(SEXP handle);
 SEXP gk_r_channel_stats(SEXP handle);
 SEXP gk_r_shared_free(SEXP handle);
-SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged);
-SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads);
+SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
+SEXP gk_r_pcf_table(SEXP x, SEXP y);
+SEXP gk_r_pcf_fetch(SEXP target, SEXP x_rows, SEXP threads);
 SEXP gk_r_channel_offer(SEXP handle, SEXP input);
+SEXP gk_r_channel_checked(SEXP handle);
 SEXP gk_r_file_make(SEXP path, SEXP bytes);
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target, SEXP file);
-SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single);
+SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table);
 SEXP gk_r_pcf_frames(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side, SEXP row_start);
@@ -165,12 +167,14 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_channel_finish", (DL_FUNC) &gk_r_channel_finish, 1},
   {"gk_r_channel_stats", (DL_FUNC) &gk_r_channel_stats, 1},
   {"gk_r_shared_free", (DL_FUNC) &gk_r_shared_free, 1},
-  {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 6},
+  {"gk_r_pcf_share", (DL_FUNC) &gk_r_pcf_share, 5},
+  {"gk_r_pcf_table", (DL_FUNC) &gk_r_pcf_table, 2},
   {"gk_r_pcf_fetch", (DL_FUNC) &gk_r_pcf_fetch, 3},
   {"gk_r_channel_offer", (DL_FUNC) &gk_r_channel_offer, 2},
+  {"gk_r_channel_checked", (DL_FUNC) &gk_r_channel_checked, 1},
   {"gk_r_file_make", (DL_FUNC) &gk_r_file_make, 2},
   {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 14},
-  {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 5},
+  {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 7},
   {"gk_r_pcf_frames", (DL_FUNC) &gk_r_pcf_frames, 1},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 7},
   /* H2 matrices */

@@ -15,16 +15,19 @@
 #include "r_shared.h"
 #include "device/gk_hooks.h"
 
-void gk_pcf_warn_float_grid(const gk_pcf_flat *fs, const char *arg)
+/* The warning for function f of `arg`, which is function `at` of s. */
+static void warn_float_function(const pcf_set *s, size_t at, const char *arg, size_t f)
 {
-  const pcf_set *s = &fs->set;
-  size_t f = fs->collapse;
-  if (f >= s->n) return;
-  size_t row = pcf_float_collapse_row(s, f);
+  size_t row = pcf_float_collapse_row(s, at);
   Rf_warningcall(R_NilValue, "single precision cannot represent the breakpoints of `%s[[%lu]]` (t = %.9g in "
              "row %lu rounds onto its predecessor; float keeps about 7 significant digits): "
              "intervals are lost and the results are inexact; use precision = \"double\"",
-             arg, (unsigned long) f + 1, s->t[s->offset[f] + row - 1], (unsigned long) row);
+             arg, (unsigned long) f + 1, s->t[s->offset[at] + row - 1], (unsigned long) row);
+}
+
+void gk_pcf_warn_float_grid(const gk_pcf_flat *fs, const char *arg)
+{
+  if (fs->collapse < fs->set.n) warn_float_function(&fs->set, fs->collapse, arg, fs->collapse);
 }
 
 /* Which elements of a list are data frames (1-based): as_pcf_list() turns
@@ -112,13 +115,48 @@ gk_write_kind gk_pcf_write_kind_of(SEXP kind)
 }
 
 /* The checks gk_r_pcf_matrix makes, without computing (before a call is split
- * over workers, so that errors name the user's functions). */
-SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
+ * over workers, so that errors name the user's functions), made where the
+ * functions are (found by gk_pcf_plan_of, or in `table`, gk_r_pcf_table's
+ * for x and y, when not NULL); a copy (gk_pcf_sets_from_r) only where one
+ * fails, to say which and why, or where integers need converting. With
+ * `warn`, also float's warnings (where the workers' own are not relayed). */
+SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table)
 {
-  gk_pcf_flat fx, fy;
-  const pcf_set *yp;
   pcf_op op = gk_pcf_op_of(kind, p);
-  gk_pcf_sets_from_r(x, y, &op, gk_as_flag(single), &fx, &fy, &yp, NULL, NULL);
+  int is_single = gk_as_flag(single), sets = Rf_isNull(y) ? 1 : 2, passes = 1;
+  const char *names[2] = {"x", "y"};
+  gk_pcf_plan plans[2];
+  pcf_set tails[2];   /* each function's last row */
+  size_t collapse[2];
+  if (!Rf_isNull(table)) gk_pcf_plans_of_table(table, plans);
+  for (int k = 0; k < sets && passes; k++) {
+    if (Rf_isNull(table)) gk_pcf_plan_of(k ? y : x, names[k], &plans[k]);
+    size_t n = (size_t) plans[k].n, *rows = (size_t *) R_alloc(n + 1, sizeof(size_t));
+    double *t = (double *) R_alloc(n + 1, sizeof(double));
+    double *v = (double *) R_alloc(n + 1, sizeof(double));
+    for (size_t f = 0; f <= n; f++) rows[f] = f;
+    tails[k] = (pcf_set) {n, rows, t, v};
+    passes = gk_pcf_plan_passes(&plans[k], is_single, t, v, &collapse[k]);
+  }
+  if (!passes) {
+    gk_pcf_flat flat[2];
+    const pcf_set *yp;
+    gk_pcf_sets_from_r(x, y, &op, is_single, &flat[0], &flat[1], &yp, NULL, NULL);
+    for (int k = 0; k < sets && is_single && gk_as_flag(warn); k++)
+      gk_pcf_warn_float_grid(&flat[k], names[k]);
+    return R_NilValue;
+  }
+  gk_error err;
+  gk_error_clear(&err);
+  if (pcf_check_tails(&op, &tails[0], "x", &tails[sets - 1], "y", &err)) gk_raise(&err);
+  for (int k = 0; k < sets && is_single && gk_as_flag(warn); k++) {
+    size_t f = collapse[k];
+    if (f >= (size_t) plans[k].n) continue;
+    size_t rows = plans[k].offset[f + 1] - plans[k].offset[f], one[2] = {0, rows};
+    const double *m = (const double *) plans[k].data[f];
+    pcf_set view = {1, one, m, m + rows};
+    warn_float_function(&view, 0, names[k], f);
+  }
   return R_NilValue;
 }
 

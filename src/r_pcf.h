@@ -25,6 +25,10 @@ gk_status gk_pcf_check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
 SEXP gk_pcf_sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, gk_pcf_flat *fx,
                         gk_pcf_flat *fy, const pcf_set **yp, SEXP (*during)(void *), void *data);
 
+/* The plans of x (plans[0]) and y (plans[1]; no functions where there is
+ * none) in a table made by gk_r_pcf_table. */
+void gk_pcf_plans_of_table(SEXP table, gk_pcf_plan plans[2]);
+
 /* The CPU or GPU engine, as `backend` says. */
 void gk_pcf_run_engine(SEXP backend, const pcf_op *op, const pcf_set *xs, const pcf_set *yp,
                        const gk_block_writer *writer, const pcf_options *opt, gk_error *err);

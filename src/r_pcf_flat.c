@@ -41,6 +41,14 @@ static int copy_threads(const gk_pcf_plan *plan)
   return plan->offset[plan->n] < 1000000 ? 1 : gk_omp_threads(0);
 }
 
+void gk_pcf_int_columns(const int *m, size_t rows, double *t, double *v)
+{
+  for (size_t k = 0; k < 2 * rows; k++) {
+    int value = m[k];
+    (k < rows ? t + k : v + k - rows)[0] = value == NA_INTEGER ? NA_REAL : (double) value;
+  }
+}
+
 static void copy_with(const gk_pcf_plan *plan, double *t, double *v, int single, int threads,
                       size_t *bad, size_t *collapse)
 {
@@ -53,16 +61,11 @@ static void copy_with(const gk_pcf_plan *plan, double *t, double *v, int single,
 #endif
   for (R_xlen_t f = 0; f < plan->n; f++) {
     size_t rows = offset[f + 1] - offset[f];
-    if (!plan->is_int[f]) {
+    if (!(plan->is_int && plan->is_int[f])) {
       memcpy(t + offset[f], (const double *) plan->data[f], rows * sizeof(double));
       memcpy(v + offset[f], (const double *) plan->data[f] + rows, rows * sizeof(double));
     } else {
-      const int *m = (const int *) plan->data[f];
-      for (size_t k = 0; k < 2 * rows; k++) {
-        int value = m[k];
-        (k < rows ? t + offset[f] + k : v + offset[f] + k - rows)[0] =
-            value == NA_INTEGER ? NA_REAL : (double) value;
-      }
+      gk_pcf_int_columns((const int *) plan->data[f], rows, t + offset[f], v + offset[f]);
     }
     // While the function is in cache: the checks and float's verdict (the
     // latter matters only for sets that pass the checks).
@@ -81,6 +84,40 @@ void gk_pcf_plan_copy(const gk_pcf_plan *plan, double *t, double *v, int single,
                       size_t *collapse)
 {
   copy_with(plan, t, v, single, copy_threads(plan), bad, collapse);
+}
+
+int gk_pcf_plan_passes(const gk_pcf_plan *plan, int single, double *last_t, double *last_v,
+                       size_t *collapse)
+{
+  int failed = plan->n == 0;
+  long long first_collapse = plan->n;
+  // A pass that only reads: a few threads reach the host's bandwidth (and
+  // leave the other cores to future workers copying the same functions).
+  int threads = gk_omp_pass_threads(2 * plan->offset[plan->n]);
+  (void) threads;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 256) \
+    reduction(| : failed) reduction(min : first_collapse)
+#endif
+  for (R_xlen_t f = 0; f < plan->n; f++) {
+    size_t rows = plan->offset[f + 1] - plan->offset[f], one[2] = {0, rows};
+    if ((plan->is_int && plan->is_int[f]) || rows == 0) {
+      failed = 1;
+      continue;
+    }
+    const double *m = (const double *) plan->data[f];
+    pcf_set view = {1, one, m, m + rows};
+    if (pcf_function_bad(&view, 0, single)) {
+      failed = 1;
+      continue;
+    }
+    // Each thread's functions come in order: past its first, float's verdict is not needed.
+    if (single && f < first_collapse && pcf_float_collapse_row(&view, 0)) first_collapse = f;
+    last_t[f] = m[rows - 1];
+    last_v[f] = m[2 * rows - 1];
+  }
+  *collapse = (size_t) first_collapse;
+  return !failed;
 }
 
 /* The copies of up to two sets, on a helper thread or on R's. */

@@ -4,7 +4,10 @@
  * (n_x, intervals of x, n_y, intervals of y), then for each set its n + 1
  * offsets, its t and its v. A worker attaches it and computes a band straight
  * from it into the shared result (gk_r_pcf_band): nothing is serialized or
- * flattened again. */
+ * flattened again. Where workers may read the caller's memory, they copy
+ * their functions out of R's matrices into a region of their own laid out
+ * the same way (gk_r_pcf_table, gk_r_pcf_fetch) instead. */
+#include <stdlib.h>
 #include <string.h>
 #include "r_pcf.h"
 #include "r_shared.h"
@@ -34,10 +37,8 @@ static size_t share_bytes(const gk_pcf_plan *p)
  * segment (one copy, whose threads make the segment's pages as they write,
  * and check each function as they copy it), then the checks of
  * gk_r_pcf_check from those verdicts:
- * list(handle, path, token, bytes), or a string saying why there is none.
- * With `staged` TRUE, into a region of this process instead (the handle
- * alone), which future workers read with process_vm_readv (gk_r_pcf_fetch). */
-SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
+ * list(handle, path, token, bytes), or a string saying why there is none. */
+SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
 {
   gk_pcf_plan px, py;
   pcf_op op = gk_pcf_op_of(kind, p);
@@ -46,11 +47,7 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
   if (!Rf_isNull(y)) gk_pcf_plan_of(y, "y", &py);
   const gk_pcf_plan *second = Rf_isNull(y) ? NULL : &py;
   size_t bytes = 4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second);
-  gk_error made;
-  gk_error_clear(&made);
-  SEXP seg = PROTECT(gk_as_flag(staged) ? gk_r_private_create(bytes, &made)
-                                        : gk_r_shared_create(Rf_ScalarReal((double) bytes)));
-  if (seg == R_NilValue) gk_raise(&made);
+  SEXP seg = PROTECT(gk_r_shared_create(Rf_ScalarReal((double) bytes)));
   if (TYPEOF(seg) == STRSXP) {   /* no shared memory: the checks alone */
     gk_pcf_flat fx, fy;
     const pcf_set *yp;
@@ -58,7 +55,7 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
     UNPROTECT(1);
     return seg;
   }
-  SEXP handle = TYPEOF(seg) == VECSXP ? gk_list_get(seg, "handle") : seg;
+  SEXP handle = gk_list_get(seg, "handle");
   size_t *head = (size_t *) gk_r_shared_values(handle, -1);
   const gk_pcf_plan *plans[2] = {&px, second};
   gk_pcf_flat flat[2];
@@ -92,76 +89,153 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP staged)
   return seg;
 }
 
-/* A worker's copy of the caller's staged inputs (gk_r_pcf_share with
- * `staged`), read through the caller's result channel `target`: the first
- * `x_count` functions of x (a band needs its rows and, for a dist, the
- * functions before them) and all of y, laid out as the segment is (so
- * share_view reads either), once the caller has offered them (its workers
- * are launched before it stages them). The handle of the copy; "declined"
- * when this process may not read the caller's memory (the caller then
- * shares the inputs through a segment); FALSE when it cannot attach the
- * channel. */
-SEXP gk_r_pcf_fetch(SEXP target, SEXP x_count, SEXP threads)
+/* Where the functions of x and y (NULL: none) are in this process, for
+ * future workers to copy out of R's matrices with process_vm_readv
+ * (gk_r_pcf_fetch) while this process checks them: a private region holding
+ * four size_t (n_x, intervals of x, n_y, intervals of y), then for each set
+ * its n + 1 offsets and the address of each function's matrix (t, then v).
+ * Integer matrices are converted into the region, after the tables, and
+ * their addresses name the copies. The region's handle: it and R's matrices
+ * must outlive the channel that offers it (R/distributed.R). */
+SEXP gk_r_pcf_table(SEXP x, SEXP y)
 {
+  gk_pcf_plan plans[2];
+  int sets = Rf_isNull(y) ? 1 : 2;
+  size_t words = 4, converted = 0;   /* the tables' size_t, the conversions' doubles */
+  for (int k = 0; k < sets; k++) {
+    gk_pcf_plan *q = &plans[k];
+    gk_pcf_plan_of(k ? y : x, k ? "y" : "x", q);
+    words += 2 * (size_t) q->n + 1;
+    for (R_xlen_t f = 0; f < q->n; f++)
+      if (q->is_int[f]) converted += 2 * (q->offset[f + 1] - q->offset[f]);
+  }
+  gk_error err;
+  gk_error_clear(&err);
+  SEXP table = PROTECT(gk_r_private_create((words + converted) * sizeof(double), &err));
+  if (table == R_NilValue) gk_raise(&err);
+  size_t *head = (size_t *) gk_r_shared_values(table, -1), *at = head + 4;
+  double *copies = (double *) (head + words);
+  memset(head, 0, 4 * sizeof(size_t));
+  for (int k = 0; k < sets; k++) {
+    const gk_pcf_plan *q = &plans[k];
+    size_t n = (size_t) q->n;
+    head[2 * k] = n;
+    head[2 * k + 1] = q->offset[n];
+    memcpy(at, q->offset, (n + 1) * sizeof(size_t));
+    at += n + 1;
+    const void **address = (const void **) at;
+    for (size_t f = 0; f < n; f++) {
+      address[f] = q->data[f];
+      if (q->is_int[f]) {
+        size_t rows = q->offset[f + 1] - q->offset[f];
+        gk_pcf_int_columns((const int *) q->data[f], rows, copies, copies + rows);
+        address[f] = copies;
+        copies += 2 * rows;
+      }
+    }
+    at += n;
+  }
+  UNPROTECT(1);
+  return table;
+}
+
+void gk_pcf_plans_of_table(SEXP table, gk_pcf_plan plans[2])
+{
+  const size_t *at = (const size_t *) gk_r_shared_of(table)->values, *head = at;
+  at += 4;
+  for (int k = 0; k < 2; k++) {
+    size_t n = head[2 * k];
+    plans[k].n = (R_xlen_t) n;
+    plans[k].offset = at;
+    plans[k].data = (const void *const *) (at + n + 1);
+    plans[k].is_int = NULL;   /* converted in the table */
+    at += 2 * n + 1;
+  }
+}
+
+/* A worker's copy of the caller's inputs (the table of gk_r_pcf_table,
+ * offered through the caller's result channel `target`): functions
+ * x_rows[1]..x_rows[2] of x (1-based: a band of a dist needs its rows and
+ * the functions before them, one of another matrix its rows only) and all
+ * of y, laid out as an input segment (so share_view reads either), once the
+ * caller has offered them (its workers are launched before it does) and
+ * said that they passed its checks. The handle of the copy; "declined" when
+ * this process may not read the caller's memory (the caller then shares the
+ * inputs through a segment); FALSE when it cannot attach the channel. */
+SEXP gk_r_pcf_fetch(SEXP target, SEXP x_rows, SEXP threads)
+{
+  if (TYPEOF(x_rows) != REALSXP || Rf_xlength(x_rows) != 2) gk_stop("x_rows: two numbers");
+  double from = REAL(x_rows)[0], to = REAL(x_rows)[1];
+  int t = gk_as_int(threads);
   gk_channel_port port;
   gk_error err;
   gk_error_clear(&err);
-  size_t head[4], want = (size_t) gk_as_double(x_count);
-  // R's allocations before the channel is attached: an error in one would leave it attached
-  size_t *offsets = (size_t *) R_alloc(want + 1, sizeof(size_t));
-  int t = gk_as_int(threads);
   if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(FALSE);
-  gk_channel_range r = {head, 0, sizeof(head)};
-  // Launched before the caller staged them: wait for the offer (its give-up rules).
-  if (gk_channel_await_input(&port, &err) == GK_OK &&
-      gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK && want > head[0])
-    gk_fail(&err, GK_ERR_INTERNAL, "a band beyond its set of PCFs");
-  if (err.status == GK_ERR_INPUT) {
-    gk_channel_detach(&port);
-    return Rf_mkString("declined");
-  }
-  if (err.status) {
-    gk_channel_detach(&port);
-    gk_raise(&err);
-  }
-  /* x's offsets first: they say how many intervals the first want functions have. */
-  size_t x_offsets = (head[0] + 1) * sizeof(size_t), x_values = head[1] * sizeof(double);
-  size_t y_bytes = head[2] ? (head[2] + 1 + 2 * head[3]) * sizeof(double) : 0;
-  gk_channel_range first = {offsets, sizeof(head), (want + 1) * sizeof(size_t)};
+  size_t head[4] = {0}, *tables = NULL;
+  gk_channel_columns *matrices = NULL;
   SEXP copy = R_NilValue;
-  size_t len = 0;   /* bytes of t (and of v) of the first want functions */
-  if (gk_channel_read_input(&port, &first, 1, t, &err) == GK_OK) {
-    len = offsets[want] * sizeof(double);
-    copy = gk_r_private_create(sizeof(head) + (want + 1) * sizeof(size_t) + 2 * len + y_bytes,
-                               &err);
+  gk_channel_range r = {head, 0, sizeof(head)};
+  // Launched before the caller offered them: wait for the offer (its give-up rules).
+  if (gk_channel_await_input(&port, &err) == GK_OK &&
+      gk_channel_read_input(&port, &r, 1, t, &err) == GK_OK &&
+      !(from >= 1 && to >= from && to <= (double) head[0]))
+    gk_fail(&err, GK_ERR_INTERNAL, "a band beyond its set of PCFs");
+  size_t first = err.status ? 0 : (size_t) from - 1, count = err.status ? 0 : (size_t) to - first;
+  size_t n_x = head[0], n_y = head[2];
+  /* Their part of the tables: x's offsets and addresses, then y's. */
+  if (err.status == GK_OK) {
+    tables = (size_t *) malloc((2 * count + 2 * n_y + 2) * sizeof(size_t));
+    if (!tables) gk_fail(&err, GK_ERR_NOMEM, "out of host memory for PCF inputs");
   }
+  size_t *x_offset = tables, *x_at = x_offset + count + 1, *y_offset = x_at + count,
+         *y_at = y_offset + n_y + 1, y_from = 4 + 2 * n_x + 1;
+  if (err.status == GK_OK) {
+    gk_channel_range parts[4] = {
+        {x_offset, (4 + first) * sizeof(size_t), (count + 1) * sizeof(size_t)},
+        {x_at, (4 + n_x + 1 + first) * sizeof(size_t), count * sizeof(size_t)},
+        {y_offset, y_from * sizeof(size_t), n_y ? (n_y + 1) * sizeof(size_t) : 0},
+        {y_at, (y_from + n_y + 1) * sizeof(size_t), n_y * sizeof(size_t)}};
+    gk_channel_read_input(&port, parts, n_y ? 4 : 2, t, &err);
+  }
+  size_t x_len = err.status ? 0 : x_offset[count] - x_offset[0];
+  size_t y_len = err.status || !n_y ? 0 : y_offset[n_y];
+  size_t y_words = n_y ? n_y + 1 + 2 * y_len : 0;
+  if (err.status == GK_OK)
+    copy = gk_r_private_create((4 + count + 1 + 2 * x_len + y_words) * sizeof(double), &err);
+  PROTECT(copy);
   if (copy != R_NilValue) {
-    PROTECT(copy);
-    size_t *local = (size_t *) gk_r_shared_of(copy)->values;
-    local[0] = want;
-    local[1] = offsets[want];
-    local[2] = head[2];
-    local[3] = head[3];
-    char *at = (char *) (local + 4);
-    memcpy(at, offsets, (want + 1) * sizeof(size_t));
-    at += (want + 1) * sizeof(size_t);
-    size_t t_from = sizeof(head) + x_offsets;
-    gk_channel_range ranges[3] = {{at, t_from, len},
-                                  {at + len, t_from + x_values, len},
-                                  {at + 2 * len, t_from + 2 * x_values, y_bytes}};
-    if (gk_channel_read_input(&port, ranges, 3, t, &err) == GK_OK && gk_channel_aborted(&port))
-      gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped");
-    gk_channel_detach(&port);
-    if (err.status) {
-      gk_r_shared_free(copy);
-      gk_raise(&err);
+    size_t *local = (size_t *) gk_r_shared_of(copy)->values, *offset = local + 4;
+    local[0] = count;
+    local[1] = x_len;
+    local[2] = n_y;
+    local[3] = y_len;
+    for (size_t f = 0; f <= count; f++) offset[f] = x_offset[f] - x_offset[0];
+    double *x_t = (double *) (offset + count + 1), *x_v = x_t + x_len;
+    size_t *y_local = (size_t *) (x_v + x_len);
+    double *y_t = (double *) (y_local + n_y + 1), *y_v = y_t + y_len;
+    if (n_y) memcpy(y_local, y_offset, (n_y + 1) * sizeof(size_t));
+    matrices = (gk_channel_columns *) malloc((count + n_y + 1) * sizeof(gk_channel_columns));
+    if (!matrices) gk_fail(&err, GK_ERR_NOMEM, "out of host memory for PCF inputs");
+    for (size_t f = 0; matrices && f < count + n_y; f++) {
+      int in_x = f < count;
+      size_t g = in_x ? f : f - count, *o = in_x ? offset : y_offset;
+      double *to_t = in_x ? x_t : y_t, *to_v = in_x ? x_v : y_v;
+      matrices[f] = (gk_channel_columns) {in_x ? x_at[g] : y_at[g], o[g + 1] - o[g], to_t + o[g],
+                                          to_v + o[g]};
     }
-    UNPROTECT(1);
-    return copy;
+    // Read while the caller checks them; used only once they passed.
+    if (matrices && gk_channel_read_columns(&port, matrices, count + n_y, t, &err) == GK_OK &&
+        gk_channel_await_checked(&port, &err) == GK_OK && gk_channel_aborted(&port))
+      gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped");
   }
+  free(tables);
+  free(matrices);
   gk_channel_detach(&port);
-  gk_raise(&err);
-  return R_NilValue;
+  if (err.status && copy != R_NilValue) gk_r_shared_free(copy);
+  UNPROTECT(1);
+  if (err.status == GK_ERR_INPUT) return Rf_mkString("declined");
+  if (err.status) gk_raise(&err);
+  return copy;
 }
 
 /* Functions [from, to] (1-based) of a set; 0 when outside it. */

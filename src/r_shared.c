@@ -185,8 +185,8 @@ SEXP gk_r_channel_open(SEXP handle, SEXP length, SEXP rows, SEXP layout, SEXP n_
   return R_NilValue;
 }
 
-/* Offers the channel's workers the staged inputs of `input` (a private
- * region made by gk_r_pcf_share) to read with process_vm_readv, before or
+/* Offers the channel's workers the table of inputs in `input` (a private
+ * region made by gk_r_pcf_table) to read with process_vm_readv, before or
  * after the result (gk_r_channel_open). The region must outlive the
  * channel (R/distributed.R frees the channel first). */
 SEXP gk_r_channel_offer(SEXP handle, SEXP input)
@@ -195,6 +195,15 @@ SEXP gk_r_channel_offer(SEXP handle, SEXP input)
   gk_shared *s = handle_of(input);
   if (!c->head) gk_stop("result channel already finished");
   gk_channel_offer_input(c, s->values, s->bytes);
+  return R_NilValue;
+}
+
+/* Tells the workers that the offered inputs passed the checks. */
+SEXP gk_r_channel_checked(SEXP handle)
+{
+  gk_channel *c = channel_of(handle);
+  if (!c->head) gk_stop("result channel already finished");
+  gk_channel_inputs_checked(c);
   return R_NilValue;
 }
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -27,11 +28,12 @@ struct gk_channel_head {
    * values, its layout and rows, and where the caller keeps the segment's
    * token (read back by a worker to make sure `caller` is that process). */
   uint64_t direct_out, direct_values, direct_rows, direct_check;
-  /* The caller's staged inputs (gk_channel_offer_input), 0 when none. */
+  /* The caller's offered inputs (gk_channel_offer_input), 0 when none. */
   uint64_t input_at, input_bytes;
   int32_t direct_layout;
   atomic_int direct_busy;   /* workers writing into the result right now */
   atomic_int opened;        /* the result exists (gk_channel_open)        */
+  atomic_int checked;       /* the inputs passed the caller's checks      */
 };
 
 struct gk_channel_slot {    /* 64 bytes: one cache line each */
@@ -208,6 +210,7 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
   for (size_t k = 0; k < rings * slots; k++) atomic_init(&slots_of(h)[k].state, 0);
   atomic_init(&h->direct_busy, 0);
   atomic_init(&h->opened, 0);
+  atomic_init(&h->checked, 0);
   c->head = h;
   start_direct(c);
   return GK_OK;
@@ -280,6 +283,11 @@ void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes)
   __atomic_store_n(&c->head->input_at, (uint64_t) (uintptr_t) at, __ATOMIC_RELEASE);
 }
 
+void gk_channel_inputs_checked(gk_channel *c)
+{
+  atomic_store_explicit(&c->head->checked, 1, memory_order_release);
+}
+
 /* ---- a worker ---- */
 
 gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size_t ring,
@@ -338,12 +346,28 @@ static int result_opened(gk_channel_head *h)
   return atomic_load_explicit(&h->opened, memory_order_acquire);
 }
 
-gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err)
+static int input_checked(gk_channel_head *h)
 {
-  gk_status st = await_caller(p, input_offered, 1);
+  return atomic_load_explicit(&h->checked, memory_order_acquire);
+}
+
+static gk_status await_on_r_thread(gk_channel_port *p, int (*ready)(gk_channel_head *),
+                                   gk_error *err)
+{
+  gk_status st = await_caller(p, ready, 1);
   if (st == GK_ERR_ABANDONED) return gk_fail(err, st, "the calling session stopped");
   if (st == GK_ERR_INTERRUPTED) return gk_fail(err, st, "interrupted");
   return GK_OK;
+}
+
+gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err)
+{
+  return await_on_r_thread(p, input_offered, err);
+}
+
+gk_status gk_channel_await_checked(gk_channel_port *p, gk_error *err)
+{
+  return await_on_r_thread(p, input_checked, err);
 }
 
 void gk_channel_detach(gk_channel_port *p)
@@ -481,6 +505,63 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
   if (bad) return gk_fail(err, GK_ERR_INPUT, "could not read the caller's inputs");
   return GK_OK;
 #else
+  (void) threads;
+  return gk_fail(err, GK_ERR_INPUT, "reading another process's memory needs Linux");
+#endif
+}
+
+/* Matrices per process_vm_readv: each is one remote piece and two local ones
+ * (IOV_MAX is 1024). */
+#define COLUMNS_BATCH 512
+
+gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *matrices,
+                                  size_t count, int threads, gk_error *err)
+{
+#ifdef GK_HAVE_VM_WRITE
+  if (!direct_allowed(p))
+    return gk_fail(err, GK_ERR_INPUT, "this process may not read the caller's memory");
+  /* Batches of at most COLUMNS_BATCH matrices and about READ_PIECE bytes. */
+  size_t *start = (size_t *) malloc((count + 1) * sizeof(size_t)), batches = 0;
+  if (!start) return gk_fail(err, GK_ERR_NOMEM, "out of host memory for reading inputs");
+  for (size_t k = 0, bytes = 0, in_batch = 0; k < count; k++, in_batch++) {
+    if (k == 0 || in_batch == COLUMNS_BATCH || bytes >= READ_PIECE) {
+      start[batches++] = k;
+      bytes = in_batch = 0;
+    }
+    bytes += 2 * matrices[k].rows * sizeof(double);
+  }
+  start[batches] = count;
+  long long n = (long long) batches;
+  int team = batches < 2 ? 1 : gk_omp_threads(threads), bad = 0;
+  pid_t caller = (pid_t) p->head->caller;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) reduction(|: bad)
+#endif
+  for (long long q = 0; q < n; q++) {
+    struct iovec local[2 * COLUMNS_BATCH], remote[COLUMNS_BATCH];
+    unsigned long r = 0, l = 0;
+    size_t want = 0;
+    for (size_t k = start[q]; k < start[q + 1]; k++) {
+      size_t column = matrices[k].rows * sizeof(double);
+      if (!column) continue;
+      remote[r].iov_base = (void *) (uintptr_t) matrices[k].remote;
+      remote[r++].iov_len = 2 * column;
+      local[l].iov_base = matrices[k].first;
+      local[l++].iov_len = column;
+      local[l].iov_base = matrices[k].second;
+      local[l++].iov_len = column;
+      want += 2 * column;
+    }
+    if (r && process_vm_readv(caller, local, l, remote, r, 0) != (ssize_t) want) bad = 1;
+  }
+  (void) team;
+  free(start);
+  if (bad) return gk_fail(err, GK_ERR_INPUT, "could not read the caller's inputs");
+  return GK_OK;
+#else
+  (void) p;
+  (void) matrices;
+  (void) count;
   (void) threads;
   return gk_fail(err, GK_ERR_INPUT, "reading another process's memory needs Linux");
 #endif

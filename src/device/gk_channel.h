@@ -13,18 +13,18 @@
  * each worker copies its own. It needs the right to ptrace the caller
  * (Yama's ptrace_scope 0, as on Debian); without it, the slots.
  *
- * Inputs read directly (same rule, same token check): the caller stages
- * the PCFs of a call flattened in its own private memory and offers them
- * (gk_channel_offer_input); each worker copies out what its band needs with
- * process_vm_readv, where it used to read a copy in a shared segment that
- * the caller first filled (404 MB at 5e4 functions, on the critical path:
- * shared memory takes first writes at a quarter of private memory's speed).
- * On this route the channel is made before the result (gk_channel_create,
- * then gk_channel_open): the workers are launched at once and wait for the
- * offer (gk_channel_await_input). The offer comes first, the result after
- * it, so that the result's allocation (and R's collection before it)
- * overlaps the workers' reading and first blocks; a block waits until the
- * result exists.
+ * Inputs read directly (same rule, same token check): the caller offers a
+ * table of where its PCFs are, R's own matrices (gk_channel_offer_input);
+ * each worker copies out what its band needs with process_vm_readv
+ * (gk_channel_read_columns) while the caller checks them, and computes once
+ * they passed (gk_channel_inputs_checked). A copy made first, in a shared
+ * segment or in the caller's memory, put 404 MB of writes (at 5e4
+ * functions) before every worker's reading. On this route the channel is
+ * made before the result (gk_channel_create, then gk_channel_open): the
+ * workers are launched at once and wait for the offer
+ * (gk_channel_await_input). The offer comes first, the result after it, so
+ * that the result's allocation (and R's collection before it) overlaps the
+ * workers' reading and first blocks; a block waits until the result exists.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
@@ -129,10 +129,16 @@ void gk_channel_release(gk_channel *c);
 int gk_channel_direct(const gk_channel *c);
 
 /* Offers workers `bytes` of this process at `at` to read with
- * gk_channel_read_input (the staged PCF inputs; kept until the channel is
+ * gk_channel_read_input (a table of where the PCF inputs are, which they
+ * then read with gk_channel_read_columns; kept until the channel is
  * released), where gk_channel_direct says so: what waiting workers go on
  * at. Before or after gk_channel_open; the workers' blocks wait for it. */
 void gk_channel_offer_input(gk_channel *c, const void *at, size_t bytes);
+
+/* Tells the workers that the offered inputs passed this process's checks:
+ * until then they read them but do not compute (gk_channel_await_checked).
+ * Inputs that fail are never marked: the caller stops the call instead. */
+void gk_channel_inputs_checked(gk_channel *c);
 
 /* The worker's side: its chunk's ring of an attached segment. */
 typedef struct {
@@ -169,6 +175,10 @@ int gk_channel_aborted(gk_channel_port *p);
  * this process is interrupted. On the main thread. */
 gk_status gk_channel_await_input(gk_channel_port *p, gk_error *err);
 
+/* Waits, as gk_channel_await_input does, until the caller says that its
+ * inputs passed its checks (gk_channel_inputs_checked). */
+gk_status gk_channel_await_checked(gk_channel_port *p, gk_error *err);
+
 /* A piece of the caller's offered inputs: `bytes` from `offset` into `local`. */
 typedef struct {
   void *local;
@@ -182,6 +192,22 @@ typedef struct {
  * caller then shares the inputs through a segment instead. */
 gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *ranges, size_t count,
                                 int threads, gk_error *err);
+
+/* A two-column matrix of `rows` rows at `remote` in the caller's memory
+ * (column-major: a PCF's t, then its v), its columns copied to `first` and
+ * `second`. */
+typedef struct {
+  uint64_t remote;
+  size_t rows;
+  double *first, *second;
+} gk_channel_columns;
+
+/* Copies the matrices out of the caller's memory as gk_channel_read_input
+ * copies its ranges (the same permission rule and GK_ERR_INPUT), several
+ * matrices per process_vm_readv, on `threads` threads. Their addresses come
+ * from the offered inputs. */
+gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *matrices,
+                                  size_t count, int threads, gk_error *err);
 
 #ifdef __cplusplus
 }

@@ -41,7 +41,7 @@ gk_status gk_shared_create(size_t bytes, gk_shared *s, gk_error *err);
 
 /* A region of this process only (anonymous private memory, 2 MiB pages
  * asked for), laid out as a segment (values one page in, no path): the
- * caller's staged PCF inputs that future workers copy out with
+ * table of the caller's PCF inputs that future workers read with
  * process_vm_readv (gk_channel.h), and a worker's copy of them. Private
  * memory takes its first writes several times faster than a memfd. Mapped,
  * its pages made on first use; released with gk_shared_release. */

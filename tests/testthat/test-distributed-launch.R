@@ -1,11 +1,12 @@
-# Futures launched before the calling session has made the result and staged
-# the inputs: they wait for the inputs' offer, and stop when it never comes.
+# Futures launched before the calling session has made the result and offered
+# the inputs: they wait for the inputs' offer and their check, and stop when
+# either never comes.
 skip_if_not_installed("future")
 
-test_that("workers launched before the inputs are staged stop when staging fails", {
+test_that("workers launched before the inputs are checked stop when the check fails", {
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   set.seed(65)
-  X <- draw_pcfs(3000)   # staging takes a while: the workers wait for it
+  X <- draw_pcfs(3000)   # the check takes a while: the workers read meanwhile
   Y <- draw_pcfs(7)
   bad <- X
   bad[[2999]][2, 1] <- NA
@@ -43,42 +44,55 @@ test_that("workers launched before the inputs are staged stop when staging fails
     options(old)
     expect_true(same_dist(d, d1))
     # The inputs, offered first where the workers read them from this process.
-    expect_match(paste(lines, collapse = " "),
-                 "futures launched [0-9./]+; (inputs offered [0-9.]+, result|result and inputs) ready")
+    expect_match(paste(lines, collapse = " "), paste0(
+      "futures launched [0-9./]+; (inputs offered [0-9.]+, checked [0-9.]+, result|",
+      "result and inputs) ready"))
   }))
 })
 
-test_that("a worker waits for the caller's offer, and gives up when the caller stops", {
+test_that("a worker waits for the caller's offer and check, and gives up when it stops", {
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   ns <- asNamespace("gpukernels")
+  set.seed(66)
   X <- draw_pcfs(20)
+  X[[4]] <- matrix(c(0L, 3L, 2L, 0L), 2, 2)   # converted in the caller's table
   with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
-    for (offer in c(TRUE, FALSE)) {
+    # How far the caller gets: checked (the worker copies), offered only or
+    # nothing (the caller stops: an error, no hang).
+    for (reached in c("checked", "offered", "nothing")) {
       channel <- .Call(ns$gk_r_channel_create, 190, 20, 1)
       skip_if_not(is.list(channel) && isTRUE(channel$direct), "no direct route here")
       target <- list(path = channel$path, token = channel$token, bytes = channel$bytes, ring = 0)
-      # The worker's fetch, as gk_pcf_chunk_shared makes it: the copy's class.
+      # The worker's fetch of functions 3..9, as gk_pcf_chunk_shared makes
+      # it for a band of a cdist: the copy's class.
       f <- future::future({
         ns <- asNamespace("gpukernels")
-        input <- .Call(ns$gk_r_pcf_fetch, target, 20, 1L)
+        input <- .Call(ns$gk_r_pcf_fetch, target, c(3, 9), 1L)
         if (typeof(input) == "externalptr") .Call(ns$gk_r_shared_free, input)
         typeof(input)
       }, globals = list(target = target), packages = "gpukernels", seed = NULL)
       Sys.sleep(0.5)
       expect_false(future::resolved(f))   # waiting for the offer
-      if (offer) {
-        .Call(ns$gk_r_channel_open, channel$handle, 190, 0L, 1L, 20, 1L)
-        staged <- .Call(ns$gk_r_pcf_share, X, NULL, "pdist", 1, FALSE, TRUE)
-        .Call(ns$gk_r_channel_offer, channel$handle, staged)
+      if (reached == "nothing") {
+        .Call(ns$gk_r_shared_free, channel$handle)
+        expect_error(future::value(f), "the calling session stopped")
+        next
+      }
+      table <- .Call(ns$gk_r_pcf_table, X, NULL)
+      .Call(ns$gk_r_channel_offer, channel$handle, table)
+      Sys.sleep(0.5)
+      expect_false(future::resolved(f))   # read, waiting for the check
+      if (reached == "offered") {
+        .Call(ns$gk_r_shared_free, channel$handle)
+        expect_error(future::value(f), "the calling session stopped")
+      } else {
+        .Call(ns$gk_r_channel_checked, channel$handle)
         got <- future::value(f)
         skip_if(identical(got, "character"), "workers may not read this process's memory here")
         expect_identical(got, "externalptr")
         .Call(ns$gk_r_shared_free, channel$handle)
-        .Call(ns$gk_r_shared_free, staged)
-      } else {
-        .Call(ns$gk_r_shared_free, channel$handle)   # the caller stops: an error, no hang
-        expect_error(future::value(f), "the calling session stopped")
       }
+      .Call(ns$gk_r_shared_free, table)
     }
     expect_equal(future::nbrOfFreeWorkers(), 2)
   }))
@@ -97,8 +111,9 @@ test_that("a worker's blocks wait for a result made after the inputs' offer", {
     for (open in c(TRUE, FALSE)) {
       channel <- .Call(ns$gk_r_channel_create, size, n, 1)
       skip_if_not(is.list(channel) && isTRUE(channel$direct), "no direct route here")
-      staged <- .Call(ns$gk_r_pcf_share, X, NULL, "pdist", 1, FALSE, TRUE)
-      .Call(ns$gk_r_channel_offer, channel$handle, staged)   # before the result
+      table <- .Call(ns$gk_r_pcf_table, X, NULL)
+      .Call(ns$gk_r_channel_offer, channel$handle, table)   # before the result
+      .Call(ns$gk_r_channel_checked, channel$handle)
       # One band of all rows, as gk_pcf_bands makes it.
       task <- list(fun = "gk_pcf_chunk", kind = "pdist", rows = c(1L, n), p = 1,
                    precision = "double", backend = "cpu", options = list(), devices = NULL,
@@ -124,25 +139,28 @@ test_that("a worker's blocks wait for a result made after the inputs' offer", {
         expect_false(isTRUE(value$written))
       }
       .Call(ns$gk_r_shared_free, channel$handle)
-      .Call(ns$gk_r_shared_free, staged)
+      .Call(ns$gk_r_shared_free, table)
     }
     expect_equal(future::nbrOfFreeWorkers(), 2)
   }))
 })
 
-test_that("a channel is opened once; writes need it open, offers do not", {
+test_that("a channel is opened once; writes need it open, offers and checks do not", {
   ns <- asNamespace("gpukernels")
   channel <- .Call(ns$gk_r_channel_create, 6, 4, 1)
   handle <- if (is.list(channel)) channel$handle else channel
   expect_error(.Call(ns$gk_r_block_write, handle, 0L, 2, 0, 0, matrix(1, 1, 1), FALSE),
                "result channel not open")
-  staged <- NULL
+  table <- NULL
   if (is.list(channel)) {
-    staged <- .Call(ns$gk_r_pcf_share, draw_pcfs(4), NULL, "pdist", 1, FALSE, TRUE)
-    expect_null(.Call(ns$gk_r_channel_offer, handle, staged))
+    X <- draw_pcfs(4)
+    table <- .Call(ns$gk_r_pcf_table, X, NULL)
+    expect_null(.Call(ns$gk_r_channel_offer, handle, table))
+    expect_null(.Call(ns$gk_r_channel_checked, handle))
   }
   .Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L)
   expect_error(.Call(ns$gk_r_channel_open, handle, 6, 0L, 1L, 4, 1L), "already open")
   .Call(ns$gk_r_shared_free, handle)
-  if (!is.null(staged)) .Call(ns$gk_r_shared_free, staged)
+  expect_error(.Call(ns$gk_r_channel_checked, handle), "result channel already released")
+  if (!is.null(table)) .Call(ns$gk_r_shared_free, table)
 })

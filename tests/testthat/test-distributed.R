@@ -312,13 +312,20 @@ test_that("workers read their inputs from the caller; those that may not get sha
     skip_if(grepl("ran again on shared", paste(lines, collapse = " ")),
             "workers may not read this process's memory here")
     expect_match(paste(lines, collapse = " "), "2 futures, inputs read from this process")
+    # Bands of rows a..b, read alone, the integer matrix among them.
+    options(gpukernels.progress = TRUE)
+    lines <- capture.output(d <- pcf_cdist(X, Y, p = 2, backend = "cpu", workers = 3),
+                            type = "message")
+    options(old)
+    expect_identical(d, pcf_cdist(X, Y, p = 2, backend = "cpu", workers = 1))
+    expect_match(paste(lines, collapse = " "), "3 futures, inputs read from this process")
   }))
 })
 
 test_that("a worker's read of the caller's inputs fails cleanly without a channel", {
   target <- list(path = "/nonexistent/1", token = "0", bytes = 8, ring = 0)
-  expect_false(.Call(gpukernels:::gk_r_pcf_fetch, target, 3, 1L))
-  expect_error(.Call(gpukernels:::gk_r_pcf_fetch, list(path = 1, token = "0"), 3, 1L),
+  expect_false(.Call(gpukernels:::gk_r_pcf_fetch, target, c(1, 3), 1L))
+  expect_error(.Call(gpukernels:::gk_r_pcf_fetch, list(path = 1, token = "0"), c(1, 3), 1L),
                "invalid result channel")
 })
 
@@ -329,6 +336,36 @@ test_that("invalid inputs fail in the caller before any worker reads them", {
   with_tunables(list(GK_CHANNEL_DIRECT = 1), {
     expect_error(pcf_pdist(X, backend = "cpu", workers = 2), "x\\[\\[12\\]\\]` has NA")
     expect_error(pcf_cdist(X[-12], X, backend = "cpu", workers = 2), "y\\[\\[12\\]\\]` has NA")
+    # An integer matrix, converted for the workers, checked as the user gave it.
+    Z <- X[-12]
+    Z[[5]] <- matrix(c(0L, 2L, NA, 0L), 2, 2)
+    expect_error(pcf_pdist(Z, backend = "cpu", workers = 2), "x\\[\\[5\\]\\]` has NA")
+    Z[[5]] <- matrix(c(0L, 2L, 1L, 1L), 2, 2)   # ends at 1, the others at 0
+    expect_error(pcf_pdist(Z, backend = "cpu", workers = 2), "x\\[\\[5\\]\\]` ends at the value 1")
+  })
+})
+
+test_that("split over workers, single precision warns once where float loses intervals", {
+  set.seed(61)
+  # Breakpoints 1e8 + 0.5 k: float's spacing near 1e8 is 8 (test-pcf-edges.R).
+  X <- c(draw_pcfs(6), lapply(1:3, function(i) cbind(t = 1e8 + 0.5 * (0:6), v = c(rnorm(6), 0))))
+  warnings_of <- function(code) {
+    w <- character()
+    withCallingHandlers(code, warning = function(cnd) {
+      w <<- c(w, conditionMessage(cnd))
+      invokeRestart("muffleWarning")
+    })
+    w
+  }
+  for (direct in c(1, 0)) with_tunables(list(GK_CHANNEL_DIRECT = direct), {
+    w <- warnings_of(pcf_pdist(X, precision = "single", backend = "cpu", workers = 2))
+    expect_length(w, 1L)
+    expect_match(w, "cannot represent the breakpoints of `x\\[\\[7\\]\\]`")
+    w <- warnings_of(pcf_cdist(X[1:6], X, precision = "single", backend = "cpu", workers = 2))
+    expect_length(w, 1L)
+    expect_match(w, "`y\\[\\[7\\]\\]`")
+    expect_length(warnings_of(pcf_pdist(X[1:6], precision = "single", backend = "cpu",
+                                        workers = 2)), 0L)
   })
 })
 
