@@ -454,7 +454,7 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
       table <<- .Call(gk_r_pcf_table, xy[[1L]], xy[[2L]])
       .Call(gk_r_channel_offer, handle, table)
       offered <- gk_now()
-      check(TRUE)   # the workers' warnings would not be relayed
+      check(TRUE)   # float's warnings come from here: the workers' bands make none
       make_file()
       .Call(gk_r_channel_checked, handle)
       checked <- gk_now()

@@ -119,7 +119,8 @@ gk_write_kind gk_pcf_write_kind_of(SEXP kind)
  * functions are (found by gk_pcf_plan_of, or in `table`, gk_r_pcf_table's
  * for x and y, when not NULL); a copy (gk_pcf_sets_from_r) only where one
  * fails, to say which and why, or where integers need converting. With
- * `warn`, also float's warnings (where the workers' own are not relayed). */
+ * `warn`, also float's warnings (where no engine call of this process will
+ * make them: the workers' bands make none). */
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table)
 {
   pcf_op op = gk_pcf_op_of(kind, p);

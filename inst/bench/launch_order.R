@@ -6,8 +6,10 @@
 # k: at most k breakpoints per function (k = 1000, pcf_draw.R's, by default;
 # smaller for the CPU, whose engine would hide the caller's part).
 # Columns (seconds from the call's start, the latest of the workers):
-# launched: last future launched; ready: result and inputs ready;
-# started / read / done: the workers'; collected: the last value collected.
+# launched: last future launched; offered / checked: the inputs offered to
+# the workers and checked (where they read them from this process); ready:
+# the result (and inputs) ready; started / read / done: the workers';
+# collected: the last value collected.
 library(gpukernels)
 args <- as.list(commandArgs(trailingOnly = TRUE))
 n <- as.numeric(if (length(args) >= 1) args[[1]] else 6000)
@@ -44,8 +46,11 @@ rows <- do.call(rbind, lapply(seq_len(reps), function(r) {
   options(gpukernels.progress = FALSE)
   rm(d)
   tl <<- grep("timeline", lines, value = TRUE)[1]
+  ready <- field(tl, "result ready")
   data.frame(seconds = s, launched = field(tl, "futures launched"),
-             ready = field(tl, "inputs ready"), started = field(tl, "workers started"),
+             offered = field(tl, "inputs offered"), checked = field(tl, "checked"),
+             ready = if (is.na(ready)) field(tl, "inputs ready") else ready,
+             started = field(tl, "workers started"),
              read = field(tl, "inputs read"), done = field(tl, "done"),
              collected = field(tl, "collected"))
 }))
