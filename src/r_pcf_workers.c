@@ -211,8 +211,8 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_rows, SEXP threads)
     local[3] = y_len;
     for (size_t f = 0; f <= count; f++) offset[f] = x_offset[f] - x_offset[0];
     double *x_t = (double *) (offset + count + 1), *x_v = x_t + x_len;
-    size_t *y_local = (size_t *) (x_v + x_len);
-    double *y_t = (double *) (y_local + n_y + 1), *y_v = y_t + y_len;
+    size_t *y_local = (size_t *) (x_v + x_len);   /* y's part, where there is a y */
+    double *y_t = n_y ? (double *) (y_local + n_y + 1) : NULL, *y_v = n_y ? y_t + y_len : NULL;
     if (n_y) memcpy(y_local, y_offset, (n_y + 1) * sizeof(size_t));
     matrices = (gk_channel_columns *) malloc((count + n_y + 1) * sizeof(gk_channel_columns));
     if (!matrices) gk_fail(&err, GK_ERR_NOMEM, "out of host memory for PCF inputs");
