@@ -25,6 +25,9 @@ gk_status gk_pcf_check_flat(const pcf_op *op, int single, const gk_pcf_flat *fx,
 SEXP gk_pcf_sets_from_r(SEXP x, SEXP y, const pcf_op *op, int single, gk_pcf_flat *fx,
                         gk_pcf_flat *fy, const pcf_set **yp, SEXP (*during)(void *), void *data);
 
+/* The checks before a split call (r_pcf.c), as .Call-ed: R_NilValue. */
+SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table);
+
 /* The plans of x (plans[0]) and y (plans[1]; no functions where there is
  * none) in a table made by gk_r_pcf_table. */
 void gk_pcf_plans_of_table(SEXP table, gk_pcf_plan plans[2]);

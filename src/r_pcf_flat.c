@@ -101,7 +101,7 @@ int gk_pcf_plan_passes(const gk_pcf_plan *plan, int single, double *last_t, doub
 #endif
   for (R_xlen_t f = 0; f < plan->n; f++) {
     size_t rows = plan->offset[f + 1] - plan->offset[f], one[2] = {0, rows};
-    if ((plan->is_int && plan->is_int[f]) || rows == 0) {
+    if (plan->is_int && plan->is_int[f]) {
       failed = 1;
       continue;
     }

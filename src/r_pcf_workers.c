@@ -49,9 +49,7 @@ SEXP gk_r_pcf_share(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single)
   size_t bytes = 4 * sizeof(size_t) + share_bytes(&px) + share_bytes(second);
   SEXP seg = PROTECT(gk_r_shared_create(Rf_ScalarReal((double) bytes)));
   if (TYPEOF(seg) == STRSXP) {   /* no shared memory: the checks alone */
-    gk_pcf_flat fx, fy;
-    const pcf_set *yp;
-    gk_pcf_sets_from_r(x, y, &op, is_single, &fx, &fy, &yp, NULL, NULL);
+    gk_r_pcf_check(x, y, kind, p, single, Rf_ScalarLogical(FALSE), R_NilValue);
     UNPROTECT(1);
     return seg;
   }
@@ -139,17 +137,23 @@ SEXP gk_r_pcf_table(SEXP x, SEXP y)
   return table;
 }
 
+/* Where set k's n + 1 offsets start in a table (in size_t from its
+ * start, `head` its first four); its n addresses follow them. */
+static size_t table_set_at(const size_t *head, int k)
+{
+  return 4 + (k ? 2 * head[0] + 1 : 0);
+}
+
 void gk_pcf_plans_of_table(SEXP table, gk_pcf_plan plans[2])
 {
-  const size_t *at = (const size_t *) gk_r_shared_of(table)->values, *head = at;
-  at += 4;
+  const size_t *head = (const size_t *) gk_r_shared_of(table)->values;
   for (int k = 0; k < 2; k++) {
     size_t n = head[2 * k];
+    const size_t *at = head + table_set_at(head, k);
     plans[k].n = (R_xlen_t) n;
     plans[k].offset = at;
     plans[k].data = (const void *const *) (at + n + 1);
     plans[k].is_int = NULL;   /* converted in the table */
-    at += 2 * n + 1;
   }
 }
 
@@ -188,11 +192,12 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_rows, SEXP threads)
     if (!tables) gk_fail(&err, GK_ERR_NOMEM, "out of host memory for PCF inputs");
   }
   size_t *x_offset = tables, *x_at = x_offset + count + 1, *y_offset = x_at + count,
-         *y_at = y_offset + n_y + 1, y_from = 4 + 2 * n_x + 1;
+         *y_at = y_offset + n_y + 1, x_from = table_set_at(head, 0),
+         y_from = table_set_at(head, 1);
   if (err.status == GK_OK) {
     gk_channel_range parts[4] = {
-        {x_offset, (4 + first) * sizeof(size_t), (count + 1) * sizeof(size_t)},
-        {x_at, (4 + n_x + 1 + first) * sizeof(size_t), count * sizeof(size_t)},
+        {x_offset, (x_from + first) * sizeof(size_t), (count + 1) * sizeof(size_t)},
+        {x_at, (x_from + n_x + 1 + first) * sizeof(size_t), count * sizeof(size_t)},
         {y_offset, y_from * sizeof(size_t), n_y ? (n_y + 1) * sizeof(size_t) : 0},
         {y_at, (y_from + n_y + 1) * sizeof(size_t), n_y * sizeof(size_t)}};
     gk_channel_read_input(&port, parts, n_y ? 4 : 2, t, &err);
