@@ -325,8 +325,10 @@ gk_pcf_chunk <- function(task) {
 # symmetric results the band's rows against the functions 1..b, lower
 # triangle, as one engine call (the band's own triangle and the rectangle
 # left of it as two calls paid the set-up, and the GPU pipeline's fill and
-# drain, twice), or its rows of a cdist / kernel matrix; with `shared$file`
-# (pcf_dist_file()), into that file's matrix instead. The inputs
+# drain, twice), or its rows of a cdist / kernel matrix; with
+# `shared$target$sharers`, rows 1..n, the blocks taken from the list the
+# call's workers share; with `shared$file` (pcf_dist_file()), into that
+# file's matrix instead. The inputs
 # are copied out of the caller's memory (`input$direct`: the functions up to
 # row b of a symmetric result, rows a..b of another, and y) or read from its
 # input segment. `written` is FALSE when this
@@ -365,6 +367,7 @@ gk_pcf_chunk_shared <- function(task) {
   }
   read <- gk_now()
   waited <- 0
+  blocks <- 0   # sent (NA into a file)
   direct <- TRUE   # every part's blocks went straight into the result
   part <- function(y_set, y_range, row0) {
     at <- list(row0 = row0, col0 = 0)
@@ -376,6 +379,7 @@ gk_pcf_chunk_shared <- function(task) {
     if (isFALSE(sent)) return(FALSE)
     waited <<- waited + sent[1L]
     direct <<- direct && sent[2L] == 1
+    blocks <<- blocks + sent[3L]
     TRUE
   }
   written <- if (task$kind == "pdist" && b < 2L) {
@@ -387,7 +391,7 @@ gk_pcf_chunk_shared <- function(task) {
   }
   done <- gk_now()
   list(written = written, seconds = done - started, waited = waited,
-       direct = direct, lines = lines, times = c(started, read, done))
+       direct = direct, blocks = blocks, lines = lines, times = c(started, read, done))
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -525,13 +529,19 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     local_opts$gpukernels.threads <- max(1L, .Call(gk_r_omp_threads) %/%
                                            min(nrow(bands), future::nbrOfWorkers()))
   }
+  # Into the result in memory, the workers share one block list: each takes
+  # blocks of the whole result until none is left (device/block_scheduler.h),
+  # so a slower one (a later start, slower writes) takes fewer. A file's
+  # workers write their bands (their pages are theirs alone).
+  listed <- !is.null(shared) && is.null(shared$file)
   task_of <- function(k, data) {
-    rows <- bands[k, ]
+    rows <- if (listed && !data) c(1L, n) else bands[k, ]
     task <- list(fun = "gk_pcf_chunk", kind = kind, rows = rows, p = p, precision = precision,
                  backend = backend, options = if (data) opts else local_opts, devices = devices,
                  chunk = k, lines = gk_progress_lines())
     if (!data) {
       shared$target$ring <- k - 1
+      if (listed) shared$target$sharers <- nrow(bands)
       return(c(task, list(shared = shared)))
     }
     if (!is.null(data_task)) return(data_task(k))
@@ -540,14 +550,16 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   }
   resend <- reshare <- integer()
   worker_s <- waited_s <- numeric()
-  direct <- logical()
+  direct <- logical()   # NA: sent no block
   lines <- character()
   times <- matrix(NA_real_, nrow(bands), 3L)
+  taken <- rep(NA_real_, nrow(bands))
   collect <- function(i, value) {
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
       waited_s <<- c(waited_s, value$waited)
-      direct <<- c(direct, isTRUE(value$direct))
+      direct <<- c(direct, if (isTRUE(value$blocks == 0)) NA else isTRUE(value$direct))
+      taken[i] <<- value$blocks
       times[i, ] <<- value$times - begun
       if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
       return()
@@ -573,6 +585,9 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   run <- gk_run_tasks(lapply(seq_len(nrow(bands)), task_of, data = is.null(shared)), collect,
                       progress, prepare = if (early) prepared, early = early,
                       abort = function() .Call(gk_r_shared_free, out))
+  # A worker that ran the shared list took its blocks until none was left.
+  list_done <- function() listed && length(worker_s) > 0L
+  if (list_done()) reshare <- resend <- integer()
   if (length(reshare)) {   # workers that may not read this process's memory
     shared$input <- share()
     if (is.null(shared$input)) resend <- c(resend, reshare) else {
@@ -580,6 +595,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
                    function(i, value) collect(reshare[i], value))
     }
   }
+  if (list_done()) resend <- integer()
   if (length(resend)) {   # workers on other machines: the data travel, and the results
     again <- resend
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
@@ -592,22 +608,24 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
             } else
               paste0(if (isTRUE(shared$input$direct) && !length(reshare))
                        "inputs read from this process" else "shared memory",
-                     if (length(direct)) sprintf(
-                       ", %d of %d written straight into the result", sum(direct), length(direct)),
+                     if (any(!is.na(direct))) sprintf(
+                       ", %d of %d written straight into the result", sum(direct, na.rm = TRUE),
+                       sum(!is.na(direct))),
                      if (length(reshare)) ", some ran again on shared inputs",
                      if (length(resend)) ", some resent"),
             ready, gk_now() - begun - ready, each,
             if (length(waited_s)) paste0(", of which waiting for free slots ",
                                          paste(sprintf("%.2f", waited_s), collapse = " / ")) else ""),
     sprintf(paste("  timeline (s from the call's start): %s; workers started %s, inputs read %s,",
-                  "done %s; collected %s"),
+                  "done %s; collected %s%s"),
             paste(c(sprintf("futures launched %s", at(run$launched - begun)),
                     if (is.na(offered[1L])) sprintf("result and inputs ready %.2f", ready) else
                       sprintf("inputs offered %.2f, checked %.2f, result ready %.2f",
                               offered[1L], offered[2L], ready))[
                         if (early) 1:2 else 2:1],
                   collapse = "; "),
-            at(times[, 1L]), at(times[, 2L]), at(times[, 3L]), at(run$collected - begun)),
+            at(times[, 1L]), at(times[, 2L]), at(times[, 3L]), at(run$collected - begun),
+            if (listed) paste0("; blocks taken ", paste(taken, collapse = "/")) else ""),
     lines)
 }
 

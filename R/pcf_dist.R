@@ -194,12 +194,22 @@ pcf_devices <- function(devices) {
 
 # The device layer's block plan (internal; used by the tests): one row per block
 # in scheduling order with columns row0, rows, col0, cols (1-based starts);
-# rows from row_start + 1 on (a worker's band of a symmetric result).
+# rows from row_start + 1 on (a worker's band of a symmetric result); side > 0:
+# a shared list's agreed side instead of the rules'.
 gk_block_plan <- function(n_rows, n_cols, lower, max_elements, split_hint = 1, min_side = 0,
-                          row_start = 0) {
+                          row_start = 0, side = 0) {
   plan <- .Call(gk_r_block_plan, as.double(n_rows), as.double(n_cols), as.logical(lower),
                 as.double(max_elements), as.double(split_hint), as.double(min_side),
-                as.double(row_start))
+                as.double(row_start), as.double(side))
   colnames(plan) <- c("row0", "rows", "col0", "cols")
   plan
+}
+
+# Takers of one shared block list (internal; used by the tests): the side
+# each plans with, given its own and its budget (0: it takes none), and the
+# blocks each takes of `count` when they take in turn.
+gk_block_agree <- function(own, max_elements, count) {
+  out <- .Call(gk_r_block_agree, as.double(own), as.double(max_elements), as.double(count))
+  colnames(out) <- c("side", "taken")
+  out
 }

@@ -72,7 +72,8 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table);
 SEXP gk_r_pcf_frames(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
-                     SEXP split_hint, SEXP min_side, SEXP row_start);
+                     SEXP split_hint, SEXP min_side, SEXP row_start, SEXP side);
+SEXP gk_r_block_agree(SEXP own, SEXP max_elements, SEXP count);
 
 /* Gaussian processes (r_gp.c) */
 SEXP gk_r_gp_cg_step(SEXP x, SEXP r, SEXP p, SEXP q, SEXP active, SEXP rr, SEXP threads);
@@ -176,7 +177,8 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 14},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 7},
   {"gk_r_pcf_frames", (DL_FUNC) &gk_r_pcf_frames, 1},
-  {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 7},
+  {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 8},
+  {"gk_r_block_agree", (DL_FUNC) &gk_r_block_agree, 3},
   /* H2 matrices */
   {"gk_r_gp_cg_step", (DL_FUNC) &gk_r_gp_cg_step, 7},
   {"gk_r_gp_keep_preceding", (DL_FUNC) &gk_r_gp_keep_preceding, 8},

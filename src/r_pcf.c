@@ -67,6 +67,8 @@ pcf_options gk_pcf_options_from_r(SEXP single, SEXP threads, SEXP budget, SEXP d
   opt.devices = INTEGER(devices);
   opt.n_devices = Rf_length(devices);
   opt.first_row = 0;
+  opt.queue = NULL;
+  opt.sharers = 1;
   return opt;
 }
 

@@ -260,12 +260,14 @@ static int share_range(pcf_set *s, double from, double to)
  * in one engine call: the engine's first_row), computed as `kind` from the
  * input segment `input` and sent through ring `ring` of the caller's result
  * channel `target` (list(path, token, bytes, ring, row0, col0): where the
- * band's (0, 0) is in the result; (0, 0) for y_set 0), or with a `file`
+ * band's (0, 0) is in the result; (0, 0) for y_set 0; with `sharers`, the
+ * number of workers that take the blocks of the whole result from the
+ * channel's shared list, the band then being all of it), or with a `file`
  * (not NULL: a file target as gk_r_pcf_matrix takes it, pcf_dist_file())
  * written into that file's matrix instead (`target` is then not used).
  * c(seconds spent waiting for a free slot, 1 when the blocks went straight
- * into the result, else 0), or FALSE when this process cannot attach them
- * (another machine). */
+ * into the result, else 0, blocks sent (NA into a file)), or FALSE when this
+ * process cannot attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target, SEXP file)
@@ -277,6 +279,8 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   int to_file = !Rf_isNull(file);
   gk_pcf_file_target into = {0};
   if (to_file) into = gk_pcf_file_target_of(file);   /* its R errors before anything is held */
+  SEXP shared_list = to_file ? R_NilValue : gk_list_get(target, "sharers");
+  int sharers = shared_list == R_NilValue ? 0 : gk_as_int(shared_list);
   gk_shared in;
   gk_channel_port port = {0};
   gk_error err;
@@ -292,6 +296,10 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
   if (!to_file && gk_r_channel_attach(target, &port, &err) != GK_OK) {
     gk_shared_release(&in);
     return Rf_ScalarLogical(FALSE);
+  }
+  if (sharers > 0) {   /* the call's workers take blocks from one list */
+    opt.queue = gk_channel_queue(&port);
+    opt.sharers = sharers;
   }
   pcf_set xs = share_view(&in, 0), ys = which > 0 ? share_view(&in, which - 1) : xs;
   /* A symmetric band: x is functions 1..b, of which rows a..b are computed. */
@@ -314,12 +322,14 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
       gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
   }
   double waited = port.wait_s, direct = to_file || port.direct == 1;
+  double blocks = to_file ? NA_REAL : (double) port.blocks;
   gk_shared_release(&in);
   if (!to_file) gk_channel_detach(&port);
   if (err.status) gk_raise(&err);
-  SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, 3));
   REAL(out)[0] = waited;
   REAL(out)[1] = direct;
+  REAL(out)[2] = blocks;
   UNPROTECT(1);
   return out;
 }

@@ -67,7 +67,9 @@ if (with_file) cat("files in", out_dir, ":", system2("df", c("-hT", shQuote(out_
 pairs <- n_pdist * (n_pdist - 1) / 2
 
 median_time <- function(f, reps) {
-  median(vapply(seq_len(reps), function(i) { gc(FALSE); system.time(f())[["elapsed"]] }, 0))
+  times <- vapply(seq_len(reps), function(i) { gc(FALSE); system.time(f())[["elapsed"]] }, 0)
+  if (reps > 1) cat("  reps:", sprintf("%.3f", times), "\n")
+  median(times)
 }
 rows <- list()
 report <- function(setup, seconds, base = NA, note = "") {

@@ -6,7 +6,8 @@
  * compute stream and a download stream, so that the CPU scatters block k
  * (through a gk_block_writer) while the GPU computes blocks k + 1, k + 2, ...
  * Threads take the next block from the shared list (largest first), so
- * GPUs finish together.
+ * GPUs finish together; with options->queue, a queue shared with other
+ * processes running the same list (block_scheduler.h).
  *
  * The pipeline knows nothing of what is computed: a gk_block_policy supplies
  * per-GPU storage and a launch function that uploads what one block needs and
@@ -63,6 +64,7 @@ typedef struct {
                          * once by the engine, whose output budget counts them */
   int progress;         /* print progress lines */
   const char *label;    /* names the job in progress lines */
+  gk_block_queue *queue;   /* where the GPUs take blocks (NULL: a queue of this run) */
 } gk_pipeline_options;
 
 /* Blocks one GPU has in flight (GK_PIPELINE_DEPTH): each holds a device

@@ -20,7 +20,8 @@ struct shared_state {
   size_t count;
   gk_block_writer writer;           // each GPU's share of the scatter threads
   int depth;                        // blocks in flight per GPU (options->depth)
-  std::atomic<size_t> next{0};      // next block to take
+  gk_block_queue own{};             // the run's queue, where none is shared
+  gk_block_queue *queue;            // where the GPUs take their blocks
   std::atomic<size_t> done{0};      // blocks scattered
   // The writer's output: there from the start, or made by the calling thread
   // as the GPUs start (writer.make_out); a failure to make it stops the run.
@@ -135,7 +136,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   w->setup_s = seconds_since(clock);
   origin_s = seconds_since(s->start);   // the idle stream records `origin` at once
 
-  k = s->next.fetch_add(1);
+  k = gk_block_take(s->queue);
   for (;;) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
     if (k < s->count && launched - retired < (size_t) depth) {
@@ -156,7 +157,7 @@ void run_worker(void *ctx, int d, gk_error *err)
       if (launched == 0) w->first_s = seconds_since(s->start);
       block_in[slot] = block;
       launched++;
-      k = s->next.fetch_add(1);
+      k = gk_block_take(s->queue);
       clock = std::chrono::steady_clock::now();
       if (k < s->count && policy->prepare) policy->prepare(policy->ctx, storage, &s->blocks[k]);
       w->prepare_s += seconds_since(clock);
@@ -242,6 +243,7 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.count = count;
   s.writer = gk_block_writer_share(writer, options->n_devices);
   s.depth = options->depth;
+  s.queue = options->queue ? options->queue : &s.own;
   gk_error_clear(&s.output_err);
   if (writer->make_out) s.output_ready.store(0);
   std::vector<worker> workers((size_t) options->n_devices);

@@ -4,15 +4,34 @@
 
 size_t gk_block_side(const gk_block_plan_config *cfg)
 {
+  size_t longest = cfg->n_rows > cfg->n_cols ? cfg->n_rows : cfg->n_cols;
+  if (cfg->side) return cfg->side < longest || !longest ? cfg->side : longest;
   size_t hint = cfg->split_hint ? cfg->split_hint : 1;
   size_t budget = cfg->max_elements ? cfg->max_elements : 1;
   size_t side = (size_t) floor(sqrt((double) (budget / hint)));
   size_t ceiling = (size_t) floor(sqrt((double) budget));
-  size_t longest = cfg->n_rows > cfg->n_cols ? cfg->n_rows : cfg->n_cols;
   if (side < cfg->min_side) side = cfg->min_side;
   if (side > ceiling) side = ceiling;
   if (side > longest) side = longest;
   return side ? side : 1;
+}
+
+size_t gk_block_take(gk_block_queue *q)
+{
+  return __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED);
+}
+
+size_t gk_block_next(const gk_block_queue *q)
+{
+  return __atomic_load_n(&q->next, __ATOMIC_RELAXED);
+}
+
+size_t gk_block_agree_side(gk_block_queue *q, size_t own, size_t max_elements)
+{
+  size_t agreed = 0;
+  if (__atomic_compare_exchange_n(&q->side, &agreed, own, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return own;
+  return agreed <= max_elements / agreed ? agreed : 0;
 }
 
 /* Bands of [from, n) cut at origin + k side (from <= origin <= n): a first

@@ -25,6 +25,13 @@
  * GK_BLOCKS_LOWER mode a block still lies on the diagonal with equal row
  * and column bands (the GPU kernel's diagonal tiles need that) or entirely
  * below it. row_start = 0 gives the plan of the whole matrix.
+ *
+ * A list's devices take their blocks from a gk_block_queue: the GPUs of one
+ * process, or future workers of one machine (each planning the same list,
+ * the queue in their result channel's shared memory), so that all of them
+ * pull from one list, largest first, and finish together wherever one is
+ * slower (its host's writes, a late start). Workers agree on the list by
+ * its side: the first to plan sets it, the others plan with it.
  */
 #ifndef GK_BLOCK_SCHEDULER_H
 #define GK_BLOCK_SCHEDULER_H
@@ -50,7 +57,28 @@ typedef struct {
   size_t split_hint;         /* how many blocks the budget is split into     */
   size_t min_side;           /* occupancy floor for the side (0: none)       */
   size_t row_start;          /* first row planned (0: all; see above)        */
+  size_t side;               /* the band side, agreed on a shared queue (0: the rules above) */
 } gk_block_plan_config;
+
+/* The next block of a list to take, for the devices running it. Lives in
+ * memory every taker sees (the pipeline's state, a shared segment): zeroed
+ * before the first takes, advanced atomically, lock-free across processes. */
+typedef struct {
+  size_t next;   /* index of the next block to take                  */
+  size_t side;   /* a shared list's band side (0: nobody planned yet) */
+} gk_block_queue;
+
+/* The index of the next block (>= the list's count: none left). */
+size_t gk_block_take(gk_block_queue *q);
+
+/* The index the next take returns, as far as this taker knows (others may
+ * take it first): where to begin host work ahead of the first take. */
+size_t gk_block_next(const gk_block_queue *q);
+
+/* The side to plan a shared list with: `own` (gk_block_side of this
+ * taker's config) when it is the first, else the first one's; 0 when that
+ * side's blocks exceed this taker's max_elements (it then takes none). */
+size_t gk_block_agree_side(gk_block_queue *q, size_t own, size_t max_elements);
 
 /* The band side length the rules above give. */
 size_t gk_block_side(const gk_block_plan_config *cfg);

@@ -34,6 +34,7 @@ struct gk_channel_head {
   atomic_int direct_busy;   /* workers writing into the result right now */
   atomic_int opened;        /* the result exists (gk_channel_open)        */
   atomic_int checked;       /* the inputs passed the caller's checks      */
+  gk_block_queue queue;     /* the workers' shared block list (gk_channel_queue) */
 };
 
 struct gk_channel_slot {    /* 64 bytes: one cache line each */
@@ -211,6 +212,7 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
   atomic_init(&h->direct_busy, 0);
   atomic_init(&h->opened, 0);
   atomic_init(&h->checked, 0);
+  h->queue = (gk_block_queue) {0, 0};
   c->head = h;
   start_direct(c);
   return GK_OK;
@@ -306,6 +308,11 @@ gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size
   p->ring = slots_of(h) + ring * h->slots;
   p->data = (char *) h + h->data_offset + ring * h->slots * h->slot_bytes;
   return GK_OK;
+}
+
+gk_block_queue *gk_channel_queue(gk_channel_port *p)
+{
+  return &p->head->queue;
 }
 
 int gk_channel_aborted(gk_channel_port *p)
@@ -572,6 +579,7 @@ gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *
 static void send_block(void *ctx, const gk_block *block, const void *src, int single)
 {
   gk_channel_port *p = (gk_channel_port *) ctx;
+  __atomic_fetch_add(&p->blocks, 1, __ATOMIC_RELAXED);   /* several GPUs may send at once */
   /* On any thread, so no interrupt check: the caller's next step is the
    * result, or stopping. */
   if (!p->failed && await_caller(p, result_opened, 0) != GK_OK) p->failed = 1;

@@ -57,6 +57,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "device/block_scheduler.h"
 #include "device/block_writer.h"
 #include "device/gk_error.h"
 #include "device/gk_shared.h"
@@ -153,6 +154,7 @@ typedef struct {
   volatile int failed;    /* the caller stopped taking blocks              */
   double wait_s;          /* seconds spent waiting for a free slot         */
   volatile int direct;    /* writes into the result: 0 untried, 1 yes, -1 no */
+  size_t blocks;          /* blocks sent (of a shared list: the ones taken) */
 } gk_channel_port;
 
 /* Attaches ring `ring` of the segment at `path` (gk_shared_attach's checks). */
@@ -165,6 +167,11 @@ gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t
                                   size_t col0, int threads);
 
 void gk_channel_detach(gk_channel_port *p);
+
+/* The block list the workers of one call share (block_scheduler.h): each
+ * plans the whole result and takes blocks from it, so that they finish
+ * together. */
+gk_block_queue *gk_channel_queue(gk_channel_port *p);
 
 /* Whether the caller stopped the call (an error, an interrupt, finished):
  * checked after reading its inputs, which it frees only after that. */

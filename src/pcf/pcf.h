@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include "device/gk_error.h"
 #include "device/block_writer.h"
+#include "device/block_scheduler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,12 @@ typedef struct {
   const int *devices;     /* GPUs to use (0-based), for the CUDA engine   */
   int n_devices;
   size_t first_row;       /* rows of x before it are not computed (0: all) */
+  /* NULL: the call's own block list. Else a queue shared with the other
+   * processes computing the same result (block_scheduler.h): each plans the
+   * whole list (first_row 0) and takes blocks from it until none is left;
+   * `sharers` of them, for the plan's side. */
+  gk_block_queue *queue;
+  int sharers;
 } pcf_options;
 
 /* The operation for an R `p` (p >= 1, or Inf), or the inner product. */
@@ -82,7 +89,8 @@ gk_status pcf_check_tails(const pcf_op *op, const pcf_set *x, const char *arg_x,
  * `writer`: GK_WRITE_DIST and GK_WRITE_SYMMETRIC need y == x. With
  * options->first_row > 0 only rows first_row.. are computed (the block
  * plan's row_start): with y == x, a future worker's band of a symmetric
- * result (rows a..b against functions 1..b, lower triangle) as one call. */
+ * result (rows a..b against functions 1..b, lower triangle) as one call.
+ * With options->queue, the blocks this process takes from the shared list. */
 gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
                          const gk_block_writer *writer, const pcf_options *options,
                          gk_error *err);

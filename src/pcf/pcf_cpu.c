@@ -80,10 +80,16 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind),
                               PCF_CPU_BLOCK_ELEMENTS, 1, 0, options->first_row};
   gk_block_progress progress;
+  gk_block_queue own = {0, 0}, *queue = options->queue ? options->queue : &own;
+  size_t taken = 0;
   cpu_job job;
 
   if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
   if (cfg.max_elements < 1) cfg.max_elements = 1;
+  if (options->queue) {
+    cfg.side = gk_block_agree_side(options->queue, gk_block_side(&cfg), cfg.max_elements);
+    if (!cfg.side) return GK_OK;   /* the list's blocks are too large here: others take them */
+  }
   if (pack_all(x, single, threads, &xp, &xo, err) ||
       (y != x && pack_all(y, single, threads, &yp, &yo, err)) ||
       gk_block_plan(&cfg, &blocks, &count, err))
@@ -103,17 +109,18 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
   job.y_off = y != x ? yo : xo;
   job.kind = writer->kind;
   gk_block_progress_start(&progress, "pcf (CPU)", count, options->progress);
-  for (size_t k = 0; k < count; k++) {
+  for (size_t k = gk_block_take(queue); k < count; k = gk_block_take(queue)) {
     if (gk_interrupt_pending()) {
-      gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %lu of %lu blocks", (unsigned long) k,
+      gk_fail(err, GK_ERR_INTERRUPTED, "stopped after %lu of %lu blocks", (unsigned long) taken,
               (unsigned long) count);
       goto fail;
     }
     if (single) block_f(&job, &blocks[k], (double *) buf, threads);
     else block_d(&job, &blocks[k], (double *) buf, threads);
     gk_block_write(writer, &blocks[k], buf, 0);
-    gk_block_progress_update(&progress, k + 1, k + 1 == count);
+    gk_block_progress_update(&progress, ++taken, 0);
   }
+  if (taken) gk_block_progress_update(&progress, taken, 1);
 fail:
   free(xp);
   free(yp);

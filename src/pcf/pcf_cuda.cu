@@ -558,12 +558,14 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
+  // Split 32 ways per GPU: of every process that shares the list.
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
-                              (size_t) 32 * (size_t) options->n_devices, 0,
-                              options->first_row};
+                              (size_t) 32 * (size_t) options->n_devices *
+                                  (size_t) (options->queue ? std::max(1, options->sharers) : 1),
+                              0, options->first_row};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch, prepare};
   gk_pipeline_options popt = {options->devices, options->n_devices, depth, options->progress,
-                              "pcf (GPU)"};
+                              "pcf (GPU)", options->queue};
   double start = gk_seconds_now();
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
@@ -582,6 +584,14 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     cfg.max_elements = (size_t) (options->budget_bytes / (double) depth / elem);
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
+  if (options->queue) {
+    cfg.side = gk_block_agree_side(options->queue, gk_block_side(&cfg), cfg.max_elements);
+    if (!cfg.side) {   // the list's blocks are too large for this GPU: others take them
+      if (options->progress)
+        gk_progress("pcf (GPU): the shared list's blocks exceed this GPU's budget; none taken");
+      return GK_OK;
+    }
+  }
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
   ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
@@ -592,18 +602,22 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     goto fail;
   }
   if (options->progress)
-    gk_progress("pcf (GPU): %zu blocks over %zu bands, planned and the bands' host memory "
-                "ready in %.3f s", count, ctx.n_bands, gk_seconds_now() - start);
+    gk_progress("pcf (GPU): %zu blocks over %zu bands%s, planned and the bands' host memory "
+                "ready in %.3f s", count, ctx.n_bands,
+                options->queue ? " (a list shared with other processes)" : "",
+                gk_seconds_now() - start);
   {
     // The bands of each GPU's first block, packed on every host thread by a
     // thread of their own while this one starts the GPUs and makes the
     // result: a GPU thread packs with its share of the threads, and the GPUs'
     // first blocks share bands, so that they would wait for each other. A
     // GPU thread waits for a band being packed and packs one not begun.
+    // From a shared list, the blocks next in it (others may take them).
     int all_threads = gk_block_writer_share(writer, 1).threads;
-    size_t firsts = std::min(count, (size_t) options->n_devices);
-    auto pack_firsts = [&ctx, firsts, all_threads] {
-      for (size_t k = 0; k < firsts; k++)
+    size_t first = options->queue ? std::min(count, gk_block_next(options->queue)) : 0;
+    size_t firsts = std::min(count, first + (size_t) options->n_devices);
+    auto pack_firsts = [&ctx, first, firsts, all_threads] {
+      for (size_t k = first; k < firsts; k++)
         for (int b : {ctx.row_band[k], ctx.col_band[k]}) packed(&ctx, b, all_threads);
     };
     std::thread early;

@@ -82,6 +82,27 @@ test_that("the side follows the budget, the split hint and the occupancy floor",
   expect_equal(sort(plan[, "rows"]), c(1, 3, 3, 3))
 })
 
+test_that("takers of a shared list agree on its side and take each block once", {
+  agree <- function(...) gpukernels:::gk_block_agree(...)
+  # The first one's side wins; a taker whose budget cannot hold its blocks takes none.
+  got <- agree(c(50, 40, 70, 50), c(2500, 1600, 1e4, 2499), 23)
+  expect_equal(unname(got[, "side"]), c(50, 0, 50, 0))
+  expect_equal(unname(got[, "taken"]), c(12, 0, 11, 0))
+  # Every block once, whatever the number of takers; none for an empty list.
+  for (takers in 1:5) for (count in c(0, 1, 7, 40)) {
+    got <- agree(rep(9, takers), rep(81, takers), count)
+    expect_equal(sum(got[, "taken"]), count, info = c(takers, count))
+    expect_lte(diff(range(got[, "taken"])), 1)
+  }
+  # Planned with the agreed side, every taker's list is the same, whatever its own rules say.
+  agreed <- gpukernels:::gk_block_plan(50, 50, TRUE, 1e4, split_hint = 8, side = 13)
+  expect_identical(agreed, gpukernels:::gk_block_plan(50, 50, TRUE, 400, split_hint = 2,
+                                                       min_side = 30, side = 13))
+  expect_equal(max(agreed[, "rows"]), 13)
+  hits <- coverage(agreed, 50, 50)
+  expect_true(all(hits[lower.tri(hits, diag = TRUE)] == 1L))
+})
+
 test_that("a file computed slab by slab equals the one computed in one go", {
   skip_if_not_installed("bigmemory")
   set.seed(60)
