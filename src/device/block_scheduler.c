@@ -21,6 +21,12 @@ size_t gk_block_take(gk_block_queue *q)
   return __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED);
 }
 
+void gk_block_close(gk_block_queue *q)
+{
+  /* Far past any list, and far from wrapping around however many take after it. */
+  __atomic_store_n(&q->next, (size_t) -1 / 2, __ATOMIC_RELAXED);
+}
+
 size_t gk_block_next(const gk_block_queue *q)
 {
   return __atomic_load_n(&q->next, __ATOMIC_RELAXED);

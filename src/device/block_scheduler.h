@@ -71,6 +71,10 @@ typedef struct {
 /* The index of the next block (>= the list's count: none left). */
 size_t gk_block_take(gk_block_queue *q);
 
+/* Closes the list: every later take returns past its end, so that its
+ * takers stop after the blocks they hold (a call that stopped). */
+void gk_block_close(gk_block_queue *q);
+
 /* The index the next take returns, as far as this taker knows (others may
  * take it first): where to begin host work ahead of the first take. */
 size_t gk_block_next(const gk_block_queue *q);

@@ -43,6 +43,14 @@ struct gk_channel_slot {    /* 64 bytes: one cache line each */
   uint64_t band_row0, band_col0, row0, rows, col0, cols;
 };
 
+/* Tells the workers to give up: their waits end, and they take no more
+ * blocks of their shared list. */
+static void stop_workers(gk_channel_head *h)
+{
+  atomic_store(&h->abort, 1);
+  gk_block_close(&h->queue);
+}
+
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 static double seconds(void)
@@ -242,7 +250,7 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
     c->running++;
   }
   if (c->running < writers) {   /* the workers give up; the owner releases the segment */
-    atomic_store(&h->abort, 1);
+    stop_workers(h);
     stop_writers(c);
     end_direct(c);
     return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
@@ -258,14 +266,14 @@ void gk_channel_finish(gk_channel *c)
   atomic_thread_fence(memory_order_release);
   c->finishing = 1;
   stop_writers(c);
-  atomic_store(&c->head->abort, 1);   /* no worker is left to send */
+  stop_workers(c->head);   /* no worker is left to send */
   end_direct(c);
 }
 
 void gk_channel_release(gk_channel *c)
 {
   if (c->head) {
-    atomic_store(&c->head->abort, 1);
+    stop_workers(c->head);
     stop_writers(c);
     end_direct(c);
   }
@@ -574,12 +582,10 @@ gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *
 #endif
 }
 
-/* The writer's callback: the block straight into the caller's result where
- * it allows that, else whole columns at a time into slots. */
-static void send_block(void *ctx, const gk_block *block, const void *src, int single)
+/* The block straight into the caller's result where it allows that, else
+ * whole columns at a time into slots; p->failed when the caller stopped. */
+static void deliver_block(gk_channel_port *p, const gk_block *block, const void *src, int single)
 {
-  gk_channel_port *p = (gk_channel_port *) ctx;
-  __atomic_fetch_add(&p->blocks, 1, __ATOMIC_RELAXED);   /* several GPUs may send at once */
   /* On any thread, so no interrupt check: the caller's next step is the
    * result, or stopping. */
   if (!p->failed && await_caller(p, result_opened, 0) != GK_OK) p->failed = 1;
@@ -630,6 +636,16 @@ static void send_block(void *ctx, const gk_block *block, const void *src, int si
     s->cols = cols;
     atomic_store_explicit(&s->state, 2, memory_order_release);
   }
+}
+
+/* The writer's callback. Once the caller stopped (or is gone), this worker
+ * takes no more blocks of the shared list either. */
+static void send_block(void *ctx, const gk_block *block, const void *src, int single)
+{
+  gk_channel_port *p = (gk_channel_port *) ctx;
+  __atomic_fetch_add(&p->blocks, 1, __ATOMIC_RELAXED);   /* several GPUs may send at once */
+  deliver_block(p, block, src, single);
+  if (p->failed) gk_block_close(&p->head->queue);
 }
 
 gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t row0,

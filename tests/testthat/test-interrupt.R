@@ -66,3 +66,31 @@ test_that("long GPU calls stop on an interrupt, as R's interrupt condition", {
   skip_if_no_gpu()
   check_interrupts("gpu", interrupt_cases_gpu, interrupt_setup_gpu)
 })
+
+test_that("an interrupted call of future workers stops them too", {
+  skip_on_os("windows")
+  skip_if_not_installed("future")
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  # Two CPU workers on a PCF distance matrix of a minute; the interrupt comes
+  # while they compute.
+  setup <- "
+    options(gpukernels.threads = 2)
+    future::plan(future::multisession, workers = 2)
+    set.seed(8)
+    X <- lapply(1:6000, function(i) cbind(c(0, cumsum(rexp(1999))), c(rnorm(1999), 0)))
+    invisible(pcf_pdist(X[1:50], backend = 'cpu', workers = 2))   # the workers are up
+  "
+  cases <- c(pdist_workers = "pcf_pdist(X, backend = 'cpu', workers = 2)")
+  # Then the workers take no more blocks: the next call runs at once.
+  after <- "
+    t0 <- proc.time()[['elapsed']]
+    small <- pcf_pdist(X[1:40], backend = 'cpu', workers = 2)
+    c(seconds = proc.time()[['elapsed']] - t0,
+      error = max(abs(as.vector(small) - as.vector(pcf_pdist(X[1:40], backend = 'cpu', workers = 1)))))
+  "
+  run <- run_interrupted(cases, setup = setup, after = after, delay = 3)
+  expect_identical(run$results$pdist_workers$outcome, "interrupt")
+  expect_lt(run$results$pdist_workers$latency, 5)
+  expect_lt(run$after[["seconds"]], 5)
+  expect_identical(run$after[["error"]], 0)
+})
