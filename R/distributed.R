@@ -402,9 +402,9 @@ gk_pcf_chunk_shared <- function(task) {
 # threads of this process scatter them into the result while they compute;
 # the results of others are written into it as they arrive. Where the
 # workers read their inputs from this process, the channel's small shared
-# part is made first and the futures launched at once: their dispatch and
-# start overlap the table of where the inputs are, and they wait for its
-# offer; they copy the functions out of R's matrices while this process
+# part and the table of where the inputs are (milliseconds) are made and
+# offered first, then the futures launched: each starts reading as it
+# starts; they copy the functions out of R's matrices while this process
 # checks them, and compute once they passed. The result's allocation (R's
 # collector runs first) then overlaps their reading and first blocks, which
 # wait for it. The value is
@@ -455,9 +455,6 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
   check <- function(warn) .Call(gk_r_pcf_check, xy[[1L]], xy[[2L]], kind, p, single, warn, table)
   prepare <- function() {
     if (direct) {
-      table <<- .Call(gk_r_pcf_table, xy[[1L]], xy[[2L]])
-      .Call(gk_r_channel_offer, handle, table)
-      offered <- gk_now()
       check(TRUE)   # float's warnings come from here: the workers' bands make none
       make_file()
       .Call(gk_r_channel_checked, handle)
@@ -474,6 +471,12 @@ gk_pcf_distributed <- function(X, Y, kind, p, precision, backend, devices, count
     check(FALSE)
     make_file()
     NULL
+  }
+  offered <- NA_real_
+  if (direct) {   # before the launches: the workers find it as they start
+    table <- .Call(gk_r_pcf_table, xy[[1L]], xy[[2L]])
+    .Call(gk_r_channel_offer, handle, table)
+    offered <- gk_now()
   }
   early <- if (direct) gk_early_launches(nrow(bands)) else 0L
   phases <- gk_pcf_bands(X, Y, kind, p, precision, backend, devices, bands, handle,
