@@ -354,6 +354,11 @@ gk_pcf_chunk_shared <- function(task) {
   }
   a <- task$rows[1L]
   b <- task$rows[2L]
+  if (!is.null(task$shared$target$sharers) &&
+      !.Call(gk_r_pcf_blocks_left, task$shared$target)) {   # others took every block
+    return(list(written = TRUE, seconds = gk_now() - started, waited = 0, direct = TRUE,
+                blocks = 0, lines = lines, times = c(started, started, gk_now())))
+  }
   symmetric <- task$kind %in% c("pdist", "kernel_sym")
   x_rows <- c(a, b)   # in the functions of `input`
   input <- task$shared$input

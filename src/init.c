@@ -70,6 +70,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
                    SEXP progress, SEXP target, SEXP file);
 SEXP gk_r_pcf_check(SEXP x, SEXP y, SEXP kind, SEXP p, SEXP single, SEXP warn, SEXP table);
+SEXP gk_r_pcf_blocks_left(SEXP target);
 SEXP gk_r_pcf_frames(SEXP x);
 SEXP gk_r_block_plan(SEXP n_rows, SEXP n_cols, SEXP lower, SEXP max_elements,
                      SEXP split_hint, SEXP min_side, SEXP row_start, SEXP side);
@@ -176,6 +177,7 @@ static const R_CallMethodDef call_entries[] = {
   {"gk_r_file_make", (DL_FUNC) &gk_r_file_make, 2},
   {"gk_r_pcf_band", (DL_FUNC) &gk_r_pcf_band, 14},
   {"gk_r_pcf_check", (DL_FUNC) &gk_r_pcf_check, 7},
+  {"gk_r_pcf_blocks_left", (DL_FUNC) &gk_r_pcf_blocks_left, 1},
   {"gk_r_pcf_frames", (DL_FUNC) &gk_r_pcf_frames, 1},
   {"gk_r_block_plan", (DL_FUNC) &gk_r_block_plan, 8},
   {"gk_r_block_agree", (DL_FUNC) &gk_r_block_agree, 3},

@@ -43,7 +43,7 @@ SEXP gk_r_block_agree(SEXP own, SEXP max_elements, SEXP count)
   if (TYPEOF(own) != REALSXP || TYPEOF(max_elements) != REALSXP || Rf_xlength(max_elements) != n)
     gk_stop("own and max_elements: numbers of one length");
   size_t blocks = (size_t) gk_as_double(count);
-  gk_block_queue queue = {0, 0};
+  gk_block_queue queue = {0, 0, 0};
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int) n, 2));
   double *side = REAL(out), *taken = side + n;
   for (R_xlen_t k = 0; k < n; k++) {

@@ -243,6 +243,21 @@ SEXP gk_r_pcf_fetch(SEXP target, SEXP x_rows, SEXP threads)
   return copy;
 }
 
+/* Whether blocks are left in the shared list of the caller's result
+ * channel `target`: FALSE once it was planned and every block is taken, so
+ * that a worker that starts that late reads no inputs. TRUE where the
+ * channel cannot be attached (the worker's usual route then says so). */
+SEXP gk_r_pcf_blocks_left(SEXP target)
+{
+  gk_channel_port port;
+  gk_error err;
+  gk_error_clear(&err);
+  if (gk_r_channel_attach(target, &port, &err) != GK_OK) return Rf_ScalarLogical(TRUE);
+  int left = gk_block_left(gk_channel_queue(&port));
+  gk_channel_detach(&port);
+  return Rf_ScalarLogical(left);
+}
+
 /* Functions [from, to] (1-based) of a set; 0 when outside it. */
 static int share_range(pcf_set *s, double from, double to)
 {

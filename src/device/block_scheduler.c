@@ -27,6 +27,17 @@ void gk_block_close(gk_block_queue *q)
   __atomic_store_n(&q->next, (size_t) -1 / 2, __ATOMIC_RELAXED);
 }
 
+void gk_block_listed(gk_block_queue *q, size_t count)
+{
+  __atomic_store_n(&q->count, count, __ATOMIC_RELEASE);
+}
+
+int gk_block_left(const gk_block_queue *q)
+{
+  size_t count = __atomic_load_n(&q->count, __ATOMIC_ACQUIRE);
+  return !count || __atomic_load_n(&q->next, __ATOMIC_RELAXED) < count;
+}
+
 size_t gk_block_next(const gk_block_queue *q)
 {
   return __atomic_load_n(&q->next, __ATOMIC_RELAXED);

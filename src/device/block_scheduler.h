@@ -64,8 +64,9 @@ typedef struct {
  * memory every taker sees (the pipeline's state, a shared segment): zeroed
  * before the first takes, advanced atomically, lock-free across processes. */
 typedef struct {
-  size_t next;   /* index of the next block to take                  */
-  size_t side;   /* a shared list's band side (0: nobody planned yet) */
+  size_t next;    /* index of the next block to take                  */
+  size_t side;    /* a shared list's band side (0: nobody planned yet) */
+  size_t count;   /* a shared list's length, once planned (0: not yet) */
 } gk_block_queue;
 
 /* The index of the next block (>= the list's count: none left). */
@@ -74,6 +75,14 @@ size_t gk_block_take(gk_block_queue *q);
 /* Closes the list: every later take returns past its end, so that its
  * takers stop after the blocks they hold (a call that stopped). */
 void gk_block_close(gk_block_queue *q);
+
+/* Says the shared list's length once planned (each planner; all plan the
+ * same list), for takers that come late (gk_block_left). */
+void gk_block_listed(gk_block_queue *q, size_t count);
+
+/* 0 when the shared list was planned and every block of it is taken (or
+ * it was closed): a taker that comes now need not read its inputs. */
+int gk_block_left(const gk_block_queue *q);
 
 /* The index the next take returns, as far as this taker knows (others may
  * take it first): where to begin host work ahead of the first take. */

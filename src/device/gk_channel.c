@@ -220,7 +220,7 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
   atomic_init(&h->direct_busy, 0);
   atomic_init(&h->opened, 0);
   atomic_init(&h->checked, 0);
-  h->queue = (gk_block_queue) {0, 0};
+  h->queue = (gk_block_queue) {0, 0, 0};
   c->head = h;
   start_direct(c);
   return GK_OK;

@@ -80,7 +80,7 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind),
                               PCF_CPU_BLOCK_ELEMENTS, 1, 0, options->first_row};
   gk_block_progress progress;
-  gk_block_queue own = {0, 0}, *queue = options->queue ? options->queue : &own;
+  gk_block_queue own = {0, 0, 0}, *queue = options->queue ? options->queue : &own;
   size_t taken = 0;
   cpu_job job;
 
@@ -94,6 +94,7 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
       (y != x && pack_all(y, single, threads, &yp, &yo, err)) ||
       gk_block_plan(&cfg, &blocks, &count, err))
     goto fail;
+  gk_block_listed(queue, count);
   gk_block_extents(blocks, count, &max_rows, &max_cols, &max_elements);
   buf = malloc((max_elements ? max_elements : 1) * elem);
   if (!buf) {

@@ -593,6 +593,7 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     }
   }
   GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
+  if (options->queue) gk_block_listed(options->queue, count);
   ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
     find_bands(&ctx, blocks, count);
