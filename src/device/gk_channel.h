@@ -35,7 +35,9 @@
  * gk_channel_writer: each block of results (float or double) is copied into
  * a free slot, piece by piece of whole columns.
  *
- * On both routes the result asks for 2 MiB pages (gk_result_huge_pages).
+ * On both routes the result asks for 2 MiB pages (gk_result_huge_pages),
+ * and the workers take their blocks from one list in the segment's head
+ * (gk_channel_queue); the caller closes it when it stops them.
  *
  * Why not a result in shared memory that workers write: shared memory
  * (memfd) gets no huge pages on most systems, and its first writes fault in
