@@ -33,8 +33,8 @@
 #' @section Which route is faster:
 #' On one machine, this process on all its GPUs computes a PCF matrix faster
 #' than workers with a GPU each: it flattens the functions once, makes one
-#' result and writes each block into it once, while workers start, read their
-#' band's functions and hand over their blocks (5e4 functions, a `dist` in
+#' result and writes each block into it once, while workers start, read the
+#' functions and hand over their blocks (5e4 functions, a `dist` in
 #' memory, see `inst/bench/RESULTS.md`: 2 GPUs 1.8 to 2.0 times one GPU,
 #' 2 workers 1.6 to 1.8 times; 4 GPUs 2.7 to 3.6 times, 4 workers 2.3 to
 #' 3.1 times, by host). So the default `workers` keeps those calls here under
@@ -44,11 +44,16 @@
 #' its wrappers), whose results are small, go to the plan's workers.
 #'
 #' @section What a worker gets:
-#' One future per chunk. PCF distance matrices are cut into row bands of
-#' equal work (for a `dist`, band `k` of `K` ends at row `n * sqrt(k / K)`);
-#' reductions into equal row ranges of the output. A worker on this machine
-#' computes its band of a `dist` or symmetric matrix (its rows against every
-#' function up to its last row, below the diagonal) as one engine call. The
+#' One future per chunk. Workers on this machine that compute a PCF matrix
+#' in memory share one list of its blocks: each plans the whole result and
+#' takes blocks, largest first, until none is left (as the GPUs of one
+#' process do), so that a worker that starts later or writes more slowly
+#' takes fewer and they end together; each reads every function. Workers
+#' that get their data (other machines) and those writing a file
+#' ([pcf_dist_file()]) get row bands of equal work (for a `dist`, band `k`
+#' of `K` ends at row `n * sqrt(k / K)`), each computed as one engine call
+#' (its rows against every function up to its last row, below the
+#' diagonal). Reductions are cut into equal row ranges of the output. The
 #' session's `gpukernels.*` options (threads, budgets, backend) are set on the
 #' worker for the chunk.
 #'
@@ -57,7 +62,7 @@
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
 #'     run in this process): the functions are flattened and checked once in
-#'     the calling process, each worker copies its band's functions out of
+#'     the calling process, each worker copies the functions out of
 #'     that process's memory and writes its blocks of results, as its GPU
 #'     (or CPU) produces them, straight into the result, an ordinary R
 #'     vector of the calling process (Linux's cross-process copies
@@ -90,7 +95,8 @@
 #' The shared memory is an anonymous memory file (Linux `memfd_create`, not
 #' limited by the size of `/dev/shm`), opened by the workers through
 #' `/proc`; a worker whose buffers are full waits for the calling process,
-#' and gives up when that one stops (an error, an interrupt). Elsewhere,
+#' and gives up when that one stops (an error, an interrupt): the workers
+#' then take no more blocks, and are free for the next call. Elsewhere,
 #' and with `options(gpukernels.future_shared = FALSE)`, every worker gets
 #' its data and returns its results through its future.
 #' [pcf_dist_file()] takes the same routes for the functions (read from the
