@@ -27,11 +27,6 @@ void gk_block_close(gk_block_queue *q)
   __atomic_store_n(&q->next, (size_t) -1 / 2, __ATOMIC_RELAXED);
 }
 
-void gk_block_listed(gk_block_queue *q, size_t count)
-{
-  __atomic_store_n(&q->count, count, __ATOMIC_RELEASE);
-}
-
 int gk_block_left(const gk_block_queue *q)
 {
   size_t count = __atomic_load_n(&q->count, __ATOMIC_ACQUIRE);
@@ -145,6 +140,26 @@ gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size
   }
   *blocks = out;
   *count = k;
+  return GK_OK;
+}
+
+gk_status gk_block_plan_queued(const gk_block_plan_config *cfg, gk_block_queue *queue,
+                               gk_block **blocks, size_t *count, int *taking, gk_error *err)
+{
+  gk_block_plan_config agreed = *cfg;
+  *blocks = NULL;
+  *count = 0;
+  if (taking) *taking = 1;
+  if (queue) {
+    agreed.side = gk_block_agree_side(queue, gk_block_side(cfg), cfg->max_elements);
+    if (!agreed.side) {
+      if (taking) *taking = 0;
+      return GK_OK;
+    }
+  }
+  if (gk_block_plan(&agreed, blocks, count, err)) return err->status;
+  /* Every planner stores the same length: all plan the same list. */
+  if (queue) __atomic_store_n(&queue->count, *count, __ATOMIC_RELEASE);
   return GK_OK;
 }
 

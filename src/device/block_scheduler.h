@@ -76,10 +76,6 @@ size_t gk_block_take(gk_block_queue *q);
  * takers stop after the blocks they hold (a call that stopped). */
 void gk_block_close(gk_block_queue *q);
 
-/* Says the shared list's length once planned (each planner; all plan the
- * same list), for takers that come late (gk_block_left). */
-void gk_block_listed(gk_block_queue *q, size_t count);
-
 /* 0 when the shared list was planned and every block of it is taken (or
  * it was closed): a taker that comes now need not read its inputs. */
 int gk_block_left(const gk_block_queue *q);
@@ -99,6 +95,14 @@ size_t gk_block_side(const gk_block_plan_config *cfg);
 /* Fills *blocks (malloc'd; free() it) and *count. An empty matrix gives no blocks. */
 gk_status gk_block_plan(const gk_block_plan_config *cfg, gk_block **blocks, size_t *count,
                         gk_error *err);
+
+/* gk_block_plan of a list whose blocks are taken from `queue` (NULL: the
+ * caller's own, planned by the rules): on a shared queue with the side its
+ * takers agree on (gk_block_agree_side), its length then recorded for
+ * takers that come late (gk_block_left). *taking (may be NULL) is 0 where
+ * this taker cannot hold the agreed side: no blocks, the others take them. */
+gk_status gk_block_plan_queued(const gk_block_plan_config *cfg, gk_block_queue *queue,
+                               gk_block **blocks, size_t *count, int *taking, gk_error *err);
 
 /* Largest rows, columns and rows x cols over a block list (for sizing buffers). */
 void gk_block_extents(const gk_block *blocks, size_t count, size_t *max_rows,

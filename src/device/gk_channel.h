@@ -15,16 +15,18 @@
  *
  * Inputs read directly (same rule, same token check): the caller offers a
  * table of where its PCFs are, R's own matrices (gk_channel_offer_input);
- * each worker copies out what its band needs with process_vm_readv
+ * each worker copies out what its part needs (every function, where the
+ * workers share one list of blocks) with process_vm_readv
  * (gk_channel_read_columns) while the caller checks them, and computes once
  * they passed (gk_channel_inputs_checked). A copy made first, in a shared
  * segment or in the caller's memory, put 404 MB of writes (at 5e4
  * functions) before every worker's reading. On this route the channel is
- * made before the result (gk_channel_create, then gk_channel_open): the
- * workers are launched at once and wait for the offer
- * (gk_channel_await_input). The offer comes first, the result after it, so
- * that the result's allocation (and R's collection before it) overlaps the
- * workers' reading and first blocks; a block waits until the result exists.
+ * made before the result (gk_channel_create, then gk_channel_open) and the
+ * table offered before the workers are launched; one launched earlier
+ * waits for the offer (gk_channel_await_input). The offer comes first, the
+ * result after it, so that the result's allocation (and R's collection
+ * before it) overlaps the workers' reading and first blocks; a block waits
+ * until the result exists.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's

@@ -86,15 +86,11 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
 
   if (options->budget_bytes > 0) cfg.max_elements = (size_t) (options->budget_bytes / 2 / elem);
   if (cfg.max_elements < 1) cfg.max_elements = 1;
-  if (options->queue) {
-    cfg.side = gk_block_agree_side(options->queue, gk_block_side(&cfg), cfg.max_elements);
-    if (!cfg.side) return GK_OK;   /* the list's blocks are too large here: others take them */
-  }
-  if (pack_all(x, single, threads, &xp, &xo, err) ||
-      (y != x && pack_all(y, single, threads, &yp, &yo, err)) ||
-      gk_block_plan(&cfg, &blocks, &count, err))
+  /* Planned first: a taker of a shared list whose blocks are too large here packs nothing. */
+  if (gk_block_plan_queued(&cfg, options->queue, &blocks, &count, NULL, err) || !count ||
+      pack_all(x, single, threads, &xp, &xo, err) ||
+      (y != x && pack_all(y, single, threads, &yp, &yo, err)))
     goto fail;
-  gk_block_listed(queue, count);
   gk_block_extents(blocks, count, &max_rows, &max_cols, &max_elements);
   buf = malloc((max_elements ? max_elements : 1) * elem);
   if (!buf) {

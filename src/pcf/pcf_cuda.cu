@@ -584,16 +584,15 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
     cfg.max_elements = (size_t) (options->budget_bytes / (double) depth / elem);
   cfg.max_elements = std::max((size_t) 1, std::min(cfg.max_elements, kMaxBlockElements * cfg.split_hint));
   cfg.min_side = (size_t) std::sqrt((double) sm * 2048.0 * kTileCols);
-  if (options->queue) {
-    cfg.side = gk_block_agree_side(options->queue, gk_block_side(&cfg), cfg.max_elements);
-    if (!cfg.side) {   // the list's blocks are too large for this GPU: others take them
+  {
+    int taking;
+    GK_TRY(gk_block_plan_queued(&cfg, options->queue, &blocks, &count, &taking, err));
+    if (!taking) {   // the list's blocks are too large for this GPU: others take them
       if (options->progress)
         gk_progress("pcf (GPU): the shared list's blocks exceed this GPU's budget; none taken");
       return GK_OK;
     }
   }
-  GK_TRY(gk_block_plan(&cfg, &blocks, &count, err));
-  if (options->queue) gk_block_listed(options->queue, count);
   ctx.pack_threads = gk_block_writer_share(writer, options->n_devices).threads;
   try {
     find_bands(&ctx, blocks, count);
