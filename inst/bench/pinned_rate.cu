@@ -1,7 +1,10 @@
 /* Time to get page-locked host memory, by way (the device layer's
  * gk_pinned_alloc, inst/bench/RESULTS.md): cudaMallocHost, against memory of
  * our own, faulted in (one thread, or in 2 MiB pages asked for with
- * MADV_HUGEPAGE) then registered. Fresh memory each time. Not part of the
+ * MADV_HUGEPAGE) then registered. Fresh memory each time. Then, on a machine
+ * of several GPUs, the same registration once every GPU has a context (as in
+ * a call on all of them: registered memory is mapped into each), and one
+ * buffer per GPU registered by a thread each. Not part of the
  * package's build:
  *   nvcc -O2 inst/bench/pinned_rate.cu -o /tmp/pinned_rate && /tmp/pinned_rate MiB
  */
@@ -11,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 static double now()
 {
@@ -22,6 +27,13 @@ int main(int argc, char **argv)
   const size_t mib = argc > 1 ? (size_t) atol(argv[1]) : 1024, bytes = mib << 20;
   const size_t huge = (size_t) 2 << 20;
   cudaFree(0);   // the context, not what is measured
+  auto own_memory = [](size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, (size_t) 2 << 20, n)) exit(1);
+    madvise(p, n, MADV_HUGEPAGE);
+    memset(p, 1, n);
+    return p;
+  };
   printf("%8s %-34s %8s %8s %8s\n", "MiB", "way", "make s", "pin s", "GB/s");
   for (int round = 0; round < 2; round++) {
     void *p = NULL;
@@ -46,6 +58,39 @@ int main(int argc, char **argv)
              large ? "2 MiB pages, written, registered" : "4 KiB pages, written, registered",
              make, pin, bytes / (make + pin) / 1e9);
     }
+  }
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  if (gpus < 2) return 0;
+  for (int d = 0; d < gpus; d++) {
+    cudaSetDevice(d);
+    cudaFree(0);
+  }
+  cudaSetDevice(0);
+  for (int round = 0; round < 2; round++) {
+    void *p = own_memory(bytes);
+    double t = now();
+    cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    double one = now() - t;
+    cudaHostUnregister(p);
+    free(p);
+    std::vector<void *> each(gpus);
+    for (auto &q : each) q = own_memory(bytes);
+    std::vector<std::thread> threads;
+    t = now();
+    for (int d = 0; d < gpus; d++)
+      threads.emplace_back([&each, d, bytes] {
+        cudaSetDevice(d);
+        cudaHostRegister(each[d], bytes, cudaHostRegisterPortable);
+      });
+    for (auto &th : threads) th.join();
+    double all = now() - t;
+    for (auto q : each) {
+      cudaHostUnregister(q);
+      free(q);
+    }
+    printf("%8zu %d contexts: one registered in %.3f s; one per GPU, a thread each, in %.3f s\n",
+           mib, gpus, one, all);
   }
   return 0;
 }
