@@ -62,7 +62,7 @@
 #'     flight (2 to 4; 4, the default): while the host writes one into the
 #'     result, the GPU computes the others, so that it does not wait for a
 #'     slow write or for the result's allocation; each holds a block of
-#'     results on the GPU and in page-locked host memory.}
+#'     results on the GPU, two at a time also in page-locked host memory.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
 #'     read the functions of a PCF matrix from the calling session's memory
 #'     and write their blocks straight into its result (see

@@ -75,6 +75,21 @@ fail:
   return err->status;
 }
 
+// Queues the download of a block, once its kernel (event `finished`) is
+// done, from its output buffer into page-locked `host`; `downloaded` marks
+// its end.
+gk_status queue_download(char *host, const gk_device_buffer *out, size_t bytes,
+                         cudaEvent_t finished, cudaEvent_t downloaded, gk_stream download,
+                         gk_error *err)
+{
+  GK_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t) download, finished, 0), "cudaStreamWaitEvent",
+              err);
+  GK_TRY(gk_buffer_download(host, out, bytes, download, err));
+  GK_CUDA_TRY(cudaEventRecord(downloaded, (cudaStream_t) download), "cudaEventRecord", err);
+fail:
+  return err->status;
+}
+
 // Milliseconds from `origin` to `event` (both recorded on the GPU, and done).
 double ms_since(cudaEvent_t origin, cudaEvent_t event, gk_error *err)
 {
@@ -83,23 +98,32 @@ double ms_since(cudaEvent_t origin, cudaEvent_t event, gk_error *err)
   return ms;
 }
 
+// Page-locked host slots per GPU: one block downloading while this thread
+// scatters another. Each slot holds a whole block (hundreds of MB), and
+// page-locking memory maps it into the context of every GPU of the process,
+// one GPU after the other: a slot per block in flight made a process's first
+// call on four GPUs wait for 4 x 4 slots to be mapped into 4 contexts.
+constexpr int kHostSlots = 2;
+
 // One GPU (a thread of the device pool, bound to it): takes blocks until the
 // list is empty or the pool stops. Up to depth blocks are in flight, each in
-// a slot of its own (a device output buffer, a part of the page-locked
-// staging, its events): the compute stream runs their kernels one after
-// the other, the download stream brings each down once its kernel is done,
-// and this thread scatters the oldest while the GPU computes the others, so
-// that the GPU does not wait when one scatter is slow, or when the result
-// is not made yet.
+// a slot of its own (a device output buffer, its events): the compute
+// stream runs their kernels one after the other, the download stream brings
+// each down into a host slot once its kernel is done and the slot is free
+// (block i into host slot i % kHostSlots, free once block i - kHostSlots is
+// scattered), and this thread scatters the oldest while the GPU computes the
+// others, so that the GPU does not wait when one scatter is slow, or when
+// the result is not made yet.
 void run_worker(void *ctx, int d, gk_error *err)
 {
   shared_state *s = (shared_state *) ctx;
   worker *w = &s->workers[d];
   const gk_block_policy *policy = s->policy;
   const int depth = s->depth;
+  const size_t host_slots = (size_t) std::min(depth, kHostSlots);
   gk_stream compute = NULL, download = NULL;
   std::vector<gk_device_buffer> out((size_t) depth, GK_DEVICE_BUFFER_EMPTY);
-  std::vector<char *> host((size_t) depth, nullptr);   // parts of the GPU's cached staging
+  std::vector<char *> host(host_slots, nullptr);   // parts of the GPU's cached staging
   std::vector<const gk_block *> block_in((size_t) depth, nullptr);
   // Per slot: around its block's kernels, and after its download; `origin`
   // dates them all, so that the time between one block's end and the next
@@ -121,9 +145,9 @@ void run_worker(void *ctx, int d, gk_error *err)
     GK_TRY(gk_buffer_alloc(&out[(size_t) b], max_elements * elem, "a block of results", err));
   // Page-locked memory costs time to get (every page made and pinned): the
   // device layer keeps it between calls.
-  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, (size_t) depth * max_elements * elem,
+  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, host_slots * max_elements * elem,
                            "blocks of results", &staging, err));
-  for (int b = 0; b < depth; b++) host[(size_t) b] = (char *) staging + (size_t) b * max_elements * elem;
+  for (size_t h = 0; h < host_slots; h++) host[h] = (char *) staging + h * max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
   GK_CUDA_TRY(cudaEventCreate(&origin), "cudaEventCreate", err);
   for (int b = 0; b < depth; b++) {
@@ -140,20 +164,19 @@ void run_worker(void *ctx, int d, gk_error *err)
   for (;;) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
     if (k < s->count && launched - retired < (size_t) depth) {
-      // Start block k in a free slot, its download queued after its kernel,
-      // then the host work of the GPU's next block.
+      // Start block k in a free slot, its download queued after its kernel
+      // where a host slot is free (else once one is), then the host work of
+      // the GPU's next block.
       size_t slot = launched % (size_t) depth;
       const gk_block *block = &s->blocks[k];
       GK_CUDA_TRY(cudaEventRecord(started[slot], (cudaStream_t) compute), "cudaEventRecord", err);
       GK_TRY(policy->launch(policy->ctx, storage, block, out[slot].ptr, compute, err));
       GK_TRY(gk_cuda_check_launch("the block computation", err));
       GK_CUDA_TRY(cudaEventRecord(finished[slot], (cudaStream_t) compute), "cudaEventRecord", err);
-      GK_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t) download, finished[slot], 0),
-                  "cudaStreamWaitEvent", err);
-      GK_TRY(gk_buffer_download(host[slot], &out[slot], block->rows * block->cols * elem,
-                                download, err));
-      GK_CUDA_TRY(cudaEventRecord(downloaded[slot], (cudaStream_t) download), "cudaEventRecord",
-                  err);
+      if (launched - retired < host_slots)
+        GK_TRY(queue_download(host[launched % host_slots], &out[slot],
+                              block->rows * block->cols * elem, finished[slot], downloaded[slot],
+                              download, err));
       if (launched == 0) w->first_s = seconds_since(s->start);
       block_in[slot] = block;
       launched++;
@@ -173,7 +196,14 @@ void run_worker(void *ctx, int d, gk_error *err)
       clock = std::chrono::steady_clock::now();
     }
     if (await_output(s)) break;
-    GK_TRY(scatter_block(s, w, block_in[slot], host[slot], downloaded[slot], policy->single, err));
+    GK_TRY(scatter_block(s, w, block_in[slot], host[retired % host_slots], downloaded[slot],
+                         policy->single, err));
+    if (retired + host_slots < launched) {   // its host slot is free: the next one waiting
+      size_t next = (retired + host_slots) % (size_t) depth;
+      const gk_block *b = block_in[next];
+      GK_TRY(queue_download(host[retired % host_slots], &out[next], b->rows * b->cols * elem,
+                            finished[next], downloaded[next], download, err));
+    }
     if (last) w->drain_s = seconds_since(clock);
     {
       double begin_ms = ms_since(origin, started[slot], err);
