@@ -22,18 +22,21 @@ static double now()
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Memory of our own, on a 2 MiB boundary, in 2 MiB pages where `large` asks
+// for them, every page written.
+static void *own_memory(size_t bytes, int large)
+{
+  void *p = NULL;
+  if (posix_memalign(&p, (size_t) 2 << 20, bytes)) exit(1);
+  if (large) madvise(p, bytes, MADV_HUGEPAGE);
+  memset(p, 1, bytes);
+  return p;
+}
+
 int main(int argc, char **argv)
 {
   const size_t mib = argc > 1 ? (size_t) atol(argv[1]) : 1024, bytes = mib << 20;
-  const size_t huge = (size_t) 2 << 20;
   cudaFree(0);   // the context, not what is measured
-  auto own_memory = [](size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, (size_t) 2 << 20, n)) exit(1);
-    madvise(p, n, MADV_HUGEPAGE);
-    memset(p, 1, n);
-    return p;
-  };
   printf("%8s %-34s %8s %8s %8s\n", "MiB", "way", "make s", "pin s", "GB/s");
   for (int round = 0; round < 2; round++) {
     void *p = NULL;
@@ -44,9 +47,7 @@ int main(int argc, char **argv)
     printf("%8zu %-34s %8s %8.3f %8.1f\n", mib, "cudaMallocHost", "", pin, bytes / pin / 1e9);
     for (int large = 0; large < 2; large++) {
       t = now();
-      if (posix_memalign(&p, huge, bytes)) return 1;
-      if (large) madvise(p, bytes, MADV_HUGEPAGE);
-      memset(p, 1, bytes);
+      p = own_memory(bytes, large);
       double make = now() - t;
       t = now();
       cudaError_t code = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
@@ -68,27 +69,31 @@ int main(int argc, char **argv)
   }
   cudaSetDevice(0);
   for (int round = 0; round < 2; round++) {
-    void *p = own_memory(bytes);
+    void *p = own_memory(bytes, 1);
     double t = now();
-    cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    cudaError_t code = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
     double one = now() - t;
     cudaHostUnregister(p);
     free(p);
+    if (code != cudaSuccess) return 1;
     std::vector<void *> each(gpus);
-    for (auto &q : each) q = own_memory(bytes);
+    std::vector<cudaError_t> codes(gpus, cudaSuccess);
+    for (auto &q : each) q = own_memory(bytes, 1);
     std::vector<std::thread> threads;
     t = now();
     for (int d = 0; d < gpus; d++)
-      threads.emplace_back([&each, d, bytes] {
+      threads.emplace_back([&each, &codes, d, bytes] {
         cudaSetDevice(d);
-        cudaHostRegister(each[d], bytes, cudaHostRegisterPortable);
+        codes[d] = cudaHostRegister(each[d], bytes, cudaHostRegisterPortable);
       });
     for (auto &th : threads) th.join();
     double all = now() - t;
-    for (auto q : each) {
-      cudaHostUnregister(q);
-      free(q);
+    for (int d = 0; d < gpus; d++) {
+      if (codes[d] == cudaSuccess) cudaHostUnregister(each[d]);
+      free(each[d]);
     }
+    for (cudaError_t c : codes)
+      if (c != cudaSuccess) return 1;
     printf("%8zu %d contexts: one registered in %.3f s; one per GPU, a thread each, in %.3f s\n",
            mib, gpus, one, all);
   }

@@ -65,8 +65,8 @@ static const tunable table[GK_TUNE_COUNT] = {
   {"GK_PIPELINE_DEPTH", 4, 2, 4, 0,
    "Blocks each GPU has in flight in the PCF block pipeline (2 to 4): while the host scatters "
    "one, the GPU computes the others; each holds a block of results on the GPU (two at a time "
-   "also in page-locked host memory). 4: on four GPUs, whose scatters share the host's memory, three "
-   "left the GPUs waiting longer on some hosts, and 4 was never slower."},
+   "also in page-locked host memory). 4: on four GPUs, whose scatters share the host's memory, "
+   "three left the GPUs waiting longer on some hosts, and 4 was never slower."},
 };
 
 static int valid(const tunable *t, double v)
