@@ -91,7 +91,7 @@ test_that("a CPU-only build's GPU entry points all fail with the no-CUDA error",
   expect_error(.Call(gpukernels:::gk_r_reduce, reduce_spec, gpukernels:::gk_reductions,
                      gpukernels:::gk_reduce_methods), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_h2_build, x, spec, 0, 4L, 4L, 3, FALSE, "gpu", 0L, 1L,
-                     NULL), no_cuda)
+                     NULL, NULL), no_cuda)
   expect_error(.Call(gpukernels:::gk_r_device_matrix, x, FALSE, TRUE), no_cuda)
   f <- list(cbind(c(0, 1), c(1, 0)), cbind(c(0, 2), c(3, 0)))
   expect_error(.Call(gpukernels:::gk_r_pcf_matrix, f, NULL, "pdist", 1, FALSE, "gpu", 1L, 0,
