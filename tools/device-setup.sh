@@ -24,5 +24,7 @@ if [ "${GK_DEVICE_OPENBLAS:-0}" = 1 ] && [ -f .device/openblas.tar.xz ]; then
   mkdir -p /opt/openblas && tar -xJf .device/openblas.tar.xz -C /opt/openblas
   export LD_LIBRARY_PATH="/opt/openblas:$LD_LIBRARY_PATH" OPENBLAS_NUM_THREADS=16
 fi
+# No OMP_NUM_THREADS: the engines use every core this process may use, as a
+# user's session does (hosts with several GPUs have 16 cores per GPU), and
+# tools/run-tests.R gives each test file its share.
 nvidia-smi -L
-export OMP_NUM_THREADS=16
