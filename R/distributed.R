@@ -81,7 +81,8 @@
 #'     result in shared memory would be slower to write: its first writes
 #'     run at a quarter of private memory's speed.) Unless
 #'     `options(gpukernels.threads =)` is set, the workers of one machine
-#'     share its cores (cores / workers OpenMP threads each).}
+#'     share this process's OpenMP threads (threads / workers each; see
+#'     "Threads" in [gpukernels-package]).}
 #'   \item{Workers on other machines}{(`plan(cluster)` with remote workers,
 #'     \pkg{future.batchtools} jobs on other nodes): they cannot attach the
 #'     shared memory, find so at once, and the call sends them their band

@@ -13,7 +13,10 @@
 #'
 #' @section Threads:
 #' The CPU engines use OpenMP with `getOption("gpukernels.threads", 0)` threads
-#' (0 means all available).
+#' (0 means OpenMP's default: every core, or `OMP_NUM_THREADS` where it is
+#' set). The GPU engines' host work (packing inputs, writing results into R's
+#' memory) uses them too: on a host with several GPUs, an `OMP_NUM_THREADS`
+#' set for one GPU's share of the cores leaves the GPUs waiting for the host.
 #'
 #' @section H2 matrices to a tolerance:
 #' [h2_matrix()] with `tol` builds an order only when its estimated size fits
