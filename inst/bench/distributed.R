@@ -45,7 +45,10 @@ Sys.setenv(R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
 flag <- function(name, default = "0") identical(Sys.getenv(name, default), "1")
 ngpu <- if (gk_has_gpu()) nrow(gk_info()$devices) else 0L
 backend <- if (ngpu > 0) "gpu" else "cpu"
+# The host threads the engines use (OMP_NUM_THREADS bounds them): too few
+# for the GPUs' packing and result writes show as their waits for the host.
 cat("devices:", ngpu, "GPU(s); backend", backend, "; cores", parallel::detectCores(),
+    "; host threads", asNamespace("gpukernels")$gk_cpu_threads(),
     "; date", format(Sys.time(), "%Y-%m-%d %H:%M"), "\n")
 if (ngpu > 0) print(gk_info()$devices[, intersect(c("name", "memory_gb", "free_gb"),
                                                    names(gk_info()$devices))])
