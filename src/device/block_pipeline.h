@@ -68,7 +68,7 @@ typedef struct {
 } gk_pipeline_options;
 
 /* Blocks one GPU has in flight (GK_PIPELINE_DEPTH): each holds a device
- * output buffer; two of them at a time, as much page-locked host memory. */
+ * output buffer, and two at a time also as much page-locked host memory. */
 int gk_pipeline_depth(void);
 
 gk_status gk_block_pipeline_run(const gk_block_policy *policy, const gk_block *blocks,
