@@ -7,7 +7,9 @@
  * (through a gk_block_writer) while the GPU computes blocks k + 1, k + 2, ...
  * Threads take the next block from the shared list (largest first), so
  * GPUs finish together; with options->queue, a queue shared with other
- * processes running the same list (block_scheduler.h).
+ * processes running the same list (block_scheduler.h). Near the list's end
+ * a GPU takes a block only when it can start it soon (one kernel running,
+ * one queued), so that the last blocks go to the GPUs that run out first.
  *
  * The pipeline knows nothing of what is computed: a gk_block_policy supplies
  * per-GPU storage and a launch function that uploads what one block needs and
@@ -65,6 +67,7 @@ typedef struct {
   int progress;         /* print progress lines */
   const char *label;    /* names the job in progress lines */
   gk_block_queue *queue;   /* where the GPUs take blocks (NULL: a queue of this run) */
+  int takers;              /* GPUs taking from that list, this run's and other processes' */
 } gk_pipeline_options;
 
 /* Blocks one GPU has in flight (GK_PIPELINE_DEPTH): each holds a device

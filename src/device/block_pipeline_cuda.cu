@@ -22,6 +22,7 @@ struct shared_state {
   int depth;                        // blocks in flight per GPU (options->depth)
   gk_block_queue own{};             // the run's queue, where none is shared
   gk_block_queue *queue;            // where the GPUs take their blocks
+  size_t tail;                      // untaken blocks below which the list's end is near
   std::atomic<size_t> done{0};      // blocks scattered
   // The writer's output: there from the start, or made by the calling thread
   // as the GPUs start (writer.make_out); a failure to make it stops the run.
@@ -75,20 +76,71 @@ fail:
   return err->status;
 }
 
-// Queues the download of a block, once its kernel (event `finished`) is
+// Queues the download of `block`, once its kernel (event `finished`) is
 // done, from its output buffer into page-locked `host`; `downloaded` marks
 // its end.
-gk_status queue_download(char *host, const gk_device_buffer *out, size_t bytes,
-                         cudaEvent_t finished, cudaEvent_t downloaded, gk_stream download,
-                         gk_error *err)
+gk_status queue_download(char *host, const gk_device_buffer *out, const gk_block *block,
+                         size_t elem, cudaEvent_t finished, cudaEvent_t downloaded,
+                         gk_stream download, gk_error *err)
 {
   GK_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t) download, finished, 0), "cudaStreamWaitEvent",
               err);
-  GK_TRY(gk_buffer_download(host, out, bytes, download, err));
+  GK_TRY(gk_buffer_download(host, out, block->rows * block->cols * elem, download, err));
   GK_CUDA_TRY(cudaEventRecord(downloaded, (cudaStream_t) download), "cudaEventRecord", err);
 fail:
   return err->status;
 }
+
+// How many of the blocks launched and not yet scattered, [retired,
+// launched), still have their kernel queued or running (the compute stream
+// finishes them in order).
+gk_status kernels_unfinished(const std::vector<cudaEvent_t> &finished, size_t retired,
+                             size_t launched, size_t *count, gk_error *err)
+{
+  *count = 0;
+  for (size_t i = retired; i < launched; i++) {
+    cudaError_t e = cudaEventQuery(finished[i % finished.size()]);
+    if (e == cudaErrorNotReady) {
+      (void) cudaGetLastError();   // not an error: keep it from the next launch's check
+      *count = launched - i;
+      break;
+    }
+    GK_CUDA_TRY(e, "the block computation", err);
+  }
+fail:
+  return err->status;
+}
+
+// Takes the GPU's next block from the list into *k and does its host work
+// (policy->prepare); *k = count and *list_empty where none is left.
+void take_block(shared_state *s, void *storage, worker *w, size_t *k, bool *list_empty)
+{
+  *k = gk_block_take(s->queue);
+  if (*k >= s->count) {
+    *k = s->count;
+    *list_empty = true;
+    return;
+  }
+  if (!s->policy->prepare) return;
+  auto clock = std::chrono::steady_clock::now();
+  s->policy->prepare(s->policy->ctx, storage, &s->blocks[*k]);
+  w->prepare_s += seconds_since(clock);
+}
+
+// Blocks no GPU has taken yet (others may take them first).
+size_t blocks_untaken(const shared_state *s)
+{
+  size_t next = gk_block_next(s->queue);
+  return next < s->count ? s->count - next : 0;
+}
+
+// Kernels a GPU has queued or running near the list's end: the one running
+// and one behind it, so that the GPU does not wait for this thread's next
+// launch. Away from the end it fills its depth, which covers a slow
+// scatter; near the end a block taken early would wait behind the GPU's
+// others while other GPUs run out of work, and the last GPU to finish sets
+// the run's time.
+constexpr size_t kTailAhead = 2;
 
 // Milliseconds from `origin` to `event` (both recorded on the GPU, and done).
 double ms_since(cudaEvent_t origin, cudaEvent_t event, gk_error *err)
@@ -133,7 +185,9 @@ void run_worker(void *ctx, int d, gk_error *err)
   cudaEvent_t origin = NULL;
   void *staging = NULL;
   void *storage = NULL;
-  size_t max_rows, max_cols, max_elements, launched = 0, retired = 0, k = 0;
+  size_t max_rows, max_cols, max_elements, launched = 0, retired = 0;
+  size_t k = s->count;       // the block taken and prepared, not yet launched (count: none)
+  bool list_empty = false;   // a take found no block left
   double last_end_ms = 0, origin_s = 0;
   size_t elem = policy->single ? sizeof(float) : sizeof(double);
   auto clock = std::chrono::steady_clock::now();
@@ -160,13 +214,18 @@ void run_worker(void *ctx, int d, gk_error *err)
   w->setup_s = seconds_since(clock);
   origin_s = seconds_since(s->start);   // the idle stream records `origin` at once
 
-  k = gk_block_take(s->queue);
+  take_block(s, storage, w, &k, &list_empty);
   for (;;) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
-    if (k < s->count && launched - retired < (size_t) depth) {
+    bool near_end = blocks_untaken(s) < s->tail;
+    size_t unfinished = 0;
+    if (near_end) GK_TRY(kernels_unfinished(finished, retired, launched, &unfinished, err));
+    bool may_launch = launched - retired < (size_t) depth && (!near_end || unfinished < kTailAhead);
+    if (may_launch && k == s->count && !list_empty) take_block(s, storage, w, &k, &list_empty);
+    if (may_launch && k < s->count) {
       // Start block k in a free slot, its download queued after its kernel
-      // where a host slot is free (else once one is), then the host work of
-      // the GPU's next block.
+      // where a host slot is free (else once one is), then, away from the
+      // list's end, the host work of the GPU's next block.
       size_t slot = launched % (size_t) depth;
       const gk_block *block = &s->blocks[k];
       GK_CUDA_TRY(cudaEventRecord(started[slot], (cudaStream_t) compute), "cudaEventRecord", err);
@@ -174,23 +233,31 @@ void run_worker(void *ctx, int d, gk_error *err)
       GK_TRY(gk_cuda_check_launch("the block computation", err));
       GK_CUDA_TRY(cudaEventRecord(finished[slot], (cudaStream_t) compute), "cudaEventRecord", err);
       if (launched - retired < host_slots)
-        GK_TRY(queue_download(host[launched % host_slots], &out[slot],
-                              block->rows * block->cols * elem, finished[slot], downloaded[slot],
-                              download, err));
+        GK_TRY(queue_download(host[launched % host_slots], &out[slot], block, elem, finished[slot],
+                              downloaded[slot], download, err));
       if (launched == 0) w->first_s = seconds_since(s->start);
       block_in[slot] = block;
       launched++;
-      k = gk_block_take(s->queue);
-      clock = std::chrono::steady_clock::now();
-      if (k < s->count && policy->prepare) policy->prepare(policy->ctx, storage, &s->blocks[k]);
-      w->prepare_s += seconds_since(clock);
+      k = s->count;
+      if (blocks_untaken(s) >= s->tail) take_block(s, storage, w, &k, &list_empty);
       continue;
     }
     if (launched == retired) break;
-    // Every slot busy, or no block left: the oldest block, once downloaded,
-    // into the result.
+    // Every slot busy, no block left, or the GPU busy enough near the end:
+    // the oldest block, once downloaded, into the result.
     size_t slot = retired % (size_t) depth;
-    bool last = k >= s->count && launched - retired == 1;
+    bool last = list_empty && k == s->count && launched - retired == 1;
+    if (near_end && !last) {
+      // Its kernel's end frees the GPU's queue: launch the next block
+      // before scattering this one, so that the GPU has it queued meanwhile.
+      cudaError_t e = cudaEventQuery(downloaded[slot]);
+      if (e == cudaErrorNotReady) {
+        (void) cudaGetLastError();
+        GK_CUDA_TRY(cudaEventSynchronize(downloaded[slot]), "the download of a block", err);
+        continue;
+      }
+      GK_CUDA_TRY(e, "the download of a block", err);
+    }
     if (last) {   // the GPU's last block: the host's tail after its kernel
       GK_CUDA_TRY(cudaEventSynchronize(finished[slot]), "the block computation", err);
       clock = std::chrono::steady_clock::now();
@@ -200,8 +267,7 @@ void run_worker(void *ctx, int d, gk_error *err)
                          policy->single, err));
     if (retired + host_slots < launched) {   // its host slot is free: the next one waiting
       size_t next = (retired + host_slots) % (size_t) depth;
-      const gk_block *b = block_in[next];
-      GK_TRY(queue_download(host[retired % host_slots], &out[next], b->rows * b->cols * elem,
+      GK_TRY(queue_download(host[retired % host_slots], &out[next], block_in[next], elem,
                             finished[next], downloaded[next], download, err));
     }
     if (last) w->drain_s = seconds_since(clock);
@@ -274,6 +340,9 @@ extern "C" gk_status gk_block_pipeline_run(const gk_block_policy *policy, const 
   s.writer = gk_block_writer_share(writer, options->n_devices);
   s.depth = options->depth;
   s.queue = options->queue ? options->queue : &s.own;
+  // Near the end: fewer blocks untaken than the GPUs would hold with every
+  // slot busy and one more prepared.
+  s.tail = (size_t) std::max(options->takers, options->n_devices) * (size_t) (s.depth + 1);
   gk_error_clear(&s.output_err);
   if (writer->make_out) s.output_ready.store(0);
   std::vector<worker> workers((size_t) options->n_devices);

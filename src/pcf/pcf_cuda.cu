@@ -558,14 +558,14 @@ extern "C" gk_status pcf_matrix_cuda(const pcf_op *op, const pcf_set *x, const p
   size_t free_bytes = (size_t) -1, count = 0;
   int sm = 1 << 30;
   gk_block *blocks = NULL;
-  // Split 32 ways per GPU: of every process that shares the list.
+  // The GPUs taking from the list: this call's, in every process that shares it.
+  int takers = options->n_devices * (options->queue ? std::max(1, options->sharers) : 1);
+  // Split 32 ways per GPU.
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind), 1,
-                              (size_t) 32 * (size_t) options->n_devices *
-                                  (size_t) (options->queue ? std::max(1, options->sharers) : 1),
-                              0, options->first_row};
+                              (size_t) 32 * (size_t) takers, 0, options->first_row};
   gk_block_policy policy = {&ctx, 0, storage_create, storage_destroy, launch, prepare};
   gk_pipeline_options popt = {options->devices, options->n_devices, depth, options->progress,
-                              "pcf (GPU)", options->queue};
+                              "pcf (GPU)", options->queue, takers};
   double start = gk_seconds_now();
 
   // Output budget: the device layer's memory budget of the emptiest GPU,
