@@ -149,7 +149,9 @@ test_that("GPU results in many blocks, on one GPU or two, equal one block's, bit
   old <- options(gpukernels.pcf_budget_bytes = 200^2 * 8 * 4)
   on.exit(options(old))
   # With 2 to 4 blocks in flight per GPU, an evicted band's slot is uploaded
-  # into only after the kernels of the blocks before that read it.
+  # into only after the kernels of the blocks before that read it; the lists
+  # are longer than the GPUs' tails, so blocks are also taken late at their
+  # ends (block_pipeline.h).
   for (depth in 2:4) with_tunables(list(GK_PCF_BAND_SLOTS = 4, GK_PIPELINE_DEPTH = depth), {
     for (devices in list(1, if (nrow(gk_info()$devices) >= 2) 1:2)) {
       if (is.null(devices)) next
