@@ -91,6 +91,17 @@ fail:
   return err->status;
 }
 
+// Whether the work before `event` is done (cudaErrorNotReady is an answer,
+// not an error: cleared, so that the next launch's check does not report it).
+gk_status event_done(cudaEvent_t event, const char *what, bool *done, gk_error *err)
+{
+  cudaError_t e = cudaEventQuery(event);
+  *done = e != cudaErrorNotReady;
+  if (!*done) (void) cudaGetLastError();
+  else gk_cuda_status(e, what, err);
+  return err->status;
+}
+
 // How many of the blocks launched and not yet scattered, [retired,
 // launched), still have their kernel queued or running (the compute stream
 // finishes them in order).
@@ -99,16 +110,15 @@ gk_status kernels_unfinished(const std::vector<cudaEvent_t> &finished, size_t re
 {
   *count = 0;
   for (size_t i = retired; i < launched; i++) {
-    cudaError_t e = cudaEventQuery(finished[i % finished.size()]);
-    if (e == cudaErrorNotReady) {
-      (void) cudaGetLastError();   // not an error: keep it from the next launch's check
+    bool done;
+    if (event_done(finished[i % finished.size()], "the block computation", &done, err))
+      return err->status;
+    if (!done) {
       *count = launched - i;
       break;
     }
-    GK_CUDA_TRY(e, "the block computation", err);
   }
-fail:
-  return err->status;
+  return GK_OK;
 }
 
 // Takes the GPU's next block from the list into *k and does its host work
@@ -246,17 +256,16 @@ void run_worker(void *ctx, int d, gk_error *err)
     // Every slot busy, no block left, or the GPU busy enough near the end:
     // the oldest block, once downloaded, into the result.
     size_t slot = retired % (size_t) depth;
-    bool last = list_empty && k == s->count && launched - retired == 1;
-    if (near_end && !last) {
+    bool last = list_empty && launched - retired == 1;
+    if (near_end && !list_empty) {
       // Its kernel's end frees the GPU's queue: launch the next block
       // before scattering this one, so that the GPU has it queued meanwhile.
-      cudaError_t e = cudaEventQuery(downloaded[slot]);
-      if (e == cudaErrorNotReady) {
-        (void) cudaGetLastError();
+      bool done;
+      GK_TRY(event_done(downloaded[slot], "the download of a block", &done, err));
+      if (!done) {
         GK_CUDA_TRY(cudaEventSynchronize(downloaded[slot]), "the download of a block", err);
         continue;
       }
-      GK_CUDA_TRY(e, "the download of a block", err);
     }
     if (last) {   // the GPU's last block: the host's tail after its kernel
       GK_CUDA_TRY(cudaEventSynchronize(finished[slot]), "the block computation", err);
