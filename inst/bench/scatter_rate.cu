@@ -3,9 +3,9 @@
  * on 4 GPUs) down into page-locked staging in 2 MiB pages (as the device
  * layer's), and a team of cores / G threads per GPU writes each column into
  * one fresh result that asks for 2 MiB pages (as R's result, written once).
- * All four teams write at once, where the pipeline's take turns as their
- * GPUs deliver: its time is the host's work in that call, not a floor for
- * it (inst/bench/RESULTS.md, "Distributed and multi-GPU").
+ * The teams all write at once, where the pipeline's take turns as their
+ * GPUs deliver: its time sizes the host's share of such a call, it is no
+ * floor for it (inst/bench/RESULTS.md, "Distributed and multi-GPU").
  *
  * Pieces: 0 brings each block down whole into one of two block-sized slots
  * (as the pipeline does); P > 0 brings it down in pieces of P MiB of whole
