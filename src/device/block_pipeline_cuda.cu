@@ -144,6 +144,13 @@ size_t blocks_untaken(const shared_state *s)
   return next < s->count ? s->count - next : 0;
 }
 
+// Near the list's end: too few blocks left for every taker to fill its
+// depth, so a block taken now could wait behind a busy GPU.
+bool near_list_end(const shared_state *s)
+{
+  return blocks_untaken(s) < s->tail;
+}
+
 // Kernels a GPU has queued or running near the list's end: the one running
 // and one behind it, so that the GPU does not wait for this thread's next
 // launch. Away from the end it fills its depth, which covers a slow
@@ -227,7 +234,7 @@ void run_worker(void *ctx, int d, gk_error *err)
   take_block(s, storage, w, &k, &list_empty);
   for (;;) {
     if (gk_interrupt_pending()) break;   // the pool's stop: interrupt or a failure
-    bool near_end = blocks_untaken(s) < s->tail;
+    bool near_end = near_list_end(s);
     size_t unfinished = 0;
     if (near_end) GK_TRY(kernels_unfinished(finished, retired, launched, &unfinished, err));
     bool may_launch = launched - retired < (size_t) depth && (!near_end || unfinished < kTailAhead);
@@ -249,7 +256,7 @@ void run_worker(void *ctx, int d, gk_error *err)
       block_in[slot] = block;
       launched++;
       k = s->count;
-      if (blocks_untaken(s) >= s->tail) take_block(s, storage, w, &k, &list_empty);
+      if (!near_list_end(s)) take_block(s, storage, w, &k, &list_empty);
       continue;
     }
     if (launched == retired) break;
