@@ -11,12 +11,19 @@
  * (as the pipeline does); P > 0 brings it down in pieces of P MiB of whole
  * columns into a ring of small slots (RING, 4 by default), each written out
  * as it lands, while it may still be in the host's cache. Blocks go to the
- * GPUs in turn. Not part of the package's build:
+ * GPUs in turn.
+ *
+ * STAGING=shm puts the staging in shared memory (memfd, 4 KiB pages where
+ * the system gives shared memory no 2 MiB ones) instead of private 2 MiB
+ * pages: the rate of a route where future workers bring blocks down into
+ * slots their caller maps and the caller writes them into its result, as
+ * the in-process pipeline does. Not part of the package's build:
  *   nvcc -O3 -Xcompiler -fopenmp inst/bench/scatter_rate.cu -o /tmp/scatter_rate
- *   REPS=5 /tmp/scatter_rate GPUS GB [P MiB ...]
+ *   [STAGING=shm] REPS=5 /tmp/scatter_rate GPUS GB [P MiB ...]
  */
 #include <cuda_runtime.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -96,8 +103,29 @@ static void run(gpu_run *g)
   }
 }
 
+// Two blocks of staging, its pages made: private memory in 2 MiB pages, or
+// shared memory (a memfd, as one process's slots mapped by another).
+static void *make_staging(size_t bytes, bool shared)
+{
+  void *p = NULL;
+  if (shared) {
+    int fd = memfd_create("staging", 0);
+    if (fd < 0) return NULL;
+    bool sized = ftruncate(fd, (off_t) bytes) == 0;
+    p = sized ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED) return NULL;
+  } else if (posix_memalign(&p, (size_t) 2 << 20, bytes)) {
+    return NULL;
+  }
+  madvise(p, bytes, MADV_HUGEPAGE);
+  memset(p, 1, bytes);
+  return p;
+}
+
 int main(int argc, char **argv)
 {
+  bool shared = getenv("STAGING") && !strcmp(getenv("STAGING"), "shm");
   int gpus = argc > 1 ? atoi(argv[1]) : 1, reps = getenv("REPS") ? atoi(getenv("REPS")) : 4;
   double gb = argc > 2 ? atof(argv[2]) : 10;
   size_t ring_most = getenv("RING") ? (size_t) atol(getenv("RING")) : 4;
@@ -111,11 +139,11 @@ int main(int argc, char **argv)
     CHECK(cudaSetDevice(d));
     CHECK(cudaMalloc(&g[d].block, kBlockBytes));
     CHECK(cudaMemset(g[d].block, 0x3f, kBlockBytes));
-    void *staging = NULL;
-    if (posix_memalign(&staging, (size_t) 2 << 20, 2 * kBlockBytes)) return 1;
-    madvise(staging, 2 * kBlockBytes, MADV_HUGEPAGE);
-    memset(staging, 1, 2 * kBlockBytes);
+    void *staging = make_staging(2 * kBlockBytes, shared);
+    if (!staging) return 1;
+    double t_register = now();
     CHECK(cudaHostRegister(staging, 2 * kBlockBytes, cudaHostRegisterPortable));
+    printf("GPU %d: staging registered in %.3f s\n", d, now() - t_register);
     g[d].staging = (char *) staging;
     CHECK(cudaStreamCreateWithFlags(&g[d].stream, cudaStreamNonBlocking));
     g[d].landed.resize(64);
@@ -127,8 +155,8 @@ int main(int argc, char **argv)
     g[d].n_blocks = n_blocks;
     CHECK(cudaDeviceSynchronize());
   }
-  printf("%d GPUs, %d threads each, %zu blocks of %.0f MB, result %.2f GB\n", gpus, threads,
-         n_blocks, kBlockBytes / 1e6, result_bytes / 1e9);
+  printf("%d GPUs, %d threads each, %zu blocks of %.0f MB, result %.2f GB, %s staging\n", gpus,
+         threads, n_blocks, kBlockBytes / 1e6, result_bytes / 1e9, shared ? "shared" : "private");
   printf("%10s %4s %8s %8s\n", "piece_MiB", "rep", "s", "GB/s");
   for (int rep = 0; rep < reps; rep++) {
     for (size_t mib : piece_mib) {
