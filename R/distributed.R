@@ -38,8 +38,8 @@
 #' memory, see `inst/bench/RESULTS.md`: 2 GPUs 1.8 to 2.0 times one GPU,
 #' 2 workers 1.8 to 1.9 times; 4 GPUs 2.9 to 3.6 times, 4 workers 2.6 to
 #' 3.2 times, by host and hour: on 4 GPUs the host's memory counts too, as
-#' the call writes the 10 GB result and reads as much back from the GPUs). So the
-#' default `workers` keeps those calls here under
+#' the call writes the 10 GB result and reads as much back from the GPUs).
+#' So the default `workers` keeps those calls here under
 #' plans of this machine alone; `workers = k` still runs `k` futures, and
 #' workers of `plan(cluster)` (which may run on other machines) and
 #' \pkg{future.batchtools} get the bands. Reductions ([kernel_reduce()] and
