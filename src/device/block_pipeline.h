@@ -67,7 +67,8 @@ typedef struct {
   int progress;         /* print progress lines */
   const char *label;    /* names the job in progress lines */
   gk_block_queue *queue;   /* where the GPUs take blocks (NULL: a queue of this run) */
-  int takers;              /* GPUs taking from that list, this run's and other processes' */
+  int takers;              /* GPUs taking from that list, this run's and other processes'
+                            * (0, or any count below n_devices: this run's GPUs alone) */
 } gk_pipeline_options;
 
 /* Blocks one GPU has in flight (GK_PIPELINE_DEPTH): each holds a device
