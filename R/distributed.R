@@ -64,20 +64,24 @@
 #'   \item{Workers on this machine}{(`plan(multisession)`,
 #'     `plan(multicore)`, `plan(cluster)` with workers on `localhost`, futures
 #'     run in this process): the functions are flattened and checked once in
-#'     the calling process, each worker copies the functions out of
-#'     that process's memory and writes its blocks of results, as its GPU
-#'     (or CPU) produces them, straight into the result, an ordinary R
-#'     vector of the calling process (Linux's cross-process copies
-#'     `process_vm_readv` and `process_vm_writev`, which the system allows a
-#'     worker where it may trace the calling process: Yama's `ptrace_scope`
-#'     0, Debian's default; the package never widens that). Where a worker
-#'     may not (`ptrace_scope` 1 or more, other users' or containers'
-#'     processes, `GK_CHANNEL_DIRECT = 0` in the calling session or the
-#'     worker's, see [gk_info()]), it reads the functions from a copy in
-#'     shared memory instead; then, and for full symmetric
-#'     matrices ([pcf_kernel()] of one set), it copies its blocks into a few
-#'     small shared buffers of its own, and threads of the calling process
-#'     (two; `GK_CHANNEL_WRITERS`) write them into the result while the
+#'     the calling process, and each worker copies the functions out of
+#'     that process's memory (Linux's cross-process copy `process_vm_readv`,
+#'     which the system allows a worker where it may trace the calling
+#'     process: Yama's `ptrace_scope` 0, Debian's default; the package never
+#'     widens that). The result is an ordinary R vector of the calling
+#'     process. A GPU worker's blocks come down from its GPU into
+#'     page-locked shared memory of its own, and it hands each to the
+#'     calling process in place: threads of that process (one per worker;
+#'     `GK_CHANNEL_WRITERS`) write it into the result, as in one process,
+#'     while the GPU computes the next. A CPU worker writes its blocks
+#'     straight into the result (`process_vm_writev`, the same permission).
+#'     Where a worker may not read or write the calling process
+#'     (`ptrace_scope` 1 or more, other users' or containers' processes,
+#'     `GK_CHANNEL_DIRECT = 0` in the calling session or the worker's, see
+#'     [gk_info()]), it reads the functions from a copy in shared memory
+#'     instead; then, and for full symmetric matrices ([pcf_kernel()] of one
+#'     set), a CPU worker copies its blocks into a few small shared buffers
+#'     of its own, which those threads write into the result while the
 #'     workers compute. Nothing travels through the workers' connections but
 #'     a few numbers, and the `dist` or matrix is built once, in place. (A
 #'     result in shared memory would be slower to write: its first writes
@@ -366,7 +370,7 @@ gk_pcf_chunk_shared <- function(task) {
   if (!is.null(task$shared$target$sharers) &&
       !.Call(gk_r_pcf_blocks_left, task$shared$target)) {   # others took every block
     return(list(written = TRUE, seconds = gk_now() - started, waited = 0, direct = TRUE,
-                blocks = 0, lines = lines, times = c(started, started, gk_now())))
+                handed = FALSE, blocks = 0, lines = lines, times = c(started, started, gk_now())))
   }
   symmetric <- task$kind %in% c("pdist", "kernel_sym")
   x_rows <- c(a, b)   # in the functions of `input`
@@ -383,6 +387,7 @@ gk_pcf_chunk_shared <- function(task) {
   waited <- 0
   blocks <- 0   # sent (NA into a file)
   direct <- TRUE   # every part's blocks went straight into the result
+  handed <- TRUE   # every part's blocks were handed over in place
   part <- function(y_set, y_range, row0) {
     at <- list(row0 = row0, col0 = 0)
     band <- list(input = input, x_range = x_rows, y_set = y_set, y_range = y_range,
@@ -393,6 +398,7 @@ gk_pcf_chunk_shared <- function(task) {
     if (isFALSE(sent)) return(FALSE)
     waited <<- waited + sent[1L]
     direct <<- direct && sent[2L] == 1
+    handed <<- handed && sent[2L] == 2
     blocks <<- blocks + sent[3L]
     TRUE
   }
@@ -404,8 +410,9 @@ gk_pcf_chunk_shared <- function(task) {
     part(2L, c(1, task$shared$n_cols), a - 1)
   }
   done <- gk_now()
-  list(written = written, seconds = done - started, waited = waited,
-       direct = direct, blocks = blocks, lines = lines, times = c(started, read, done))
+  list(written = written, seconds = done - started, waited = waited, direct = direct,
+       handed = handed && isTRUE(blocks > 0), blocks = blocks, lines = lines,
+       times = c(started, read, done))
 }
 
 # A PCF matrix from `count` row bands run as futures (called by
@@ -567,7 +574,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   }
   resend <- reshare <- integer()
   worker_s <- waited_s <- numeric()
-  direct <- logical()   # NA: sent no block
+  route <- character()   # how each worker's blocks went; NA: sent none
   lines <- character()
   times <- matrix(NA_real_, nrow(bands), 3L)
   taken <- rep(NA_real_, nrow(bands))
@@ -575,7 +582,8 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     if (isTRUE(value$written)) {
       worker_s <<- c(worker_s, value$seconds)
       waited_s <<- c(waited_s, value$waited)
-      direct <<- c(direct, if (isTRUE(value$blocks == 0)) NA else isTRUE(value$direct))
+      route <<- c(route, if (isTRUE(value$blocks == 0)) NA else
+        if (isTRUE(value$handed)) "handed" else if (isTRUE(value$direct)) "direct" else "slots")
       taken[i] <<- value$blocks
       times[i, ] <<- value$times - begun
       if (length(value$lines)) lines <<- c(lines, paste0("  future ", i, ": ", value$lines))
@@ -618,6 +626,13 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
     gk_run_tasks(lapply(again, task_of, data = TRUE), function(i, value) collect(again[i], value))
   }
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
+  routes <- function(route) {   # of the workers that sent blocks
+    sent <- route[!is.na(route)]
+    handed <- sum(sent == "handed")
+    paste0(if (handed) sprintf(", %d of %d handed over in place", handed, length(sent)),
+           if (length(sent) > handed) sprintf(", %d of %d written straight into the result",
+                                              sum(sent == "direct"), length(sent) - handed))
+  }
   at <- function(x) paste(sprintf("%.2f", x), collapse = "/")
   c(sprintf("pcf (%d futures, %s): result and inputs ready in %.2f s, workers %.2f s (each: %s s%s)",
             nrow(bands), if (is.null(shared)) {
@@ -625,9 +640,7 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
             } else
               paste0(if (isTRUE(shared$input$direct) && !length(reshare))
                        "inputs read from this process" else "shared memory",
-                     if (any(!is.na(direct))) sprintf(
-                       ", %d of %d written straight into the result", sum(direct, na.rm = TRUE),
-                       sum(!is.na(direct))),
+                     routes(route),
                      if (length(reshare)) ", some ran again on shared inputs",
                      if (length(resend)) ", some resent"),
             ready, gk_now() - begun - ready, each,

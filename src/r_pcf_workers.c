@@ -280,8 +280,9 @@ static int share_range(pcf_set *s, double from, double to)
  * channel's shared list, the band then being all of it), or with a `file`
  * (not NULL: a file target as gk_r_pcf_matrix takes it, pcf_dist_file())
  * written into that file's matrix instead (`target` is then not used).
- * c(seconds spent waiting for a free slot, 1 when the blocks went straight
- * into the result, else 0, blocks sent (NA into a file)), or FALSE when this
+ * c(seconds spent waiting for a free slot, how the blocks went: 2 handed
+ * over in place, 1 straight into the result, 0 copied through slots,
+ * blocks sent (NA into a file)), or FALSE when this
  * process cannot attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,
                    SEXP single, SEXP backend, SEXP threads, SEXP budget, SEXP devices,
@@ -336,14 +337,14 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
     if (err.status == GK_OK && port.failed)
       gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
   }
-  double waited = port.wait_s, direct = to_file || port.direct == 1;
+  double waited = port.wait_s, route = port.handover == 1 ? 2 : to_file || port.direct == 1;
   double blocks = to_file ? NA_REAL : (double) port.blocks;
   gk_shared_release(&in);
   if (!to_file) gk_channel_detach(&port);
   if (err.status) gk_raise(&err);
   SEXP out = PROTECT(Rf_allocVector(REALSXP, 3));
   REAL(out)[0] = waited;
-  REAL(out)[1] = direct;
+  REAL(out)[1] = route;
   REAL(out)[2] = blocks;
   UNPROTECT(1);
   return out;

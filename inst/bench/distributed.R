@@ -2,9 +2,9 @@
 # n = 5e4 PCFs (a 10 GB `dist`) on 1, 2, ... GPUs of this machine:
 #   - in-process: one GPU, then devices = 1:G for G = 2, 4, ... up to all;
 #   - G future workers (plan(multisession), `workers = G`) with one GPU each,
-#     writing their blocks straight into this process's result (the workers'
-#     route; GK_CHANNEL_DIRECT=0: through shared slots that this process
-#     scatters); and the same plan with the default `workers`, which keeps
+#     handing their blocks over in place (this process writes them into its
+#     result from the workers' shared staging); and the same plan with the
+#     default `workers`, which keeps
 #     the call in this process on all its GPUs;
 #   - the full symmetric matrix as a float file (pcf_dist_file()), on one
 #     and on G GPUs in-process, under plan(multisession) (which leaves the
@@ -178,9 +178,7 @@ for (g in worker_counts) for (no_delay in socket_modes) {
   cat(sprintf("%s: future's own cost: %d empty futures launched in %.3f s, resolved after %.3f s\n",
               label, g, cost[1], cost[2]))
   t <- median_time(function() pdist(workers = g), reps)
-  report(paste0(label, ", shared memory"), t, one,
-         if (identical(Sys.getenv("GK_CHANNEL_DIRECT"), "0")) "blocks through shared slots" else
-           "blocks written straight into the result")
+  report(paste0(label, ", shared memory"), t, one, "blocks handed over in place")
   phases(function() pdist(workers = g), workers = TRUE)
   t <- median_time(function() pdist(), reps)
   report(paste0(label, ", default workers"), t, one,

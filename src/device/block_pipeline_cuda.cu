@@ -215,9 +215,10 @@ void run_worker(void *ctx, int d, gk_error *err)
   for (int b = 0; b < depth; b++)
     GK_TRY(gk_buffer_alloc(&out[(size_t) b], max_elements * elem, "a block of results", err));
   // Page-locked memory costs time to get (every page made and pinned): the
-  // device layer keeps it between calls.
-  GK_TRY(gk_pinned_scratch(GK_PINNED_STAGING, host_slots * max_elements * elem,
-                           "blocks of results", &staging, err));
+  // device layer keeps it between calls. A writer that hands blocks over to
+  // another process in place needs it where that process can map it.
+  GK_TRY((s->writer.hands_over ? gk_pinned_scratch_shared : gk_pinned_scratch)(
+      GK_PINNED_STAGING, host_slots * max_elements * elem, "blocks of results", &staging, err));
   for (size_t h = 0; h < host_slots; h++) host[h] = (char *) staging + h * max_elements * elem;
   GK_TRY(policy->storage_create(policy->ctx, s->blocks, s->count, &storage, err));
   GK_CUDA_TRY(cudaEventCreate(&origin), "cudaEventCreate", err);

@@ -115,7 +115,7 @@ gk_block_writer gk_block_writer_band(gk_write_kind kind, gk_write_kind layout, d
                                      size_t n_rows, size_t row0, size_t col0, int threads)
 {
   gk_block_writer w = {kind, out, n_rows, threads, NULL, NULL, layout, row0, col0, NULL, NULL,
-                       NULL};
+                       NULL, 0};
   return w;
 }
 

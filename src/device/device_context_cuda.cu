@@ -186,8 +186,10 @@ gk_status gk_device_scratch(gk_scratch_slot slot, size_t bytes, const char *what
   return GK_OK;
 }
 
-gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
-                            gk_error *err)
+// Shared scratch serves private requests too; a shared request finding
+// private memory makes it again, shared.
+static gk_status pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, int shared,
+                                void **ptr, gk_error *err)
 {
   *ptr = NULL;
   device_context *ctx = context_of_device_in_use(err);
@@ -196,12 +198,26 @@ gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what,
   if (slot < 0 || slot >= GK_PINNED_SLOTS)
     return gk_fail(err, GK_ERR_INTERNAL, "no pinned scratch slot %d", (int) slot);
   gk_pinned_buffer *buf = &ctx->pinned[slot];
-  if (!buf->ptr || buf->bytes < bytes) {
+  if (!buf->ptr || buf->bytes < bytes || (shared && !buf->segment)) {
     gk_pinned_free(buf);
-    if (gk_pinned_alloc(buf, bytes + bytes / 4 + 1, what, err)) return err->status;
+    size_t want = bytes + bytes / 4 + 1;
+    if ((shared ? gk_pinned_alloc_shared : gk_pinned_alloc)(buf, want, what, err))
+      return err->status;
   }
   *ptr = buf->ptr;
   return GK_OK;
+}
+
+gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
+                            gk_error *err)
+{
+  return pinned_scratch(slot, bytes, what, 0, ptr, err);
+}
+
+gk_status gk_pinned_scratch_shared(gk_pinned_slot slot, size_t bytes, const char *what,
+                                   void **ptr, gk_error *err)
+{
+  return pinned_scratch(slot, bytes, what, 1, ptr, err);
 }
 
 // Pieces of a staged copy: large enough that gk_host_copy runs on all its

@@ -75,6 +75,12 @@ gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what,
   return gk_fail_no_cuda(err);
 }
 
+gk_status gk_pinned_scratch_shared(gk_pinned_slot slot, size_t bytes, const char *what,
+                                   void **ptr, gk_error *err)
+{
+  return gk_pinned_scratch(slot, bytes, what, ptr, err);
+}
+
 gk_status gk_staged_upload(void *device_dst, const void *host_src, size_t bytes,
                            gk_stream stream, gk_error *err)
 {
@@ -138,7 +144,18 @@ gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what,
   return gk_fail_no_cuda(err);
 }
 
-void gk_pinned_free(gk_pinned_buffer *buf) { buf->ptr = NULL; buf->bytes = 0; }
+gk_status gk_pinned_alloc_shared(gk_pinned_buffer *buf, size_t bytes, const char *what,
+                                 gk_error *err)
+{
+  return gk_pinned_alloc(buf, bytes, what, err);
+}
+
+void gk_pinned_free(gk_pinned_buffer *buf)
+{
+  buf->ptr = NULL;
+  buf->bytes = 0;
+  buf->segment = NULL;
+}
 
 gk_status gk_stream_create(gk_stream *stream, int high_priority, gk_error *err)
 {

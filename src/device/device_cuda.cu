@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include "device/gk_cuda.h"
 #include "device/gk_resident.h"
+#include "device/gk_shared.h"
 
 #define GK_MAX_DEVICES 64
 
@@ -256,44 +257,96 @@ gk_status gk_buffer_download(void *dst, const gk_device_buffer *src, size_t byte
 
 // Page-locked host memory. cudaMallocHost faults in and pins every 4 KiB page
 // on the calling thread, far slower than the copies the buffer then serves,
-// and the first large call of a process waits on it. Memory of our own, in
-// 2 MiB pages where the system grants them, faulted in on several threads,
-// then registered with the driver, is page-locked several times faster.
-// Large buffers start on a large page's boundary so that all their pages can
-// be large; small ones take whole pages of their own.
-gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err)
+// and the first large call of a process waits on it. Memory of our own,
+// faulted in on several threads, then registered with the driver, is
+// page-locked several times faster.
+//
+// Our own is private memory in 2 MiB pages where the system grants them,
+// starting on a large page's boundary when large so that all its pages can
+// be large (small ones take whole pages). Shared, it is a segment
+// (gk_shared.h) where the system has memory files, offered to other
+// processes of this machine: a future worker's GPUs download its blocks of
+// results into it and its caller writes them into its result from there
+// (gk_channel.h), at the rate of one process (inst/bench/scatter_rate.cu,
+// STAGING=shm: downloads and scatters as fast as from private memory).
+static void *pinned_memory(gk_pinned_buffer *buf, size_t bytes, int shared)
 {
+  gk_shared *segment = shared ? (gk_shared *) calloc(1, sizeof(gk_shared)) : NULL;
+  gk_error ignored;
+  gk_error_clear(&ignored);
+  if (segment && gk_shared_create(bytes, segment, &ignored) == GK_OK) {
+    if (gk_shared_map(segment, 0, &ignored) == GK_OK) {
+      buf->segment = segment;
+      return segment->values;
+    }
+    gk_shared_release(segment);
+  }
+  free(segment);
   const size_t huge = GK_HOST_HUGE_PAGE, page = 4096;
-  buf->ptr = NULL;
-  buf->bytes = 0;
-  if (bytes == 0) return GK_OK;
   size_t align = bytes >= huge ? huge : page;
   size_t rounded = (bytes + align - 1) / align * align;
   void *memory = NULL;
-  if (posix_memalign(&memory, align, rounded) != 0)
-    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for %.1f MiB of pinned memory for %s",
-                   bytes / 1048576.0, what);
+  if (posix_memalign(&memory, align, rounded) != 0) return NULL;
   gk_host_huge_pages(memory, rounded);
   gk_host_prefault(memory, rounded);
-  cudaError_t code = cudaHostRegister(memory, rounded, cudaHostRegisterPortable);
+  return memory;
+}
+
+static void pinned_memory_free(gk_pinned_buffer *buf)
+{
+  gk_shared *segment = (gk_shared *) buf->segment;
+  if (segment) {
+    gk_shared_withdraw(segment);
+    gk_shared_release(segment);
+    free(segment);
+  } else {
+    free(buf->ptr);
+  }
+  buf->ptr = NULL;
+  buf->segment = NULL;
+}
+
+static gk_status pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, int shared,
+                              gk_error *err)
+{
+  buf->ptr = NULL;
+  buf->bytes = 0;
+  buf->segment = NULL;
+  if (bytes == 0) return GK_OK;
+  bytes = (bytes + 4095) / 4096 * 4096;   // whole pages: registered whole
+  buf->ptr = pinned_memory(buf, bytes, shared);
+  if (!buf->ptr)
+    return gk_fail(err, GK_ERR_NOMEM, "out of host memory for %.1f MiB of pinned memory for %s",
+                   bytes / 1048576.0, what);
+  cudaError_t code = cudaHostRegister(buf->ptr, bytes, cudaHostRegisterPortable);
   if (code != cudaSuccess) {
     cudaGetLastError();
-    free(memory);
+    pinned_memory_free(buf);
     return gk_fail(err, GK_ERR_NOMEM, "could not allocate %.1f MiB of pinned host memory for %s: %s",
                    bytes / 1048576.0, what, cudaGetErrorString(code));
   }
-  buf->ptr = memory;
+  if (buf->segment) gk_shared_offer((gk_shared *) buf->segment);
   buf->bytes = bytes;
   return GK_OK;
+}
+
+gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err)
+{
+  return pinned_alloc(buf, bytes, what, 0, err);
+}
+
+gk_status gk_pinned_alloc_shared(gk_pinned_buffer *buf, size_t bytes, const char *what,
+                                 gk_error *err)
+{
+  return pinned_alloc(buf, bytes, what, 1, err);
 }
 
 void gk_pinned_free(gk_pinned_buffer *buf)
 {
   if (buf->ptr) {
     cudaHostUnregister(buf->ptr);
-    free(buf->ptr);
+    pinned_memory_free(buf);
   }
-  buf->ptr = NULL;
   buf->bytes = 0;
 }
 

@@ -37,11 +37,15 @@ struct gk_channel_head {
   gk_block_queue queue;     /* the workers' shared block list (gk_channel_queue) */
 };
 
-struct gk_channel_slot {    /* 64 bytes: one cache line each */
-  atomic_int state;         /* 0 free, 1 being filled, 2 full            */
-  int32_t kind, single, pad;
+struct gk_channel_slot {
+  atomic_int state;         /* 0 free, 1 being filled, 2 full, 3 being scattered, 4 refused */
+  int32_t kind, single;
+  int32_t handed;           /* the values are at `staged`, not in the slot */
   uint64_t band_row0, band_col0, row0, rows, col0, cols;
+  gk_shared_place staged;
 };
+
+#define SLOT_REFUSED 4
 
 /* Tells the workers to give up: their waits end, and they take no more
  * blocks of their shared list. */
@@ -88,6 +92,45 @@ static gk_channel_slot *slots_of(gk_channel_head *h)
 
 /* ---- the caller ---- */
 
+/* Whether a slot's block lies in the result: a handed-over block is read
+ * from the worker's memory at sizes it gives. */
+static int block_in_result(const gk_channel *c, const gk_channel_slot *s)
+{
+  uint64_t n_rows = c->n_rows,
+           n_cols = c->layout != GK_WRITE_DENSE ? n_rows : n_rows ? c->values / n_rows : 0;
+  return s->rows <= n_rows && s->cols <= n_cols && s->band_row0 + s->row0 <= n_rows - s->rows &&
+         s->band_col0 + s->col0 <= n_cols - s->cols;
+}
+
+/* Where the values of a block handed over at `at` (`bytes` of them) are in
+ * this process: the worker's staging, mapped once a call; NULL when it
+ * cannot be mapped here. */
+static const char *staged_values(gk_channel *c, const gk_shared_place *at, size_t bytes)
+{
+  const char *values = NULL;
+  char path[sizeof(at->path)];
+  memcpy(path, at->path, sizeof(path));
+  path[sizeof(path) - 1] = 0;
+  pthread_mutex_lock(&c->staged_lock);
+  int k = 0;
+  while (k < c->n_staged && (c->staged[k].token != at->token || strcmp(c->staged[k].path, path)))
+    k++;
+  if (k == c->n_staged && k < GK_CHANNEL_MAX_STAGED) {
+    gk_error ignored;
+    gk_error_clear(&ignored);
+    if (gk_shared_attach(path, at->token, at->bytes, &c->staged[k], &ignored) == GK_OK) {
+      gk_shared_close(&c->staged[k]);   /* the mapping stays */
+      memcpy(c->staged[k].path, path, sizeof(path));
+      c->n_staged++;
+    }
+  }
+  if (k < c->n_staged && at->offset <= c->staged[k].bytes &&
+      bytes <= c->staged[k].bytes - at->offset)
+    values = (const char *) c->staged[k].values + at->offset;
+  pthread_mutex_unlock(&c->staged_lock);
+  return values;
+}
+
 /* Scatters every full slot that no other writer took, once; how many. */
 static size_t drain_pass(gk_channel_writer_thread *me)
 {
@@ -106,10 +149,19 @@ static size_t drain_pass(gk_channel_writer_thread *me)
         !atomic_compare_exchange_strong(&s->state, &expected, 3))
       continue;
     double start = seconds();
+    const char *values = data + k * h->slot_bytes;
+    if (s->handed) {
+      size_t bytes = s->rows * s->cols * (s->single ? sizeof(float) : sizeof(double));
+      values = block_in_result(c, s) ? staged_values(c, &s->staged, bytes) : NULL;
+      if (!values) {   /* the worker sends it another way */
+        atomic_store_explicit(&s->state, SLOT_REFUSED, memory_order_release);
+        continue;
+      }
+    }
     gk_block_writer w = gk_block_writer_band((gk_write_kind) s->kind, c->layout, c->out,
                                              c->n_rows, s->band_row0, s->band_col0, c->threads);
     gk_block b = {s->row0, s->rows, s->col0, s->cols};
-    gk_block_write(&w, &b, data + k * h->slot_bytes, s->single);
+    gk_block_write(&w, &b, values, s->single);
     atomic_store_explicit(&s->state, 0, memory_order_release);
     me->busy_s += seconds() - start;
     me->pieces++;
@@ -201,6 +253,7 @@ static void stop_writers(gk_channel *c)
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_error *err)
 {
   memset(c, 0, sizeof(*c));
+  pthread_mutex_init(&c->staged_lock, NULL);
   size_t slots = SLOTS_PER_RING, heads = heads_bytes(rings, slots);
   if (gk_shared_create(heads + rings * slots * slot_bytes, &c->seg, err))
     return err->status;
@@ -235,9 +288,12 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
   open_direct(c, out, result_bytes, layout, n_rows);
   c->layout = layout;
   c->n_rows = n_rows;
+  c->values = result_bytes / sizeof(double);
   size_t count = h->rings * h->slots;
   int writers = (int) gk_tunable(GK_TUNE_CHANNEL_WRITERS), all = gk_omp_threads(threads);
-  if (writers <= 0) writers = 2;
+  /* One per ring (a worker's chunk), as each GPU thread of one process
+   * writes its own blocks: workers wait while theirs are written. */
+  if (writers <= 0) writers = h->rings > 2 ? (int) h->rings : 2;
   if (writers > GK_CHANNEL_MAX_WRITERS) writers = GK_CHANNEL_MAX_WRITERS;
   if ((size_t) writers > count) writers = (int) count;
   c->writers = writers;
@@ -277,6 +333,8 @@ void gk_channel_release(gk_channel *c)
     stop_writers(c);
     end_direct(c);
   }
+  for (int k = 0; k < c->n_staged; k++) gk_shared_release(&c->staged[k]);
+  c->n_staged = 0;
   gk_shared_release(&c->seg);
   c->head = NULL;
 }
@@ -582,13 +640,67 @@ gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *
 #endif
 }
 
-/* The block straight into the caller's result where it allows that, else
- * whole columns at a time into slots; p->failed when the caller stopped. */
+/* What a slot holds: columns [c0, c0 + cols) of the block. */
+static void describe_slot(const gk_channel_port *p, gk_channel_slot *s, const gk_block *block,
+                          size_t c0, size_t cols, int single, int handed)
+{
+  s->kind = (int32_t) p->kind;
+  s->single = single;
+  s->handed = handed;
+  s->band_row0 = p->band_row0;
+  s->band_col0 = p->band_col0;
+  s->row0 = block->row0;
+  s->rows = block->rows;
+  s->col0 = block->col0 + c0;
+  s->cols = cols;
+}
+
+/* Hands the block over in place (its values at `at`, in memory this
+ * process offers) and waits until the caller wrote it into its result, so
+ * that the memory may take the next download: 0 written; 1 refused (the
+ * caller could not map it: send it another way); -1 the caller stopped. */
+static int hand_over(gk_channel_port *p, const gk_block *block, const gk_shared_place *at,
+                     int single)
+{
+  long k = claim(p);
+  if (k < 0) return -1;
+  gk_channel_slot *s = &p->ring[k];
+  describe_slot(p, s, block, 0, block->cols, single, 1);
+  s->staged = *at;
+  atomic_store_explicit(&s->state, 2, memory_order_release);
+  for (unsigned spin = 0;; spin++) {
+    int state = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (state == 0) return 0;
+    if (state == SLOT_REFUSED) {
+      atomic_store_explicit(&s->state, 0, memory_order_release);
+      return 1;
+    }
+    if (atomic_load(&p->head->abort) || (spin % 4096 == 4095 && caller_gone(p))) return -1;
+    nap(spin);
+  }
+}
+
+/* The block handed over in place where it lies in memory this process
+ * offers (GPU staging), else straight into the caller's result where it
+ * allows that, else whole columns at a time into slots; p->failed when the
+ * caller stopped. */
 static void deliver_block(gk_channel_port *p, const gk_block *block, const void *src, int single)
 {
   /* On any thread, so no interrupt check: the caller's next step is the
    * result, or stopping. */
   if (!p->failed && await_caller(p, result_opened, 0) != GK_OK) p->failed = 1;
+  size_t elem = single ? sizeof(float) : sizeof(double);
+  gk_shared_place at;
+  if (!p->failed && p->handover >= 0 &&
+      gk_shared_place_of(src, block->rows * block->cols * elem, &at)) {
+    int handed = hand_over(p, block, &at, single);
+    if (handed < 0) p->failed = 1;
+    if (handed <= 0) {
+      if (handed == 0) p->handover = 1;
+      return;
+    }
+    p->handover = -1;   /* by the other routes from now on, this block too */
+  }
 #ifdef GK_HAVE_VM_WRITE
   if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
     if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
@@ -602,7 +714,6 @@ static void deliver_block(gk_channel_port *p, const gk_block *block, const void 
     }
   }
 #endif
-  size_t elem = single ? sizeof(float) : sizeof(double);
   size_t column = block->rows * elem;
   size_t per_slot = column ? p->slot_bytes / column : block->cols;
   if (per_slot < 1 || p->failed) {   /* slots are sized for a column: never */
@@ -626,14 +737,7 @@ static void deliver_block(gk_channel_port *p, const gk_block *block, const void 
 #endif
     for (long long j = 0; j < n; j++) memcpy(dst + j * column, from + j * column, column);
     (void) threads;
-    s->kind = (int32_t) p->kind;
-    s->single = single;
-    s->band_row0 = p->band_row0;
-    s->band_col0 = p->band_col0;
-    s->row0 = block->row0;
-    s->rows = block->rows;
-    s->col0 = block->col0 + c0;
-    s->cols = cols;
+    describe_slot(p, s, block, c0, cols, single, 0);
     atomic_store_explicit(&s->state, 2, memory_order_release);
   }
 }
@@ -658,5 +762,6 @@ gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t
   gk_block_writer w = gk_block_writer_make(kind, NULL, 0, threads);
   w.reduce = send_block;
   w.reduce_ctx = p;
+  w.hands_over = 1;
   return w;
 }

@@ -28,6 +28,20 @@
  * before it) overlaps the workers' reading and first blocks; a block waits
  * until the result exists.
  *
+ * Blocks handed over in place (GPU workers): a worker's GPUs download its
+ * blocks into page-locked staging that is a shared segment it offers
+ * (gk_pinned_alloc, gk_shared_offer); the worker hands each block to the
+ * caller as a place in that segment, the caller's writer threads map it
+ * (once a call) and write the block into the result with the block
+ * writer, then free the slot, and the worker's GPU thread, which waited
+ * as it waits for its own scatter, goes on. So the result is written as in
+ * one process (inst/bench/scatter_rate.cu: shared staging as fast as
+ * private), where direct writes run at about half that rate (each copy
+ * pins the caller's pages under its memory map's locks). It needs no
+ * permission to trace the caller, and takes every layout and float blocks.
+ * A block in memory the worker does not offer (the CPU engine's), or one
+ * the caller cannot map (its slot marked refused), goes by the routes below.
+ *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's
  * channel is one shared segment (gk_shared.h) holding a ring of a few slots
@@ -46,13 +60,15 @@
  * 4 KiB pages several times more slowly than private memory's, which can
  * have 2 MiB pages (inst/bench/pages.c measures both).
  *
- * A slot: state 0 free, 1 being filled, 2 full, 3 being scattered. Workers
- * claim a free slot of their ring (compare-and-swap: several GPUs of one
- * worker may send at once) and mark it full; the caller's writer threads
- * (GK_CHANNEL_WRITERS, two by default: one alone is busy most of a large
- * call and keeps the workers waiting for free slots) claim full slots
- * the same way, scatter them and mark them free. A worker whose ring is full waits; it gives up when the caller
- * aborts (an error elsewhere, an interrupt) or is gone.
+ * A slot: state 0 free, 1 being filled, 2 full, 3 being scattered, 4
+ * refused (a handed-over block the caller could not map). Workers claim a
+ * free slot of their ring (compare-and-swap: several GPUs of one worker may
+ * send at once) and mark it full; the caller's writer threads
+ * (GK_CHANNEL_WRITERS; by default one per ring, two at least: as in one
+ * process, where each GPU's thread scatters its own blocks) claim full
+ * slots the same way, scatter them and mark them free. A worker whose ring
+ * is full, or whose handed-over block is being written, waits; it gives up
+ * when the caller aborts (an error elsewhere, an interrupt) or is gone.
  */
 #ifndef GK_CHANNEL_H
 #define GK_CHANNEL_H
@@ -74,6 +90,7 @@ typedef struct gk_channel_head gk_channel_head;
 typedef struct gk_channel_slot gk_channel_slot;
 
 #define GK_CHANNEL_MAX_WRITERS 8
+#define GK_CHANNEL_MAX_STAGED 32   /* workers' staging segments mapped by one call */
 
 typedef struct gk_channel gk_channel;
 
@@ -100,6 +117,10 @@ struct gk_channel {
   double busy_s;          /* seconds the writers spent scattering (summed) */
   size_t pieces;          /* slots scattered                              */
   uint64_t direct_token;  /* read by workers before direct writes        */
+  size_t values;          /* of the result                                */
+  pthread_mutex_t staged_lock;
+  gk_shared staged[GK_CHANNEL_MAX_STAGED];   /* workers' staging, mapped here */
+  int n_staged;
 };
 
 /* Bytes of one slot for a result of `values` doubles with columns of at most
@@ -158,6 +179,7 @@ typedef struct {
   volatile int failed;    /* the caller stopped taking blocks              */
   double wait_s;          /* seconds spent waiting for a free slot         */
   volatile int direct;    /* writes into the result: 0 untried, 1 yes, -1 no */
+  volatile int handover;  /* blocks handed over in place: 0 untried, 1 yes, -1 no */
   size_t blocks;          /* blocks sent (of a shared list: the ones taken) */
 } gk_channel_port;
 

@@ -128,6 +128,11 @@ typedef enum {
 
 gk_status gk_pinned_scratch(gk_pinned_slot slot, size_t bytes, const char *what, void **ptr,
                             gk_error *err);
+/* The same in memory other processes of this machine may map
+ * (gk_pinned_alloc_shared), made again where the slot holds private memory:
+ * a future worker's pipeline staging, whose blocks it hands over in place. */
+gk_status gk_pinned_scratch_shared(gk_pinned_slot slot, size_t bytes, const char *what,
+                                   void **ptr, gk_error *err);
 
 /* The host ends of downloads into R memory (host_copy.c). gk_host_prefault
  * writes one byte per page of memory that a download will fill, such as a
@@ -162,13 +167,21 @@ gk_status gk_buffer_upload(gk_device_buffer *dst, const void *src, size_t bytes,
 gk_status gk_buffer_download(void *dst, const gk_device_buffer *src, size_t bytes,
                              gk_stream stream, gk_error *err);
 
-/* Page-locked host memory, for asynchronous copies. */
+/* Page-locked host memory, for asynchronous copies: private memory, or with
+ * gk_pinned_alloc_shared, where the system has memory files, a shared
+ * segment offered to other processes of this machine (gk_shared_offer: a
+ * future worker's caller writes the blocks its GPUs download there into its
+ * result itself). Shared memory has 4 KiB pages on most systems, and takes
+ * longer to make than private memory in 2 MiB pages. */
 typedef struct {
   void *ptr;
   size_t bytes;
+  void *segment;   /* the gk_shared it lives in, or NULL */
 } gk_pinned_buffer;
 
 gk_status gk_pinned_alloc(gk_pinned_buffer *buf, size_t bytes, const char *what, gk_error *err);
+gk_status gk_pinned_alloc_shared(gk_pinned_buffer *buf, size_t bytes, const char *what,
+                                 gk_error *err);
 void gk_pinned_free(gk_pinned_buffer *buf);
 
 /* Streams on the device in use; high_priority selects its highest priority. */

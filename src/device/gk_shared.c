@@ -4,6 +4,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -178,6 +179,50 @@ gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_sh
     return err->status;
   }
   return GK_OK;
+}
+
+/* ---- segments offered in place ---- */
+
+#define OFFERED_MOST 64
+static pthread_mutex_t offered_lock = PTHREAD_MUTEX_INITIALIZER;
+static const gk_shared *offered[OFFERED_MOST];
+
+void gk_shared_offer(const gk_shared *s)
+{
+  pthread_mutex_lock(&offered_lock);
+  for (int k = 0; k < OFFERED_MOST; k++)
+    if (!offered[k]) {
+      offered[k] = s;
+      break;
+    }
+  pthread_mutex_unlock(&offered_lock);
+}
+
+void gk_shared_withdraw(const gk_shared *s)
+{
+  pthread_mutex_lock(&offered_lock);
+  for (int k = 0; k < OFFERED_MOST; k++)
+    if (offered[k] == s) offered[k] = NULL;
+  pthread_mutex_unlock(&offered_lock);
+}
+
+int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place)
+{
+  int found = 0;
+  uintptr_t at = (uintptr_t) p;
+  pthread_mutex_lock(&offered_lock);
+  for (int k = 0; k < OFFERED_MOST && !found; k++) {
+    const gk_shared *s = offered[k];
+    uintptr_t values = s ? (uintptr_t) s->values : 0;
+    if (!s || at < values || at - values > s->bytes || bytes > s->bytes - (at - values)) continue;
+    memcpy(place->path, s->path, sizeof(place->path));
+    place->token = s->token;
+    place->bytes = s->bytes;
+    place->offset = at - values;
+    found = 1;
+  }
+  pthread_mutex_unlock(&offered_lock);
+  return found;
 }
 
 void gk_shared_close(gk_shared *s)

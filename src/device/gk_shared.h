@@ -74,6 +74,25 @@ void gk_result_huge_pages(void *at, size_t len);
 gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_shared *s,
                            gk_error *err);
 
+/* Where memory of this process lies in a segment it offers (below): the
+ * segment's path, token and bytes of values (what gk_shared_attach checks),
+ * and the offset from its values. */
+typedef struct {
+  char path[64];
+  uint64_t token, bytes, offset;
+} gk_shared_place;
+
+/* Segments of this process whose memory it may hand to others in place: a
+ * future worker's page-locked staging (gk_pinned_alloc), into which its GPUs
+ * download blocks of results that its caller maps and writes into its result
+ * itself (gk_channel.h). A segment offered (mapped, its descriptor open) is
+ * withdrawn before it is released; at most 64 at once (more are not offered). */
+void gk_shared_offer(const gk_shared *s);
+void gk_shared_withdraw(const gk_shared *s);
+
+/* 1, with *place, where [p, p + bytes) lies in an offered segment; else 0. */
+int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place);
+
 /* Closes the descriptor: no process can attach any more; the mapping stays. */
 void gk_shared_close(gk_shared *s);
 

@@ -37,7 +37,7 @@ static const tunable table[GK_TUNE_COUNT] = {
    "QR kernel): more take more memory per stack and re-factor less."},
   {"GK_CHANNEL_WRITERS", 0, 0, 8, 0,
    "Threads of the calling process that write future workers' blocks into a PCF result "
-   "(1 to 8, sharing its OpenMP threads); 0 chooses (2)."},
+   "(1 to 8, sharing its OpenMP threads); 0 chooses (one per worker's chunk, 2 at least)."},
   {"GK_REDUCE_MIN_BLOCKS", 0, 0, 4, 0,
    "Blocks per multiprocessor the GPU k-smallest and min/max reduction kernels are compiled "
    "to fit (registers capped to match): 1 to 4; 0 chooses (see reduce_launch_cuda.cu)."},

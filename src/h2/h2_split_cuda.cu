@@ -51,7 +51,7 @@ extern "C" gk_status h2_gpu_build_split(const h2_tree *const *trees, int parts, 
  * between calls; each GPU copies x into its part's own staging copy (xio,
  * counted with the part) and its rows of y back. */
 struct h2_split_work {
-  gk_pinned_buffer host_x = {NULL, 0}, host_y = {NULL, 0};   // as many bytes each
+  gk_pinned_buffer host_x = {NULL, 0, NULL}, host_y = {NULL, 0, NULL};   // as many bytes each
 };
 
 namespace {

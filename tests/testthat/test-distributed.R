@@ -209,6 +209,41 @@ test_that("workers writing straight into the caller's result: results equal one 
   expect_true(direct[[1]][3] %in% c("1", "2"))
 })
 
+test_that("GPU workers hand their blocks over in place: results equal one process", {
+  skip_if_not(gk_has_gpu())
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(72)
+  X <- draw_pcfs(301)   # blocks of side 64: a last, partial block row
+  Y <- draw_pcfs(23)
+  old <- options(gpukernels.pcf_budget_bytes = 64 * 64 * 8 * 2)
+  on.exit(options(old))
+  # A dist, a full symmetric matrix (whose mirror no direct write makes) and
+  # float blocks: every kind the caller's threads write from the workers'
+  # staging, checked against one process on the CPU.
+  calls <- list(
+    dist = function(w) pcf_pdist(X, backend = "gpu", workers = w),
+    symmetric = function(w) pcf_kernel(X, backend = "gpu", workers = w),
+    float = function(w) pcf_cdist(X, Y, p = 2, precision = "single", backend = "gpu",
+                                  workers = w))
+  reference <- list(dist = as.vector(pcf_pdist(X, backend = "cpu")),
+                    symmetric = pcf_kernel(X, backend = "cpu"),
+                    float = pcf_cdist(X, Y, p = 2, backend = "cpu"))
+  tolerance <- c(dist = 1e-12, symmetric = 1e-12, float = 1e-5)
+  # Twice each: the workers' staging made in the call, then kept.
+  with_plan(future::multisession, for (what in rep(names(calls), each = 2)) {
+    opt <- options(gpukernels.progress = TRUE)
+    lines <- capture.output(got <- calls[[what]](2), type = "message")
+    options(opt)
+    expect_equal(as.vector(got), as.vector(reference[[what]]), tolerance = tolerance[[what]],
+                 info = what)
+    handed <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) handed over in place",
+                                                       lines)))
+    expect_length(handed, 1)
+    expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
+    expect_false(any(grepl("written straight", lines)), info = what)
+  })
+})
+
 test_that("workers take the blocks of one shared list, each block once", {
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   set.seed(67)
