@@ -296,7 +296,6 @@ static void pinned_memory_free(gk_pinned_buffer *buf)
 {
   gk_shared *segment = (gk_shared *) buf->segment;
   if (segment) {
-    gk_shared_withdraw(segment);
     gk_shared_release(segment);
     free(segment);
   } else {
@@ -344,6 +343,7 @@ gk_status gk_pinned_alloc_shared(gk_pinned_buffer *buf, size_t bytes, const char
 void gk_pinned_free(gk_pinned_buffer *buf)
 {
   if (buf->ptr) {
+    if (buf->segment) gk_shared_withdraw((gk_shared *) buf->segment);   // before it goes
     cudaHostUnregister(buf->ptr);
     pinned_memory_free(buf);
   }

@@ -51,7 +51,7 @@
  * gk_channel_writer: each block of results (float or double) is copied into
  * a free slot, piece by piece of whole columns.
  *
- * On both routes the result asks for 2 MiB pages (gk_result_huge_pages),
+ * On every route the result asks for 2 MiB pages (gk_result_huge_pages),
  * and the workers take their blocks from one list in the segment's head
  * (gk_channel_queue); the caller closes it when it stops them.
  *
