@@ -30,14 +30,14 @@
  *
  * Blocks handed over in place (GPU workers): a worker's GPUs download its
  * blocks into page-locked staging that is a shared segment it offers
- * (gk_pinned_alloc, gk_shared_offer); the worker hands each block to the
+ * (gk_pinned_alloc_shared, gk_shared_offer); the worker hands each block to the
  * caller as a place in that segment, the caller's writer threads map it
  * (once a call) and write the block into the result with the block
  * writer, then free the slot, and the worker's GPU thread, which waited
  * as it waits for its own scatter, goes on. So the result is written as in
  * one process (inst/bench/scatter_rate.cu: shared staging as fast as
- * private), where direct writes run at about half that rate (each copy
- * pins the caller's pages under its memory map's locks). It needs no
+ * private), where direct writes run more slowly (each copy pins the
+ * caller's pages under its memory map's locks). It needs no
  * permission to trace the caller, and takes every layout and float blocks.
  * A block in memory the worker does not offer (the CPU engine's), or one
  * the caller cannot map (its slot marked refused), goes by the routes below.
