@@ -120,7 +120,6 @@ static const char *staged_values(gk_channel *c, const gk_shared_place *at, size_
     gk_error_clear(&ignored);
     if (gk_shared_attach(path, at->token, at->bytes, &c->staged[k], &ignored) == GK_OK) {
       gk_shared_close(&c->staged[k]);   /* the mapping stays */
-      memcpy(c->staged[k].path, path, sizeof(path));
       c->n_staged++;
     }
   }
@@ -393,41 +392,48 @@ static int caller_gone(gk_channel_port *p)
   return kill((pid_t) p->head->caller, 0) != 0;
 }
 
-/* Waits until ready(head) holds: GK_OK; GK_ERR_ABANDONED once the caller
- * aborts or is gone; GK_ERR_INTERRUPTED when this process is interrupted,
- * asked only where `interruptible` (R's thread). */
-static gk_status await_caller(gk_channel_port *p, int (*ready)(gk_channel_head *),
+/* Waits until ready(at) holds, `at` being the segment's head or one of its
+ * slots: GK_OK; GK_ERR_ABANDONED once the caller aborts or is gone;
+ * GK_ERR_INTERRUPTED when this process is interrupted, asked only where
+ * `interruptible` (R's thread). */
+static gk_status await_caller(gk_channel_port *p, int (*ready)(void *), void *at,
                               int interruptible)
 {
   gk_channel_head *h = p->head;
   for (unsigned spin = 0;; spin++) {
-    if (ready(h)) return GK_OK;
+    if (ready(at)) return GK_OK;
     if (atomic_load(&h->abort) || (spin % 256 == 255 && caller_gone(p))) return GK_ERR_ABANDONED;
     if (interruptible && spin % 256 == 255 && gk_interrupt_pending()) return GK_ERR_INTERRUPTED;
     nap(spin);
   }
 }
 
-static int input_offered(gk_channel_head *h)
+static int input_offered(void *head)
 {
-  return __atomic_load_n(&h->input_at, __ATOMIC_ACQUIRE) != 0;
+  return __atomic_load_n(&((gk_channel_head *) head)->input_at, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* The caller has its result (it may offer the inputs first). */
-static int result_opened(gk_channel_head *h)
+static int result_opened(void *head)
 {
-  return atomic_load_explicit(&h->opened, memory_order_acquire);
+  return atomic_load_explicit(&((gk_channel_head *) head)->opened, memory_order_acquire);
 }
 
-static int input_checked(gk_channel_head *h)
+static int input_checked(void *head)
 {
-  return atomic_load_explicit(&h->checked, memory_order_acquire);
+  return atomic_load_explicit(&((gk_channel_head *) head)->checked, memory_order_acquire);
 }
 
-static gk_status await_on_r_thread(gk_channel_port *p, int (*ready)(gk_channel_head *),
-                                   gk_error *err)
+/* The caller wrote a handed-over slot's block (freed it) or refused it. */
+static int slot_answered(void *slot)
 {
-  gk_status st = await_caller(p, ready, 1);
+  int state = atomic_load_explicit(&((gk_channel_slot *) slot)->state, memory_order_acquire);
+  return state == 0 || state == SLOT_REFUSED;
+}
+
+static gk_status await_on_r_thread(gk_channel_port *p, int (*ready)(void *), gk_error *err)
+{
+  gk_status st = await_caller(p, ready, p->head, 1);
   if (st == GK_ERR_ABANDONED) return gk_fail(err, st, "the calling session stopped");
   if (st == GK_ERR_INTERRUPTED) return gk_fail(err, st, "interrupted");
   return GK_OK;
@@ -668,16 +674,10 @@ static int hand_over(gk_channel_port *p, const gk_block *block, const gk_shared_
   describe_slot(p, s, block, 0, block->cols, single, 1);
   s->staged = *at;
   atomic_store_explicit(&s->state, 2, memory_order_release);
-  for (unsigned spin = 0;; spin++) {
-    int state = atomic_load_explicit(&s->state, memory_order_acquire);
-    if (state == 0) return 0;
-    if (state == SLOT_REFUSED) {
-      atomic_store_explicit(&s->state, 0, memory_order_release);
-      return 1;
-    }
-    if (atomic_load(&p->head->abort) || (spin % 4096 == 4095 && caller_gone(p))) return -1;
-    nap(spin);
-  }
+  if (await_caller(p, slot_answered, s, 0) != GK_OK) return -1;
+  if (atomic_load_explicit(&s->state, memory_order_acquire) == 0) return 0;
+  atomic_store_explicit(&s->state, 0, memory_order_release);   /* refused: free again */
+  return 1;
 }
 
 /* The block handed over in place where it lies in memory this process
@@ -688,7 +688,7 @@ static void deliver_block(gk_channel_port *p, const gk_block *block, const void 
 {
   /* On any thread, so no interrupt check: the caller's next step is the
    * result, or stopping. */
-  if (!p->failed && await_caller(p, result_opened, 0) != GK_OK) p->failed = 1;
+  if (!p->failed && await_caller(p, result_opened, p->head, 0) != GK_OK) p->failed = 1;
   size_t elem = single ? sizeof(float) : sizeof(double);
   gk_shared_place at;
   if (!p->failed && p->handover >= 0 &&

@@ -174,6 +174,7 @@ gk_status gk_shared_attach(const char *path, uint64_t token, size_t bytes, gk_sh
   s->token = token;
   s->bytes = bytes;
   s->map_bytes = bytes + GK_SHARED_HEADER;
+  snprintf(s->path, sizeof(s->path), "%s", path);
   if (map_fd(s, err)) {
     gk_shared_release(s);
     return err->status;

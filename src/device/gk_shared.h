@@ -33,7 +33,7 @@ typedef struct {
   double *values;      /* the result: map + one page                  */
   size_t bytes;        /* of the values                               */
   uint64_t token;
-  char path[64];       /* how other processes open it                 */
+  char path[64];       /* how other processes open it (attached: how it was) */
 } gk_shared;
 
 /* Creates a segment for `bytes` of values, not yet mapped here (gk_shared_map). */
@@ -83,10 +83,11 @@ typedef struct {
 } gk_shared_place;
 
 /* Segments of this process whose memory it may hand to others in place: a
- * future worker's page-locked staging (gk_pinned_alloc), into which its GPUs
- * download blocks of results that its caller maps and writes into its result
- * itself (gk_channel.h). A segment offered (mapped, its descriptor open) is
- * withdrawn before it is released; at most 64 at once (more are not offered). */
+ * future worker's page-locked staging (gk_pinned_alloc_shared), into which
+ * its GPUs download blocks of results that its caller maps and writes into
+ * its result itself (gk_channel.h). A segment offered (mapped, its
+ * descriptor open) is withdrawn before it is released; at most 64 at once
+ * (more are not offered). */
 void gk_shared_offer(const gk_shared *s);
 void gk_shared_withdraw(const gk_shared *s);
 
