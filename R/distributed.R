@@ -73,7 +73,11 @@
 #'     page-locked shared memory of its own, and it hands each to the
 #'     calling process in place: threads of that process (one per worker;
 #'     `GK_CHANNEL_WRITERS`) write it into the result, as in one process,
-#'     while the GPU computes the next. A CPU worker writes its blocks
+#'     while the GPU computes the next. The calling process maps a worker's
+#'     shared memory once and keeps it for later calls, as the worker keeps
+#'     the memory (it counts in both processes' resident size, held once);
+#'     at its next distributed call it lets go of the memory of workers
+#'     that have ended. A CPU worker writes its blocks
 #'     straight into the result (`process_vm_writev`, the same permission).
 #'     Where a worker may not read or write the calling process
 #'     (`ptrace_scope` 1 or more, other users' or containers' processes,

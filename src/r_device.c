@@ -3,6 +3,7 @@
 #include "gk_config.h"
 #include "device/gk_device.h"
 #include "device/gk_omp.h"
+#include "device/gk_shared.h"
 #include "device/gk_tunables.h"
 
 SEXP gk_r_build_info(void)
@@ -92,12 +93,14 @@ SEXP gk_r_omp_threads(void)
 }
 
 /* Frees what the per-device contexts keep between calls (scratch and staging
- * buffers, cuBLAS/cuSOLVER handles); they are made again when needed. Called
+ * buffers, cuBLAS/cuSOLVER handles) and the mappings of future workers'
+ * staging; they are made again when needed. Called
  * when the namespace is unloaded, so that nothing stays allocated on the GPU
  * while the DLL itself stays loaded (finalizers of live objects still point
  * into it). */
 SEXP gk_r_release_caches(void)
 {
   gk_device_release_all();
+  gk_shared_peers_prune(1);   /* future workers' staging, mapped here */
   return R_NilValue;
 }

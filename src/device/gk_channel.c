@@ -102,34 +102,6 @@ static int block_in_result(const gk_channel *c, const gk_channel_slot *s)
          s->band_col0 + s->col0 <= n_cols - s->cols;
 }
 
-/* Where the values of a block handed over at `at` (`bytes` of them) are in
- * this process: the worker's staging, mapped once a call; NULL when it
- * cannot be mapped here. */
-static const char *staged_values(gk_channel *c, const gk_shared_place *at, size_t bytes)
-{
-  const char *values = NULL;
-  char path[sizeof(at->path)];
-  memcpy(path, at->path, sizeof(path));
-  path[sizeof(path) - 1] = 0;
-  pthread_mutex_lock(&c->staged_lock);
-  int k = 0;
-  while (k < c->n_staged && (c->staged[k].token != at->token || strcmp(c->staged[k].path, path)))
-    k++;
-  if (k == c->n_staged && k < GK_CHANNEL_MAX_STAGED) {
-    gk_error ignored;
-    gk_error_clear(&ignored);
-    if (gk_shared_attach(path, at->token, at->bytes, &c->staged[k], &ignored) == GK_OK) {
-      gk_shared_close(&c->staged[k]);   /* the mapping stays */
-      c->n_staged++;
-    }
-  }
-  if (k < c->n_staged && at->offset <= c->staged[k].bytes &&
-      bytes <= c->staged[k].bytes - at->offset)
-    values = (const char *) c->staged[k].values + at->offset;
-  pthread_mutex_unlock(&c->staged_lock);
-  return values;
-}
-
 /* Scatters every full slot that no other writer took, once; how many. */
 static size_t drain_pass(gk_channel_writer_thread *me)
 {
@@ -151,7 +123,7 @@ static size_t drain_pass(gk_channel_writer_thread *me)
     const char *values = data + k * h->slot_bytes;
     if (s->handed) {
       size_t bytes = s->rows * s->cols * (s->single ? sizeof(float) : sizeof(double));
-      values = block_in_result(c, s) ? staged_values(c, &s->staged, bytes) : NULL;
+      values = block_in_result(c, s) ? gk_shared_peer_values(&s->staged, bytes) : NULL;
       if (!values) {   /* the worker sends it another way */
         atomic_store_explicit(&s->state, SLOT_REFUSED, memory_order_release);
         continue;
@@ -252,7 +224,7 @@ static void stop_writers(gk_channel *c)
 gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_error *err)
 {
   memset(c, 0, sizeof(*c));
-  pthread_mutex_init(&c->staged_lock, NULL);
+  gk_shared_peers_prune(0);   /* staging of workers gone since the last call */
   size_t slots = SLOTS_PER_RING, heads = heads_bytes(rings, slots);
   if (gk_shared_create(heads + rings * slots * slot_bytes, &c->seg, err))
     return err->status;
@@ -332,8 +304,6 @@ void gk_channel_release(gk_channel *c)
     stop_writers(c);
     end_direct(c);
   }
-  for (int k = 0; k < c->n_staged; k++) gk_shared_release(&c->staged[k]);
-  c->n_staged = 0;
   gk_shared_release(&c->seg);
   c->head = NULL;
 }

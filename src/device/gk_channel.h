@@ -32,8 +32,9 @@
  * blocks into page-locked staging that is a shared segment it offers
  * (gk_pinned_alloc_shared, gk_shared_offer); the worker hands each block to the
  * caller as a place in that segment, the caller's writer threads map it
- * (once a call) and write the block into the result with the block
- * writer, then free the slot, and the worker's GPU thread, which waited
+ * (once, kept for later calls, gk_shared_peer_values: a call's start unmaps
+ * those of workers gone) and write the block into the result with the
+ * block writer, then free the slot, and the worker's GPU thread, which waited
  * as it waits for its own scatter, goes on. So the result is written as in
  * one process (inst/bench/scatter_rate.cu: shared staging as fast as
  * private), where direct writes run more slowly (each copy pins the
@@ -90,7 +91,6 @@ typedef struct gk_channel_head gk_channel_head;
 typedef struct gk_channel_slot gk_channel_slot;
 
 #define GK_CHANNEL_MAX_WRITERS 8
-#define GK_CHANNEL_MAX_STAGED 32   /* workers' staging segments mapped by one call */
 
 typedef struct gk_channel gk_channel;
 
@@ -118,9 +118,6 @@ struct gk_channel {
   size_t pieces;          /* slots scattered                              */
   uint64_t direct_token;  /* read by workers before direct writes        */
   size_t values;          /* of the result                                */
-  pthread_mutex_t staged_lock;
-  gk_shared staged[GK_CHANNEL_MAX_STAGED];   /* workers' staging, mapped here */
-  int n_staged;
 };
 
 /* Bytes of one slot for a result of `values` doubles with columns of at most

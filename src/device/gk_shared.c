@@ -226,6 +226,86 @@ int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place)
   return found;
 }
 
+/* ---- other processes' offered segments, mapped here ---- */
+
+/* A mapping is kept from one call to the next, as its process keeps the
+ * segment: a worker's blocks are read through page tables made once, not
+ * faulted in and unmapped again each call. The file's identity tells
+ * whether its process still has it (the descriptor's number and the process
+ * id may come again for another file). */
+typedef struct {
+  gk_shared seg;   /* mapped, descriptor closed */
+  dev_t dev;
+  ino_t ino;
+} peer_mapping;
+
+#define PEERS_MOST 32
+static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
+static peer_mapping peers[PEERS_MOST];
+static int n_peers;
+
+static void drop_peer(int k)
+{
+  gk_shared_release(&peers[k].seg);
+  peers[k] = peers[--n_peers];
+}
+
+static int peer_gone(const peer_mapping *m)
+{
+  struct stat st;
+  return stat(m->seg.path, &st) != 0 || st.st_dev != m->dev || st.st_ino != m->ino;
+}
+
+const void *gk_shared_peer_values(const gk_shared_place *at, size_t bytes)
+{
+  const void *values = NULL;
+  char path[sizeof(at->path)];
+  memcpy(path, at->path, sizeof(path));
+  path[sizeof(path) - 1] = 0;
+  pthread_mutex_lock(&peers_lock);
+  int k = 0;
+  while (k < n_peers && (peers[k].seg.token != at->token || strcmp(peers[k].seg.path, path))) k++;
+  if (k == n_peers) {
+    for (int j = n_peers - 1; j >= 0; j--)   /* its descriptor now names another file */
+      if (!strcmp(peers[j].seg.path, path)) drop_peer(j);
+    k = n_peers;
+    gk_error ignored;
+    struct stat st;
+    gk_error_clear(&ignored);
+    if (k < PEERS_MOST &&
+        gk_shared_attach(path, at->token, at->bytes, &peers[k].seg, &ignored) == GK_OK) {
+      if (fstat(peers[k].seg.fd, &st) == 0) {
+        peers[k].dev = st.st_dev;
+        peers[k].ino = st.st_ino;
+        gk_shared_close(&peers[k].seg);
+        n_peers++;
+      } else {
+        gk_shared_release(&peers[k].seg);
+      }
+    }
+  }
+  if (k < n_peers && at->offset <= peers[k].seg.bytes && bytes <= peers[k].seg.bytes - at->offset)
+    values = (const char *) peers[k].seg.values + at->offset;
+  pthread_mutex_unlock(&peers_lock);
+  return values;
+}
+
+void gk_shared_peers_prune(int all)
+{
+  pthread_mutex_lock(&peers_lock);
+  for (int k = n_peers - 1; k >= 0; k--)
+    if (all || peer_gone(&peers[k])) drop_peer(k);
+  pthread_mutex_unlock(&peers_lock);
+}
+
+int gk_shared_peers_mapped(void)
+{
+  pthread_mutex_lock(&peers_lock);
+  int n = n_peers;
+  pthread_mutex_unlock(&peers_lock);
+  return n;
+}
+
 void gk_shared_close(gk_shared *s)
 {
   if (s->fd >= 0) close(s->fd);

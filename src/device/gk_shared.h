@@ -94,6 +94,21 @@ void gk_shared_withdraw(const gk_shared *s);
 /* 1, with *place, where [p, p + bytes) lies in an offered segment; else 0. */
 int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place);
 
+/* Where the `bytes` values another process offers at `at` (its
+ * gk_shared_place_of) are in this process; NULL when they cannot be mapped
+ * here. A segment is mapped once and kept for later calls, as its process
+ * keeps it: until gk_shared_peers_prune finds the process no longer has it.
+ * Thread-safe; at most 32 segments at once (more are not mapped). */
+const void *gk_shared_peer_values(const gk_shared_place *at, size_t bytes);
+
+/* Unmaps the segments of other processes that those no longer have (freed,
+ * or the process ended), or with `all` every one. Not while values of them
+ * are being read (gk_shared_peer_values). */
+void gk_shared_peers_prune(int all);
+
+/* How many other processes' segments are mapped here. */
+int gk_shared_peers_mapped(void);
+
 /* Closes the descriptor: no process can attach any more; the mapping stays. */
 void gk_shared_close(gk_shared *s);
 
