@@ -69,23 +69,25 @@
 #'     which the system allows a worker where it may trace the calling
 #'     process: Yama's `ptrace_scope` 0, Debian's default; the package never
 #'     widens that). The result is an ordinary R vector of the calling
-#'     process. A GPU worker's blocks come down from its GPU into
-#'     page-locked shared memory of its own, and it hands each to the
-#'     calling process in place: threads of that process (one per worker;
+#'     process. Each worker's blocks lie in shared memory of its own (a GPU
+#'     worker's page-locked staging, which its GPU downloads them into; a
+#'     CPU worker's block buffer), and it hands each to the calling process
+#'     in place: threads of that process (one per worker;
 #'     `GK_CHANNEL_WRITERS`) write it into the result, as in one process,
-#'     while the GPU computes the next. The calling process maps a worker's
-#'     shared memory once and keeps it for later calls, as the worker keeps
-#'     the memory (it counts in both processes' resident size, held once);
-#'     at its next distributed call it lets go of the memory of workers
-#'     that have ended. A CPU worker writes its blocks
-#'     straight into the result (`process_vm_writev`, the same permission).
-#'     Where a worker may not read or write the calling process
-#'     (`ptrace_scope` 1 or more, other users' or containers' processes,
-#'     `GK_CHANNEL_DIRECT = 0` in the calling session or the worker's, see
-#'     [gk_info()]), it reads the functions from a copy in shared memory
-#'     instead; then, and for full symmetric matrices ([pcf_kernel()] of one
-#'     set), a CPU worker copies its blocks into a few small shared buffers
-#'     of its own, which those threads write into the result while the
+#'     while a GPU computes the next. This needs no permission to trace the
+#'     calling process. The calling process maps a worker's shared memory
+#'     once and keeps it for later calls, as the worker keeps the memory (it
+#'     counts in both processes' resident size, held once); at its next
+#'     distributed call it lets go of the memory of workers that have ended.
+#'     Where a worker may not read the calling process (`ptrace_scope` 1 or
+#'     more, other users' or containers' processes, `GK_CHANNEL_DIRECT = 0`
+#'     in the calling session or the worker's, see [gk_info()]), it reads
+#'     the functions from a copy in shared memory instead. With
+#'     `GK_CHANNEL_HANDOVER = 0` a worker writes its blocks straight into
+#'     the result (`process_vm_writev`, where it may write the calling
+#'     process, and for `dist` and one-sided results in double precision),
+#'     else it copies them into a few small shared buffers of its own, which
+#'     those threads write into the result while the
 #'     workers compute. Nothing travels through the workers' connections but
 #'     a few numbers, and the `dist` or matrix is built once, in place. (A
 #'     result in shared memory would be slower to write: its first writes

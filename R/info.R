@@ -65,13 +65,15 @@
 #'     results on the GPU, two at a time also in page-locked host memory.}
 #'   \item{`GK_CHANNEL_DIRECT`}{1 (the default): future workers on this machine
 #'     read the functions of a PCF matrix from the calling session's memory
-#'     and, on the CPU, write their blocks straight into its result (see
-#'     [gk_distributed]); 0 (in the calling session, or in a worker's
-#'     environment for that worker): the functions through shared memory
-#'     and a CPU worker's blocks through shared slots. Threads of the
-#'     calling session (`GK_CHANNEL_WRITERS`, 1 to 8, 0 chooses one per
-#'     worker, 2 at least) write those slots, and the blocks GPU workers
-#'     hand over in place, into the result.}
+#'     (see [gk_distributed]); 0 (in the calling session, or in a worker's
+#'     environment for that worker): through shared memory.}
+#'   \item{`GK_CHANNEL_HANDOVER`}{1 (the default): future workers on this
+#'     machine hand their blocks of a PCF matrix to the calling session in
+#'     place, and threads of that session (`GK_CHANNEL_WRITERS`, 1 to 8, 0
+#'     chooses one per worker, 2 at least) write them from the workers'
+#'     shared memory into the result; 0: each worker writes its blocks
+#'     straight into the result where `GK_CHANNEL_DIRECT` is 1 and the
+#'     system lets it, else through shared slots that those threads write.}
 #'   \item{`GK_RESULT_HUGE_PAGES`}{1, the default (or 0): a PCF result of
 #'     64 MB or more, filled by this process's engines or by future workers,
 #'     in memory or in [pcf_dist_file()]'s file, asks the system for 2 MiB

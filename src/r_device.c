@@ -93,8 +93,8 @@ SEXP gk_r_omp_threads(void)
 }
 
 /* Frees what the per-device contexts keep between calls (scratch and staging
- * buffers, cuBLAS/cuSOLVER handles) and the mappings of future workers'
- * staging; they are made again when needed. Called
+ * buffers, cuBLAS/cuSOLVER handles), the mappings of future workers'
+ * staging and a CPU worker's own; they are made again when needed. Called
  * when the namespace is unloaded, so that nothing stays allocated on the GPU
  * while the DLL itself stays loaded (finalizers of live objects still point
  * into it). */
@@ -102,5 +102,6 @@ SEXP gk_r_release_caches(void)
 {
   gk_device_release_all();
   gk_shared_peers_prune(1);   /* future workers' staging, mapped here */
+  gk_shared_scratch_release();
   return R_NilValue;
 }

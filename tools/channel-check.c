@@ -8,7 +8,7 @@
  * over; 1: the segment's descriptor closed, so that the caller cannot map
  * it: refused, and sent by the other routes (direct writes, or slots with
  * GK_CHANNEL_DIRECT=0); 2: float blocks handed over. The R tests reach this
- * route only with GPU workers. From the repository's root:
+ * route with CPU and GPU workers, never the refused case. From the repository's root:
  *   gcc -O1 -g -fopenmp -Isrc -o /tmp/channel-check tools/channel-check.c \
  *     src/device/{gk_channel,gk_shared,block_writer,block_scheduler,gk_tunables,gk_hooks,gk_error,host_copy}.c -lm
  *   for m in 0 1 2; do /tmp/channel-check $m || echo FAILED; done

@@ -61,7 +61,7 @@ typedef struct {
   double *(*make_out)(void *arg, gk_error *err);   /* NULL: `out` is there */
   void *make_out_arg;
   int hands_over;   /* blocks handed to another process in place (gk_channel_writer):
-                     * a GPU pipeline's staging is memory it may map */
+                     * an engine's block buffers are memory it may map */
 } gk_block_writer;
 
 /* The first row of column j that kind `kind` holds: i > j of a `dist`,

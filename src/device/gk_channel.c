@@ -342,6 +342,7 @@ gk_status gk_channel_attach(const char *path, uint64_t token, size_t bytes, size
   p->slot_bytes = h->slot_bytes;
   p->ring = slots_of(h) + ring * h->slots;
   p->data = (char *) h + h->data_offset + ring * h->slots * h->slot_bytes;
+  p->handover = gk_tunable(GK_TUNE_CHANNEL_HANDOVER) ? 0 : -1;
   return GK_OK;
 }
 
@@ -732,6 +733,6 @@ gk_block_writer gk_channel_writer(gk_channel_port *p, gk_write_kind kind, size_t
   gk_block_writer w = gk_block_writer_make(kind, NULL, 0, threads);
   w.reduce = send_block;
   w.reduce_ctx = p;
-  w.hands_over = 1;
+  w.hands_over = p->handover >= 0;
   return w;
 }

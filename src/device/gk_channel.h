@@ -28,20 +28,21 @@
  * before it) overlaps the workers' reading and first blocks; a block waits
  * until the result exists.
  *
- * Blocks handed over in place (GPU workers): a worker's GPUs download its
- * blocks into page-locked staging that is a shared segment it offers
- * (gk_pinned_alloc_shared, gk_shared_offer); the worker hands each block to the
- * caller as a place in that segment, the caller's writer threads map it
- * (once, kept for later calls, gk_shared_peer_values: a call's start unmaps
- * those of workers gone) and write the block into the result with the
- * block writer, then free the slot, and the worker's GPU thread, which waited
- * as it waits for its own scatter, goes on. So the result is written as in
- * one process (inst/bench/scatter_rate.cu: shared staging as fast as
- * private), where direct writes run more slowly (each copy pins the
- * caller's pages under its memory map's locks). It needs no
- * permission to trace the caller, and takes every layout and float blocks.
- * A block in memory the worker does not offer (the CPU engine's), or one
- * the caller cannot map (its slot marked refused), goes by the routes below.
+ * Blocks handed over in place: a worker's engine puts its blocks in memory
+ * that is a shared segment it offers (gk_shared_offer; a GPU's page-locked
+ * staging, gk_pinned_alloc_shared, or the CPU engine's block buffer,
+ * gk_shared_scratch_take); the worker hands each block to the caller as a
+ * place in that segment, the caller's writer threads map it (once, kept for
+ * later calls, gk_shared_peer_values: a call's start unmaps those of
+ * workers gone) and write the block into the result with the block writer,
+ * then free the slot, and the worker's thread, which waited as it waits for
+ * its own scatter, goes on. So the result is written as in one process
+ * (inst/bench/scatter_rate.cu: shared staging as fast as private), where
+ * direct writes run more slowly (each copy pins the caller's pages under
+ * its memory map's locks). It needs no permission to trace the caller, and
+ * takes every layout and float blocks. A block in memory the worker does
+ * not offer, one the caller cannot map (its slot marked refused), and every
+ * block where GK_CHANNEL_HANDOVER is 0 go by the routes below.
  *
  * Slots, where a worker cannot write directly (no permission, a symmetric
  * layout whose mirror is not contiguous, float blocks): the caller's

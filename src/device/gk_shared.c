@@ -226,6 +226,56 @@ int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place)
   return found;
 }
 
+/* ---- this process's offered scratch for blocks of results ---- */
+
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static gk_shared scratch = {-1, NULL, 0, NULL, 0, 0, {0}};   /* mapped and offered, or none */
+static int scratch_held;
+
+static void scratch_free(void)
+{
+  if (!scratch.map) return;
+  gk_shared_withdraw(&scratch);
+  gk_shared_release(&scratch);
+}
+
+void *gk_shared_scratch_take(size_t bytes)
+{
+  void *values = NULL;
+  pthread_mutex_lock(&scratch_lock);
+  if (!scratch_held) {
+    if (scratch.map && scratch.bytes < bytes) scratch_free();
+    if (!scratch.map) {
+      gk_error ignored;
+      gk_error_clear(&ignored);
+      if (gk_shared_create(bytes, &scratch, &ignored) == GK_OK) {
+        if (gk_shared_map(&scratch, 1, &ignored) == GK_OK) gk_shared_offer(&scratch);
+        else gk_shared_release(&scratch);
+      }
+    }
+    if (scratch.map) {
+      values = scratch.values;
+      scratch_held = 1;
+    }
+  }
+  pthread_mutex_unlock(&scratch_lock);
+  return values;
+}
+
+void gk_shared_scratch_put(void)
+{
+  pthread_mutex_lock(&scratch_lock);
+  scratch_held = 0;
+  pthread_mutex_unlock(&scratch_lock);
+}
+
+void gk_shared_scratch_release(void)
+{
+  pthread_mutex_lock(&scratch_lock);
+  if (!scratch_held) scratch_free();
+  pthread_mutex_unlock(&scratch_lock);
+}
+
 /* ---- other processes' offered segments, mapped here ---- */
 
 /* A mapping is kept from one call to the next, as its process keeps the

@@ -94,6 +94,18 @@ void gk_shared_withdraw(const gk_shared *s);
 /* 1, with *place, where [p, p + bytes) lies in an offered segment; else 0. */
 int gk_shared_place_of(const void *p, size_t bytes, gk_shared_place *place);
 
+/* Memory this process offers (above) for blocks of results that an engine
+ * without page-locked staging (the CPU's) hands to a future worker's caller
+ * in place (gk_channel.h): one segment of at least `bytes`, kept from call
+ * to call as a GPU's staging is, so that the caller's mapping of it stays
+ * valid; made again when a call needs more. NULL where it cannot be made or
+ * another engine of this process holds it (then private memory serves).
+ * gk_shared_scratch_put gives it back; gk_shared_scratch_release frees it
+ * when no engine holds it. */
+void *gk_shared_scratch_take(size_t bytes);
+void gk_shared_scratch_put(void);
+void gk_shared_scratch_release(void);
+
 /* Where the `bytes` values another process offers at `at` (its
  * gk_shared_place_of) are in this process; NULL when they cannot be mapped
  * here. A segment is mapped once and kept for later calls, as its process

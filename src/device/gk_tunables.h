@@ -35,6 +35,7 @@ typedef enum {
   GK_TUNE_FILE_POPULATE,          /* GK_FILE_POPULATE */
   GK_TUNE_PCF_BAND_SLOTS,         /* GK_PCF_BAND_SLOTS */
   GK_TUNE_PIPELINE_DEPTH,         /* GK_PIPELINE_DEPTH */
+  GK_TUNE_CHANNEL_HANDOVER,       /* GK_CHANNEL_HANDOVER */
   GK_TUNE_COUNT
 } gk_tunable_id;
 

@@ -10,6 +10,7 @@
 #include "device/block_progress.h"
 #include "device/gk_hooks.h"
 #include "device/gk_omp.h"
+#include "device/gk_shared.h"
 
 /* 256 x 256 pairs: both bands' functions (~2 x 256 x 8 KB for average
  * lengths in double) stay in a core's L2 while the block is computed. */
@@ -74,7 +75,7 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
 {
   int single = options->single, threads = gk_omp_threads(options->threads);
   size_t elem = sizeof(double);   // results are double in both precisions
-  void *xp = NULL, *yp = NULL, *buf = NULL;
+  void *xp = NULL, *yp = NULL, *buf = NULL, *handed = NULL;
   size_t *xo = NULL, *yo = NULL, count = 0, max_rows, max_cols, max_elements;
   gk_block *blocks = NULL;
   gk_block_plan_config cfg = {x->n, y->n, gk_block_writer_mode(writer->kind),
@@ -92,7 +93,10 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
       (y != x && pack_all(y, single, threads, &yp, &yo, err)))
     goto fail;
   gk_block_extents(blocks, count, &max_rows, &max_cols, &max_elements);
-  buf = malloc((max_elements ? max_elements : 1) * elem);
+  /* A future worker's blocks go to its caller in place, from memory it offers. */
+  handed = writer->hands_over ? gk_shared_scratch_take((max_elements ? max_elements : 1) * elem)
+                              : NULL;
+  buf = handed ? handed : malloc((max_elements ? max_elements : 1) * elem);
   if (!buf) {
     gk_fail(err, GK_ERR_NOMEM, "out of memory for a block of results");
     goto fail;
@@ -123,7 +127,8 @@ fail:
   free(yp);
   free(xo);
   free(yo);
-  free(buf);
+  if (handed) gk_shared_scratch_put();
+  else free(buf);
   free(blocks);
   return err->status;
 }

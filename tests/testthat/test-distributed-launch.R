@@ -131,7 +131,7 @@ test_that("a worker's blocks wait for a result made after the inputs' offer", {
         value <- future::value(f)
         skip_if(identical(value$written, NA), "workers may not read this process's memory here")
         expect_true(value$written)
-        expect_true(value$direct)   # straight into the result, not through the slots
+        expect_true(value$handed)   # handed over in place, not through the slots
         expect_identical(.Call(ns$gk_r_channel_finish, channel$handle), expected)
       } else {
         .Call(ns$gk_r_shared_free, channel$handle)   # the caller stops: the worker too

@@ -177,28 +177,28 @@ shared_cases <- function() {
 }
 
 test_that("workers send their bands through shared slots: results equal one process", {
-  with_tunables(list(GK_CHANNEL_DIRECT = 0), {
+  with_tunables(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_HANDOVER = 0), {
     shared_cases()   # chunks as futures of the sequential plan, in this process
     with_plan(future::multisession, shared_cases())
   })
 })
 
 test_that("workers writing straight into the caller's result: results equal one process", {
-  # The default (GK_CHANNEL_DIRECT = 1): dense and dist results by
-  # process_vm_writev where the system lets them, symmetric ones
-  # (pcf_kernel(X)) through slots.
-  with_tunables(list(GK_CHANNEL_DIRECT = NA), {
+  # Without the hand-over (GK_CHANNEL_DIRECT = 1, its default): dense and
+  # dist results by process_vm_writev where the system lets them, symmetric
+  # ones (pcf_kernel(X)) through slots.
+  with_tunables(list(GK_CHANNEL_DIRECT = NA, GK_CHANNEL_HANDOVER = 0), {
     shared_cases()
     with_plan(future::multisession, shared_cases())
   })
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   set.seed(54)
   X <- draw_pcfs(90)
-  lines <- with_plan(future::multisession, {
+  lines <- with_tunables(list(GK_CHANNEL_HANDOVER = 0), with_plan(future::multisession, {
     old <- options(gpukernels.progress = TRUE)
     on.exit(options(old))
     capture.output(d <- pcf_pdist(X, backend = "cpu", workers = 2), type = "message")
-  })
+  }))
   expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
   # Of the workers that took blocks of the shared list (one or both).
   direct <- regmatches(lines, regexec("([0-9]+) of ([0-9]+) written straight", lines))
@@ -207,6 +207,46 @@ test_that("workers writing straight into the caller's result: results equal one 
   skip_if(direct[[1]][2] == "0", "workers may not write into this process here")
   expect_identical(direct[[1]][2], direct[[1]][3])
   expect_true(direct[[1]][3] %in% c("1", "2"))
+})
+
+test_that("CPU workers hand their blocks over in place: results equal one process", {
+  skip_if_not(Sys.info()[["sysname"]] == "Linux")
+  set.seed(73)
+  X <- draw_pcfs(203)   # blocks of side 48: a last, partial block row
+  Y <- draw_pcfs(31)
+  old <- options(gpukernels.pcf_budget_bytes = 48 * 48 * 8 * 2)
+  on.exit(options(old))
+  # A dist, a full symmetric matrix (whose mirror no direct write makes), a
+  # one-sided matrix from single precision, and the default route alone
+  # (GK_CHANNEL_DIRECT unset) in workers that may not read this process
+  # (their GK_CHANNEL_DIRECT = 0: inputs through shared memory).
+  calls <- list(
+    dist = function(w) pcf_pdist(X, backend = "cpu", workers = w),
+    symmetric = function(w) pcf_kernel(X, backend = "cpu", workers = w),
+    single = function(w) pcf_cdist(X, Y, p = 2, precision = "single", backend = "cpu",
+                                   workers = w))
+  reference <- lapply(calls, function(f) f(1))
+  check <- function(what) {
+    opt <- options(gpukernels.progress = TRUE)
+    lines <- capture.output(got <- calls[[what]](3), type = "message")
+    options(opt)
+    if (what == "dist") expect_true(same_dist(got, reference[[what]]))
+    else expect_identical(got, reference[[what]], info = what)
+    handed <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) handed over in place",
+                                                       lines)))
+    expect_length(handed, 1)
+    expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
+    expect_true(handed[[1]][3] %in% c("1", "2", "3"), info = what)
+    expect_false(any(grepl("written straight", lines)), info = what)
+  }
+  # Twice each: a worker's block buffer made in the call, then kept, and
+  # this process's mapping of it too.
+  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
+    for (what in rep(names(calls), each = 2)) check(what)
+  }))
+  with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+    with_tunables(list(GK_CHANNEL_DIRECT = NA), check("dist"))
+  }))
 })
 
 test_that("GPU workers hand their blocks over in place: results equal one process", {
@@ -379,10 +419,11 @@ test_that("workers read their inputs from the caller; those that may not get sha
   }
   # Futures of the sequential plan run in this process, which may read itself.
   with_tunables(list(GK_CHANNEL_DIRECT = 1), check("3 futures, inputs read from this process"))
-  # Workers whose own GK_CHANNEL_DIRECT is 0 decline to read (and to write)
-  # the caller's memory, as where the system forbids it: the caller then
-  # shares the inputs through a segment and runs their bands again.
-  with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+  # Workers whose own GK_CHANNEL_DIRECT is 0 decline to read (and, not
+  # handing over, to write) the caller's memory, as where the system forbids
+  # it: the caller then shares the inputs through a segment and runs their
+  # bands again.
+  with_tunables(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_HANDOVER = 0), with_plan(future::multisession, {
     with_tunables(list(GK_CHANNEL_DIRECT = 1),
                   check("0 of [1-3] written straight into the result, some ran again on shared"))
   }))
