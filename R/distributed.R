@@ -83,12 +83,9 @@
 #'     more, other users' or containers' processes, `GK_CHANNEL_DIRECT = 0`
 #'     in the calling session or the worker's, see [gk_info()]), it reads
 #'     the functions from a copy in shared memory instead. With
-#'     `GK_CHANNEL_HANDOVER = 0` a worker writes its blocks straight into
-#'     the result (`process_vm_writev`, where it may write the calling
-#'     process, and for `dist` and one-sided results in double precision),
-#'     else it copies them into a few small shared buffers of its own, which
-#'     those threads write into the result while the
-#'     workers compute. Nothing travels through the workers' connections but
+#'     `GK_CHANNEL_HANDOVER = 0` a worker copies its blocks into a few small
+#'     shared buffers of the calling process, which those threads write into
+#'     the result while the workers compute. Nothing travels through the workers' connections but
 #'     a few numbers, and the `dist` or matrix is built once, in place. (A
 #'     result in shared memory would be slower to write: its first writes
 #'     run at a quarter of private memory's speed.) Unless
@@ -392,7 +389,7 @@ gk_pcf_chunk_shared <- function(task) {
   read <- gk_now()
   waited <- 0
   blocks <- 0   # sent (NA into a file)
-  direct <- TRUE   # every part's blocks went straight into the result
+  direct <- TRUE   # every part's blocks went straight into the file
   handed <- TRUE   # every part's blocks were handed over in place
   part <- function(y_set, y_range, row0) {
     at <- list(row0 = row0, col0 = 0)
@@ -634,10 +631,13 @@ gk_pcf_bands <- function(X, Y, kind, p, precision, backend, devices, bands, out,
   each <- if (length(worker_s)) paste(sprintf("%.2f", worker_s), collapse = " / ") else "-"
   routes <- function(route) {   # of the workers that sent blocks
     sent <- route[!is.na(route)]
-    handed <- sum(sent == "handed")
-    paste0(if (handed) sprintf(", %d of %d handed over in place", handed, length(sent)),
-           if (length(sent) > handed) sprintf(", %d of %d written straight into the result",
-                                              sum(sent == "direct"), length(sent) - handed))
+    count <- function(how, what) {
+      n <- sum(sent == how)
+      if (n) sprintf(", %d of %d %s", n, length(sent), what)
+    }
+    paste0(count("handed", "handed over in place"),
+           count("direct", "written straight into the file"),
+           count("slots", "through shared slots"))
   }
   at <- function(x) paste(sprintf("%.2f", x), collapse = "/")
   c(sprintf("pcf (%d futures, %s): result and inputs ready in %.2f s, workers %.2f s (each: %s s%s)",

@@ -71,9 +71,9 @@
 #'     machine hand their blocks of a PCF matrix to the calling session in
 #'     place, and threads of that session (`GK_CHANNEL_WRITERS`, 1 to 8, 0
 #'     chooses one per worker, 2 at least) write them from the workers'
-#'     shared memory into the result; 0: each worker writes its blocks
-#'     straight into the result where `GK_CHANNEL_DIRECT` is 1 and the
-#'     system lets it, else through shared slots that those threads write.}
+#'     shared memory into the result; 0: each worker copies its blocks
+#'     into shared slots of the calling session that those threads write
+#'     into the result.}
 #'   \item{`GK_RESULT_HUGE_PAGES`}{1, the default (or 0): a PCF result of
 #'     64 MB or more, filled by this process's engines or by future workers,
 #'     in memory or in [pcf_dist_file()]'s file, asks the system for 2 MiB

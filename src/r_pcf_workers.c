@@ -337,7 +337,7 @@ SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind
     if (err.status == GK_OK && port.failed)
       gk_fail(&err, GK_ERR_ABANDONED, "the calling session stopped taking results");
   }
-  double waited = port.wait_s, route = port.handover == 1 ? 2 : to_file || port.direct == 1;
+  double waited = port.wait_s, route = port.handover == 1 ? 2 : to_file;
   double blocks = to_file ? NA_REAL : (double) port.blocks;
   gk_shared_release(&in);
   if (!to_file) gk_channel_detach(&port);

@@ -140,7 +140,7 @@ static gk_channel *channel_of(SEXP handle)
 /* A channel of `rings` rings for a result of `length` doubles whose columns
  * have at most `n_rows` entries, with no result yet (gk_r_channel_open):
  * list(handle, path, token, bytes, slot_bytes, direct: whether workers may
- * be offered the direct routes); the handle alone when the system has no
+ * be offered the inputs to read); the handle alone when the system has no
  * shared memory (the results then come through the futures). */
 SEXP gk_r_channel_create(SEXP length, SEXP n_rows, SEXP rings)
 {

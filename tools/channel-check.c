@@ -6,13 +6,12 @@
  * mapping of the worker's segment from the first call to the second, and
  * drops it at the first call after the worker has ended. Mode 0: handed
  * over; 1: the segment's descriptor closed, so that the caller cannot map
- * it: refused, and sent by the other routes (direct writes, or slots with
- * GK_CHANNEL_DIRECT=0); 2: float blocks handed over. The R tests reach this
- * route with CPU and GPU workers, never the refused case. From the repository's root:
+ * it: refused, and sent through slots; 2: float blocks handed over. The R
+ * tests reach this route with CPU and GPU workers, never the refused case.
+ * From the repository's root:
  *   gcc -O1 -g -fopenmp -Isrc -o /tmp/channel-check tools/channel-check.c \
  *     src/device/{gk_channel,gk_shared,block_writer,block_scheduler,gk_tunables,gk_hooks,gk_error,host_copy}.c -lm
  *   for m in 0 1 2; do /tmp/channel-check $m || echo FAILED; done
- *   GK_CHANNEL_DIRECT=0 /tmp/channel-check 1
  *   valgrind --leak-check=full --error-exitcode=9 /tmp/channel-check 0 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +61,8 @@ static int worker_call(const channel_ticket *t, gk_shared *staging, int mode, in
       w.reduce(w.reduce_ctx, &b, half, single);
     }
   int ok = !p.failed && p.blocks == k && (mode == 1 ? p.handover == -1 : p.handover == 1);
-  printf("worker, call %d: %zu blocks, handover %d, direct %d, failed %d\n", call,
-         (size_t) p.blocks, p.handover, p.direct, p.failed);
+  printf("worker, call %d: %zu blocks, handover %d, failed %d\n", call, (size_t) p.blocks,
+         p.handover, p.failed);
   fflush(stdout);
   gk_channel_detach(&p);
   return ok;

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #if defined(__linux__)
 #include <sys/uio.h>
-#define GK_HAVE_VM_WRITE 1
+#define GK_HAVE_VM_READ 1
 #endif
 #include "device/gk_channel.h"
 #include "device/gk_hooks.h"
@@ -24,14 +24,12 @@ struct gk_channel_head {
   uint64_t rings, slots, slot_bytes, data_offset;
   int64_t caller;           /* the caller's process id                  */
   atomic_int abort;         /* set by the caller: workers give up        */
-  /* Direct writes (GK_CHANNEL_DIRECT): the caller's result, its length in
-   * values, its layout and rows, and where the caller keeps the segment's
-   * token (read back by a worker to make sure `caller` is that process). */
-  uint64_t direct_out, direct_values, direct_rows, direct_check;
+  /* Where the caller keeps the segment's token, read back by a worker to
+   * make sure `caller` is that process before reading its inputs
+   * (GK_CHANNEL_DIRECT); 0 when workers may not. */
+  uint64_t direct_check;
   /* The caller's offered inputs (gk_channel_offer_input), 0 when none. */
   uint64_t input_at, input_bytes;
-  int32_t direct_layout;
-  atomic_int direct_busy;   /* workers writing into the result right now */
   atomic_int opened;        /* the result exists (gk_channel_open)        */
   atomic_int checked;       /* the inputs passed the caller's checks      */
   gk_block_queue queue;     /* the workers' shared block list (gk_channel_queue) */
@@ -145,9 +143,9 @@ static void *drain(void *arg)
 {
   gk_channel_writer_thread *me = (gk_channel_writer_thread *) arg;
   gk_channel *c = me->c;
-  /* The slots' pages, while the workers start; not where the workers write
-   * into the result themselves (the slots are then their fallback only). */
-  if (me->index == 0 && !c->head->direct_out) {
+  /* The slots' pages, while the workers start, where the workers' blocks
+   * come in them; blocks handed over in place leave them empty. */
+  if (me->index == 0 && !gk_tunable(GK_TUNE_CHANNEL_HANDOVER)) {
     char *slots = (char *) c->head + c->head->data_offset;
     gk_shared_populate(slots, c->seg.map_bytes - (size_t) (slots - (char *) c->seg.map),
                        c->threads * c->writers);
@@ -168,47 +166,18 @@ static void *drain(void *arg)
 }
 
 /* Lets the workers read the caller's memory (the token's address, checked
- * before any cross-process read or write), where GK_CHANNEL_DIRECT = 1 and
+ * before any cross-process read), where GK_CHANNEL_DIRECT = 1 and
  * the system has process_vm_readv: set when the segment is made, so that the
  * workers' route is known before they are launched. */
 static void start_direct(gk_channel *c)
 {
-#ifdef GK_HAVE_VM_WRITE
+#ifdef GK_HAVE_VM_READ
   if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1) return;
   c->direct_token = c->seg.token;
   c->head->direct_check = (uint64_t) (uintptr_t) &c->direct_token;
 #else
   (void) c;
 #endif
-}
-
-/* Lets the workers write into `out` themselves: the kernel's cross-process
- * copy (process_vm_writev) takes their blocks straight into the result, with
- * no slot and no scatter here. The kernel allows that where a worker may
- * ptrace the caller; this process never widens that permission (Yama's
- * ptrace_scope 1 and up forbids a child to write into its parent), so a
- * worker that may not (Yama, another user or namespace) sends through its
- * slots. Dense and `dist` layouts. */
-static void open_direct(gk_channel *c, double *out, size_t result_bytes, gk_write_kind layout,
-                        size_t n_rows)
-{
-  gk_channel_head *h = c->head;
-  if (!h->direct_check || layout == GK_WRITE_SYMMETRIC) return;
-  h->direct_values = result_bytes / sizeof(double);
-  h->direct_rows = n_rows;
-  h->direct_layout = (int32_t) layout;
-  atomic_thread_fence(memory_order_release);
-  h->direct_out = (uint64_t) (uintptr_t) out;
-}
-
-/* No direct write is going on or will start: workers see `abort` (set
- * before) and stop; wait for the writes under way (a few milliseconds; at
- * most 10 s, in case a worker died in one). */
-static void end_direct(gk_channel *c)
-{
-  if (!c->head || !c->head->direct_out) return;
-  for (int k = 0; k < 50000 && atomic_load(&c->head->direct_busy) > 0; k++) nap(200);
-  c->head->direct_out = 0;
 }
 
 static void stop_writers(gk_channel *c)
@@ -241,7 +210,6 @@ gk_status gk_channel_create(gk_channel *c, size_t rings, size_t slot_bytes, gk_e
   h->caller = (int64_t) getpid();
   atomic_init(&h->abort, 0);
   for (size_t k = 0; k < rings * slots; k++) atomic_init(&slots_of(h)[k].state, 0);
-  atomic_init(&h->direct_busy, 0);
   atomic_init(&h->opened, 0);
   atomic_init(&h->checked, 0);
   h->queue = (gk_block_queue) {0, 0, 0};
@@ -256,7 +224,6 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
   gk_channel_head *h = c->head;
   if (!h || c->out) return gk_fail(err, GK_ERR_INTERNAL, "result channel not open to a result");
   c->out = out;
-  open_direct(c, out, result_bytes, layout, n_rows);
   c->layout = layout;
   c->n_rows = n_rows;
   c->values = result_bytes / sizeof(double);
@@ -279,7 +246,6 @@ gk_status gk_channel_open(gk_channel *c, double *out, size_t result_bytes, gk_wr
   if (c->running < writers) {   /* the workers give up; the owner releases the segment */
     stop_workers(h);
     stop_writers(c);
-    end_direct(c);
     return gk_fail(err, GK_ERR_NOMEM, "could not start the threads that collect results");
   }
   /* Last: workers whose first block waits for the result go on seeing it. */
@@ -294,7 +260,6 @@ void gk_channel_finish(gk_channel *c)
   c->finishing = 1;
   stop_writers(c);
   stop_workers(c->head);   /* no worker is left to send */
-  end_direct(c);
 }
 
 void gk_channel_release(gk_channel *c)
@@ -302,7 +267,6 @@ void gk_channel_release(gk_channel *c)
   if (c->head) {
     stop_workers(c->head);
     stop_writers(c);
-    end_direct(c);
   }
   gk_shared_release(&c->seg);
   c->head = NULL;
@@ -447,11 +411,11 @@ static long claim(gk_channel_port *p)
   }
 }
 
-#ifdef GK_HAVE_VM_WRITE
-/* Whether this worker takes the direct routes: its own GK_CHANNEL_DIRECT = 0
- * declines them, as the system may; else whether the caller's process is the
+#ifdef GK_HAVE_VM_READ
+/* Whether this worker reads the caller's inputs: its own GK_CHANNEL_DIRECT =
+ * 0 declines, as the system may; else whether the caller's process is the
  * one with the segment's token (not a process of the same number elsewhere)
- * and lets this one read and write its memory. */
+ * and lets this one read its memory. */
 static int direct_allowed(gk_channel_port *p)
 {
   if (gk_tunable(GK_TUNE_CHANNEL_DIRECT) != 1) return 0;
@@ -463,56 +427,6 @@ static int direct_allowed(gk_channel_port *p)
              (ssize_t) sizeof(token) && token == want;
 }
 
-#define DIRECT_BATCH 256   /* columns per process_vm_writev (IOV_MAX is 1024) */
-
-/* The block's columns straight into the caller's result, in batches of
- * columns on the port's threads; 0 when all were written. A batch is
- * announced in direct_busy before `abort` is checked (the caller sets abort,
- * then waits for direct_busy to drain before it lets go of the result). */
-static int send_direct(gk_channel_port *p, const gk_block *block, const double *src)
-{
-  gk_channel_head *h = p->head;
-  gk_block_writer w = gk_block_writer_band(p->kind, (gk_write_kind) h->direct_layout, NULL,
-                                           h->direct_rows, p->band_row0, p->band_col0, 1);
-  double *out = (double *) (uintptr_t) h->direct_out;
-  size_t total = h->direct_values;
-  pid_t caller = (pid_t) h->caller;
-  long long batches = (long long) ((block->cols + DIRECT_BATCH - 1) / DIRECT_BATCH);
-  /* Half the worker's threads: each copy pins (and first faults) pages of
-   * the caller's memory under locks of its memory map, which every
-   * worker's copies share; with more, the copies wait on each other longer
-   * than they gain (inst/bench/RESULTS.md). */
-  int threads = block->rows * block->cols < 65536 ? 1 : (gk_omp_threads(p->threads) + 1) / 2;
-  int bad = 0;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: bad)
-#endif
-  for (long long q = 0; q < batches; q++) {
-    struct iovec local[DIRECT_BATCH], remote[DIRECT_BATCH];
-    size_t c0 = (size_t) q * DIRECT_BATCH, want = 0;
-    int k = 0;
-    for (size_t c = c0; c < c0 + DIRECT_BATCH && c < block->cols; c++) {
-      size_t dst, from, count = gk_block_column_span(&w, block, c, &dst, &from);
-      if (!count) continue;
-      if (dst + count > total) bad = 1;
-      local[k].iov_base = (void *) (src + from);
-      local[k].iov_len = count * sizeof(double);
-      remote[k].iov_base = out + dst;
-      remote[k].iov_len = count * sizeof(double);
-      want += count * sizeof(double);
-      k++;
-    }
-    if (bad || !k) continue;
-    atomic_fetch_add(&h->direct_busy, 1);
-    if (atomic_load(&h->abort) ||
-        process_vm_writev(caller, local, (unsigned long) k, remote, (unsigned long) k, 0) !=
-            (ssize_t) want)
-      bad = 1;
-    atomic_fetch_sub(&h->direct_busy, 1);
-  }
-  (void) threads;
-  return bad;
-}
 #endif
 
 /* Pieces of at most 8 MiB, on `threads` threads: one process_vm_readv
@@ -527,7 +441,7 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
   for (size_t k = 0; k < count; k++)
     if (ranges[k].offset > h->input_bytes || ranges[k].bytes > h->input_bytes - ranges[k].offset)
       return gk_fail(err, GK_ERR_INTERNAL, "a read outside the caller's inputs");
-#ifdef GK_HAVE_VM_WRITE
+#ifdef GK_HAVE_VM_READ
   if (!direct_allowed(p))
     return gk_fail(err, GK_ERR_INPUT, "this process may not read the caller's memory");
   size_t pieces = 0;
@@ -567,7 +481,7 @@ gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *rang
 gk_status gk_channel_read_columns(gk_channel_port *p, const gk_channel_columns *matrices,
                                   size_t count, int threads, gk_error *err)
 {
-#ifdef GK_HAVE_VM_WRITE
+#ifdef GK_HAVE_VM_READ
   if (!direct_allowed(p))
     return gk_fail(err, GK_ERR_INPUT, "this process may not read the caller's memory");
   /* Batches of at most COLUMNS_BATCH matrices and about READ_PIECE bytes. */
@@ -652,9 +566,8 @@ static int hand_over(gk_channel_port *p, const gk_block *block, const gk_shared_
 }
 
 /* The block handed over in place where it lies in memory this process
- * offers (GPU staging), else straight into the caller's result where it
- * allows that, else whole columns at a time into slots; p->failed when the
- * caller stopped. */
+ * offers (an engine's block buffers), else whole columns at a time into
+ * slots; p->failed when the caller stopped. */
 static void deliver_block(gk_channel_port *p, const gk_block *block, const void *src, int single)
 {
   /* On any thread, so no interrupt check: the caller's next step is the
@@ -670,21 +583,8 @@ static void deliver_block(gk_channel_port *p, const gk_block *block, const void 
       if (handed == 0) p->handover = 1;
       return;
     }
-    p->handover = -1;   /* by the other routes from now on, this block too */
+    p->handover = -1;   /* through the slots from now on, this block too */
   }
-#ifdef GK_HAVE_VM_WRITE
-  if (p->head->direct_out && !single && p->direct >= 0 && !p->failed) {
-    if (p->direct == 0) p->direct = direct_allowed(p) ? 1 : -1;
-    if (p->direct == 1) {
-      if (send_direct(p, block, (const double *) src) == 0) return;
-      if (atomic_load(&p->head->abort)) {
-        p->failed = 1;
-        return;
-      }
-      p->direct = -1;   /* through the slots from now on, this block whole */
-    }
-  }
-#endif
   size_t column = block->rows * elem;
   size_t per_slot = column ? p->slot_bytes / column : block->cols;
   if (per_slot < 1 || p->failed) {   /* slots are sized for a column: never */

@@ -2,31 +2,22 @@
  * Results of future workers on this machine, handed to the caller
  * (R/distributed.R). Pure host C, no R.
  *
- * Direct writes (GK_CHANNEL_DIRECT = 1, the default, Linux): a worker
- * writes each block of results straight into the caller's result, an
- * ordinary R vector, with process_vm_writev: one copy, by the kernel, on
- * half the worker's threads, the result's pages faulted in the caller's
- * memory as by its own writes. Before the first it reads the segment's token back
- * from the caller's memory, so it never writes into another process of the
- * same number (another pid namespace). The slots' route below makes the
- * caller's threads scatter every block, which the workers wait for; here
- * each worker copies its own. It needs the right to ptrace the caller
- * (Yama's ptrace_scope 0, as on Debian); without it, the slots.
- *
- * Inputs read directly (same rule, same token check): the caller offers a
- * table of where its PCFs are, R's own matrices (gk_channel_offer_input);
- * each worker copies out what its part needs (every function, where the
- * workers share one list of blocks) with process_vm_readv
- * (gk_channel_read_columns) while the caller checks them, and computes once
- * they passed (gk_channel_inputs_checked). A copy made first, in a shared
- * segment or in the caller's memory, put 404 MB of writes (at 5e4
- * functions) before every worker's reading. On this route the channel is
- * made before the result (gk_channel_create, then gk_channel_open) and the
- * table offered before the workers are launched; one launched earlier
- * waits for the offer (gk_channel_await_input). The offer comes first, the
- * result after it, so that the result's allocation (and R's collection
- * before it) overlaps the workers' reading and first blocks; a block waits
- * until the result exists.
+ * Inputs read directly (GK_CHANNEL_DIRECT = 1, the default, Linux): the
+ * caller offers a table of where its PCFs are, R's own matrices
+ * (gk_channel_offer_input); each worker reads the segment's token back from
+ * the caller's memory first, so that it never reads another process of the
+ * same number (another pid namespace), and copies out what its part needs
+ * (every function, where the workers share one list of blocks) with
+ * process_vm_readv (gk_channel_read_columns) while the caller checks them,
+ * and computes once they passed (gk_channel_inputs_checked). A copy made
+ * first, in a shared segment or in the caller's memory, put 404 MB of writes
+ * (at 5e4 functions) before every worker's reading. On this route the
+ * channel is made before the result (gk_channel_create, then
+ * gk_channel_open) and the table offered before the workers are launched;
+ * one launched earlier waits for the offer (gk_channel_await_input). The
+ * offer comes first, the result after it, so that the result's allocation
+ * (and R's collection before it) overlaps the workers' reading and first
+ * blocks; a block waits until the result exists.
  *
  * Blocks handed over in place: a worker's engine puts its blocks in memory
  * that is a shared segment it offers (gk_shared_offer; a GPU's page-locked
@@ -38,17 +29,18 @@
  * then free the slot, and the worker's thread, which waited as it waits for
  * its own scatter, goes on. So the result is written as in one process
  * (inst/bench/scatter_rate.cu: shared staging as fast as private), where
- * direct writes run more slowly (each copy pins the caller's pages under
- * its memory map's locks). It needs no permission to trace the caller, and
- * takes every layout and float blocks. A block in memory the worker does
- * not offer, one the caller cannot map (its slot marked refused), and every
- * block where GK_CHANNEL_HANDOVER is 0 go by the routes below.
+ * a worker's own writes into the caller's result (process_vm_writev, which
+ * also needs the right to ptrace the caller) ran more slowly or alike
+ * (inst/bench/RESULTS.md). It needs no permission to
+ * trace the caller, and takes every layout and float blocks. A block in
+ * memory the worker does not offer, one the caller cannot map (its slot
+ * marked refused), and every block where GK_CHANNEL_HANDOVER is 0 go
+ * through slots.
  *
- * Slots, where a worker cannot write directly (no permission, a symmetric
- * layout whose mirror is not contiguous, float blocks): the caller's
- * channel is one shared segment (gk_shared.h) holding a ring of a few slots
- * for each chunk of the work, and threads of its own that scatter every slot
- * a worker fills into the result with the block writer, then free the slot.
+ * Slots: the caller's channel is one shared segment (gk_shared.h) holding a
+ * ring of a few slots for each chunk of the work, and threads of its own
+ * that scatter every slot a worker fills into the result with the block
+ * writer, then free the slot.
  * A worker attaches its chunk's ring and runs its engine with
  * gk_channel_writer: each block of results (float or double) is copied into
  * a free slot, piece by piece of whole columns.
@@ -117,7 +109,7 @@ struct gk_channel {
   volatile int finishing;
   double busy_s;          /* seconds the writers spent scattering (summed) */
   size_t pieces;          /* slots scattered                              */
-  uint64_t direct_token;  /* read by workers before direct writes        */
+  uint64_t direct_token;  /* read back by workers before they read inputs */
   size_t values;          /* of the result                                */
 };
 
@@ -147,9 +139,8 @@ void gk_channel_finish(gk_channel *c);
 /* Stops the threads (telling waiting workers to give up) and frees the segment. */
 void gk_channel_release(gk_channel *c);
 
-/* Whether workers may be offered the direct routes (GK_CHANNEL_DIRECT = 1
- * and the system has process_vm_writev): direct writes into the result
- * (not for symmetric layouts) and reads of inputs offered below. */
+/* Whether workers may be offered reads of the inputs offered below
+ * (GK_CHANNEL_DIRECT = 1 and the system has process_vm_readv). */
 int gk_channel_direct(const gk_channel *c);
 
 /* Offers workers `bytes` of this process at `at` to read with
@@ -176,7 +167,6 @@ typedef struct {
   int threads;
   volatile int failed;    /* the caller stopped taking blocks              */
   double wait_s;          /* seconds spent waiting for a free slot         */
-  volatile int direct;    /* writes into the result: 0 untried, 1 yes, -1 no */
   volatile int handover;  /* blocks handed over in place: 0 untried, 1 yes, -1 no */
   size_t blocks;          /* blocks sent (of a shared list: the ones taken) */
 } gk_channel_port;
@@ -217,8 +207,7 @@ typedef struct {
 } gk_channel_range;
 
 /* Copies the ranges out of the caller's offered inputs (process_vm_readv, on
- * `threads` threads), after the token check of the direct writes: the same
- * permission rule. GK_ERR_INPUT when this process may not (Yama,
+ * `threads` threads), after the token check (above). GK_ERR_INPUT when this process may not (Yama,
  * another user or namespace, this worker's GK_CHANNEL_DIRECT = 0): the
  * caller then shares the inputs through a segment instead. */
 gk_status gk_channel_read_input(gk_channel_port *p, const gk_channel_range *ranges, size_t count,

@@ -53,8 +53,7 @@ static const tunable table[GK_TUNE_COUNT] = {
    "memory or in pcf_dist_file()'s file, asks for 2 MiB pages (fewer page faults); 2: never."},
   {"GK_CHANNEL_DIRECT", 1, 0, 1, 0,
    "1: future workers on this machine read a PCF matrix's functions from the caller's memory "
-   "(Linux process_vm_readv) and, where GK_CHANNEL_HANDOVER is 0, write their blocks straight "
-   "into its result (process_vm_writev) where they may; 0: both through shared memory."},
+   "(Linux process_vm_readv) where they may; 0: through shared memory."},
   {"GK_FILE_POPULATE", 1, 0, 2, 0,
    "1: pcf_dist_file() makes its file's pages before its engines write (those a call fills; "
    "workers of this machine an equal share each), when the file is at most a tenth of memory, "
@@ -70,8 +69,7 @@ static const tunable table[GK_TUNE_COUNT] = {
    "three left the GPUs waiting longer on some hosts, and 4 was never slower."},
   {"GK_CHANNEL_HANDOVER", 1, 0, 1, 0,
    "1: future workers on this machine hand their blocks of a PCF matrix to the caller in place "
-   "(its threads write them from the workers' shared memory); 0: they write them themselves "
-   "(GK_CHANNEL_DIRECT) or through shared slots."},
+   "(its threads write them from the workers' shared memory); 0: through shared slots."},
 };
 
 static int valid(const tunable *t, double v)

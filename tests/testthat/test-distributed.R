@@ -183,10 +183,9 @@ test_that("workers send their bands through shared slots: results equal one proc
   })
 })
 
-test_that("workers writing straight into the caller's result: results equal one process", {
-  # Without the hand-over (GK_CHANNEL_DIRECT = 1, its default): dense and
-  # dist results by process_vm_writev where the system lets them, symmetric
-  # ones (pcf_kernel(X)) through slots.
+test_that("workers without the hand-over send through slots: results equal one process", {
+  # GK_CHANNEL_HANDOVER = 0, the inputs read from this process where the
+  # system lets the workers (GK_CHANNEL_DIRECT unset).
   with_tunables(list(GK_CHANNEL_DIRECT = NA, GK_CHANNEL_HANDOVER = 0), {
     shared_cases()
     with_plan(future::multisession, shared_cases())
@@ -201,12 +200,12 @@ test_that("workers writing straight into the caller's result: results equal one 
   }))
   expect_true(same_dist(d, pcf_pdist(X, backend = "cpu", workers = 1)))
   # Of the workers that took blocks of the shared list (one or both).
-  direct <- regmatches(lines, regexec("([0-9]+) of ([0-9]+) written straight", lines))
-  direct <- Filter(length, direct)
-  expect_length(direct, 1)
-  skip_if(direct[[1]][2] == "0", "workers may not write into this process here")
-  expect_identical(direct[[1]][2], direct[[1]][3])
-  expect_true(direct[[1]][3] %in% c("1", "2"))
+  slots <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) through shared slots",
+                                                    lines)))
+  expect_length(slots, 1)
+  expect_identical(slots[[1]][2], slots[[1]][3])
+  expect_true(slots[[1]][3] %in% c("1", "2"))
+  expect_false(any(grepl("handed over", lines)))
 })
 
 test_that("CPU workers hand their blocks over in place: results equal one process", {
@@ -237,7 +236,7 @@ test_that("CPU workers hand their blocks over in place: results equal one proces
     expect_length(handed, 1)
     expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
     expect_true(handed[[1]][3] %in% c("1", "2", "3"), info = what)
-    expect_false(any(grepl("written straight", lines)), info = what)
+    expect_false(any(grepl("through shared slots", lines)), info = what)
   }
   # Twice each: a worker's block buffer made in the call, then kept, and
   # this process's mapping of it too.
@@ -280,7 +279,7 @@ test_that("GPU workers hand their blocks over in place: results equal one proces
                                                        lines)))
     expect_length(handed, 1)
     expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
-    expect_false(any(grepl("written straight", lines)), info = what)
+    expect_false(any(grepl("through shared slots", lines)), info = what)
   })
 })
 
@@ -425,7 +424,7 @@ test_that("workers read their inputs from the caller; those that may not get sha
   # bands again.
   with_tunables(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_HANDOVER = 0), with_plan(future::multisession, {
     with_tunables(list(GK_CHANNEL_DIRECT = 1),
-                  check("0 of [1-3] written straight into the result, some ran again on shared"))
+                  check("[1-3] of [1-3] through shared slots, some ran again on shared"))
   }))
   # The default on workers that may: inputs read, blocks written directly
   # (unless Yama forbids it here).
