@@ -208,79 +208,54 @@ test_that("workers without the hand-over send through slots: results equal one p
   expect_false(any(grepl("handed over", lines)))
 })
 
-test_that("CPU workers hand their blocks over in place: results equal one process", {
-  skip_if_not(Sys.info()[["sysname"]] == "Linux")
-  set.seed(73)
-  X <- draw_pcfs(203)   # blocks of side 48: a last, partial block row
-  Y <- draw_pcfs(31)
-  old <- options(gpukernels.pcf_budget_bytes = 48 * 48 * 8 * 2)
-  on.exit(options(old))
-  # A dist, a full symmetric matrix (whose mirror no direct write makes), a
-  # one-sided matrix from single precision, and the default route alone
-  # (GK_CHANNEL_DIRECT unset) in workers that may not read this process
-  # (their GK_CHANNEL_DIRECT = 0: inputs through shared memory).
-  calls <- list(
-    dist = function(w) pcf_pdist(X, backend = "cpu", workers = w),
-    symmetric = function(w) pcf_kernel(X, backend = "cpu", workers = w),
-    single = function(w) pcf_cdist(X, Y, p = 2, precision = "single", backend = "cpu",
-                                   workers = w))
-  reference <- lapply(calls, function(f) f(1))
-  check <- function(what) {
-    opt <- options(gpukernels.progress = TRUE)
-    lines <- capture.output(got <- calls[[what]](3), type = "message")
-    options(opt)
-    if (what == "dist") expect_true(same_dist(got, reference[[what]]))
-    else expect_identical(got, reference[[what]], info = what)
-    handed <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) handed over in place",
-                                                       lines)))
-    expect_length(handed, 1)
-    expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
-    expect_true(handed[[1]][3] %in% c("1", "2", "3"), info = what)
-    expect_false(any(grepl("through shared slots", lines)), info = what)
-  }
-  # Twice each: a worker's block buffer made in the call, then kept, and
-  # this process's mapping of it too.
-  with_tunables(list(GK_CHANNEL_DIRECT = NA), with_plan(future::multisession, {
-    for (what in rep(names(calls), each = 2)) check(what)
-  }))
-  with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
-    with_tunables(list(GK_CHANNEL_DIRECT = NA), check("dist"))
-  }))
-})
+# A call's progress lines: every worker that sent blocks handed them over in place.
+expect_handed_over <- function(lines, info = NULL) {
+  handed <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) handed over in place",
+                                                     lines)))
+  expect_length(handed, 1)
+  expect_identical(handed[[1]][2], handed[[1]][3], info = info)
+  expect_true(as.integer(handed[[1]][3]) >= 1, info = info)
+  expect_false(any(grepl("through shared slots", lines)), info = info)
+}
 
-test_that("GPU workers hand their blocks over in place: results equal one process", {
-  skip_if_not(gk_has_gpu())
+test_that("workers hand their blocks over in place: results equal one process", {
   skip_if_not(Sys.info()[["sysname"]] == "Linux")
   set.seed(72)
   X <- draw_pcfs(301)   # blocks of side 64: a last, partial block row
   Y <- draw_pcfs(23)
   old <- options(gpukernels.pcf_budget_bytes = 64 * 64 * 8 * 2)
   on.exit(options(old))
-  # A dist, a full symmetric matrix (whose mirror no direct write makes) and
-  # float blocks: every kind the caller's threads write from the workers'
-  # staging, checked against one process on the CPU.
+  # A dist, a full symmetric matrix and single precision: every kind the
+  # caller's threads write from a worker's block buffer (CPU) or staging
+  # (GPU), checked against one process on the CPU: exactly for CPU workers.
   calls <- list(
-    dist = function(w) pcf_pdist(X, backend = "gpu", workers = w),
-    symmetric = function(w) pcf_kernel(X, backend = "gpu", workers = w),
-    float = function(w) pcf_cdist(X, Y, p = 2, precision = "single", backend = "gpu",
-                                  workers = w))
+    dist = function(backend) pcf_pdist(X, backend = backend, workers = 2),
+    symmetric = function(backend) pcf_kernel(X, backend = backend, workers = 2),
+    single = function(backend) pcf_cdist(X, Y, p = 2, precision = "single", backend = backend,
+                                         workers = 2))
   reference <- list(dist = as.vector(pcf_pdist(X, backend = "cpu")),
                     symmetric = pcf_kernel(X, backend = "cpu"),
-                    float = pcf_cdist(X, Y, p = 2, backend = "cpu"))
-  tolerance <- c(dist = 1e-12, symmetric = 1e-12, float = 1e-5)
-  # Twice each: the workers' staging made in the call, then kept.
-  with_plan(future::multisession, for (what in rep(names(calls), each = 2)) {
+                    single = pcf_cdist(X, Y, p = 2, precision = "single", backend = "cpu"))
+  gpu_tolerance <- c(dist = 1e-12, symmetric = 1e-12, single = 1e-5)
+  check <- function(what, backend) {
     opt <- options(gpukernels.progress = TRUE)
-    lines <- capture.output(got <- calls[[what]](2), type = "message")
+    lines <- capture.output(got <- calls[[what]](backend), type = "message")
     options(opt)
-    expect_equal(as.vector(got), as.vector(reference[[what]]), tolerance = tolerance[[what]],
-                 info = what)
-    handed <- Filter(length, regmatches(lines, regexec("([0-9]+) of ([0-9]+) handed over in place",
-                                                       lines)))
-    expect_length(handed, 1)
-    expect_identical(handed[[1]][2], handed[[1]][3], info = what)   # every worker that sent
-    expect_false(any(grepl("through shared slots", lines)), info = what)
+    info <- paste(what, backend)
+    expect_equal(as.vector(got), as.vector(reference[[what]]),
+                 tolerance = if (backend == "cpu") 0 else gpu_tolerance[[what]], info = info)
+    expect_handed_over(lines, info)
+  }
+  # Twice each: a worker's block memory made in the call, then kept, and
+  # this process's mapping of it too.
+  for (backend in c("cpu", if (gk_has_gpu()) "gpu")) with_plan(future::multisession, {
+    for (what in rep(names(calls), each = 2)) check(what, backend)
   })
+  # The route alone where workers may not read this process (their
+  # GK_CHANNEL_DIRECT = 0: the inputs through shared memory).
+  with_tunables(list(GK_CHANNEL_DIRECT = 0), with_plan(future::multisession, {
+    with_tunables(list(GK_CHANNEL_DIRECT = NA), check("dist", "cpu"))
+  }))
 })
 
 test_that("workers take the blocks of one shared list, each block once", {
