@@ -85,8 +85,8 @@
 #'     the functions from a copy in shared memory instead. With
 #'     `GK_CHANNEL_HANDOVER = 0` a worker copies its blocks into a few small
 #'     shared buffers of the calling process, which those threads write into
-#'     the result while the workers compute. Nothing travels through the workers' connections but
-#'     a few numbers, and the `dist` or matrix is built once, in place. (A
+#'     the result while the workers compute. Nothing travels through the
+#'     workers' connections but a few numbers, and the `dist` or matrix is built once, in place. (A
 #'     result in shared memory would be slower to write: its first writes
 #'     run at a quarter of private memory's speed.) Unless
 #'     `options(gpukernels.threads =)` is set, the workers of one machine

@@ -281,7 +281,7 @@ static int share_range(pcf_set *s, double from, double to)
  * (not NULL: a file target as gk_r_pcf_matrix takes it, pcf_dist_file())
  * written into that file's matrix instead (`target` is then not used).
  * c(seconds spent waiting for a free slot, how the blocks went: 2 handed
- * over in place, 1 straight into the result, 0 copied through slots,
+ * over in place, 1 straight into the file, 0 copied through slots,
  * blocks sent (NA into a file)), or FALSE when this
  * process cannot attach them (another machine). */
 SEXP gk_r_pcf_band(SEXP input, SEXP x_range, SEXP y_set, SEXP y_range, SEXP kind, SEXP p,

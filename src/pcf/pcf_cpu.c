@@ -93,10 +93,10 @@ gk_status pcf_matrix_cpu(const pcf_op *op, const pcf_set *x, const pcf_set *y,
       (y != x && pack_all(y, single, threads, &yp, &yo, err)))
     goto fail;
   gk_block_extents(blocks, count, &max_rows, &max_cols, &max_elements);
+  size_t buf_bytes = (max_elements ? max_elements : 1) * elem;
   /* A future worker's blocks go to its caller in place, from memory it offers. */
-  handed = writer->hands_over ? gk_shared_scratch_take((max_elements ? max_elements : 1) * elem)
-                              : NULL;
-  buf = handed ? handed : malloc((max_elements ? max_elements : 1) * elem);
+  handed = writer->hands_over ? gk_shared_scratch_take(buf_bytes) : NULL;
+  buf = handed ? handed : malloc(buf_bytes);
   if (!buf) {
     gk_fail(err, GK_ERR_NOMEM, "out of memory for a block of results");
     goto fail;

@@ -393,11 +393,12 @@ test_that("workers read their inputs from the caller; those that may not get sha
   }
   # Futures of the sequential plan run in this process, which may read itself.
   with_tunables(list(GK_CHANNEL_DIRECT = 1), check("3 futures, inputs read from this process"))
-  # Workers whose own GK_CHANNEL_DIRECT is 0 decline to read (and, not
-  # handing over, to write) the caller's memory, as where the system forbids
-  # it: the caller then shares the inputs through a segment and runs their
-  # bands again.
-  with_tunables(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_HANDOVER = 0), with_plan(future::multisession, {
+  # Workers whose own GK_CHANNEL_DIRECT is 0 decline to read the caller's
+  # memory, as where the system forbids it: the caller then shares the
+  # inputs through a segment and runs their bands again (their blocks,
+  # with GK_CHANNEL_HANDOVER 0, through slots).
+  with_tunables(list(GK_CHANNEL_DIRECT = 0, GK_CHANNEL_HANDOVER = 0),
+                with_plan(future::multisession, {
     with_tunables(list(GK_CHANNEL_DIRECT = 1),
                   check("[1-3] of [1-3] through shared slots, some ran again on shared"))
   }))
